@@ -1,0 +1,233 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// API is the part of the DynamoDB client that a [Manager] uses.
+// *dynamodb.Client satisfies it; tests may wrap it to inject faults.
+type API interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+}
+
+// Config configures a [Manager]. Only Client and Table are required; every
+// other field has a secure default, filled in and validated once by [New].
+type Config[U any] struct {
+	// Client talks to DynamoDB. Build it from the SDK's own configuration
+	// (config.LoadDefaultConfig), which also honours AWS_ENDPOINT_URL_DYNAMODB.
+	Client API
+
+	// Table is the name of the table that holds sessions.
+	Table string
+
+	// PartitionKey and SortKey name the table's key attributes. They
+	// default to "pk" and "sk". Set HashOnly for a table without a sort
+	// key; such a table cannot hold the per-user index, so [Manager.List]
+	// and [Manager.Revoke] return [ErrNoSortKey] there.
+	PartitionKey string
+	SortKey      string
+	HashOnly     bool
+
+	// SessionPrefix starts the partition key of every session item, which
+	// is SessionPrefix followed by base64url(SHA-256(token)). Default
+	// "SESSION#". SessionSortValue is the sort key value of session items,
+	// default "SESSION". UserSessionsPrefix starts the partition key of the
+	// per-user index items, default "USERSESSIONS#".
+	SessionPrefix      string
+	SessionSortValue   string
+	UserSessionsPrefix string
+
+	// TTLAttribute names the Number attribute that holds a session's expiry
+	// in epoch seconds and on which the table's TTL is enabled. A table has
+	// one TTL attribute, so a shared table may need its existing name.
+	// Default "expiresAt".
+	TTLAttribute string
+
+	// ValidAfterAttribute names the Number attribute of the user item that
+	// holds the user's sessions-valid-after cutoff in epoch milliseconds.
+	// [Manager.RevokeAll] sets it. Default "sessionsValidAfter".
+	ValidAfterAttribute string
+
+	// LoadUser loads the user a session belongs to, with the user's
+	// sessions-valid-after cutoff. It returns [ErrUserNotFound] for a user
+	// that does not exist, which rejects the session; any other error fails
+	// the request closed. The default reads the user's item from Table with
+	// one strongly consistent GetItem, decodes it into U with
+	// attributevalue.UnmarshalMap, and takes the cutoff from
+	// ValidAfterAttribute. Set it when users live elsewhere.
+	LoadUser func(ctx context.Context, key UserKey) (user U, validAfter time.Time, err error)
+
+	// CookieName is the session cookie's name. The "__Host-" prefix is
+	// added if missing, because it makes browsers refuse the cookie unless
+	// it is Secure, host-only and on Path=/. Default "__Host-session".
+	CookieName string
+
+	// InsecureDevMode drops the Secure attribute and the "__Host-" prefix
+	// so that the cookie works on plain-HTTP localhost. Never in production:
+	// the cookie then travels in clear text. The package does not read
+	// APP_ENV or any other variable to switch this on; a production host with
+	// a stray variable must not silently downgrade its cookies.
+	InsecureDevMode bool
+
+	// IdleTimeout is how long a session lives without requests. Default 24h.
+	IdleTimeout time.Duration
+
+	// RefreshInterval is how often, at most, a request moves a session's
+	// expiry forward. Requests in between cost no writes. Default
+	// IdleTimeout/24 (an hour for the default IdleTimeout). It must be
+	// shorter than IdleTimeout.
+	RefreshInterval time.Duration
+
+	// AbsoluteLifetime caps a session's life from its creation, however
+	// active it is (OWASP's absolute timeout). Default 30 days.
+	AbsoluteLifetime time.Duration
+
+	// StoreTimeout bounds the DynamoDB work of one request. Default 2s.
+	StoreTimeout time.Duration
+
+	// ExpiryIndex names an optional global secondary index on
+	// (expiryBucket, TTLAttribute) that [Manager.ExpiringSoon] queries.
+	// Empty (the default) leaves it off, and session writes stay cheaper.
+	// ExpiryIndexShards spreads each hour's sessions over that many index
+	// partitions; default 8.
+	ExpiryIndex       string
+	ExpiryIndexShards int
+
+	// Unauthorized answers a request without a valid session. The cookie
+	// has already been cleared. Default: 401 with a short body. Use
+	// http.RedirectHandler to send browsers to a login page.
+	Unauthorized http.Handler
+
+	// StoreUnavailable answers a request whose session could not be checked
+	// because DynamoDB failed or timed out. The request is never let
+	// through. Default: 503 with a short body.
+	StoreUnavailable http.Handler
+
+	// Logger receives store failures. Tokens never appear in its records.
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// Now is the clock. Default time.Now. Tests inject their own.
+	Now func() time.Time
+}
+
+const hostPrefix = "__Host-"
+
+// withDefaults returns c with every unset field filled in, or an error
+// naming the first field that is invalid.
+func (c Config[U]) withDefaults() (Config[U], error) {
+	if c.Client == nil {
+		return c, errors.New("ddbsession: Config.Client is nil")
+	}
+	if c.Table == "" {
+		return c, errors.New("ddbsession: Config.Table is empty")
+	}
+	setDefault(&c.PartitionKey, "pk")
+	if c.HashOnly {
+		if c.SortKey != "" {
+			return c, fmt.Errorf("ddbsession: Config.SortKey %q is set but Config.HashOnly is true", c.SortKey)
+		}
+	} else {
+		setDefault(&c.SortKey, "sk")
+	}
+	if c.PartitionKey == c.SortKey {
+		return c, fmt.Errorf("ddbsession: Config.PartitionKey and Config.SortKey are both %q", c.SortKey)
+	}
+	setDefault(&c.SessionPrefix, "SESSION#")
+	setDefault(&c.SessionSortValue, "SESSION")
+	setDefault(&c.UserSessionsPrefix, "USERSESSIONS#")
+	if c.SessionPrefix == c.UserSessionsPrefix {
+		return c, fmt.Errorf("ddbsession: Config.SessionPrefix and Config.UserSessionsPrefix are both %q", c.SessionPrefix)
+	}
+	setDefault(&c.TTLAttribute, "expiresAt")
+	setDefault(&c.ValidAfterAttribute, "sessionsValidAfter")
+	for _, name := range []string{c.TTLAttribute, c.ValidAfterAttribute} {
+		if name == c.PartitionKey || name == c.SortKey || reservedAttributes[name] {
+			return c, fmt.Errorf("ddbsession: attribute name %q clashes with a key or a session attribute", name)
+		}
+	}
+
+	setDefault(&c.CookieName, hostPrefix+"session")
+	if c.InsecureDevMode {
+		c.CookieName = strings.TrimPrefix(c.CookieName, hostPrefix)
+	} else if !strings.HasPrefix(c.CookieName, hostPrefix) {
+		c.CookieName = hostPrefix + c.CookieName
+	}
+	if err := (&http.Cookie{Name: c.CookieName, Value: "x"}).Valid(); err != nil {
+		return c, fmt.Errorf("ddbsession: Config.CookieName %q: %w", c.CookieName, err)
+	}
+
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 24 * time.Hour
+	}
+	if c.IdleTimeout < time.Second {
+		return c, fmt.Errorf("ddbsession: Config.IdleTimeout %v: must be at least a second", c.IdleTimeout)
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = c.IdleTimeout / 24
+	}
+	if c.RefreshInterval < 0 || c.RefreshInterval >= c.IdleTimeout {
+		return c, fmt.Errorf("ddbsession: Config.RefreshInterval %v: must be positive and shorter than IdleTimeout %v", c.RefreshInterval, c.IdleTimeout)
+	}
+	if c.AbsoluteLifetime == 0 {
+		c.AbsoluteLifetime = 30 * 24 * time.Hour
+	}
+	if c.AbsoluteLifetime < time.Second {
+		return c, fmt.Errorf("ddbsession: Config.AbsoluteLifetime %v: must be at least a second", c.AbsoluteLifetime)
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = 2 * time.Second
+	}
+	if c.StoreTimeout < 0 {
+		return c, fmt.Errorf("ddbsession: Config.StoreTimeout %v: must be positive", c.StoreTimeout)
+	}
+	if c.ExpiryIndexShards == 0 {
+		c.ExpiryIndexShards = 8
+	}
+	if c.ExpiryIndexShards < 1 || c.ExpiryIndexShards > 100 {
+		return c, fmt.Errorf("ddbsession: Config.ExpiryIndexShards %d: must be between 1 and 100", c.ExpiryIndexShards)
+	}
+
+	if c.Unauthorized == nil {
+		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")
+	}
+	if c.StoreUnavailable == nil {
+		c.StoreUnavailable = textHandler(http.StatusServiceUnavailable, "session store unavailable, try again")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+func setDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}
+
+// textHandler answers with a status code and a one-line plain-text body.
+func textHandler(code int, msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, msg, code)
+	})
+}

@@ -1,0 +1,119 @@
+package ddbsession
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ErrNoExpiryIndex is returned by [Manager.Expiring] when
+// [Config.ExpiryIndex] is not set.
+var ErrNoExpiryIndex = errors.New("ddbsession: Config.ExpiryIndex is not set")
+
+// maxExpiringWindow bounds the hours, and so the index partitions, that one
+// call to Expiring may read.
+const maxExpiringWindow = 24 * time.Hour
+
+// expiryBucket returns the expiry index partition of a session: the UTC hour
+// of its expiry and a shard derived from its public ID, such as
+// "2026113019#3". Hours keep a window query to a few partitions; shards keep
+// one busy hour from landing on a single partition.
+func (m *Manager[U]) expiryBucket(id string, expires time.Time) string {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	shard := h.Sum32() % uint32(m.cfg.ExpiryIndexShards)
+	return expires.UTC().Format("2006010215") + "#" + strconv.FormatUint(uint64(shard), 10)
+}
+
+// Expiring returns the sessions whose expiry falls in [from, to], soonest
+// first, for warm-up or pre-expiry notices. It needs the opt-in
+// [Config.ExpiryIndex] and queries each hour's shards in parallel, so a
+// window may span at most 24 hours. It reads the index alone: a session that
+// RevokeAll ended but that has not expired can still be listed.
+//
+//	soon, err := sessions.Expiring(ctx, time.Now(), time.Now().Add(15*time.Minute))
+//	for _, s := range soon {
+//		notify(s.User, s.ExpiresAt)
+//	}
+//
+// The index costs writes: Login writes one more index entry, Logout deletes
+// it, and every refresh moves the session to a new sort key (and, across an
+// hour, a new partition), which DynamoDB bills as a delete and a put on the
+// index: two extra write units per refresh for items under 1 KB.
+func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Session, error) {
+	if m.cfg.ExpiryIndex == "" {
+		return nil, ErrNoExpiryIndex
+	}
+	if to.Before(from) || to.Sub(from) > maxExpiringWindow {
+		return nil, fmt.Errorf("ddbsession: Expiring window %v to %v: must be ordered and at most %v", from, to, maxExpiringWindow)
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
+	defer cancel()
+
+	var buckets []string
+	for hour := from.UTC().Truncate(time.Hour); !hour.After(to); hour = hour.Add(time.Hour) {
+		for shard := range m.cfg.ExpiryIndexShards {
+			buckets = append(buckets, hour.Format("2006010215")+"#"+strconv.Itoa(shard))
+		}
+	}
+	var (
+		mu       sync.Mutex
+		sessions []Session
+		errs     []error
+		wg       sync.WaitGroup
+	)
+	for _, bucket := range buckets {
+		wg.Go(func() {
+			found, err := m.queryExpiryBucket(ctx, bucket, from.Unix(), to.Unix())
+			mu.Lock()
+			defer mu.Unlock()
+			sessions = append(sessions, found...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("ddbsession: expiring sessions: %w", err)
+	}
+	slices.SortFunc(sessions, func(a, b Session) int {
+		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), cmp.Compare(a.ID, b.ID))
+	})
+	return sessions, nil
+}
+
+func (m *Manager[U]) queryExpiryBucket(ctx context.Context, bucket string, from, to int64) ([]Session, error) {
+	var found []Session
+	pages := dynamodb.NewQueryPaginator(m.cfg.Client, &dynamodb.QueryInput{
+		TableName:                &m.cfg.Table,
+		IndexName:                &m.cfg.ExpiryIndex,
+		KeyConditionExpression:   aws.String("#bucket = :bucket AND #ttl BETWEEN :from AND :to"),
+		ExpressionAttributeNames: map[string]string{"#bucket": attrExpiryBucket, "#ttl": m.cfg.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":bucket": str(bucket), ":from": num(from), ":to": num(to),
+		},
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return found, err
+		}
+		for _, item := range page.Items {
+			if s, ok := m.decodeSession(item, kindSession); ok {
+				found = append(found, s)
+			}
+		}
+	}
+	return found, nil
+}

@@ -1,0 +1,194 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// Sentinel errors of [Manager.CheckTable].
+var (
+	ErrTableSchema = errors.New("ddbsession: table does not match the configured key schema")
+	ErrTTLOff      = errors.New("ddbsession: table TTL is not enabled on the configured attribute")
+)
+
+// CreateTable creates the table the Manager is configured for, unless it
+// exists: on-demand (PAY_PER_REQUEST) billing, string keys PartitionKey and
+// SortKey (or a hash key alone), the expiry index if configured, and TTL on
+// TTLAttribute. It waits until the table is ACTIVE.
+//
+// Engines that do not implement UpdateTimeToLive, such as dynalite, get a
+// logged warning and a table without TTL; the package checks expiry in code
+// anyway, so only the clean-up is missing. Against DynamoDB, a failure to
+// enable TTL is an error.
+func (m *Manager[U]) CreateTable(ctx context.Context) error {
+	c := m.cfg
+	attrs := []types.AttributeDefinition{{AttributeName: &c.PartitionKey, AttributeType: types.ScalarAttributeTypeS}}
+	schema := []types.KeySchemaElement{{AttributeName: &c.PartitionKey, KeyType: types.KeyTypeHash}}
+	if !c.HashOnly {
+		attrs = append(attrs, types.AttributeDefinition{AttributeName: &c.SortKey, AttributeType: types.ScalarAttributeTypeS})
+		schema = append(schema, types.KeySchemaElement{AttributeName: &c.SortKey, KeyType: types.KeyTypeRange})
+	}
+	in := &dynamodb.CreateTableInput{
+		TableName:            &c.Table,
+		AttributeDefinitions: attrs,
+		KeySchema:            schema,
+		BillingMode:          types.BillingModePayPerRequest,
+	}
+	if c.ExpiryIndex != "" {
+		in.AttributeDefinitions = append(in.AttributeDefinitions,
+			types.AttributeDefinition{AttributeName: aws.String(attrExpiryBucket), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: &c.TTLAttribute, AttributeType: types.ScalarAttributeTypeN})
+		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
+			IndexName: &c.ExpiryIndex,
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrExpiryBucket), KeyType: types.KeyTypeHash},
+				{AttributeName: &c.TTLAttribute, KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{
+				ProjectionType: types.ProjectionTypeInclude,
+				NonKeyAttributes: []string{
+					attrVersion, attrKind, attrID, attrUserPK, attrUserSK, attrCreatedAt, attrRefreshedAt, attrUserAgent,
+				},
+			},
+		}}
+	}
+	_, err := c.Client.CreateTable(ctx, in)
+	var exists *types.ResourceInUseException
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("ddbsession: create table %q: %w", c.Table, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(c.Client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &c.Table}, 5*time.Minute); err != nil {
+		return fmt.Errorf("ddbsession: wait for table %q: %w", c.Table, err)
+	}
+	return m.enableTTL(ctx)
+}
+
+func (m *Manager[U]) enableTTL(ctx context.Context) error {
+	attr, enabled, err := m.describeTTL(ctx)
+	switch {
+	case err != nil:
+		return err
+	case enabled && attr == m.cfg.TTLAttribute:
+		return nil
+	case enabled:
+		return fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.cfg.TTLAttribute)
+	}
+	_, err = m.cfg.Client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: &m.cfg.Table,
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: &m.cfg.TTLAttribute,
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if unsupported(err) {
+		m.cfg.Logger.WarnContext(ctx, "ddbsession: this DynamoDB engine does not implement UpdateTimeToLive; expired sessions stay in the table (they are still rejected)", "table", m.cfg.Table)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ddbsession: enable TTL on %q: %w", m.cfg.Table, err)
+	}
+	return nil
+}
+
+// unsupported reports whether err says the engine lacks the operation, as
+// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
+func unsupported(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
+}
+
+// describeTTL returns the table's TTL attribute and whether TTL is enabled
+// (or being enabled). An engine without DescribeTimeToLive has TTL off.
+func (m *Manager[U]) describeTTL(ctx context.Context) (string, bool, error) {
+	out, err := m.cfg.Client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &m.cfg.Table})
+	if unsupported(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", m.cfg.Table, err)
+	}
+	d := out.TimeToLiveDescription
+	if d == nil {
+		return "", false, nil
+	}
+	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
+	return aws.ToString(d.AttributeName), on, nil
+}
+
+// CheckTable reports, at startup, whether the table fits the configuration:
+// its key schema must be the configured one (wrapping [ErrTableSchema]), the
+// expiry index must exist if configured, and TTL must be enabled on
+// TTLAttribute (wrapping [ErrTTLOff]). An engine without TTL, such as
+// dynalite, reports TTL as off; an app may log that and carry on, because
+// expiry is always checked in code.
+func (m *Manager[U]) CheckTable(ctx context.Context) error {
+	c := m.cfg
+	out, err := c.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &c.Table})
+	if err != nil {
+		return fmt.Errorf("ddbsession: describe table %q: %w", c.Table, err)
+	}
+	t := out.Table
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	want := keySchema{hash: c.PartitionKey, rng: c.SortKey}
+	var errs []error
+	if got := schemaOf(t.KeySchema); got != want || attrTypes[want.hash] != "S" || (want.rng != "" && attrTypes[want.rng] != "S") {
+		errs = append(errs, fmt.Errorf("%w: want %s, table %q has %s", ErrTableSchema, want, c.Table, got))
+	}
+	if c.ExpiryIndex != "" {
+		want := keySchema{hash: attrExpiryBucket, rng: c.TTLAttribute}
+		var got keySchema
+		for _, gsi := range t.GlobalSecondaryIndexes {
+			if aws.ToString(gsi.IndexName) == c.ExpiryIndex {
+				got = schemaOf(gsi.KeySchema)
+			}
+		}
+		if got != want {
+			errs = append(errs, fmt.Errorf("%w: expiry index %q: want %s, have %s", ErrTableSchema, c.ExpiryIndex, want, got))
+		}
+	}
+	attr, enabled, err := m.describeTTL(ctx)
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case !enabled:
+		errs = append(errs, fmt.Errorf("%w: TTL is off on table %q", ErrTTLOff, c.Table))
+	case attr != c.TTLAttribute:
+		errs = append(errs, fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, c.TTLAttribute))
+	}
+	return errors.Join(errs...)
+}
+
+type keySchema struct{ hash, rng string }
+
+func (k keySchema) String() string {
+	if k.rng == "" {
+		return fmt.Sprintf("(hash %q)", k.hash)
+	}
+	return fmt.Sprintf("(hash %q, range %q)", k.hash, k.rng)
+}
+
+func schemaOf(elems []types.KeySchemaElement) keySchema {
+	var k keySchema
+	for _, e := range elems {
+		switch e.KeyType {
+		case types.KeyTypeHash:
+			k.hash = aws.ToString(e.AttributeName)
+		case types.KeyTypeRange:
+			k.rng = aws.ToString(e.AttributeName)
+		}
+	}
+	return k
+}
