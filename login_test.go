@@ -1,0 +1,114 @@
+package ddbsession_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// status returns the status of a request through RequireSession with c.
+func (e *env) status(c *http.Cookie) int {
+	e.t.Helper()
+	return e.get(e.m.RequireSession(whoami(e.m)), c).Code
+}
+
+func TestLoginRotatesSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	alice := e.putUser("alice")
+	old := e.login(alice)
+	if e.status(old) != http.StatusOK {
+		t.Fatal("first session does not work")
+	}
+	fresh := e.login(alice, old)
+	if fresh.Value == old.Value {
+		t.Fatal("Login kept the old token")
+	}
+	if got := e.status(old); got != http.StatusUnauthorized {
+		t.Errorf("old token after Login: status %d, want 401", got)
+	}
+	if got := e.status(fresh); got != http.StatusOK {
+		t.Errorf("new token: status %d, want 200", got)
+	}
+}
+
+// An attacker who plants a token of their own in the victim's browser before
+// the victim signs in must not share the victim's session afterwards.
+func TestLoginDefeatsSessionFixation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	planted := e.login(e.putUser("mallory"))
+	victim := e.login(e.putUser("alice"), planted)
+	if got := e.status(planted); got != http.StatusUnauthorized {
+		t.Errorf("planted token after the victim's Login: status %d, want 401", got)
+	}
+	if w := e.get(e.m.RequireSession(whoami(e.m)), victim); w.Body.String() != "user:alice" {
+		t.Errorf("victim's session serves %q", w.Body)
+	}
+}
+
+func TestLogoutKillsToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	other := e.login(alice)
+	r := httptest.NewRequest("POST", "/logout", nil)
+	r.AddCookie(cookie)
+	if err := e.m.Logout(httptest.NewRecorder(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.status(cookie); got != http.StatusUnauthorized {
+		t.Errorf("token after Logout: status %d, want 401", got)
+	}
+	if got := e.status(other); got != http.StatusOK {
+		t.Errorf("the user's other session after Logout: status %d, want 200", got)
+	}
+	// Only the user item and the other session's two items remain.
+	if n := len(e.scanAll()); n != 3 {
+		t.Errorf("%d items left after Logout, want 3 (user, session, index)", n)
+	}
+}
+
+// The session item is written with attribute_not_exists, so that a write
+// can never replace a live session. Replaying Login's own PutItem against
+// the engine must fail.
+func TestLoginNeverOverwritesASession(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	var puts []*dynamodb.PutItemInput
+	p.before = func(_ context.Context, op string, in any) {
+		if op == "PutItem" {
+			puts = append(puts, in.(*dynamodb.PutItemInput))
+		}
+	}
+	e.login(e.putUser("alice"))
+	if len(puts) == 0 {
+		t.Fatal("Login made no PutItem")
+	}
+	for _, in := range puts {
+		_, err := e.client.PutItem(context.Background(), in)
+		var cond *types.ConditionalCheckFailedException
+		if !errors.As(err, &cond) {
+			t.Errorf("replayed PutItem of %v: error %v, want ConditionalCheckFailedException", in.Item["pk"], err)
+		}
+	}
+}
+
+func TestLoginRejectsKeyThatDoesNotFitTable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, key := range []ddbsession.UserKey{{}, {PK: "USER#a"}, {SK: "PROFILE"}} {
+		if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), key); err == nil {
+			t.Errorf("Login(%+v) succeeded in a table with a sort key", key)
+		}
+	}
+}

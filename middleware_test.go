@@ -1,0 +1,275 @@
+package ddbsession_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// withProbe installs a probe in front of the engine and returns it.
+func withProbe(p **probe) func(*ddbsession.Config[User]) {
+	return func(c *ddbsession.Config[User]) {
+		*p = newProbe(c.Client)
+		c.Client = *p
+	}
+}
+
+func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+
+	var got ddbsession.Session
+	h := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, ok := e.m.User(r.Context())
+		if !ok {
+			t.Error("User: no user in context")
+		}
+		if diff := cmp.Diff(User{PK: "USER#alice", SK: "PROFILE", Name: "alice"}, u); diff != "" {
+			t.Errorf("User (-want +got):\n%s", diff)
+		}
+		got, _ = e.m.Session(r.Context())
+		w.Write([]byte("ok"))
+	}))
+	p.reset()
+	w := e.get(h, cookie)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d, body %q; want 200", w.Code, w.Body)
+	}
+	// The hot path: two strongly consistent reads (session, user), no writes.
+	if diff := cmp.Diff(map[string]int{"GetItem": 2}, p.calls); diff != "" {
+		t.Errorf("DynamoDB calls per request (-want +got):\n%s", diff)
+	}
+	if got.User != alice || len(got.ID) != 32 || got.UserAgent != "test-agent/1.0" {
+		t.Errorf("Session in context = %+v", got)
+	}
+	if !got.ExpiresAt.Equal(time.Unix(start.Add(time.Hour).Unix(), 0)) {
+		t.Errorf("ExpiresAt = %v, want %v", got.ExpiresAt, start.Add(time.Hour).Truncate(time.Second))
+	}
+	if v := w.Header().Values("Vary"); !cmp.Equal(v, []string{"Cookie"}) {
+		t.Errorf("Vary = %q, want [Cookie]", v)
+	}
+	if w.Header().Get("Set-Cookie") != "" {
+		t.Errorf("a request between refreshes set a cookie: %q", w.Header().Get("Set-Cookie"))
+	}
+}
+
+func TestRequireSessionReadsConsistently(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	var reads []bool
+	p.before = func(_ context.Context, op string, in any) {
+		if op == "GetItem" {
+			in := in.(*dynamodb.GetItemInput)
+			reads = append(reads, in.ConsistentRead != nil && *in.ConsistentRead)
+		}
+	}
+	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	if diff := cmp.Diff([]bool{true, true}, reads); diff != "" {
+		t.Errorf("ConsistentRead of each GetItem (-want +got):\n%s", diff)
+	}
+}
+
+func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	valid := e.login(e.putUser("alice")).Value
+	h := e.m.RequireSession(whoami(e.m))
+
+	cases := map[string]string{
+		"empty":         "",
+		"one short":     valid[:25],
+		"one long":      valid + "A",
+		"lowercase":     strings.ToLower(valid),
+		"base64 chars":  valid[:24] + "+/",
+		"digit 8":       valid[:25] + "8",
+		"padding":       valid[:25] + "=",
+		"space":         valid[:25] + " ",
+		"unicode":       valid[:24] + "é",
+		"sql-ish":       "' OR '1'='1' --xxxxxxxxxxx",
+		"public ID":     strings.Repeat("ab", 16),
+		"very long":     strings.Repeat("A", 4096),
+		"control bytes": valid[:25] + "\x00",
+	}
+	for name, value := range cases {
+		t.Run(name, func(t *testing.T) {
+			p.reset()
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("Cookie", e.m.CookieName()+"="+value)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusUnauthorized {
+				t.Errorf("status %d, want 401", w.Code)
+			}
+			if n := p.total(); n != 0 {
+				t.Errorf("malformed cookie cost %d DynamoDB calls, want 0", n)
+			}
+		})
+	}
+}
+
+func TestRequireSessionRejects(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// spoil turns a fresh, valid session into one that must be refused.
+		spoil func(e *env, alice ddbsession.UserKey, cookie *http.Cookie) *http.Cookie
+	}{
+		{"no cookie", func(*env, ddbsession.UserKey, *http.Cookie) *http.Cookie { return nil }},
+		{"unknown token", func(_ *env, _ ddbsession.UserKey, c *http.Cookie) *http.Cookie {
+			c.Value = strings.Repeat("A", 26)
+			return c
+		}},
+		{"expired but still in the table", func(e *env, _ ddbsession.UserKey, c *http.Cookie) *http.Cookie {
+			// expiresAt is start+1h in whole seconds; at that instant the
+			// session is over, though TTL has deleted nothing.
+			e.clock.Advance(time.Hour - 250*time.Millisecond)
+			return c
+		}},
+		{"user item deleted", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {
+			_, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+				TableName: &e.table,
+				Key: map[string]types.AttributeValue{
+					"pk": &types.AttributeValueMemberS{Value: alice.PK},
+					"sk": &types.AttributeValueMemberS{Value: alice.SK},
+				},
+			})
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return c
+		}},
+		{"created before the user's cutoff", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {
+			e.clock.Advance(time.Millisecond)
+			if err := e.m.RevokeAll(context.Background(), alice); err != nil {
+				e.t.Fatal(err)
+			}
+			return c
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			alice := e.putUser("alice")
+			cookie := e.login(alice)
+			// The session works before it is spoiled, so the case below
+			// fails for the reason it names.
+			if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK {
+				t.Fatalf("fresh session: status %d", w.Code)
+			}
+			cookie = tc.spoil(e, alice, cookie)
+			called := false
+			h := e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
+			var w *httptest.ResponseRecorder
+			if cookie == nil {
+				w = e.get(h)
+			} else {
+				w = e.get(h, cookie)
+			}
+			if w.Code != http.StatusUnauthorized || called {
+				t.Fatalf("status %d, handler called %v; want 401 and not called", w.Code, called)
+			}
+			if body := w.Body.String(); len(body) > 64 {
+				t.Errorf("rejection body is not short: %q", body)
+			}
+			cleared := sessionCookie(t, w.Result(), e.m.CookieName())
+			if cookie != nil && (cleared == nil || cleared.MaxAge >= 0) {
+				t.Errorf("rejected session's cookie not cleared: %v", cleared)
+			}
+			if cookie == nil && cleared != nil {
+				t.Errorf("request without cookie got Set-Cookie %v", cleared)
+			}
+		})
+	}
+}
+
+func TestRequireSessionCustomRejection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		c.Unauthorized = http.RedirectHandler("/login", http.StatusSeeOther)
+	})
+	w := e.get(e.m.RequireSession(whoami(e.m)))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login" {
+		t.Errorf("got %d Location %q, want 303 to /login", w.Code, w.Header().Get("Location"))
+	}
+}
+
+func TestLoadSessionLetsAnonymousThrough(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	h := e.m.LoadSession(whoami(e.m))
+
+	cases := []struct {
+		name    string
+		cookie  *http.Cookie
+		want    string
+		cleared bool
+	}{
+		{"signed in", cookie, "user:alice", false},
+		{"no cookie", nil, "anonymous\n", false},
+		{"unknown token", &http.Cookie{Name: e.m.CookieName(), Value: strings.Repeat("B", 26)}, "anonymous\n", true},
+		{"malformed", &http.Cookie{Name: e.m.CookieName(), Value: "nope"}, "anonymous\n", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var w *httptest.ResponseRecorder
+			if tc.cookie == nil {
+				w = e.get(h)
+			} else {
+				w = e.get(h, tc.cookie)
+			}
+			if w.Code != http.StatusOK || w.Body.String() != tc.want {
+				t.Errorf("got %d %q, want 200 %q", w.Code, w.Body, tc.want)
+			}
+			c := sessionCookie(t, w.Result(), e.m.CookieName())
+			if cleared := c != nil && c.MaxAge < 0; cleared != tc.cleared {
+				t.Errorf("cookie cleared = %v, want %v", cleared, tc.cleared)
+			}
+		})
+	}
+}
+
+func TestContextAccessorsWithoutSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	if _, ok := e.m.User(context.Background()); ok {
+		t.Error("User reported a user in an empty context")
+	}
+	if _, ok := e.m.Session(context.Background()); ok {
+		t.Error("Session reported a session in an empty context")
+	}
+}
+
+func TestCheckWithoutHTTP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	cookie := e.login(e.putUser("alice"))
+	s, u, err := e.m.Check(context.Background(), cookie.Value)
+	if err != nil || u.Name != "alice" || s.User.PK != "USER#alice" {
+		t.Fatalf("Check(valid) = %+v, %+v, %v", s, u, err)
+	}
+	for _, token := range []string{"", "x", strings.Repeat("C", 26)} {
+		if _, _, err := e.m.Check(context.Background(), token); err != ddbsession.ErrNoSession {
+			t.Errorf("Check(%q) error = %v, want ErrNoSession", token, err)
+		}
+	}
+}

@@ -1,0 +1,310 @@
+package ddbsession_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// storedExpiry returns the expiresAt attribute of the only session item, and
+// fails unless it is a Number.
+func (e *env) storedExpiry() int64 {
+	e.t.Helper()
+	for _, item := range e.scanAll() {
+		if k, _ := item["kind"].(*types.AttributeValueMemberS); k == nil || k.Value != "session" {
+			continue
+		}
+		n, ok := item["expiresAt"].(*types.AttributeValueMemberN)
+		if !ok {
+			e.t.Fatalf("expiresAt is %T, want a Number", item["expiresAt"])
+		}
+		v, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			e.t.Fatalf("expiresAt %q: %v", n.Value, err)
+		}
+		return v
+	}
+	e.t.Fatal("no session item")
+	return 0
+}
+
+func TestRefreshIsThrottled(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
+	cookie := e.login(e.putUser("alice"))
+	h := e.m.RequireSession(whoami(e.m))
+
+	// Requests inside the interval cost no writes and send no cookie.
+	p.reset()
+	for range 5 {
+		e.clock.Advance(time.Minute)
+		if w := e.get(h, cookie); w.Code != http.StatusOK || w.Header().Get("Set-Cookie") != "" {
+			t.Fatalf("status %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"GetItem": 10}, p.calls); diff != "" {
+		t.Errorf("calls between refreshes (-want +got):\n%s", diff)
+	}
+
+	// The first request past the interval writes once: the session and its
+	// index item, and re-sends the cookie with the new Max-Age.
+	e.clock.Advance(5 * time.Minute) // 10m after login
+	p.reset()
+	w := e.get(h, cookie)
+	if diff := cmp.Diff(map[string]int{"GetItem": 2, "UpdateItem": 2}, p.calls); diff != "" {
+		t.Errorf("calls of the refreshing request (-want +got):\n%s", diff)
+	}
+	now := e.clock.Now()
+	want := now.Add(time.Hour).Unix()
+	if got := e.storedExpiry(); got != want {
+		t.Errorf("stored expiresAt = %d, want %d (epoch seconds, now+IdleTimeout)", got, want)
+	}
+	c := sessionCookie(t, w.Result(), e.m.CookieName())
+	if c == nil || c.Value != cookie.Value || c.MaxAge != 3600 {
+		t.Fatalf("refresh cookie = %v, want the same token with Max-Age 3600", c)
+	}
+	assertPersonal(t, w.Header())
+
+	// And the next requests are quiet again.
+	p.reset()
+	e.clock.Advance(9 * time.Minute)
+	e.get(h, cookie)
+	if n := p.count("UpdateItem"); n != 0 {
+		t.Errorf("%d writes right after a refresh, want 0", n)
+	}
+}
+
+// A session that keeps being used outlives its first expiry: that is what
+// the refresh is for.
+func TestRefreshKeepsActiveSessionAlive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.AbsoluteLifetime = 24 * time.Hour })
+	cookie := e.login(e.putUser("alice"))
+	for range 12 { // three hours of a request every 15 minutes
+		e.clock.Advance(15 * time.Minute)
+		if got := e.status(cookie); got != http.StatusOK {
+			t.Fatalf("at %v: status %d, want 200", e.clock.Now().Sub(start), got)
+		}
+	}
+	e.clock.Advance(time.Hour) // idle for the whole IdleTimeout
+	if got := e.status(cookie); got != http.StatusUnauthorized {
+		t.Errorf("after an idle hour: status %d, want 401", got)
+	}
+}
+
+func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		withProbe(&p)(c)
+		c.AbsoluteLifetime = 90 * time.Minute
+	})
+	cookie := e.login(e.putUser("alice"))
+	limit := start.Add(90 * time.Minute).Unix()
+	for range 8 { // a request every 11 minutes, up to 88m
+		e.clock.Advance(11 * time.Minute)
+		if got := e.status(cookie); got != http.StatusOK {
+			t.Fatalf("at %v: status %d", e.clock.Now().Sub(start), got)
+		}
+		if got := e.storedExpiry(); got > limit {
+			t.Fatalf("expiresAt %d is past the absolute limit %d", got, limit)
+		}
+	}
+	if got := e.storedExpiry(); got != limit {
+		t.Errorf("expiresAt = %d, want capped at %d", got, limit)
+	}
+	// At the cap a due refresh has nothing to move: no write.
+	p.reset()
+	e.clock.Advance(50 * time.Second)
+	e.status(cookie)
+	if n := p.count("UpdateItem"); n != 0 {
+		t.Errorf("%d writes at the cap, want 0", n)
+	}
+	e.clock.Advance(70 * time.Second) // 90m0.25s: past created+90m
+	if got := e.status(cookie); got != http.StatusUnauthorized {
+		t.Errorf("past the absolute lifetime: status %d, want 401", got)
+	}
+}
+
+// Concurrent requests that all find the session due write it once.
+func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	h := e.m.RequireSession(whoami(e.m))
+	e.clock.Advance(30 * time.Minute)
+
+	// Hold every session write until all requests are ready to write, so
+	// that each has read the session before any write lands. A version that
+	// let fewer requests try would stall here until the timeout, and fail
+	// the count below.
+	const n = 8
+	var mu sync.Mutex
+	arrived := 0
+	gate := make(chan struct{})
+	p.before = func(_ context.Context, op string, in any) {
+		if op != "UpdateItem" || !strings.HasPrefix(updateKey(in), "SESSION#") {
+			return
+		}
+		mu.Lock()
+		arrived++
+		if arrived == n {
+			close(gate)
+		}
+		mu.Unlock()
+		select {
+		case <-gate:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	p.reset()
+	var wg sync.WaitGroup
+	cookies := 0
+	for range n {
+		wg.Go(func() {
+			w := e.get(h, cookie)
+			if w.Code != http.StatusOK {
+				t.Errorf("status %d", w.Code)
+			}
+			if sessionCookie(t, w.Result(), e.m.CookieName()) != nil {
+				mu.Lock()
+				cookies++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Every request tried the session write; the condition let one through,
+	// which then updated the index item too.
+	if got := p.count("UpdateItem"); got != n+1 {
+		t.Errorf("%d UpdateItems, want %d (one per request, plus one index item)", got, n+1)
+	}
+	if cookies != 1 {
+		t.Errorf("%d responses re-sent the cookie, want 1", cookies)
+	}
+	if got, want := e.storedExpiry(), e.clock.Now().Add(time.Hour).Unix(); got != want {
+		t.Errorf("expiresAt = %d, want %d", got, want)
+	}
+	if strings.Contains(e.logs.String(), "level=ERROR") {
+		t.Errorf("lost races were logged as errors:\n%s", e.logs)
+	}
+}
+
+func updateKey(in any) string {
+	s, _ := in.(*dynamodb.UpdateItemInput).Key["pk"].(*types.AttributeValueMemberS)
+	if s == nil {
+		return ""
+	}
+	return s.Value
+}
+
+// A refresh that races a Logout must not bring the session back.
+func TestRefreshNeverRevivesDeletedSession(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	e.clock.Advance(30 * time.Minute)
+	var once sync.Once
+	p.before = func(_ context.Context, op string, _ any) {
+		if op == "UpdateItem" {
+			once.Do(func() {
+				r := httptest.NewRequest("POST", "/logout", nil)
+				r.AddCookie(cookie)
+				if err := e.m.Logout(httptest.NewRecorder(), r); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	w := e.get(e.m.RequireSession(whoami(e.m)), cookie)
+	if w.Code != http.StatusOK {
+		t.Errorf("the request that read a live session: status %d, want 200", w.Code)
+	}
+	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil {
+		t.Errorf("a failed refresh re-sent the cookie: %v", c)
+	}
+	if items := e.scanAll(); len(items) != 1 {
+		t.Errorf("%d items after Logout raced a refresh, want only the user item: %v", len(items), items)
+	}
+	p.before = nil
+	if got := e.status(cookie); got != http.StatusUnauthorized {
+		t.Errorf("after Logout: status %d, want 401", got)
+	}
+}
+
+// A refresh that finds the session expired in the table must not extend it:
+// the condition checks the stored expiry, not the one the request read.
+func TestRefreshNeverExtendsExpiredItem(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	e.clock.Advance(30 * time.Minute)
+	var once sync.Once
+	p.before = func(ctx context.Context, op string, in any) {
+		if op != "UpdateItem" {
+			return
+		}
+		once.Do(func() {
+			// Another writer shortened the expiry to the past meanwhile.
+			u := in.(*dynamodb.UpdateItemInput)
+			_, err := e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: &e.table, Key: u.Key,
+				UpdateExpression:          ptr("SET expiresAt = :past"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":past": &types.AttributeValueMemberN{Value: strconv.FormatInt(start.Unix(), 10)}},
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	e.get(e.m.RequireSession(whoami(e.m)), cookie)
+	if got := e.storedExpiry(); got != start.Unix() {
+		t.Errorf("expiresAt = %d, want the past value %d left alone", got, start.Unix())
+	}
+}
+
+func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	before := e.storedExpiry()
+	e.clock.Advance(30 * time.Minute)
+	p.fail = func(_ context.Context, op string) error {
+		if op == "UpdateItem" {
+			return errors.New("throttled")
+		}
+		return nil
+	}
+	w := e.get(e.m.RequireSession(whoami(e.m)), cookie)
+	if w.Code != http.StatusOK || w.Body.String() != "user:alice" {
+		t.Errorf("status %d %q, want 200 user:alice", w.Code, w.Body)
+	}
+	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil {
+		t.Errorf("failed refresh re-sent the cookie: %v", c)
+	}
+	if !strings.Contains(e.logs.String(), "refresh session") || !strings.Contains(e.logs.String(), "throttled") {
+		t.Errorf("failed refresh not logged:\n%s", e.logs)
+	}
+	if got := e.storedExpiry(); got != before {
+		t.Errorf("expiresAt moved to %d despite the failure", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
