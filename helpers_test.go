@@ -196,3 +196,14 @@ func whoami(m *ddbsession.Manager[User]) http.Handler {
 		w.Write([]byte("user:" + u.Name))
 	})
 }
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+// newRequest returns a POST carrying the given cookies.
+func newRequest(cookies ...*http.Cookie) *http.Request {
+	r := httptest.NewRequest("POST", "https://example.test/", nil)
+	for _, c := range cookies {
+		r.AddCookie(c)
+	}
+	return r
+}
