@@ -67,7 +67,7 @@ func (b *syncBuffer) String() string {
 // env is one test's manager, on a table of its own, with a fake clock and
 // captured logs.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	client *dynamodb.Client
 	table  string
 	clock  *clock
@@ -82,7 +82,7 @@ var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
 
 // newEnv creates a table for t and a Manager on it. mutate, if not nil,
 // adjusts the config before New validates it.
-func newEnv(t *testing.T, mutate func(*ddbsession.Config[User])) *env {
+func newEnv(t testing.TB, mutate func(*ddbsession.Config[User])) *env {
 	t.Helper()
 	client := ddbtest.Client(t)
 	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), clock: &clock{t: start}, logs: &syncBuffer{}}
@@ -171,7 +171,7 @@ func (e *env) scanAll() []map[string]types.AttributeValue {
 }
 
 // sessionCookie returns the response's Set-Cookie for name, or nil.
-func sessionCookie(t *testing.T, res *http.Response, name string) *http.Cookie {
+func sessionCookie(t testing.TB, res *http.Response, name string) *http.Cookie {
 	t.Helper()
 	var found *http.Cookie
 	for _, c := range res.Cookies() {

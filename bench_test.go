@@ -1,0 +1,74 @@
+package ddbsession_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// BenchmarkAuthenticatedRequest compares, in one run against one engine, an
+// authenticated request through RequireSession with the bare SDK calls that
+// such a request needs: the same two strongly consistent GetItems. The
+// difference is what the middleware costs. The README has the figures and
+// the command (scripts/bench) that alternates the two over several runs.
+func BenchmarkAuthenticatedRequest(b *testing.B) {
+	e := newEnv(b, nil)
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	sum := sha256.Sum256([]byte(cookie.Value))
+	sessionKey := map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "SESSION#" + base64.RawURLEncoding.EncodeToString(sum[:])},
+		"sk": &types.AttributeValueMemberS{Value: "SESSION"},
+	}
+	userKey := map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: alice.PK},
+		"sk": &types.AttributeValueMemberS{Value: alice.SK},
+	}
+
+	// Warm the engine (dynalite's JIT) so neither side pays for it.
+	for range 1000 {
+		if _, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &e.table, Key: userKey, ConsistentRead: aws.Bool(true)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	b.Run("path=bare-sdk-getitems", func(b *testing.B) {
+		b.ReportAllocs()
+		ctx := context.Background()
+		for b.Loop() {
+			s, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: sessionKey, ConsistentRead: aws.Bool(true)})
+			if err != nil || s.Item == nil {
+				b.Fatal("session read", err)
+			}
+			u, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: userKey, ConsistentRead: aws.Bool(true)})
+			if err != nil || u.Item == nil {
+				b.Fatal("user read", err)
+			}
+		}
+	})
+
+	b.Run("path=require-session", func(b *testing.B) {
+		b.ReportAllocs()
+		h := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := e.m.User(r.Context()); !ok {
+				b.Fatal("no user")
+			}
+		}))
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(cookie)
+		for b.Loop() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				b.Fatalf("status %d", w.Code)
+			}
+		}
+	})
+}
