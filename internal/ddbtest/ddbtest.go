@@ -4,7 +4,8 @@
 //  1. AWS_ENDPOINT_URL_DYNAMODB, the SDK's own variable, if set (the
 //     project's scripts/test starts the pinned dynalite and sets it);
 //  2. where a Docker engine answers, amazon/dynamodb-local started through
-//     dockertest for the test binary's lifetime;
+//     dockertest for the test binary's lifetime (users with Docker; this
+//     project's own scripts and CI use dynalite);
 //  3. otherwise every test that asks for a client fails, saying how to start
 //     an engine. Tests never skip for want of one.
 package ddbtest
@@ -19,9 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
@@ -29,30 +28,43 @@ import (
 
 const endpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
 
-var engine struct {
-	endpoint string // set when the engine came from Docker
-	err      error  // why there is no engine
-}
+// noEngine says why there is no engine, once Main has looked for one.
+var noEngine error
 
 // Main runs a package's tests with an engine in place: call it from
-// TestMain as os.Exit(ddbtest.Main(m)).
+// TestMain as os.Exit(ddbtest.Main(m)). An engine it starts in Docker is
+// published through AWS_ENDPOINT_URL_DYNAMODB, so that code under test finds
+// it the way an app finds any engine: through the SDK's own configuration.
 func Main(m *testing.M) int {
 	if os.Getenv(endpointEnv) == "" {
 		purge := startDocker()
 		defer purge()
 	}
+	// A local engine needs some region and credentials; placeholders do.
+	setDefaultEnv("AWS_REGION", "us-east-1")
+	if os.Getenv("AWS_PROFILE") == "" {
+		setDefaultEnv("AWS_ACCESS_KEY_ID", "local")
+		setDefaultEnv("AWS_SECRET_ACCESS_KEY", "local")
+	}
 	return m.Run()
+}
+
+func setDefaultEnv(name, value string) {
+	if os.Getenv(name) == "" {
+		os.Setenv(name, value)
+	}
 }
 
 // startDocker starts DynamoDB Local in Docker, or records why it could not.
 func startDocker() (purge func()) {
+	purge = func() {}
 	pool, err := dockertest.NewPool("")
 	if err == nil {
 		err = pool.Client.Ping()
 	}
 	if err != nil {
-		engine.err = fmt.Errorf("%s is not set and Docker is not available (%v)", endpointEnv, err)
-		return func() {}
+		noEngine = fmt.Errorf("%s is not set and Docker is not available (%v)", endpointEnv, err)
+		return purge
 	}
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
 		Repository: "amazon/dynamodb-local",
@@ -60,29 +72,33 @@ func startDocker() (purge func()) {
 		Cmd:        []string{"-jar", "DynamoDBLocal.jar", "-inMemory", "-sharedDb"},
 	}, func(hc *docker.HostConfig) { hc.AutoRemove = true })
 	if err != nil {
-		engine.err = fmt.Errorf("starting amazon/dynamodb-local in Docker: %v", err)
-		return func() {}
+		noEngine = fmt.Errorf("starting amazon/dynamodb-local in Docker: %v", err)
+		return purge
 	}
+	purge = func() { _ = pool.Purge(res) }
 	_ = res.Expire(900) // a crashed test binary must not leave it running
-	endpoint := "http://" + res.GetHostPort("8000/tcp")
-	client := newClient(endpoint)
+	os.Setenv(endpointEnv, "http://"+res.GetHostPort("8000/tcp"))
+	setDefaultEnv("AWS_REGION", "us-east-1")
+	setDefaultEnv("AWS_ACCESS_KEY_ID", "local")
+	setDefaultEnv("AWS_SECRET_ACCESS_KEY", "local")
+	client := newClient()
 	pool.MaxWait = time.Minute
 	if err := pool.Retry(func() error {
 		_, err := client.ListTables(context.Background(), &dynamodb.ListTablesInput{})
 		return err
 	}); err != nil {
-		engine.err = fmt.Errorf("DynamoDB Local in Docker did not answer: %v", err)
+		os.Unsetenv(endpointEnv)
+		noEngine = fmt.Errorf("DynamoDB Local in Docker did not answer: %v", err)
 	}
-	engine.endpoint = endpoint
-	return func() { _ = pool.Purge(res) }
+	return purge
 }
 
 // Client returns a client for the test engine, or fails t with the steps to
 // start one.
 func Client(t testing.TB) *dynamodb.Client {
 	t.Helper()
-	if os.Getenv(endpointEnv) == "" && engine.endpoint == "" {
-		reason := engine.err
+	if os.Getenv(endpointEnv) == "" {
+		reason := noEngine
 		if reason == nil {
 			reason = fmt.Errorf("%s is not set and the package's TestMain does not call ddbtest.Main", endpointEnv)
 		}
@@ -91,30 +107,18 @@ func Client(t testing.TB) *dynamodb.Client {
 			"  npm ci && node scripts/dynalite.js 8000 &\n"+
 			"  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...", reason)
 	}
-	return newClient(engine.endpoint)
+	return newClient()
 }
 
-// newClient builds a client from the SDK's own configuration, so that
-// AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and credentials in the environment
-// count. A local engine needs some region and credentials, so it gets
-// placeholders when the environment has none.
-func newClient(endpoint string) *dynamodb.Client {
-	var opts []func(*config.LoadOptions) error
-	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		opts = append(opts, config.WithRegion("us-east-1"))
-	}
-	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
-	}
-	cfg, err := config.LoadDefaultConfig(context.Background(), opts...)
+// newClient builds a client from the SDK's own configuration, the way an
+// app does: AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and credentials from the
+// environment.
+func newClient() *dynamodb.Client {
+	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		panic(fmt.Sprintf("ddbtest: load AWS config: %v", err))
 	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-	})
+	return dynamodb.NewFromConfig(cfg)
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)

@@ -1,0 +1,146 @@
+// Package ddbsession keeps server-side web sessions in Amazon DynamoDB and
+// guards net/http handlers with them, for services that already run on
+// DynamoDB and do not want another datastore just for sessions.
+//
+// A [Manager] issues a random token in a __Host- cookie and keeps, in the
+// table, only the token's SHA-256 digest. [Manager.RequireSession] checks a
+// request with one strongly consistent GetItem for the session and one for
+// its user, and puts the user, as the app's own type, in the request
+// context, where [Manager.User] reads it back. It checks expiry in code,
+// because DynamoDB's TTL deletes expired items up to 48 hours late, and it
+// checks the user's sessions-valid-after cutoff, so that [Manager.RevokeAll]
+// logs a user out everywhere with one write and no scan. Requests slide the
+// expiry forward at most once per [Config.RefreshInterval]; the requests in
+// between cost no writes. Store failures fail closed.
+//
+// # Usage
+//
+//	client := dynamodb.NewFromConfig(awsCfg) // honours AWS_ENDPOINT_URL_DYNAMODB
+//	sessions, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "app"})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mux := http.NewServeMux()
+//	mux.Handle("GET /account", sessions.RequireSession(http.HandlerFunc(account)))
+//	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+//		user, ok := checkPassword(r) // the app's own
+//		if !ok {
+//			http.Error(w, "wrong username or password", http.StatusUnauthorized)
+//			return
+//		}
+//		if err := sessions.Login(w, r, ddbsession.UserKey{PK: "USER#" + user, SK: "PROFILE"}); err != nil {
+//			http.Error(w, "try again", http.StatusServiceUnavailable)
+//			return
+//		}
+//		http.Redirect(w, r, "/account", http.StatusSeeOther)
+//	})
+//
+//	func account(w http.ResponseWriter, r *http.Request) {
+//		user, _ := sessions.User(r.Context())
+//		fmt.Fprintf(w, "hello, %s", user.Name)
+//	}
+//
+// # Table layout
+//
+// Sessions live in one table with string keys, by default "pk" and "sk", and
+// TTL on the Number attribute "expiresAt". They can share the app's single
+// table, where the user items already are, or live in a hash-only table
+// ([Config.HashOnly]). [Manager.CreateTable] creates a fitting table and
+// [Manager.CheckTable] checks an existing one at startup. Every name and
+// prefix below is configurable in [Config].
+//
+//	item            pk                                   sk
+//	session         SESSION#<base64url(sha256(token))>   SESSION
+//	per-user index  USERSESSIONS#<len(userPK)>#<userPK><userSK>   SID#<session ID>
+//	user (the app's) <userPK>                             <userSK>
+//
+// The user item is the app's own. The package reads it with
+// attributevalue.UnmarshalMap into the app's type, and reads and writes one
+// attribute of it, "sessionsValidAfter": epoch milliseconds, set by
+// [Manager.RevokeAll]. A service whose users live elsewhere sets
+// [Config.LoadUser] instead.
+//
+// # Item format
+//
+// Session and index items carry these attributes. They are stable: a
+// release may add attributes, which older releases ignore, but changes none,
+// so that releases can run side by side during a rolling deploy. An
+// incompatible change would bump "v"; a reader treats an item with a "v" it
+// does not know as absent, failing closed.
+//
+//	v            N  format version, 1
+//	kind         S  "session" or "session-index"
+//	sid          S  public session ID: 32 lowercase hex digits, 128 random bits,
+//	                unrelated to the token, so neither a cookie nor a table key
+//	userPK       S  the user item's partition key
+//	userSK       S  the user item's sort key (absent in a hash-only table)
+//	createdAt    N  creation time, epoch milliseconds
+//	refreshedAt  N  last refresh, epoch milliseconds
+//	expiresAt    N  expiry, epoch seconds: the TTL attribute, never milliseconds
+//	userAgent    S  the browser's User-Agent, at most 256 bytes
+//	sessionPK    S  index items only: the session item's partition key
+//	expiryBucket S  session items only, with [Config.ExpiryIndex]: "<yyyymmddhh>#<shard>"
+//
+// The table never holds a token: whoever reads it, or a backup of it, cannot
+// lift a live session out of it.
+//
+// # Listing a user's sessions
+//
+// [Manager.List] and [Manager.Revoke] serve a "where you're signed in" page.
+// They read a per-user index item that Login writes next to each session, in
+// a partition of the user's own, rather than a global secondary index on the
+// session items:
+//
+//   - Read consistency: a Query on the base table can be strongly
+//     consistent, so a session created a moment ago is always listed. A GSI
+//     is only eventually consistent.
+//   - Write cost: Login writes two items (index first, so no session is ever
+//     live without being listed), Logout deletes two, and a refresh updates
+//     two. A GSI keyed on the user costs the same for Login and Logout (a
+//     table write plus an index write). It could make a refresh one write
+//     by not projecting the expiry, but then List would need a read per
+//     session to leave out expired ones, and it would still be eventually
+//     consistent. Refreshes are throttled, so the second write is rare.
+//   - TTL: both items carry the same expiresAt, so TTL removes both. Until it
+//     does, List filters expired items out twice: with a FilterExpression in
+//     the Query and with a check in code. It also drops sessions older than
+//     the user's cutoff.
+//   - Both need a sort key, so a hash-only table gets [ErrNoSortKey].
+//
+// Revoking one session finds its index item in the caller's own index
+// partition; another user's session ID is not there, so it gets the same
+// [ErrSessionNotFound] as an unknown one.
+//
+// # Sessions about to expire
+//
+// With [Config.ExpiryIndex] set, session items also carry expiryBucket, and
+// a global secondary index on (expiryBucket, expiresAt) lets
+// [Manager.Expiring] find the sessions that expire in a window. The bucket
+// is the expiry's UTC hour plus a shard suffix, so one hour's sessions spread
+// over [Config.ExpiryIndexShards] index partitions, queried in parallel. The
+// index is opt-in because each refresh moves the session within it: a
+// delete and a put on the index, two more write units per refresh. Without
+// it, no item carries expiryBucket and writes stay cheaper.
+//
+// # Time
+//
+// Expiry is compared in epoch seconds, as TTL stores it. createdAt and the
+// cutoff are epoch milliseconds, so [Manager.RevokeAll] is exact to the
+// millisecond: a session created earlier is rejected, one created in the
+// same millisecond or later is valid. The cutoff is written by one instance
+// and compared with createdAt values written by others, which assumes that
+// the instances' clocks agree to well within a second, as NTP or the Amazon
+// Time Sync Service keep them.
+//
+// # Engines
+//
+// The client is built from the AWS SDK's own configuration, so
+// AWS_ENDPOINT_URL_DYNAMODB points it at DynamoDB Local or dynalite. The
+// package uses no transactions (dynalite has no TransactWriteItems): writes
+// that touch two items are ordered so that a failure in between leaves
+// nothing live that should not be. dynalite also has no UpdateTimeToLive;
+// there CreateTable logs a warning and CheckTable reports TTL as off.
+//
+// Streams: the subpackage ddbstream turns TTL deletions from a DynamoDB
+// stream into cleanup calls.
+package ddbsession
