@@ -50,12 +50,18 @@ func (m *Manager[U]) requestToken(r *http.Request) (token string, present bool) 
 	return "", present
 }
 
-// requestTokens returns every well-formed session token the request carries,
-// for Login and Logout to end them all.
+// maxCarriedTokens bounds how many of a request's session cookies Login and
+// Logout end. A browser sends one, or a few where cookies were tossed; a
+// client that sends hundreds must not turn one request into hundreds of
+// deletes.
+const maxCarriedTokens = 4
+
+// requestTokens returns the well-formed session tokens the request carries,
+// for Login and Logout to end them.
 func (m *Manager[U]) requestTokens(r *http.Request) []string {
 	var tokens []string
 	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
-		if validToken(c.Value) {
+		if validToken(c.Value) && len(tokens) < maxCarriedTokens {
 			tokens = append(tokens, c.Value)
 		}
 	}

@@ -2,6 +2,7 @@ package ddbsession_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -110,5 +111,22 @@ func TestLoginRejectsKeyThatDoesNotFitTable(t *testing.T) {
 		if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), key); err == nil {
 			t.Errorf("Login(%+v) succeeded in a table with a sort key", key)
 		}
+	}
+}
+
+// A request stuffed with session cookies must not multiply Login's writes.
+func TestLoginBoundsCarriedCookies(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	var carried []*http.Cookie
+	for range 50 {
+		carried = append(carried, &http.Cookie{Name: e.m.CookieName(), Value: rand.Text()})
+	}
+	p.reset()
+	e.login(alice, carried...)
+	if n := p.count("DeleteItem"); n > 4 {
+		t.Errorf("Login with 50 carried cookies made %d DeleteItems, want at most 4", n)
 	}
 }
