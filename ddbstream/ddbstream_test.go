@@ -1,0 +1,516 @@
+package ddbstream_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbstream"
+)
+
+// ttlIdentity is the userIdentity that AWS documents for deletions by Time
+// to Live.
+const ttlIdentity = `{"type": "Service", "principalId": "dynamodb.amazonaws.com"}`
+
+// sessionImage is a session item as ddbsession writes it: signed in at
+// 2026-11-30T12:00:00.250Z, refreshed ten minutes later, expiring an hour
+// after that.
+const sessionImage = `{
+	"pk": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"},
+	"sk": {"S": "SESSION"},
+	"v": {"N": "1"},
+	"kind": {"S": "session"},
+	"sid": {"S": "0123456789abcdef0123456789abcdef"},
+	"userPK": {"S": "USER#alice"},
+	"userSK": {"S": "PROFILE"},
+	"createdAt": {"N": "1796040000250"},
+	"refreshedAt": {"N": "1796040600250"},
+	"expiresAt": {"N": "1796044200"},
+	"userAgent": {"S": "test-agent/1.0"}
+}`
+
+// wantSession is sessionImage decoded.
+var wantSession = ddbstream.ExpiredSession{
+	ID:          "0123456789abcdef0123456789abcdef",
+	User:        ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"},
+	CreatedAt:   time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC),
+	RefreshedAt: time.Date(2026, 11, 30, 12, 10, 0, 250_000_000, time.UTC),
+	ExpiresAt:   time.Date(2026, 11, 30, 13, 10, 0, 0, time.UTC),
+	UserAgent:   "test-agent/1.0",
+}
+
+// indexImage is the per-user index item that accompanies sessionImage.
+const indexImage = `{
+	"pk": {"S": "USERSESSIONS#10#USER#alicePROFILE"},
+	"sk": {"S": "SID#0123456789abcdef0123456789abcdef"},
+	"v": {"N": "1"},
+	"kind": {"S": "session-index"},
+	"sid": {"S": "0123456789abcdef0123456789abcdef"},
+	"userPK": {"S": "USER#alice"},
+	"userSK": {"S": "PROFILE"},
+	"createdAt": {"N": "1796040000250"},
+	"refreshedAt": {"N": "1796040600250"},
+	"expiresAt": {"N": "1796044200"},
+	"sessionPK": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"}
+}`
+
+// foreignImage is one of the app's own items in a shared table, with a TTL
+// of its own.
+const foreignImage = `{
+	"pk": {"S": "CART#42"},
+	"sk": {"S": "CART"},
+	"kind": {"S": "cart"},
+	"expiresAt": {"N": "1796044200"}
+}`
+
+// rec describes one stream record; record renders it as JSON in the shape
+// of the DynamoDB Streams event that AWS documents for Lambda.
+type rec struct {
+	name     string // eventName
+	identity string // userIdentity JSON, or "" for none
+	old, new string // OldImage and NewImage JSON, or "" for none
+	seq      string
+}
+
+func (r rec) json() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{
+		"eventID": "id-%s",
+		"eventName": %q,
+		"eventVersion": "1.1",
+		"eventSource": "aws:dynamodb",
+		"awsRegion": "us-east-1",`, r.seq, r.name)
+	if r.identity != "" {
+		fmt.Fprintf(&b, `"userIdentity": %s,`, r.identity)
+	}
+	view := "NEW_AND_OLD_IMAGES"
+	b.WriteString(`"dynamodb": {
+			"ApproximateCreationDateTime": 1796044260,
+			"Keys": {"pk": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"}, "sk": {"S": "SESSION"}},`)
+	if r.old != "" {
+		fmt.Fprintf(&b, `"OldImage": %s,`, r.old)
+	}
+	if r.new != "" {
+		fmt.Fprintf(&b, `"NewImage": %s,`, r.new)
+	}
+	if r.old == "" && r.new == "" {
+		view = "KEYS_ONLY"
+	}
+	fmt.Fprintf(&b, `
+			"SequenceNumber": %q,
+			"SizeBytes": 412,
+			"StreamViewType": %q
+		},
+		"eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/app/stream/2026-11-01T00:00:00.000"
+	}`, r.seq, view)
+	return b.String()
+}
+
+// event decodes records through encoding/json, as the Lambda runtime does.
+func event(t *testing.T, records ...rec) events.DynamoDBEvent {
+	t.Helper()
+	parts := make([]string, len(records))
+	for i, r := range records {
+		parts[i] = r.json()
+	}
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal([]byte(`{"Records": [`+strings.Join(parts, ",")+`]}`), &ev); err != nil {
+		t.Fatalf("unmarshal event: %v", err)
+	}
+	return ev
+}
+
+// withAttrs returns image with attributes replaced or added; an empty value
+// removes the attribute.
+func withAttrs(t *testing.T, image string, attrs map[string]string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(image), &m); err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	for k, v := range attrs {
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = json.RawMessage(v)
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	return string(b)
+}
+
+// recorder is a cleanup function that records its calls and fails for the
+// session IDs in fail.
+type recorder struct {
+	mu    sync.Mutex
+	calls []ddbstream.ExpiredSession
+	fail  map[string]bool
+}
+
+func (c *recorder) cleanup(_ context.Context, s ddbstream.ExpiredSession) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, s)
+	if c.fail[s.ID] {
+		return errors.New("downstream unavailable")
+	}
+	return nil
+}
+
+func newLogger() (*slog.Logger, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
+}
+
+func TestHandler(t *testing.T) {
+	ttlDelete := func(image, seq string) rec {
+		return rec{name: "REMOVE", identity: ttlIdentity, old: image, seq: seq}
+	}
+	second := func(t *testing.T) (string, ddbstream.ExpiredSession) {
+		s := wantSession
+		s.ID = "fedcba9876543210fedcba9876543210"
+		return withAttrs(t, sessionImage, map[string]string{"sid": `{"S": "` + s.ID + `"}`}), s
+	}
+
+	tests := []struct {
+		name         string
+		records      func(t *testing.T) []rec
+		opts         []ddbstream.Option
+		fail         []string // session IDs whose cleanup fails
+		wantCalls    []ddbstream.ExpiredSession
+		wantFailures []string // sequence numbers
+		wantLog      string   // a substring of the log, if any
+		wantNoLog    bool
+	}{
+		{
+			name:      "TTL delete of a session",
+			records:   func(*testing.T) []rec { return []rec{ttlDelete(sessionImage, "100")} },
+			wantCalls: []ddbstream.ExpiredSession{wantSession},
+			wantNoLog: true,
+		},
+		{
+			name: "TTL delete of a session in a hash-only table",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"sk": "", "userSK": "", "userAgent": ""}), "100")}
+			},
+			wantCalls: []ddbstream.ExpiredSession{{
+				ID: wantSession.ID, User: ddbsession.UserKey{PK: "USER#alice"},
+				CreatedAt: wantSession.CreatedAt, RefreshedAt: wantSession.RefreshedAt, ExpiresAt: wantSession.ExpiresAt,
+			}},
+		},
+		{
+			name: "custom TTL attribute",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"expiresAt": "", "ttl": `{"N": "1796044200"}`}), "100")}
+			},
+			opts:      []ddbstream.Option{ddbstream.WithTTLAttribute("ttl")},
+			wantCalls: []ddbstream.ExpiredSession{wantSession},
+			wantNoLog: true,
+		},
+		{
+			name: "TTL attribute not where the option says",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"expiresAt": "", "ttl": `{"N": "1796044200"}`}), "100")}
+			},
+			wantCalls: func() []ddbstream.ExpiredSession {
+				s := wantSession
+				s.ExpiresAt = time.Time{}
+				return []ddbstream.ExpiredSession{s}
+			}(),
+			wantLog: `has no \"expiresAt\" attribute`,
+		},
+		{
+			name:    "application delete",
+			records: func(*testing.T) []rec { return []rec{{name: "REMOVE", old: sessionImage, seq: "100"}} },
+		},
+		{
+			name: "insert",
+			records: func(*testing.T) []rec {
+				return []rec{{name: "INSERT", identity: ttlIdentity, new: sessionImage, seq: "100"}}
+			},
+		},
+		{
+			name: "modify",
+			records: func(t *testing.T) []rec {
+				refreshed := withAttrs(t, sessionImage, map[string]string{"expiresAt": `{"N": "1796047800"}`})
+				return []rec{{name: "MODIFY", identity: ttlIdentity, old: sessionImage, new: refreshed, seq: "100"}}
+			},
+		},
+		{
+			name:      "TTL delete of an index item",
+			records:   func(*testing.T) []rec { return []rec{ttlDelete(indexImage, "100")} },
+			wantNoLog: true,
+		},
+		{
+			name:      "TTL delete of the app's own item",
+			records:   func(*testing.T) []rec { return []rec{ttlDelete(foreignImage, "100")} },
+			wantNoLog: true,
+		},
+		{
+			name: "TTL delete of the app's own item without a kind",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, foreignImage, map[string]string{"kind": ""}), "100")}
+			},
+			wantNoLog: true,
+		},
+		{
+			name: "another service principal",
+			records: func(*testing.T) []rec {
+				return []rec{{name: "REMOVE", identity: `{"type": "Service", "principalId": "glue.amazonaws.com"}`, old: sessionImage, seq: "100"}}
+			},
+		},
+		{
+			name: "not a service identity",
+			records: func(*testing.T) []rec {
+				return []rec{{name: "REMOVE", identity: `{"type": "User", "principalId": "dynamodb.amazonaws.com"}`, old: sessionImage, seq: "100"}}
+			},
+		},
+		{
+			name:    "TTL delete without an old image",
+			records: func(*testing.T) []rec { return []rec{ttlDelete("", "100")} },
+			wantLog: "without an old image",
+		},
+		{
+			name: "malformed session item: unknown format version",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "2"}`}), "100")}
+			},
+			wantLog: "format version 2",
+		},
+		{
+			name: "malformed session item: no session ID",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"sid": ""}), "100")}
+			},
+			wantLog: "malformed session item",
+		},
+		{
+			name: "malformed session item: creation time of the wrong type",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"createdAt": `{"S": "1796040000250"}`}), "100")}
+			},
+			wantLog: "malformed session item",
+		},
+		{
+			name: "malformed session item: fractional expiry",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"expiresAt": `{"N": "1796044200.5"}`}), "100")}
+			},
+			wantLog: "not an integer",
+		},
+		{
+			name: "a failed cleanup is reported for its record only",
+			records: func(t *testing.T) []rec {
+				image2, _ := second(t)
+				return []rec{
+					ttlDelete(sessionImage, "100"),
+					{name: "REMOVE", old: image2, seq: "150"},
+					ttlDelete(image2, "200"),
+					ttlDelete(indexImage, "250"),
+					ttlDelete(withAttrs(t, sessionImage, map[string]string{"sid": `{"S": "00000000000000000000000000000003"}`}), "300"),
+				}
+			},
+			fail: []string{"fedcba9876543210fedcba9876543210"},
+			wantCalls: func() []ddbstream.ExpiredSession {
+				_, s2 := second(t)
+				s3 := wantSession
+				s3.ID = "00000000000000000000000000000003"
+				return []ddbstream.ExpiredSession{wantSession, s2, s3}
+			}(),
+			wantFailures: []string{"200"},
+			wantLog:      "downstream unavailable",
+		},
+		{
+			name: "several failed cleanups",
+			records: func(t *testing.T) []rec {
+				image2, _ := second(t)
+				return []rec{ttlDelete(sessionImage, "100"), ttlDelete(image2, "200")}
+			},
+			fail: []string{wantSession.ID, "fedcba9876543210fedcba9876543210"},
+			wantCalls: func() []ddbstream.ExpiredSession {
+				_, s2 := second(t)
+				return []ddbstream.ExpiredSession{wantSession, s2}
+			}(),
+			wantFailures: []string{"100", "200"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &recorder{fail: map[string]bool{}}
+			for _, id := range tt.fail {
+				c.fail[id] = true
+			}
+			logger, logs := newLogger()
+			h := ddbstream.Handler(c.cleanup, append([]ddbstream.Option{ddbstream.WithLogger(logger)}, tt.opts...)...)
+
+			resp, err := h(context.Background(), event(t, tt.records(t)...))
+			if err != nil {
+				t.Fatalf("handler error: %v", err)
+			}
+			if diff := cmp.Diff(tt.wantCalls, c.calls, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("cleanup calls (-want +got):\n%s", diff)
+			}
+			var failures []string
+			for _, f := range resp.BatchItemFailures {
+				failures = append(failures, f.ItemIdentifier)
+			}
+			if diff := cmp.Diff(tt.wantFailures, failures, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("batch item failures (-want +got):\n%s", diff)
+			}
+			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
+				t.Errorf("log does not mention %q:\n%s", tt.wantLog, logs)
+			}
+			if tt.wantNoLog && logs.Len() > 0 {
+				t.Errorf("unexpected log:\n%s", logs)
+			}
+		})
+	}
+}
+
+// TestHandlerResponseJSON checks the response that Lambda reads: failures
+// by sequence number under the documented key names.
+func TestHandlerResponseJSON(t *testing.T) {
+	c := &recorder{fail: map[string]bool{wantSession.ID: true}}
+	logger, _ := newLogger()
+	h := ddbstream.Handler(c.cleanup, ddbstream.WithLogger(logger))
+	resp, err := h(context.Background(), event(t, rec{name: "REMOVE", identity: ttlIdentity, old: sessionImage, seq: "4421584500000000017450439091"}))
+	if err != nil {
+		t.Fatalf("handler error: %v", err)
+	}
+	got, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"batchItemFailures":[{"itemIdentifier":"4421584500000000017450439091"}]}`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("response JSON (-want +got):\n%s", diff)
+	}
+}
+
+// TestHandlerDoneContext checks that once the invocation's context is done,
+// sessions are reported as failures without calling cleanup, so that they
+// are retried rather than lost.
+func TestHandlerDoneContext(t *testing.T) {
+	c := &recorder{}
+	logger, _ := newLogger()
+	h := ddbstream.Handler(c.cleanup, ddbstream.WithLogger(logger))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	resp, err := h(ctx, event(t,
+		rec{name: "REMOVE", identity: ttlIdentity, old: sessionImage, seq: "100"},
+		rec{name: "REMOVE", identity: ttlIdentity, old: indexImage, seq: "200"},
+	))
+	if err != nil {
+		t.Fatalf("handler error: %v", err)
+	}
+	if len(c.calls) != 0 {
+		t.Errorf("cleanup called %d times with a done context", len(c.calls))
+	}
+	want := []events.DynamoDBBatchItemFailure{{ItemIdentifier: "100"}}
+	if diff := cmp.Diff(want, resp.BatchItemFailures); diff != "" {
+		t.Errorf("batch item failures (-want +got):\n%s", diff)
+	}
+}
+
+func TestIsTTLDelete(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  rec
+		want bool
+	}{
+		{"TTL delete", rec{name: "REMOVE", identity: ttlIdentity, old: sessionImage}, true},
+		{"TTL delete, keys only", rec{name: "REMOVE", identity: ttlIdentity}, true},
+		{"application delete", rec{name: "REMOVE", old: sessionImage}, false},
+		{"insert by the service", rec{name: "INSERT", identity: ttlIdentity, new: sessionImage}, false},
+		{"modify by the service", rec{name: "MODIFY", identity: ttlIdentity, old: sessionImage, new: sessionImage}, false},
+		{"other principal", rec{name: "REMOVE", identity: `{"type": "Service", "principalId": "lambda.amazonaws.com"}`}, false},
+		{"other identity type", rec{name: "REMOVE", identity: `{"type": "AssumedRole", "principalId": "dynamodb.amazonaws.com"}`}, false},
+		{"empty identity", rec{name: "REMOVE", identity: `{}`}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.rec.seq = "1"
+			if got := ddbstream.IsTTLDelete(event(t, tt.rec).Records[0]); got != tt.want {
+				t.Errorf("IsTTLDelete = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	image := func(t *testing.T, js string) map[string]events.DynamoDBAttributeValue {
+		t.Helper()
+		var m map[string]events.DynamoDBAttributeValue
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			t.Fatalf("image: %v", err)
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		image   func(t *testing.T) string
+		want    ddbstream.ExpiredSession
+		wantErr error
+	}{
+		{"session", func(*testing.T) string { return sessionImage }, wantSession, nil},
+		{"index item", func(*testing.T) string { return indexImage }, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
+		{"foreign item", func(*testing.T) string { return foreignImage }, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
+		{"empty image", func(*testing.T) string { return `{}` }, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
+		{"kind of the wrong type", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"kind": `{"SS": ["session"]}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
+		{"no version", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"v": ""})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"version of the wrong type", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"v": `{"S": "1"}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"empty session ID", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"sid": `{"S": ""}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"no user", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"userPK": ""})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"empty user", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"userPK": `{"S": ""}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"user SK of the wrong type", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"userSK": `{"N": "1"}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"no creation time", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"createdAt": ""})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"refresh time of the wrong type", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"refreshedAt": `{"NULL": true}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		{"expiry of the wrong type", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"expiresAt": `{"S": "1796044200"}`})
+		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ddbstream.Decode(image(t, tt.image(t)))
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("Decode error = %v, want %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Decode (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,229 @@
+package ddbstream_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbstream"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+
+// User is the app's user type in these tests.
+type User struct {
+	PK string `dynamodbav:"pk"`
+}
+
+// toStream converts an attribute value as the SDK reads it from the table
+// into the form that a stream record carries.
+func toStream(t *testing.T, av types.AttributeValue) events.DynamoDBAttributeValue {
+	t.Helper()
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *types.AttributeValueMemberNULL:
+		return events.NewNullAttribute()
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = toStream(t, e)
+		}
+		return events.NewListAttribute(l)
+	case *types.AttributeValueMemberM:
+		return events.NewMapAttribute(toStreamImage(t, v.Value))
+	default:
+		t.Fatalf("attribute value of unknown type %T", av)
+		panic("unreachable")
+	}
+}
+
+func toStreamImage(t *testing.T, item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	t.Helper()
+	image := make(map[string]events.DynamoDBAttributeValue, len(item))
+	for k, v := range item {
+		image[k] = toStream(t, v)
+	}
+	return image
+}
+
+// ttlRemove wraps item as the stream record of its deletion by TTL.
+func ttlRemove(t *testing.T, item map[string]types.AttributeValue, seq string) events.DynamoDBEventRecord {
+	t.Helper()
+	return events.DynamoDBEventRecord{
+		EventID:      "id-" + seq,
+		EventName:    "REMOVE",
+		EventSource:  "aws:dynamodb",
+		EventVersion: "1.1",
+		UserIdentity: &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"},
+		Change: events.DynamoDBStreamRecord{
+			OldImage:       toStreamImage(t, item),
+			SequenceNumber: seq,
+			StreamViewType: "OLD_IMAGE",
+		},
+	}
+}
+
+var sessionIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// TestHandlerDecodesManagerItems signs a user in through a real Manager,
+// reads back the items it wrote, and feeds their TTL deletion to the
+// handler: the handler must decode exactly the session the Manager holds,
+// which ties this package to the library's item format.
+func TestHandlerDecodesManagerItems(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
+	const idle = time.Hour
+
+	tests := []struct {
+		name   string
+		mutate func(*ddbsession.Config[User])
+		opts   []ddbstream.Option
+		user   ddbsession.UserKey
+	}{
+		{
+			name: "default layout",
+			user: ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"},
+		},
+		{
+			name:   "custom TTL attribute",
+			mutate: func(c *ddbsession.Config[User]) { c.TTLAttribute = "ttl" },
+			opts:   []ddbstream.Option{ddbstream.WithTTLAttribute("ttl")},
+			user:   ddbsession.UserKey{PK: "USER#bob", SK: "PROFILE"},
+		},
+		{
+			name:   "hash-only table",
+			mutate: func(c *ddbsession.Config[User]) { c.HashOnly = true },
+			user:   ddbsession.UserKey{PK: "USER#carol"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			client := ddbtest.Client(t)
+			table := ddbtest.TableName(t, client)
+			cfg := ddbsession.Config[User]{
+				Client:      client,
+				Table:       table,
+				IdleTimeout: idle,
+				Now:         func() time.Time { return now },
+				Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+			}
+			if tt.mutate != nil {
+				tt.mutate(&cfg)
+			}
+			m, err := ddbsession.New(cfg)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if err := m.CreateTable(ctx); err != nil {
+				t.Fatalf("CreateTable: %v", err)
+			}
+			userItem := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: tt.user.PK}}
+			if tt.user.SK != "" {
+				userItem["sk"] = &types.AttributeValueMemberS{Value: tt.user.SK}
+			}
+			if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: userItem}); err != nil {
+				t.Fatalf("put user: %v", err)
+			}
+
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("POST", "https://example.test/login", nil)
+			r.Header.Set("User-Agent", "test-agent/1.0")
+			if err := m.Login(w, r, tt.user); err != nil {
+				t.Fatalf("Login: %v", err)
+			}
+			var token string
+			for _, c := range w.Result().Cookies() {
+				if c.Name == m.CookieName() {
+					token = c.Value
+				}
+			}
+			live, _, err := m.Check(ctx, token)
+			if err != nil {
+				t.Fatalf("Check of the new session: %v", err)
+			}
+
+			out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				t.Fatalf("scan: %v", err)
+			}
+			var records []events.DynamoDBEventRecord
+			for i, item := range out.Items {
+				records = append(records, ttlRemove(t, item, fmt.Sprint(100+i)))
+			}
+			wantItems := 3 // user, session, index
+			if cfg.HashOnly {
+				wantItems = 2
+			}
+			if len(records) != wantItems {
+				t.Fatalf("table holds %d items, want %d: %v", len(records), wantItems, out.Items)
+			}
+
+			var calls []ddbstream.ExpiredSession
+			logger, logs := newLogger()
+			h := ddbstream.Handler(func(_ context.Context, s ddbstream.ExpiredSession) error {
+				calls = append(calls, s)
+				return nil
+			}, append([]ddbstream.Option{ddbstream.WithLogger(logger)}, tt.opts...)...)
+			resp, err := h(ctx, events.DynamoDBEvent{Records: records})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("handler = %v, %v; want no failures", resp, err)
+			}
+			if logs.Len() > 0 {
+				t.Errorf("unexpected log:\n%s", logs)
+			}
+
+			// The values the test itself expects...
+			want := ddbstream.ExpiredSession{
+				User:        tt.user,
+				CreatedAt:   now.Truncate(time.Millisecond),
+				RefreshedAt: now.Truncate(time.Millisecond),
+				ExpiresAt:   now.Add(idle).Truncate(time.Second),
+				UserAgent:   "test-agent/1.0",
+			}
+			if len(calls) == 1 {
+				want.ID = calls[0].ID
+				if !sessionIDPattern.MatchString(calls[0].ID) {
+					t.Errorf("session ID %q is not 32 lowercase hex digits", calls[0].ID)
+				}
+			}
+			if diff := cmp.Diff([]ddbstream.ExpiredSession{want}, calls); diff != "" {
+				t.Errorf("cleanup calls (-want +got):\n%s", diff)
+			}
+			// ...and the session as the Manager itself reads it.
+			fromManager := ddbstream.ExpiredSession{
+				ID: live.ID, User: live.User, CreatedAt: live.CreatedAt, RefreshedAt: live.RefreshedAt,
+				ExpiresAt: live.ExpiresAt, UserAgent: live.UserAgent,
+			}
+			if diff := cmp.Diff([]ddbstream.ExpiredSession{fromManager}, calls); diff != "" {
+				t.Errorf("cleanup calls differ from Manager.Check's session (-Check +cleanup):\n%s", diff)
+			}
+		})
+	}
+}
