@@ -63,8 +63,10 @@ import (
 )
 
 // Attribute names and values of the session item format that
-// github.com/ddbsession/ddbsession writes (see its store.go). Only items of
-// kind "session" and format version 1 are decoded.
+// github.com/ddbsession/ddbsession writes, as its package comment documents
+// under "Item format". Only items of kind "session" and format version 1 are
+// decoded; TestHandlerDecodesManagerItems ties these names to the items a
+// real Manager writes.
 const (
 	attrVersion     = "v"
 	attrKind        = "kind"
