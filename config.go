@@ -102,7 +102,7 @@ type Config[U any] struct {
 	StoreTimeout time.Duration
 
 	// ExpiryIndex names an optional global secondary index on
-	// (expiryBucket, TTLAttribute) that [Manager.ExpiringSoon] queries.
+	// (expiryBucket, TTLAttribute) that [Manager.Expiring] queries.
 	// Empty (the default) leaves it off, and session writes stay cheaper.
 	// ExpiryIndexShards spreads each hour's sessions over that many index
 	// partitions; default 8.

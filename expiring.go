@@ -60,6 +60,13 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
 	defer cancel()
 
+	// Expiries are whole seconds: the first one in the window is from
+	// rounded up, or a session that expired a fraction before from, and is
+	// already rejected, would be listed.
+	first := from.Unix()
+	if from.After(time.Unix(first, 0)) {
+		first++
+	}
 	var buckets []string
 	for hour := from.UTC().Truncate(time.Hour); !hour.After(to); hour = hour.Add(time.Hour) {
 		for shard := range m.cfg.ExpiryIndexShards {
@@ -74,7 +81,7 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 	)
 	for _, bucket := range buckets {
 		wg.Go(func() {
-			found, err := m.queryExpiryBucket(ctx, bucket, from.Unix(), to.Unix())
+			found, err := m.queryExpiryBucket(ctx, bucket, first, to.Unix())
 			mu.Lock()
 			defer mu.Unlock()
 			sessions = append(sessions, found...)
