@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// appConfig is what main takes from its flags and environment. Tests fill
+// it in directly, with a client of their own.
+type appConfig struct {
+	Client           ddbsession.API
+	Table            string
+	Dev              bool          // ddbsession.Config.InsecureDevMode
+	IdleTimeout      time.Duration // zero values take ddbsession's defaults
+	RefreshInterval  time.Duration
+	AbsoluteLifetime time.Duration
+	Logger           *slog.Logger // default slog.Default()
+}
+
+// maxBody caps every request body. The largest form, a password change,
+// holds two 1 KiB passwords that URL encoding can triple.
+const maxBody = 16 << 10
+
+// app holds what the handlers share.
+type app struct {
+	sessions *ddbsession.Manager[User]
+	users    users
+	log      *slog.Logger
+	// dummyHash is verified against when a login names an unknown user, so
+	// that it costs as much as a wrong password for a real one.
+	dummyHash string
+}
+
+// newApp prepares the table and returns the app's whole handler, so that
+// main and the tests serve exactly the same thing.
+func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	sessions, err := ddbsession.New(ddbsession.Config[User]{
+		Client:           cfg.Client,
+		Table:            cfg.Table,
+		InsecureDevMode:  cfg.Dev,
+		IdleTimeout:      cfg.IdleTimeout,
+		RefreshInterval:  cfg.RefreshInterval,
+		AbsoluteLifetime: cfg.AbsoluteLifetime,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := sessions.CreateTable(ctx); err != nil {
+		return nil, err
+	}
+	if err := sessions.CheckTable(ctx); err != nil {
+		if !onlyTTLOff(err) {
+			return nil, err
+		}
+		// dynalite has no TTL. Sessions still expire, because ddbsession
+		// checks expiry in code; only the clean-up of old items is missing.
+		log.WarnContext(ctx, "table TTL is off: expired sessions are rejected but stay in the table", "err", err)
+	}
+	a := &app{
+		sessions:  sessions,
+		users:     users{client: cfg.Client, table: cfg.Table},
+		log:       log,
+		dummyHash: hashPassword(rand.Text()),
+	}
+	return a.routes(), nil
+}
+
+// onlyTTLOff reports whether every problem CheckTable found is TTL being
+// off. CheckTable joins all it finds, so errors.Is(err, ErrTTLOff) alone
+// would also be true for a table whose key schema is wrong as well.
+func onlyTTLOff(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !onlyTTLOff(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ddbsession.ErrTTLOff)
+}
+
+func (a *app) routes() http.Handler {
+	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))
+	mux.HandleFunc("POST /signup", a.signup)
+	mux.HandleFunc("POST /login", a.login)
+	// Logout needs no valid session: it ends whatever the request carries,
+	// so a stale tab's "log out" button still clears the cookie.
+	mux.HandleFunc("POST /logout", a.logout)
+	mux.Handle("POST /logout-everywhere", signedIn(a.logoutEverywhere))
+	mux.Handle("POST /password", signedIn(a.changePassword))
+	mux.Handle("POST /sessions/revoke", signedIn(a.revokeSession))
+	mux.Handle("GET /api/me", signedIn(a.me))
+	mux.Handle("GET /api/sessions", signedIn(a.listSessions))
+
+	// SameSite=Lax already keeps the cookie off most cross-site POSTs;
+	// CrossOriginProtection refuses them outright (403) from the browser's
+	// Sec-Fetch-Site and Origin headers, with no CSRF tokens to manage.
+	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	h = http.MaxBytesHandler(h, maxBody)
+	return securityHeaders(h)
+}
+
+// securityHeaders sets headers every response of this app should carry.
+// Its pages are personal, so nothing may be cached; they have no scripts,
+// and no other site may frame them (a framed "log out everywhere" button
+// could be clicked by a trick).
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,101 @@
+// Command example is a small web app that keeps its sessions in DynamoDB
+// with ddbsession: sign up, log in, list and revoke sessions, log out
+// everywhere, change the password.
+//
+// Run it against a local engine with ./scripts/demo, or against DynamoDB
+// with the usual AWS environment (AWS_REGION, credentials, and
+// AWS_ENDPOINT_URL_DYNAMODB for anything but DynamoDB itself):
+//
+//	go run ./example -table my-sessions
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+func main() {
+	// Ctrl-C or SIGTERM cancels ctx, and run shuts the server down
+	// gracefully: in-flight requests finish, new ones are refused.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		slog.Error("example failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves the app until ctx is done. It prints the URL it serves on
+// stdout once it is listening, and flag errors and usage on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("example", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	addr := flags.String("addr", "127.0.0.1:8080", "address to listen on")
+	var cfg appConfig
+	flags.StringVar(&cfg.Table, "table", "ddbsession-example", "DynamoDB table for users and sessions; created if missing")
+	flags.BoolVar(&cfg.Dev, "dev", false, "plain-HTTP development mode: the cookie loses Secure and the __Host- prefix")
+	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
+	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
+	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+
+	// The SDK's own configuration finds the region, the credentials and
+	// AWS_ENDPOINT_URL_DYNAMODB, so the app has no endpoint flag of its own.
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load AWS configuration: %w", err)
+	}
+	cfg.Client = dynamodb.NewFromConfig(awsCfg)
+	handler, err := newApp(ctx, cfg)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	}
+	if !cfg.Dev {
+		slog.Warn("the session cookie is Secure: serve this behind HTTPS, or pass -dev on localhost")
+	}
+	fmt.Fprintf(stdout, "open http://%s/\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
