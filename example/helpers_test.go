@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+
+// cookieName is the session cookie's name outside dev mode.
+const cookieName = "__Host-session"
+
+// testApp is the whole app on a table of its own, served over TLS so that
+// the real __Host- Secure cookie is in play.
+type testApp struct {
+	t      *testing.T
+	srv    *httptest.Server
+	api    *faultyAPI
+	client *dynamodb.Client
+	table  string
+	logs   *syncBuffer
+}
+
+func newTestApp(t *testing.T) *testApp {
+	t.Helper()
+	client := ddbtest.Client(t)
+	ta := &testApp{t: t, client: client, table: ddbtest.TableName(t, client), logs: &syncBuffer{}}
+	ta.api = &faultyAPI{API: client}
+	h, err := newApp(context.Background(), appConfig{
+		Client: ta.api,
+		Table:  ta.table,
+		Logger: slog.New(slog.NewTextHandler(ta.logs, nil)),
+	})
+	if err != nil {
+		t.Fatalf("newApp: %v", err)
+	}
+	ta.srv = httptest.NewTLSServer(h)
+	t.Cleanup(ta.srv.Close)
+	return ta
+}
+
+// browser is one HTTP client with its own cookie jar, as a separate
+// browser (or device) would be. It does not follow redirects, so that
+// tests see the 303s.
+type browser struct {
+	t         *testing.T
+	app       *testApp
+	client    *http.Client
+	userAgent string
+}
+
+func (ta *testApp) browser(userAgent string) *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	c := *ta.srv.Client() // a copy: the server's client is shared
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{t: ta.t, app: ta, client: &c, userAgent: userAgent}
+}
+
+type response struct {
+	code   int
+	body   string
+	header http.Header
+}
+
+// do sends a request built by the caller, with the browser's user agent
+// and cookies.
+func (b *browser) do(r *http.Request) response {
+	b.t.Helper()
+	r.Header.Set("User-Agent", b.userAgent)
+	res, err := b.client.Do(r)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		b.t.Fatalf("%s %s: read body: %v", r.Method, r.URL.Path, err)
+	}
+	return response{code: res.StatusCode, body: string(body), header: res.Header}
+}
+
+func (b *browser) get(path string) response {
+	b.t.Helper()
+	r, err := http.NewRequest("GET", b.app.srv.URL+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return b.do(r)
+}
+
+// post sends form to path; header is optional name, value pairs.
+func (b *browser) post(path string, form url.Values, header ...string) response {
+	b.t.Helper()
+	r, err := http.NewRequest("POST", b.app.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	return b.do(r)
+}
+
+// mustPost is post that fails the test unless the answer is want.
+func (b *browser) mustPost(want int, path string, form url.Values) response {
+	b.t.Helper()
+	res := b.post(path, form)
+	if res.code != want {
+		b.t.Fatalf("POST %s %v: got %d, want %d; body: %s", path, form, res.code, want, res.body)
+	}
+	return res
+}
+
+func (b *browser) signup(username, password string) {
+	b.t.Helper()
+	res := b.mustPost(http.StatusSeeOther, "/signup", url.Values{"username": {username}, "password": {password}})
+	if loc := res.header.Get("Location"); loc != "/" {
+		b.t.Fatalf("signup redirects to %q, want /", loc)
+	}
+}
+
+func (b *browser) login(username, password string) {
+	b.t.Helper()
+	b.mustPost(http.StatusSeeOther, "/login", url.Values{"username": {username}, "password": {password}})
+}
+
+// meStatus is the status of GET /api/me: 200 signed in, 401 not.
+func (b *browser) meStatus() int {
+	b.t.Helper()
+	return b.get("/api/me").code
+}
+
+// token returns the session token in the browser's jar, or "".
+func (b *browser) token() string {
+	b.t.Helper()
+	u, _ := url.Parse(b.app.srv.URL)
+	for _, c := range b.client.Jar.Cookies(u) {
+		if c.Name == cookieName {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// sessions returns GET /api/sessions, decoded.
+func (b *browser) sessions() []sessionJSON {
+	b.t.Helper()
+	res := b.get("/api/sessions")
+	if res.code != http.StatusOK {
+		b.t.Fatalf("GET /api/sessions: %d %s", res.code, res.body)
+	}
+	var list []sessionJSON
+	if err := json.Unmarshal([]byte(res.body), &list); err != nil {
+		b.t.Fatalf("GET /api/sessions: %v in %s", err, res.body)
+	}
+	return list
+}
+
+// withToken returns a browser that carries only the given session token,
+// as a stolen or stale cookie would.
+func (ta *testApp) withToken(token string) *browser {
+	b := ta.browser("replay/1.0")
+	u, _ := url.Parse(ta.srv.URL)
+	b.client.Jar.SetCookies(u, []*http.Cookie{{Name: cookieName, Value: token, Path: "/", Secure: true}})
+	return b
+}
+
+// faultyAPI passes calls on to DynamoDB unless a test has taken the
+// operation down, to show how the app behaves in an outage.
+type faultyAPI struct {
+	ddbsession.API
+	mu   sync.Mutex
+	down map[string]bool // operation name, or "*" for all
+}
+
+var errOutage = errors.New("injected DynamoDB outage")
+
+// setDown takes the named operations down, or brings all back up if none
+// are named.
+func (f *faultyAPI) setDown(ops ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = map[string]bool{}
+	for _, op := range ops {
+		f.down[op] = true
+	}
+}
+
+func (f *faultyAPI) fail(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down[op] || f.down["*"] {
+		return errOutage
+	}
+	return nil
+}
+
+func (f *faultyAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := f.fail("GetItem"); err != nil {
+		return nil, err
+	}
+	return f.API.GetItem(ctx, in, opts...)
+}
+
+func (f *faultyAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if err := f.fail("PutItem"); err != nil {
+		return nil, err
+	}
+	return f.API.PutItem(ctx, in, opts...)
+}
+
+func (f *faultyAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := f.fail("UpdateItem"); err != nil {
+		return nil, err
+	}
+	return f.API.UpdateItem(ctx, in, opts...)
+}
+
+func (f *faultyAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := f.fail("DeleteItem"); err != nil {
+		return nil, err
+	}
+	return f.API.DeleteItem(ctx, in, opts...)
+}
+
+func (f *faultyAPI) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if err := f.fail("Query"); err != nil {
+		return nil, err
+	}
+	return f.API.Query(ctx, in, opts...)
+}
+
+// syncBuffer collects log output from concurrent requests.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
