@@ -149,6 +149,11 @@ func (c Config[U]) withDefaults() (Config[U], error) {
 	if c.PartitionKey == c.SortKey {
 		return c, fmt.Errorf("ddbsession: Config.PartitionKey and Config.SortKey are both %q", c.SortKey)
 	}
+	for _, key := range []string{c.PartitionKey, c.SortKey} {
+		if reservedAttributes[key] {
+			return c, fmt.Errorf("ddbsession: key attribute name %q clashes with a session attribute", key)
+		}
+	}
 	setDefault(&c.SessionPrefix, "SESSION#")
 	setDefault(&c.SessionSortValue, "SESSION")
 	setDefault(&c.UserSessionsPrefix, "USERSESSIONS#")

@@ -35,6 +35,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"TTL attribute is a key", func(c *ddbsession.Config[User]) { c.TTLAttribute = "pk" }, `"pk"`},
 		{"TTL attribute clashes", func(c *ddbsession.Config[User]) { c.TTLAttribute = "createdAt" }, `"createdAt"`},
 		{"same prefixes", func(c *ddbsession.Config[User]) { c.UserSessionsPrefix = "SESSION#" }, "Config.SessionPrefix"},
+		{"sort key is a session attribute", func(c *ddbsession.Config[User]) { c.SortKey = "kind" }, `"kind"`},
+		{"partition key is a session attribute", func(c *ddbsession.Config[User]) { c.PartitionKey = "sid" }, `"sid"`},
 		{"too many shards", func(c *ddbsession.Config[User]) { c.ExpiryIndexShards = 1000 }, "Config.ExpiryIndexShards"},
 	}
 	for _, tc := range cases {

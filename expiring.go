@@ -20,6 +20,9 @@ import (
 // [Config.ExpiryIndex] is not set.
 var ErrNoExpiryIndex = errors.New("ddbsession: Config.ExpiryIndex is not set")
 
+// maxParallelQueries bounds how many index partitions Expiring reads at once.
+const maxParallelQueries = 16
+
 // maxExpiringWindow bounds the hours, and so the index partitions, that one
 // call to Expiring may read.
 const maxExpiringWindow = 24 * time.Hour
@@ -79,8 +82,11 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 		errs     []error
 		wg       sync.WaitGroup
 	)
+	limit := make(chan struct{}, maxParallelQueries)
 	for _, bucket := range buckets {
 		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
 			found, err := m.queryExpiryBucket(ctx, bucket, first, to.Unix())
 			mu.Lock()
 			defer mu.Unlock()

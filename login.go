@@ -20,7 +20,7 @@ func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey)
 	if user.PK == "" || (user.SK == "") != m.cfg.HashOnly {
 		return fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.StoreTimeout)
+	ctx, cancel := m.writeContext(r)
 	defer cancel()
 	if err := m.endRequestSessions(ctx, r); err != nil {
 		return err
@@ -50,9 +50,16 @@ func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey)
 // that the app can tell the user the sign-out did not complete.
 func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	m.clearCookie(w)
-	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.StoreTimeout)
+	ctx, cancel := m.writeContext(r)
 	defer cancel()
 	return m.endRequestSessions(ctx, r)
+}
+
+// writeContext bounds Login's and Logout's writes by StoreTimeout but not by
+// the client: a user who signs out and closes the tab at once must still be
+// signed out.
+func (m *Manager[U]) writeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.StoreTimeout)
 }
 
 func (m *Manager[U]) endRequestSessions(ctx context.Context, r *http.Request) error {

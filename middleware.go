@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -41,30 +42,31 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 // prefix unless in dev mode.
 func (m *Manager[U]) CookieName() string { return m.cfg.CookieName }
 
-type ctxKey struct{}
+// ctxKey keys the request state by its Manager, so that an app with two
+// Managers (users and admins, say) never reads one's user through the other.
+type ctxKey[U any] struct{ m *Manager[U] }
 
 // requestState is what the middleware puts in the request context.
-type requestState struct {
+type requestState[U any] struct {
 	session Session
-	user    any
+	user    U
 }
 
 // User returns the signed-in user that [Manager.RequireSession] or
 // [Manager.LoadSession] put in ctx.
 func (m *Manager[U]) User(ctx context.Context) (U, bool) {
-	st, _ := ctx.Value(ctxKey{}).(*requestState)
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
 	if st == nil {
 		var zero U
 		return zero, false
 	}
-	u, ok := st.user.(U)
-	return u, ok
+	return st.user, true
 }
 
 // Session returns the session that [Manager.RequireSession] or
 // [Manager.LoadSession] put in ctx.
 func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
-	st, _ := ctx.Value(ctxKey{}).(*requestState)
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
 	if st == nil {
 		return Session{}, false
 	}
@@ -76,8 +78,9 @@ func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
 // [Config.Unauthorized], and a store failure gets [Config.StoreUnavailable].
 //
 // A request costs two strongly consistent GetItems, the session and its
-// user, and once per [Config.RefreshInterval] an UpdateItem that moves the
-// session's expiry forward and re-sends the cookie.
+// user, and once per [Config.RefreshInterval] two UpdateItems (the session
+// and its per-user index item) that move the expiry forward; that response
+// re-sends the cookie.
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler {
 	return m.middleware(next, true)
 }
@@ -97,13 +100,19 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 		st, err := m.authenticate(w, r)
 		switch {
 		case err == nil:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
 		case errors.Is(err, ErrNoSession) && required:
 			m.cfg.Unauthorized.ServeHTTP(w, r)
 		case errors.Is(err, ErrNoSession):
 			next.ServeHTTP(w, r)
 		default:
-			m.cfg.Logger.ErrorContext(r.Context(), "ddbsession: cannot check session, failing closed", "err", err)
+			// A client that hung up is no store outage: it stays refused,
+			// but must not flood the error log.
+			level := slog.LevelError
+			if r.Context().Err() != nil {
+				level = slog.LevelDebug
+			}
+			m.cfg.Logger.Log(r.Context(), level, "ddbsession: cannot check session, failing closed", "err", err)
 			m.cfg.StoreUnavailable.ServeHTTP(w, r)
 		}
 	})
@@ -111,7 +120,7 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 
 // authenticate checks the request's session, refreshes it when due, and
 // clears the cookie of a session that is not valid.
-func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requestState, error) {
+func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requestState[U], error) {
 	token, present := m.requestToken(r)
 	if token == "" {
 		if present {
@@ -134,7 +143,7 @@ func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requ
 		s = refreshed
 		m.setCookie(w, token, now, s.ExpiresAt)
 	}
-	return &requestState{session: s, user: u}, nil
+	return &requestState[U]{session: s, user: u}, nil
 }
 
 // Check does the middleware's work without HTTP, for a token that arrived
@@ -165,7 +174,9 @@ func (m *Manager[U]) check(ctx context.Context, pk string, now time.Time) (s Ses
 		return Session{}, u, err
 	}
 	// TTL deletion lags by up to 48 hours: a present item is not a valid one.
-	if !ok || s.ExpiresAt.Unix() <= now.Unix() {
+	// The absolute lifetime is checked too, so that lowering it takes effect
+	// at once for sessions written under a longer one.
+	if !ok || s.ExpiresAt.Unix() <= now.Unix() || !now.Before(s.CreatedAt.Add(m.cfg.AbsoluteLifetime)) {
 		return Session{}, u, ErrNoSession
 	}
 	u, validAfter, err := m.cfg.LoadUser(ctx, s.User)

@@ -18,7 +18,7 @@ import (
 // The write is conditional on the expiry this request read, and on that
 // expiry still being ahead. So it never revives an item that was deleted or
 // has expired meanwhile, and of concurrent requests that saw the same
-// expiry, exactly one writes; the others see a failed condition and stop.
+// expiry, at most one writes; the others see a failed condition and stop.
 func (m *Manager[U]) refresh(ctx context.Context, pk string, s Session, now time.Time) (Session, bool) {
 	if now.Sub(s.RefreshedAt) < m.cfg.RefreshInterval {
 		return s, false
@@ -58,21 +58,26 @@ func (m *Manager[U]) refresh(ctx context.Context, pk string, s Session, now time
 	})
 	if err != nil {
 		var lost *types.ConditionalCheckFailedException
-		if !errors.As(err, &lost) {
+		if !errors.As(err, &lost) && !errors.Is(err, context.Canceled) {
 			m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", s.ID, "err", err)
 		}
 		return s, false
 	}
 	if !m.cfg.HashOnly {
-		m.refreshIndex(ctx, next)
+		m.refreshIndex(ctx, pk, next)
 	}
 	return next, true
 }
 
 // refreshIndex copies a refreshed expiry to the session's index item, so
-// that List shows it and TTL removes both items together. The condition keeps
-// a concurrent Logout's delete from being undone.
-func (m *Manager[U]) refreshIndex(ctx context.Context, s Session) {
+// that List shows it and TTL removes both items together. The session write
+// has just succeeded, so the session is live: this write must not be lost to
+// a client that hangs up, and an index item that is missing (removed by TTL
+// after an earlier failure here) is written anew. A failure is logged; the
+// next refresh repairs it.
+func (m *Manager[U]) refreshIndex(ctx context.Context, sessionPK string, s Session) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	defer cancel()
 	_, err := m.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &m.cfg.Table,
 		Key:                 m.indexKey(s.User, s.ID),
@@ -87,7 +92,10 @@ func (m *Manager[U]) refreshIndex(ctx context.Context, s Session) {
 		},
 	})
 	var gone *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &gone) {
+	if errors.As(err, &gone) {
+		_, err = m.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &m.cfg.Table, Item: m.indexItem(sessionPK, s)})
+	}
+	if err != nil {
 		m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session index item", "sid", s.ID, "err", err)
 	}
 }

@@ -181,9 +181,10 @@ func (m *Manager[U]) getSession(ctx context.Context, sessionPK string) (Session,
 
 // createSession writes a new session: first its per-user index item, then
 // the session item itself, which must not exist yet. The index goes first so
-// that a session can never be live without showing in [Manager.List]; if the
+// that a session is never live without showing in [Manager.List]; if the
 // second write fails, the first is undone as far as possible, and its TTL
-// removes it otherwise.
+// removes it otherwise. (A refresh keeps the index item in step, and
+// rewrites it if it went missing.)
 func (m *Manager[U]) createSession(ctx context.Context, sessionPK string, s Session) error {
 	if !m.cfg.HashOnly {
 		_, err := m.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -204,7 +205,9 @@ func (m *Manager[U]) createSession(ctx context.Context, sessionPK string, s Sess
 	})
 	if err != nil {
 		if !m.cfg.HashOnly {
-			m.deleteItem(context.WithoutCancel(ctx), m.indexKey(s.User, s.ID), "undo session index item")
+			undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+			defer cancel()
+			m.deleteItem(undo, m.indexKey(s.User, s.ID), "undo session index item")
 		}
 		return fmt.Errorf("ddbsession: create session: %w", err)
 	}
@@ -213,7 +216,9 @@ func (m *Manager[U]) createSession(ctx context.Context, sessionPK string, s Sess
 
 // deleteSession deletes the session item under sessionPK and, once it is
 // gone, its index item. It returns the deleted session, or false if there
-// was none.
+// was none. Once the session item is gone its token is dead, so a failure
+// to delete the index item is only logged: the item lingers in List until
+// TTL or a Revoke removes it.
 func (m *Manager[U]) deleteSession(ctx context.Context, sessionPK string) (Session, bool, error) {
 	out, err := m.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:    &m.cfg.Table,
@@ -228,14 +233,7 @@ func (m *Manager[U]) deleteSession(ctx context.Context, sessionPK string) (Sessi
 		return Session{}, false, nil
 	}
 	if !m.cfg.HashOnly {
-		if _, err := m.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: &m.cfg.Table,
-			Key:       m.indexKey(s.User, s.ID),
-		}); err != nil {
-			// The session itself is gone and its token is dead; the index
-			// item lingers in List until TTL or a Revoke removes it.
-			return s, true, fmt.Errorf("ddbsession: delete session index item: %w", err)
-		}
+		m.deleteItem(ctx, m.indexKey(s.User, s.ID), "delete session index item")
 	}
 	return s, true, nil
 }
