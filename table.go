@@ -128,9 +128,16 @@ func (m *Manager[U]) describeTTL(ctx context.Context) (string, bool, error) {
 // CheckTable reports, at startup, whether the table fits the configuration:
 // its key schema must be the configured one (wrapping [ErrTableSchema]), the
 // expiry index must exist if configured, and TTL must be enabled on
-// TTLAttribute (wrapping [ErrTTLOff]). An engine without TTL, such as
-// dynalite, reports TTL as off; an app may log that and carry on, because
-// expiry is always checked in code.
+// TTLAttribute (wrapping [ErrTTLOff]). It joins every problem it finds. An
+// engine without TTL, such as dynalite, reports TTL as off; an app may log
+// that and carry on, because expiry is always checked in code:
+//
+//	switch err := sessions.CheckTable(ctx); {
+//	case errors.Is(err, ddbsession.ErrTTLOff) && !errors.Is(err, ddbsession.ErrTableSchema):
+//		slog.Warn("table TTL is off: expired sessions are not cleaned up", "err", err)
+//	case err != nil:
+//		log.Fatal(err)
+//	}
 func (m *Manager[U]) CheckTable(ctx context.Context) error {
 	c := m.cfg
 	out, err := c.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &c.Table})

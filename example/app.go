@@ -59,13 +59,13 @@ func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 	if err := sessions.CreateTable(ctx); err != nil {
 		return nil, err
 	}
-	if err := sessions.CheckTable(ctx); err != nil {
-		if !onlyTTLOff(err) {
-			return nil, err
-		}
+	switch err := sessions.CheckTable(ctx); {
+	case errors.Is(err, ddbsession.ErrTTLOff) && !errors.Is(err, ddbsession.ErrTableSchema):
 		// dynalite has no TTL. Sessions still expire, because ddbsession
 		// checks expiry in code; only the clean-up of old items is missing.
 		log.WarnContext(ctx, "table TTL is off: expired sessions are rejected but stay in the table", "err", err)
+	case err != nil:
+		return nil, err
 	}
 	a := &app{
 		sessions:  sessions,
@@ -74,21 +74,6 @@ func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 		dummyHash: hashPassword(rand.Text()),
 	}
 	return a.routes(), nil
-}
-
-// onlyTTLOff reports whether every problem CheckTable found is TTL being
-// off. CheckTable joins all it finds, so errors.Is(err, ErrTTLOff) alone
-// would also be true for a table whose key schema is wrong as well.
-func onlyTTLOff(err error) bool {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range joined.Unwrap() {
-			if !onlyTTLOff(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return errors.Is(err, ddbsession.ErrTTLOff)
 }
 
 func (a *app) routes() http.Handler {

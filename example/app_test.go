@@ -496,23 +496,3 @@ func TestNewAppRefusesAWrongTable(t *testing.T) {
 		t.Errorf("newApp on a table with the wrong key schema: %v, want ErrTableSchema", err)
 	}
 }
-
-func TestOnlyTTLOff(t *testing.T) {
-	ttl := fmt.Errorf("%w: TTL is off", ddbsession.ErrTTLOff)
-	schema := fmt.Errorf("%w: wrong keys", ddbsession.ErrTableSchema)
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"TTL off", ttl, true},
-		{"TTL off, joined", errors.Join(ttl), true},
-		{"TTL off and wrong schema", errors.Join(schema, ttl), false},
-		{"wrong schema", errors.Join(schema), false},
-		{"other failure", errors.New("describe table: access denied"), false},
-	} {
-		if got := onlyTTLOff(tc.err); got != tc.want {
-			t.Errorf("%s: onlyTTLOff = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
