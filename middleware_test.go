@@ -273,3 +273,46 @@ func TestCheckWithoutHTTP(t *testing.T) {
 		}
 	}
 }
+
+// A service whose users live elsewhere plugs in its own loader: its user is
+// what the handler sees, and its cutoff decides.
+func TestCustomLoadUser(t *testing.T) {
+	t.Parallel()
+	directory := map[string]struct {
+		user   User
+		cutoff time.Time
+	}{
+		"EXT#carol": {User{Name: "carol from the directory"}, time.Time{}},
+		"EXT#dave":  {User{Name: "dave"}, start.Add(time.Second)}, // revoked after login
+	}
+	var p *probe
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		withProbe(&p)(c)
+		c.LoadUser = func(_ context.Context, key ddbsession.UserKey) (User, time.Time, error) {
+			d, ok := directory[key.PK]
+			if !ok {
+				return User{}, time.Time{}, ddbsession.ErrUserNotFound
+			}
+			return d.user, d.cutoff, nil
+		}
+	})
+	carol := e.login(ddbsession.UserKey{PK: "EXT#carol", SK: "-"})
+	dave := e.login(ddbsession.UserKey{PK: "EXT#dave", SK: "-"})
+	erin := e.login(ddbsession.UserKey{PK: "EXT#erin", SK: "-"})
+	h := e.m.RequireSession(whoami(e.m))
+
+	p.reset()
+	if w := e.get(h, carol); w.Code != http.StatusOK || w.Body.String() != "user:carol from the directory" {
+		t.Errorf("carol: %d %q", w.Code, w.Body)
+	}
+	// The table is read for the session only; the user comes from the loader.
+	if diff := cmp.Diff(map[string]int{"GetItem": 1}, p.calls); diff != "" {
+		t.Errorf("calls with a custom loader (-want +got):\n%s", diff)
+	}
+	if w := e.get(h, dave); w.Code != http.StatusUnauthorized {
+		t.Errorf("dave, created before his cutoff: %d, want 401", w.Code)
+	}
+	if w := e.get(h, erin); w.Code != http.StatusUnauthorized {
+		t.Errorf("erin, unknown to the loader: %d, want 401", w.Code)
+	}
+}
