@@ -136,6 +136,14 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusUnauthorized, "The current password is wrong.")
 		return
 	}
+	// A changed password should lock out whoever knew the old one, so every
+	// session ends first: if the password write then fails, the user is
+	// signed out everywhere with the old password, never left with a new
+	// password and a thief's session still live.
+	if err := a.sessions.RevokeAll(r.Context(), s.User); err != nil {
+		a.storeError(w, r, "revoke all sessions", err)
+		return
+	}
 	err = a.users.setPasswordHash(r.Context(), u.Username, hash, hashPassword(next))
 	if errors.Is(err, errPasswordChanged) {
 		a.errorPage(w, http.StatusConflict, "Your password was just changed elsewhere. Reload and try again.")
@@ -145,13 +153,8 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, "update password", err)
 		return
 	}
-	// A changed password should lock out whoever knew the old one: end
-	// every session, then sign this browser in again. The new session is
-	// created at or after RevokeAll's cutoff, so it is valid.
-	if err := a.sessions.RevokeAll(r.Context(), s.User); err != nil {
-		a.storeError(w, r, "revoke all sessions", err)
-		return
-	}
+	// This browser signs in again; its new session is created at or after
+	// RevokeAll's cutoff, so it is valid.
 	a.signIn(w, r, s.User)
 }
 

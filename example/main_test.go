@@ -85,12 +85,17 @@ func TestRun(t *testing.T) {
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
+	// An ended context and a free port: a run that wrongly accepted the
+	// flags returns at once instead of serving on a fixed port.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, args := range [][]string{
 		{"-idle", "1h", "-refresh", "2h"}, // refresh must be shorter than idle
 		{"-idle", "soon"},
 		{"-no-such-flag"},
 	} {
-		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
+		args = append([]string{"-addr", "127.0.0.1:0", "-table", ddbtest.TableName(t, ddbtest.Client(t))}, args...)
+		if err := run(ctx, args, io.Discard, io.Discard); err == nil {
 			t.Errorf("run %q: no error", args)
 		}
 	}

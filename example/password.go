@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"golang.org/x/crypto/argon2"
@@ -30,12 +31,24 @@ const (
 
 var b64 = base64.RawStdEncoding
 
+// hashing bounds how many argon2id computations run at once. Each takes
+// 19 MiB and a core, and an anonymous visitor can start one per login
+// attempt (unknown users are hashed too), so without a bound a burst of
+// logins could exhaust memory. Extra requests wait their turn.
+var hashing = make(chan struct{}, runtime.NumCPU())
+
+func argonKey(password string, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+	hashing <- struct{}{}
+	defer func() { <-hashing }()
+	return argon2.IDKey([]byte(password), salt, time, memory, threads, keyLen)
+}
+
 // hashPassword returns password's argon2id hash with a fresh random salt, as
 // "$argon2id$v=19$m=19456,t=2,p=1$<salt>$<key>".
 func hashPassword(password string) string {
 	salt := make([]byte, argonSaltLen)
 	rand.Read(salt)
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	key := argonKey(password, salt, argonTime, argonMemory, argonThreads, argonKeyLen)
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
 		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
 }
@@ -67,6 +80,6 @@ func verifyPassword(hash, password string) (bool, error) {
 	if time == 0 || threads == 0 || len(want) == 0 {
 		return false, fmt.Errorf("password hash parameters %q are out of range", parts[3])
 	}
-	got := argon2.IDKey([]byte(password), salt, time, memory, threads, uint32(len(want)))
+	got := argonKey(password, salt, time, memory, threads, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
