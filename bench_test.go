@@ -63,7 +63,7 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 	b.Run("path=middleware-own-work", func(b *testing.B) {
 		b.ReportAllocs()
 		cfg := e.cfg
-		cfg.Client = &replay{API: e.client, answers: map[string]*dynamodb.GetItemOutput{}}
+		cfg.Client = &replay{Client: e.client, answers: map[string]*dynamodb.GetItemOutput{}}
 		m, err := ddbsession.New(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -106,7 +106,7 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 // replay answers each GetItem with the engine's first answer for that key.
 // It serves only the benchmark above, to time the middleware's own work.
 type replay struct {
-	ddbsession.API
+	ddbsession.Client
 	answers map[string]*dynamodb.GetItemOutput
 }
 
@@ -115,7 +115,7 @@ func (c *replay) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...fu
 	if out, ok := c.answers[key]; ok {
 		return out, nil
 	}
-	out, err := c.API.GetItem(ctx, in, o...)
+	out, err := c.Client.GetItem(ctx, in, o...)
 	if err == nil {
 		c.answers[key] = out
 	}

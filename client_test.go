@@ -13,7 +13,7 @@ import (
 // for fault paths only, to fail or intercept chosen operations. Everything it
 // does not intercept goes to the real engine.
 type probe struct {
-	next ddbsession.API
+	next ddbsession.Client
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -23,7 +23,7 @@ type probe struct {
 	before func(ctx context.Context, op string, in any)
 }
 
-func newProbe(next ddbsession.API) *probe { return &probe{next: next, calls: map[string]int{}} }
+func newProbe(next ddbsession.Client) *probe { return &probe{next: next, calls: map[string]int{}} }
 
 // count returns how many calls of op were made, and resets nothing.
 func (p *probe) count(op string) int {

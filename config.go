@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// API is the part of the DynamoDB client that a [Manager] uses.
-// *dynamodb.Client satisfies it; tests may wrap it to inject faults.
-type API interface {
+// Client is the part of the DynamoDB client that a [Manager] uses.
+// *dynamodb.Client satisfies it; tests may wrap it to count calls or inject
+// faults.
+type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -26,12 +29,13 @@ type API interface {
 	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
 }
 
-// Config configures a [Manager]. Only Client and Table are required; every
-// other field has a secure default, filled in and validated once by [New].
+// Config configures a [Manager]. Client and Table have no default and must
+// be set; every other field may be left zero for a secure default, which
+// [New] fills in when it validates the Config, once.
 type Config[U any] struct {
 	// Client talks to DynamoDB. Build it from the SDK's own configuration
 	// (config.LoadDefaultConfig), which also honours AWS_ENDPOINT_URL_DYNAMODB.
-	Client API
+	Client Client
 
 	// Table is the name of the table that holds sessions.
 	Table string
@@ -46,11 +50,10 @@ type Config[U any] struct {
 
 	// SessionPrefix starts the partition key of every session item, which
 	// is SessionPrefix followed by base64url(SHA-256(token)). Default
-	// "SESSION#". SessionSortValue is the sort key value of session items,
-	// default "SESSION". UserSessionsPrefix starts the partition key of the
-	// per-user index items, default "USERSESSIONS#".
+	// "SESSION#". UserSessionsPrefix starts the partition key of the
+	// per-user index items, default "USERSESSIONS#". Change them only where
+	// the app's own items in a shared table already use these prefixes.
 	SessionPrefix      string
-	SessionSortValue   string
 	UserSessionsPrefix string
 
 	// TTLAttribute names the Number attribute that holds a session's expiry
@@ -129,6 +132,40 @@ type Config[U any] struct {
 
 const hostPrefix = "__Host-"
 
+// New validates cfg once, fills in its defaults and returns a Manager. The
+// error names the first invalid field.
+func New[U any](cfg Config[U]) (*Manager[U], error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager[U]{
+		cfg: cfg,
+		store: &store{
+			client: cfg.Client,
+			table:  cfg.Table,
+			logger: cfg.Logger,
+			Layout: item.Layout{
+				PartitionKey:  cfg.PartitionKey,
+				SortKey:       cfg.SortKey,
+				SessionPrefix: cfg.SessionPrefix,
+				IndexPrefix:   cfg.UserSessionsPrefix,
+				TTL:           cfg.TTLAttribute,
+				ValidAfter:    cfg.ValidAfterAttribute,
+			},
+		},
+		life: lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime},
+	}
+	if cfg.ExpiryIndex != "" {
+		m.store.ExpiryShards = cfg.ExpiryIndexShards
+	}
+	m.loadUser = cfg.LoadUser
+	if m.loadUser == nil {
+		m.loadUser = m.loadUserItem
+	}
+	return m, nil
+}
+
 // withDefaults returns c with every unset field filled in, or an error
 // naming the first field that is invalid.
 func (c Config[U]) withDefaults() (Config[U], error) {
@@ -138,32 +175,32 @@ func (c Config[U]) withDefaults() (Config[U], error) {
 	if c.Table == "" {
 		return c, errors.New("ddbsession: Config.Table is empty")
 	}
-	setDefault(&c.PartitionKey, "pk")
+	d := item.Default
+	setDefault(&c.PartitionKey, d.PartitionKey)
 	if c.HashOnly {
 		if c.SortKey != "" {
 			return c, fmt.Errorf("ddbsession: Config.SortKey %q is set but Config.HashOnly is true", c.SortKey)
 		}
 	} else {
-		setDefault(&c.SortKey, "sk")
+		setDefault(&c.SortKey, d.SortKey)
 	}
 	if c.PartitionKey == c.SortKey {
 		return c, fmt.Errorf("ddbsession: Config.PartitionKey and Config.SortKey are both %q", c.SortKey)
 	}
 	for _, key := range []string{c.PartitionKey, c.SortKey} {
-		if reservedAttributes[key] {
+		if item.Reserved(key) {
 			return c, fmt.Errorf("ddbsession: key attribute name %q clashes with a session attribute", key)
 		}
 	}
-	setDefault(&c.SessionPrefix, "SESSION#")
-	setDefault(&c.SessionSortValue, "SESSION")
-	setDefault(&c.UserSessionsPrefix, "USERSESSIONS#")
+	setDefault(&c.SessionPrefix, d.SessionPrefix)
+	setDefault(&c.UserSessionsPrefix, d.IndexPrefix)
 	if c.SessionPrefix == c.UserSessionsPrefix {
 		return c, fmt.Errorf("ddbsession: Config.SessionPrefix and Config.UserSessionsPrefix are both %q", c.SessionPrefix)
 	}
-	setDefault(&c.TTLAttribute, "expiresAt")
-	setDefault(&c.ValidAfterAttribute, "sessionsValidAfter")
+	setDefault(&c.TTLAttribute, d.TTL)
+	setDefault(&c.ValidAfterAttribute, d.ValidAfter)
 	for _, name := range []string{c.TTLAttribute, c.ValidAfterAttribute} {
-		if name == c.PartitionKey || name == c.SortKey || reservedAttributes[name] {
+		if name == c.PartitionKey || name == c.SortKey || item.Reserved(name) {
 			return c, fmt.Errorf("ddbsession: attribute name %q clashes with a key or a session attribute", name)
 		}
 	}
@@ -228,11 +265,4 @@ func setDefault(field *string, value string) {
 	if *field == "" {
 		*field = value
 	}
-}
-
-// textHandler answers with a status code and a one-line plain-text body.
-func textHandler(code int, msg string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, msg, code)
-	})
 }

@@ -5,15 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // ErrNoExpiryIndex is returned by [Manager.Expiring] when
@@ -26,17 +22,6 @@ const maxParallelQueries = 16
 // maxExpiringWindow bounds the hours, and so the index partitions, that one
 // call to Expiring may read.
 const maxExpiringWindow = 24 * time.Hour
-
-// expiryBucket returns the expiry index partition of a session: the UTC hour
-// of its expiry and a shard derived from its public ID, such as
-// "2026113019#3". Hours keep a window query to a few partitions; shards keep
-// one busy hour from landing on a single partition.
-func (m *Manager[U]) expiryBucket(id string, expires time.Time) string {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	shard := h.Sum32() % uint32(m.cfg.ExpiryIndexShards)
-	return expires.UTC().Format("2006010215") + "#" + strconv.FormatUint(uint64(shard), 10)
-}
 
 // Expiring returns the sessions whose expiry falls in [from, to], soonest
 // first, for warm-up or pre-expiry notices. It needs the opt-in
@@ -60,7 +45,7 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 	if to.Before(from) || to.Sub(from) > maxExpiringWindow {
 		return nil, fmt.Errorf("ddbsession: Expiring window %v to %v: must be ordered and at most %v", from, to, maxExpiringWindow)
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
+	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
 
 	// Expiries are whole seconds: the first one in the window is from
@@ -73,7 +58,7 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 	var buckets []string
 	for hour := from.UTC().Truncate(time.Hour); !hour.After(to); hour = hour.Add(time.Hour) {
 		for shard := range m.cfg.ExpiryIndexShards {
-			buckets = append(buckets, hour.Format("2006010215")+"#"+strconv.Itoa(shard))
+			buckets = append(buckets, item.Bucket(hour, shard))
 		}
 	}
 	var (
@@ -87,10 +72,12 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 		wg.Go(func() {
 			limit <- struct{}{}
 			defer func() { <-limit }()
-			found, err := m.queryExpiryBucket(ctx, bucket, first, to.Unix())
+			found, err := m.store.queryExpiry(ctx, m.cfg.ExpiryIndex, bucket, first, to.Unix())
 			mu.Lock()
 			defer mu.Unlock()
-			sessions = append(sessions, found...)
+			for _, s := range found {
+				sessions = append(sessions, sessionOf(s))
+			}
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -104,29 +91,4 @@ func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Sessio
 		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), cmp.Compare(a.ID, b.ID))
 	})
 	return sessions, nil
-}
-
-func (m *Manager[U]) queryExpiryBucket(ctx context.Context, bucket string, from, to int64) ([]Session, error) {
-	var found []Session
-	pages := dynamodb.NewQueryPaginator(m.cfg.Client, &dynamodb.QueryInput{
-		TableName:                &m.cfg.Table,
-		IndexName:                &m.cfg.ExpiryIndex,
-		KeyConditionExpression:   aws.String("#bucket = :bucket AND #ttl BETWEEN :from AND :to"),
-		ExpressionAttributeNames: map[string]string{"#bucket": attrExpiryBucket, "#ttl": m.cfg.TTLAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":bucket": str(bucket), ":from": num(from), ":to": num(to),
-		},
-	})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return found, err
-		}
-		for _, item := range page.Items {
-			if s, ok := m.decodeSession(item, kindSession); ok {
-				found = append(found, s)
-			}
-		}
-	}
-	return found, nil
 }

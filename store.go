@@ -4,214 +4,104 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// formatVersion is the item format this release writes, in attribute "v".
-// Additive changes keep it; an incompatible change bumps it, and a release
-// that reads the new format ships before one that writes it. A reader that
-// meets a version it does not know treats the session as absent: failing
-// closed is safer than misreading an item.
-const formatVersion = 1
-
-// Attribute names of session and index items. They are part of the stable
-// item format documented in the package comment.
-const (
-	attrVersion      = "v"
-	attrKind         = "kind"
-	attrID           = "sid"
-	attrUserPK       = "userPK"
-	attrUserSK       = "userSK"
-	attrCreatedAt    = "createdAt"
-	attrRefreshedAt  = "refreshedAt"
-	attrUserAgent    = "userAgent"
-	attrSessionPK    = "sessionPK"
-	attrExpiryBucket = "expiryBucket"
-
-	kindSession = "session"
-	kindIndex   = "session-index"
-)
-
-var reservedAttributes = map[string]bool{
-	attrVersion: true, attrKind: true, attrID: true, attrUserPK: true, attrUserSK: true,
-	attrCreatedAt: true, attrRefreshedAt: true, attrUserAgent: true, attrSessionPK: true,
-	attrExpiryBucket: true,
+// store makes the DynamoDB calls, and nothing else: the rules that decide
+// what to call are in session.go, and the items' format is in internal/item.
+// Every call runs under the caller's context and its one deadline.
+//
+// The package uses no transactions (dynalite, a test engine, has no
+// TransactWriteItems): writes that touch two items are ordered so that a
+// failure in between leaves nothing live that should not be.
+type store struct {
+	item.Layout
+	client Client
+	table  string
+	logger *slog.Logger
 }
 
-// maxUserAgent bounds the stored User-Agent, which the client controls.
-const maxUserAgent = 256
-
-// UserKey is the primary key of the user's item: the app's own PK and, in a
-// table with a sort key, SK. A session stores it so that authenticating a
-// request needs no secondary index.
-type UserKey struct {
-	PK string
-	SK string
-}
-
-// Session describes one signed-in session. It never holds the token.
-type Session struct {
-	// ID is the session's public identifier: random, unrelated to the
-	// token and its hash, and safe to show on a "your devices" page.
-	ID          string
-	User        UserKey
-	CreatedAt   time.Time
-	RefreshedAt time.Time
-	ExpiresAt   time.Time // whole seconds, as stored for TTL
-	UserAgent   string
-}
-
-// ErrUserNotFound is returned by a [Config.LoadUser] for a user that does not
-// exist, and by [Manager.RevokeAll] for a user item that is not in the table.
-var ErrUserNotFound = errors.New("ddbsession: user not found")
-
-// key builds a primary key; sk is dropped in a hash-only table.
-func (m *Manager[U]) key(pk, sk string) map[string]types.AttributeValue {
-	k := map[string]types.AttributeValue{m.cfg.PartitionKey: &types.AttributeValueMemberS{Value: pk}}
-	if !m.cfg.HashOnly {
-		k[m.cfg.SortKey] = &types.AttributeValueMemberS{Value: sk}
-	}
-	return k
-}
-
-func (m *Manager[U]) sessionKey(sessionPK string) map[string]types.AttributeValue {
-	return m.key(sessionPK, m.cfg.SessionSortValue)
-}
-
-// indexKey addresses the per-user index item of session id. The user's key
-// is length-prefixed so that no two users share an index partition, whatever
-// characters their keys hold.
-func (m *Manager[U]) indexKey(user UserKey, id string) map[string]types.AttributeValue {
-	return m.key(m.userSessionsPK(user), "SID#"+id)
-}
-
-func (m *Manager[U]) userSessionsPK(user UserKey) string {
-	return m.cfg.UserSessionsPrefix + strconv.Itoa(len(user.PK)) + "#" + user.PK + user.SK
-}
-
-func (m *Manager[U]) userKey(user UserKey) map[string]types.AttributeValue {
-	return m.key(user.PK, user.SK)
-}
-
-// sessionItem encodes s as the session item stored under sessionPK.
-func (m *Manager[U]) sessionItem(sessionPK string, s Session) map[string]types.AttributeValue {
-	item := m.sessionKey(sessionPK)
-	m.putCommon(item, kindSession, s)
-	if m.cfg.ExpiryIndex != "" {
-		item[attrExpiryBucket] = str(m.expiryBucket(s.ID, s.ExpiresAt))
-	}
-	return item
-}
-
-// indexItem encodes s as its per-user index item, which points back at the
-// session item so that [Manager.Revoke] can delete it.
-func (m *Manager[U]) indexItem(sessionPK string, s Session) map[string]types.AttributeValue {
-	item := m.indexKey(s.User, s.ID)
-	m.putCommon(item, kindIndex, s)
-	item[attrSessionPK] = str(sessionPK)
-	return item
-}
-
-func (m *Manager[U]) putCommon(item map[string]types.AttributeValue, kind string, s Session) {
-	item[attrVersion] = num(formatVersion)
-	item[attrKind] = str(kind)
-	item[attrID] = str(s.ID)
-	item[attrUserPK] = str(s.User.PK)
-	if s.User.SK != "" {
-		item[attrUserSK] = str(s.User.SK)
-	}
-	item[attrCreatedAt] = num(s.CreatedAt.UnixMilli())
-	item[attrRefreshedAt] = num(s.RefreshedAt.UnixMilli())
-	item[m.cfg.TTLAttribute] = num(s.ExpiresAt.Unix())
-	if s.UserAgent != "" {
-		item[attrUserAgent] = str(s.UserAgent)
-	}
-}
-
-// decodeSession reads the fields every session and index item carries. It
-// reports false for an item that is not in a format this release knows.
-func (m *Manager[U]) decodeSession(item map[string]types.AttributeValue, kind string) (Session, bool) {
-	var s Session
-	v, ok1 := getNum(item, attrVersion)
-	k, _ := getStr(item, attrKind)
-	id, ok2 := getStr(item, attrID)
-	upk, ok3 := getStr(item, attrUserPK)
-	created, ok4 := getNum(item, attrCreatedAt)
-	refreshed, ok5 := getNum(item, attrRefreshedAt)
-	expires, ok6 := getNum(item, m.cfg.TTLAttribute)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || v != formatVersion || k != kind {
-		return s, false
-	}
-	s.ID = id
-	s.User.PK = upk
-	s.User.SK, _ = getStr(item, attrUserSK)
-	s.CreatedAt = time.UnixMilli(created)
-	s.RefreshedAt = time.UnixMilli(refreshed)
-	s.ExpiresAt = time.Unix(expires, 0)
-	s.UserAgent, _ = getStr(item, attrUserAgent)
-	return s, true
-}
+// errRefreshLost is the refresh write's failed condition: the session was
+// deleted, expired, or refreshed by a concurrent request meanwhile.
+var errRefreshLost = errors.New("ddbsession: session changed before its refresh")
 
 // getSession reads the session item under sessionPK with one strongly
-// consistent GetItem. It reports false, with no error, for a missing or
-// malformed item.
-func (m *Manager[U]) getSession(ctx context.Context, sessionPK string) (Session, bool, error) {
-	out, err := m.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &m.cfg.Table,
-		Key:            m.sessionKey(sessionPK),
+// consistent GetItem. It reports false, with no error, for a missing item or
+// one it cannot read.
+func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &st.table,
+		Key:            st.SessionKey(sessionPK),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Session{}, false, fmt.Errorf("ddbsession: get session: %w", err)
+		return item.Session{}, false, fmt.Errorf("ddbsession: get session: %w", err)
 	}
 	if out.Item == nil {
-		return Session{}, false, nil
+		return item.Session{}, false, nil
 	}
-	s, ok := m.decodeSession(out.Item, kindSession)
-	if !ok {
-		m.cfg.Logger.WarnContext(ctx, "ddbsession: ignoring session item in an unknown format")
+	s, err := st.Decode(out.Item, item.KindSession)
+	if err != nil {
+		st.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
+		return item.Session{}, false, nil
 	}
-	return s, ok, nil
+	return s, true, nil
+}
+
+// getUser reads a user item with one strongly consistent GetItem; nil if
+// there is none.
+func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &st.table,
+		Key:            st.Key(pk, sk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get user item: %w", err)
+	}
+	return out.Item, nil
 }
 
 // createSession writes a new session: first its per-user index item, then
 // the session item itself, which must not exist yet. The index goes first so
-// that a session is never live without showing in [Manager.List]; if the
-// second write fails, the first is undone as far as possible, and its TTL
-// removes it otherwise. (A refresh keeps the index item in step, and
-// rewrites it if it went missing.)
-func (m *Manager[U]) createSession(ctx context.Context, sessionPK string, s Session) error {
-	if !m.cfg.HashOnly {
-		_, err := m.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                &m.cfg.Table,
-			Item:                     m.indexItem(sessionPK, s),
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": m.cfg.PartitionKey},
-		})
-		if err != nil {
+// that a session is never live without showing in List; if the second write
+// fails, the first is undone as far as possible, and its TTL removes it
+// otherwise.
+func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
+	if !st.HashOnly() {
+		if err := st.putNew(ctx, st.EncodeIndex(sessionPK, s)); err != nil {
 			return fmt.Errorf("ddbsession: create session index item: %w", err)
 		}
 	}
-	_, err := m.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                &m.cfg.Table,
-		Item:                     m.sessionItem(sessionPK, s),
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": m.cfg.PartitionKey},
-	})
-	if err != nil {
-		if !m.cfg.HashOnly {
-			undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	if err := st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
+		if !st.HashOnly() {
+			undo, cancel := detach(ctx)
 			defer cancel()
-			m.deleteItem(undo, m.indexKey(s.User, s.ID), "undo session index item")
+			if err := st.deleteItem(undo, st.IndexKey(s.UserPK, s.UserSK, s.ID)); err != nil {
+				st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", err)
+			}
 		}
 		return fmt.Errorf("ddbsession: create session: %w", err)
 	}
 	return nil
+}
+
+// putNew writes an item that must not exist yet.
+func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) error {
+	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                &st.table,
+		Item:                     av,
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+	})
+	return err
 }
 
 // deleteSession deletes the session item under sessionPK and, once it is
@@ -219,53 +109,189 @@ func (m *Manager[U]) createSession(ctx context.Context, sessionPK string, s Sess
 // was none. Once the session item is gone its token is dead, so a failure
 // to delete the index item is only logged: the item lingers in List until
 // TTL or a Revoke removes it.
-func (m *Manager[U]) deleteSession(ctx context.Context, sessionPK string) (Session, bool, error) {
-	out, err := m.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:    &m.cfg.Table,
-		Key:          m.sessionKey(sessionPK),
+func (st *store) deleteSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
+	out, err := st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:    &st.table,
+		Key:          st.SessionKey(sessionPK),
 		ReturnValues: types.ReturnValueAllOld,
 	})
 	if err != nil {
-		return Session{}, false, fmt.Errorf("ddbsession: delete session: %w", err)
+		return item.Session{}, false, fmt.Errorf("ddbsession: delete session: %w", err)
 	}
-	s, ok := m.decodeSession(out.Attributes, kindSession)
-	if !ok {
-		return Session{}, false, nil
+	s, err := st.Decode(out.Attributes, item.KindSession)
+	if err != nil {
+		return item.Session{}, false, nil
 	}
-	if !m.cfg.HashOnly {
-		m.deleteItem(ctx, m.indexKey(s.User, s.ID), "delete session index item")
+	if !st.HashOnly() {
+		if err := st.deleteItem(ctx, st.IndexKey(s.UserPK, s.UserSK, s.ID)); err != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
+		}
 	}
 	return s, true, nil
 }
 
-// deleteItem deletes an item on a best-effort path and logs a failure.
-func (m *Manager[U]) deleteItem(ctx context.Context, key map[string]types.AttributeValue, what string) {
-	if _, err := m.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &m.cfg.Table, Key: key}); err != nil {
-		m.cfg.Logger.ErrorContext(ctx, "ddbsession: "+what, "err", err)
-	}
+func (st *store) deleteItem(ctx context.Context, key map[string]types.AttributeValue) error {
+	_, err := st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key})
+	return err
 }
 
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+// refresh writes next's expiry over old's. The write is conditional on the
+// expiry old was read with, and on that expiry still being ahead of now. So
+// it never revives an item that was deleted or has expired meanwhile, and of
+// concurrent requests that read the same expiry at most one writes; the
+// others get errRefreshLost.
+//
+// Then it copies the expiry to the index item, so that List shows it and
+// TTL removes both items together. The session write has succeeded, so the
+// session is live: this write must not be lost to a client that hangs up,
+// and an index item that is missing (removed by TTL after an earlier failure
+// here) is written anew. A failure is logged; the next refresh repairs it.
+func (st *store) refresh(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) error {
+	set := "SET #ttl = :exp, #refreshed = :refreshed"
+	names := map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt}
+	values := map[string]types.AttributeValue{
+		":exp":       item.Num(next.ExpiresAt.Unix()),
+		":refreshed": item.Num(next.RefreshedAt.UnixMilli()),
+		":old":       item.Num(old.ExpiresAt.Unix()),
+		":now":       item.Num(now.Unix()),
+	}
+	if st.ExpiryShards > 0 {
+		set += ", #bucket = :bucket"
+		names["#bucket"] = item.AttrExpiryBucket
+		values[":bucket"] = item.Str(st.ExpiryBucket(next.ID, next.ExpiresAt))
+	}
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &st.table,
+		Key:                       st.SessionKey(sessionPK),
+		UpdateExpression:          aws.String(set),
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND #ttl = :old AND #ttl > :now"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	var lost *types.ConditionalCheckFailedException
+	if errors.As(err, &lost) {
+		return errRefreshLost
+	}
+	if err != nil || st.HashOnly() {
+		return err
+	}
 
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &st.table,
+		Key:                      st.IndexKey(next.UserPK, next.UserSK, next.ID),
+		UpdateExpression:         aws.String("SET #ttl = :exp, #refreshed = :refreshed"),
+		ConditionExpression:      aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":exp":       values[":exp"],
+			":refreshed": values[":refreshed"],
+		},
+	})
+	if errors.As(err, &lost) {
+		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: st.EncodeIndex(sessionPK, next)})
+	}
+	if err != nil {
+		st.logger.ErrorContext(ctx, "ddbsession: refresh session index item", "sid", next.ID, "err", err)
+	}
+	return nil
 }
 
-func getStr(item map[string]types.AttributeValue, name string) (string, bool) {
-	v, ok := item[name].(*types.AttributeValueMemberS)
-	if !ok {
-		return "", false
+// raiseCutoff sets a user item's sessions-valid-after cutoff to ms (epoch
+// milliseconds) unless it is already later: the cutoff never moves back, so
+// of two racing calls the later one wins. It returns ErrUserNotFound if the
+// user has no item.
+func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int64) error {
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &st.table,
+		Key:                       st.Key(userPK, userSK),
+		UpdateExpression:          aws.String("SET #cutoff = :now"),
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#cutoff": st.ValidAfter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": item.Num(ms)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		return err
 	}
-	return v.Value, true
+	// Either the user is missing or a later cutoff is already in place.
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                &st.table,
+		Key:                      st.Key(userPK, userSK),
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#pk"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+	})
+	switch {
+	case err != nil:
+		return err
+	case out.Item == nil:
+		return ErrUserNotFound
+	}
+	return nil
 }
 
-// getNum reads an integer Number attribute. A fractional or out-of-range
-// value is reported as missing rather than rounded.
-func getNum(item map[string]types.AttributeValue, name string) (int64, bool) {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
+// getIndex reads the index item of session id in a user's own index
+// partition; false if there is none, or none this release can read.
+func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &st.table,
+		Key:            st.IndexKey(userPK, userSK, id),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil || out.Item == nil {
+		return item.Session{}, false, err
 	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	return n, err == nil
+	s, err := st.Decode(out.Item, item.KindIndex)
+	return s, err == nil, nil
+}
+
+// queryIndex reads a user's index partition with strongly consistent
+// Queries, page by page. Expired items cost the read but are not sent back.
+func (st *store) queryIndex(ctx context.Context, userPK, userSK string, now time.Time) ([]item.Session, error) {
+	return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
+		TableName:                &st.table,
+		ConsistentRead:           aws.Bool(true),
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		FilterExpression:         aws.String("#ttl > :now"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":  item.Str(st.IndexPK(userPK, userSK)),
+			":now": item.Num(now.Unix()),
+		},
+	})
+}
+
+// queryExpiry reads one partition of the expiry index: the sessions whose
+// expiry in epoch seconds is in [from, to].
+func (st *store) queryExpiry(ctx context.Context, index, bucket string, from, to int64) ([]item.Session, error) {
+	return st.query(ctx, item.KindSession, &dynamodb.QueryInput{
+		TableName:                &st.table,
+		IndexName:                &index,
+		KeyConditionExpression:   aws.String("#bucket = :bucket AND #ttl BETWEEN :from AND :to"),
+		ExpressionAttributeNames: map[string]string{"#bucket": item.AttrExpiryBucket, "#ttl": st.TTL},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":bucket": item.Str(bucket), ":from": item.Num(from), ":to": item.Num(to),
+		},
+	})
+}
+
+// query runs in through every page and decodes the items of kind; items it
+// cannot read are left out.
+func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput) ([]item.Session, error) {
+	var found []item.Session
+	pages := dynamodb.NewQueryPaginator(st.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return found, err
+		}
+		for _, av := range page.Items {
+			if s, err := st.Decode(av, kind); err == nil {
+				found = append(found, s)
+			}
+		}
+	}
+	return found, nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // Sentinel errors of [Manager.CheckTable].
@@ -43,19 +45,17 @@ func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	}
 	if c.ExpiryIndex != "" {
 		in.AttributeDefinitions = append(in.AttributeDefinitions,
-			types.AttributeDefinition{AttributeName: aws.String(attrExpiryBucket), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(item.AttrExpiryBucket), AttributeType: types.ScalarAttributeTypeS},
 			types.AttributeDefinition{AttributeName: &c.TTLAttribute, AttributeType: types.ScalarAttributeTypeN})
 		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
 			IndexName: &c.ExpiryIndex,
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrExpiryBucket), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(item.AttrExpiryBucket), KeyType: types.KeyTypeHash},
 				{AttributeName: &c.TTLAttribute, KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{
-				ProjectionType: types.ProjectionTypeInclude,
-				NonKeyAttributes: []string{
-					attrVersion, attrKind, attrID, attrUserPK, attrUserSK, attrCreatedAt, attrRefreshedAt, attrUserAgent,
-				},
+				ProjectionType:   types.ProjectionTypeInclude,
+				NonKeyAttributes: item.Projection(),
 			},
 		}}
 	}
@@ -155,7 +155,7 @@ func (m *Manager[U]) CheckTable(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("%w: want %s, table %q has %s", ErrTableSchema, want, c.Table, got))
 	}
 	if c.ExpiryIndex != "" {
-		want := keySchema{hash: attrExpiryBucket, rng: c.TTLAttribute}
+		want := keySchema{hash: item.AttrExpiryBucket, rng: c.TTLAttribute}
 		var got keySchema
 		for _, gsi := range t.GlobalSecondaryIndexes {
 			if aws.ToString(gsi.IndexName) == c.ExpiryIndex {

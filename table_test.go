@@ -122,11 +122,11 @@ func ttlEngine(p *probe, attr string, status types.TimeToLiveStatus, updateErr e
 		return nil
 	}
 	// DescribeTimeToLive goes to the wrapped fake below.
-	p.next = ttlFake{API: p.next, attr: attr, status: status}
+	p.next = ttlFake{Client: p.next, attr: attr, status: status}
 }
 
 type ttlFake struct {
-	ddbsession.API
+	ddbsession.Client
 	attr   string
 	status types.TimeToLiveStatus
 }
@@ -211,7 +211,7 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 	m, err := ddbsession.New(ddbsession.Config[map[string]any]{
 		Client: client, Table: table,
 		PartitionKey: "PK", SortKey: "SK",
-		SessionPrefix: "S#", SessionSortValue: "S#", UserSessionsPrefix: "US#",
+		SessionPrefix: "S#", UserSessionsPrefix: "US#",
 		TTLAttribute: "ttl", ValidAfterAttribute: "cutoff",
 	})
 	if err != nil {

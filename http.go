@@ -1,0 +1,233 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// RequireSession lets a request through only with a valid session, and puts
+// the session and its user in the request context. Any other request gets
+// [Config.Unauthorized], and a store failure gets [Config.StoreUnavailable].
+//
+// A request costs two strongly consistent GetItems, the session and its
+// user, and once per [Config.RefreshInterval] two UpdateItems (the session
+// and its per-user index item) that move the expiry forward; that response
+// re-sends the cookie.
+func (m *Manager[U]) RequireSession(next http.Handler) http.Handler {
+	return m.middleware(next, true)
+}
+
+// LoadSession is [Manager.RequireSession] for pages that anonymous visitors
+// may see too: a request without a valid session goes through without a
+// user in its context. A store failure still fails the request closed, since
+// the session it carries might be valid.
+func (m *Manager[U]) LoadSession(next http.Handler) http.Handler {
+	return m.middleware(next, false)
+}
+
+func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The response depends on the cookie whatever happens next.
+		addVaryCookie(w.Header())
+		st, err := m.authenticate(w, r)
+		switch {
+		case err == nil:
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
+		case errors.Is(err, ErrNoSession) && required:
+			m.cfg.Unauthorized.ServeHTTP(w, r)
+		case errors.Is(err, ErrNoSession):
+			next.ServeHTTP(w, r)
+		default:
+			m.logStoreFailure(r.Context(), err)
+			m.cfg.StoreUnavailable.ServeHTTP(w, r)
+		}
+	})
+}
+
+// authenticate checks the request's session, refreshes it when due, and
+// clears the cookie of a session that is not valid.
+func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requestState[U], error) {
+	token, present := m.requestToken(r)
+	if token == "" {
+		if present {
+			m.clearCookie(w)
+		}
+		return nil, ErrNoSession
+	}
+	ctx, cancel := m.storeContext(r.Context())
+	defer cancel()
+	now := m.cfg.Now()
+	sessionPK := m.store.SessionPK(token)
+	s, u, err := m.check(ctx, sessionPK, now)
+	if err != nil {
+		if errors.Is(err, ErrNoSession) {
+			m.clearCookie(w)
+		}
+		return nil, err
+	}
+	if next, ok := m.refresh(ctx, sessionPK, s, now); ok {
+		s = next
+		m.setCookie(w, token, now, s.ExpiresAt)
+	}
+	return &requestState[U]{session: sessionOf(s), user: u}, nil
+}
+
+// logStoreFailure logs why a request failed closed. A client that hung up
+// is no store outage: it stays refused, but must not flood the error log. A
+// panic is logged with the stack where it happened.
+func (m *Manager[U]) logStoreFailure(ctx context.Context, err error) {
+	level := slog.LevelError
+	if ctx.Err() != nil {
+		level = slog.LevelDebug
+	}
+	attrs := []any{"err", err}
+	var p *panicError
+	if errors.As(err, &p) {
+		attrs = append(attrs, "stack", string(p.stack))
+	}
+	m.cfg.Logger.Log(ctx, level, "ddbsession: cannot check session, failing closed", attrs...)
+}
+
+// Login signs user in on this browser. It rotates the session: every session
+// the request carries is deleted first, so a token planted before sign-in
+// (session fixation) dies with it, and a new session with a fresh token is
+// created and sent in the cookie. The new session item is written with
+// attribute_not_exists, so it can never overwrite another. If deleting a
+// carried session fails, Login stops there and writes nothing.
+func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey) error {
+	if user.PK == "" || (user.SK == "") != m.cfg.HashOnly {
+		return fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
+	}
+	// Not cut short by the client: a half-done rotation helps no one.
+	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	if err := m.endRequestSessions(ctx, r); err != nil {
+		return err
+	}
+	now := m.cfg.Now()
+	s := m.life.newSession(user, userAgent(r), now)
+	token := item.NewToken()
+	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {
+		return err
+	}
+	m.setCookie(w, token, now, s.ExpiresAt)
+	return nil
+}
+
+// Logout ends every session the request carries: it deletes them from the
+// table, so their tokens are dead on every instance, and clears the cookie.
+// The cookie is cleared even when a delete fails, and the error is returned
+// so that the app can tell the user the sign-out did not complete. A client
+// that hangs up at once is still signed out.
+func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
+	m.clearCookie(w)
+	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	return m.endRequestSessions(ctx, r)
+}
+
+func (m *Manager[U]) endRequestSessions(ctx context.Context, r *http.Request) error {
+	var errs []error
+	for _, token := range m.requestTokens(r) {
+		if _, _, err := m.store.deleteSession(ctx, m.store.SessionPK(token)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// userAgent returns the request's User-Agent as stored: valid UTF-8, at
+// most item.MaxUserAgent bytes, since the client controls it.
+func userAgent(r *http.Request) string {
+	s := strings.ToValidUTF8(r.UserAgent(), "\uFFFD")
+	n := item.MaxUserAgent
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n-- // do not split a UTF-8 sequence
+	}
+	return s[:n]
+}
+
+// requestToken returns the first well-formed session token among the
+// request's cookies of our name, and whether there was any such cookie at
+// all. Several cookies may share a name; malformed ones are ignored.
+func (m *Manager[U]) requestToken(r *http.Request) (token string, present bool) {
+	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
+		present = true
+		if item.ValidToken(c.Value) {
+			return c.Value, true
+		}
+	}
+	return "", present
+}
+
+// maxCarriedTokens bounds how many of a request's session cookies Login and
+// Logout end. A browser sends one, or a few where cookies were tossed; a
+// client that sends hundreds must not turn one request into hundreds of
+// deletes.
+const maxCarriedTokens = 4
+
+// requestTokens returns the well-formed session tokens the request carries,
+// for Login and Logout to end them.
+func (m *Manager[U]) requestTokens(r *http.Request) []string {
+	var tokens []string
+	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
+		if item.ValidToken(c.Value) && len(tokens) < maxCarriedTokens {
+			tokens = append(tokens, c.Value)
+		}
+	}
+	return tokens
+}
+
+// setCookie sends the session cookie with a Max-Age that ends at expires.
+func (m *Manager[U]) setCookie(w http.ResponseWriter, token string, now, expires time.Time) {
+	m.writeCookie(w, token, max(int(expires.Unix()-now.Unix()), 1))
+}
+
+// clearCookie tells the browser to drop the session cookie.
+func (m *Manager[U]) clearCookie(w http.ResponseWriter) { m.writeCookie(w, "", -1) }
+
+// writeCookie sets the cookie with attributes that browsers enforce for the
+// __Host- prefix: Secure, Path=/ and no Domain. HttpOnly keeps it from
+// scripts; SameSite=Lax keeps it off cross-site subrequests and POSTs. A
+// response that carries it must not be cached, or a shared cache could hand
+// one user's cookie to another.
+func (m *Manager[U]) writeCookie(w http.ResponseWriter, value string, maxAge int) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	addVaryCookie(h)
+	http.SetCookie(w, &http.Cookie{
+		Name:     m.cfg.CookieName,
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		Secure:   !m.cfg.InsecureDevMode,
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func addVaryCookie(h http.Header) {
+	for _, v := range h.Values("Vary") {
+		if v == "Cookie" {
+			return
+		}
+	}
+	h.Add("Vary", "Cookie")
+}
+
+// textHandler answers with a status code and a one-line plain-text body.
+func textHandler(code int, msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, msg, code)
+	})
+}

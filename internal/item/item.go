@@ -1,0 +1,372 @@
+// Package item is the one definition of the items that ddbsession keeps in
+// DynamoDB: their keys, their attributes, how tokens and public session IDs
+// look, and the single encoder and decoder that every package of the module
+// uses (the middleware, List and Revoke, the Streams handler, and the
+// integrations). The package documentation of ddbsession describes the same
+// format for readers under "Item format"; a test there writes items by hand in
+// that documented form and reads them back through [Layout.Decode].
+package item
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Version is the item format this release writes, in attribute "v".
+// Additive changes keep it; an incompatible change bumps it, and a release
+// that reads the new format ships before one that writes it. A reader that
+// meets a version it does not know treats the item as absent: failing closed
+// is safer than misreading it.
+const Version = 1
+
+// Attribute names of session and index items.
+const (
+	AttrVersion      = "v"
+	AttrKind         = "kind"
+	AttrID           = "sid"
+	AttrUserPK       = "userPK"
+	AttrUserSK       = "userSK"
+	AttrCreatedAt    = "createdAt"
+	AttrRefreshedAt  = "refreshedAt"
+	AttrUserAgent    = "userAgent"
+	AttrSessionPK    = "sessionPK"    // index items only
+	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
+)
+
+// Values of [AttrKind].
+const (
+	KindSession = "session"
+	KindIndex   = "session-index"
+)
+
+// reserved holds the attribute names above, which no configured key or
+// attribute name may take.
+var reserved = map[string]bool{
+	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
+	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
+	AttrExpiryBucket: true,
+}
+
+// Reserved reports whether name is one of the format's own attribute names.
+func Reserved(name string) bool { return reserved[name] }
+
+// Sort key values and prefixes that are fixed by the format.
+const (
+	sessionSort = "SESSION"
+	indexSort   = "SID#"
+)
+
+// MaxUserAgent bounds the stored User-Agent, which the client controls.
+const MaxUserAgent = 256
+
+// Layout is where the items live in a table: the key attribute names, the
+// prefixes that keep sessions apart from an application's own items in a
+// shared table, and the names of the two attributes a table may already use
+// for something (TTL) or an app may want to name (the user's cutoff).
+type Layout struct {
+	PartitionKey string
+	SortKey      string // empty in a hash-only table
+	// SessionPrefix starts a session item's partition key; the token's
+	// digest follows. IndexPrefix starts a user's index partition.
+	SessionPrefix string
+	IndexPrefix   string
+	// TTL names the Number attribute with the expiry in epoch seconds.
+	TTL string
+	// ValidAfter names the user item's Number attribute with the
+	// sessions-valid-after cutoff in epoch milliseconds.
+	ValidAfter string
+	// ExpiryShards is the number of expiry index partitions per hour; 0
+	// means no expiry index, and no item carries [AttrExpiryBucket].
+	ExpiryShards int
+}
+
+// Default is the layout with every name at its default. Packages fill a
+// zero field from it, so that the defaults are written down once.
+var Default = Layout{
+	PartitionKey:  "pk",
+	SortKey:       "sk",
+	SessionPrefix: "SESSION#",
+	IndexPrefix:   "USERSESSIONS#",
+	TTL:           "expiresAt",
+	ValidAfter:    "sessionsValidAfter",
+}
+
+// HashOnly reports whether the table has no sort key. Such a table cannot
+// hold the per-user index.
+func (l *Layout) HashOnly() bool { return l.SortKey == "" }
+
+// Session is a session or index item, decoded. It never holds the token.
+type Session struct {
+	ID          string
+	UserPK      string
+	UserSK      string // empty in a hash-only table
+	CreatedAt   time.Time
+	RefreshedAt time.Time
+	ExpiresAt   time.Time // whole seconds, as stored for TTL
+	UserAgent   string
+	// SessionPK is the session item's partition key. Index items store it
+	// so that one session can be deleted from the user's list.
+	SessionPK string
+}
+
+// Errors of [Layout.Decode].
+var (
+	// ErrOtherKind is returned for an item of another kind than asked for,
+	// including the application's own items in a shared table.
+	ErrOtherKind = errors.New("not an item of this kind")
+	// ErrMalformed is wrapped by the error for an item of the asked kind
+	// that this release cannot read: an unknown version, a missing or
+	// mistyped attribute.
+	ErrMalformed = errors.New("malformed session item")
+)
+
+// Key builds a primary key; sk is dropped in a hash-only table.
+func (l *Layout) Key(pk, sk string) map[string]types.AttributeValue {
+	k := map[string]types.AttributeValue{l.PartitionKey: Str(pk)}
+	if !l.HashOnly() {
+		k[l.SortKey] = Str(sk)
+	}
+	return k
+}
+
+// SessionKey addresses the session item of the token whose partition key is
+// sessionPK.
+func (l *Layout) SessionKey(sessionPK string) map[string]types.AttributeValue {
+	return l.Key(sessionPK, sessionSort)
+}
+
+// IndexPK is the partition key of a user's index items. The user's key is
+// length-prefixed, so that no two users share an index partition whatever
+// characters their keys hold.
+func (l *Layout) IndexPK(userPK, userSK string) string {
+	return l.IndexPrefix + strconv.Itoa(len(userPK)) + "#" + userPK + userSK
+}
+
+// IndexKey addresses the index item of session id of a user.
+func (l *Layout) IndexKey(userPK, userSK, id string) map[string]types.AttributeValue {
+	return l.Key(l.IndexPK(userPK, userSK), indexSort+id)
+}
+
+// SessionPK returns the partition key of the session behind token: the
+// prefix and base64url(SHA-256(token)). The table never holds the token
+// itself, so whoever reads it, or a backup of it, cannot lift a live session
+// out of it.
+func (l *Layout) SessionPK(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return l.SessionPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// EncodeSession encodes s as the session item stored under sessionPK.
+func (l *Layout) EncodeSession(sessionPK string, s Session) map[string]types.AttributeValue {
+	av := l.SessionKey(sessionPK)
+	l.encodeCommon(av, KindSession, s)
+	if l.ExpiryShards > 0 {
+		av[AttrExpiryBucket] = Str(l.ExpiryBucket(s.ID, s.ExpiresAt))
+	}
+	return av
+}
+
+// EncodeIndex encodes s as its index item, which points back at the session
+// item under sessionPK.
+func (l *Layout) EncodeIndex(sessionPK string, s Session) map[string]types.AttributeValue {
+	av := l.IndexKey(s.UserPK, s.UserSK, s.ID)
+	l.encodeCommon(av, KindIndex, s)
+	av[AttrSessionPK] = Str(sessionPK)
+	return av
+}
+
+func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s Session) {
+	av[AttrVersion] = Num(Version)
+	av[AttrKind] = Str(kind)
+	av[AttrID] = Str(s.ID)
+	av[AttrUserPK] = Str(s.UserPK)
+	if s.UserSK != "" {
+		av[AttrUserSK] = Str(s.UserSK)
+	}
+	av[AttrCreatedAt] = Num(s.CreatedAt.UnixMilli())
+	av[AttrRefreshedAt] = Num(s.RefreshedAt.UnixMilli())
+	av[l.TTL] = Num(s.ExpiresAt.Unix())
+	if s.UserAgent != "" {
+		av[AttrUserAgent] = Str(s.UserAgent)
+	}
+}
+
+// Decode reads a session or index item (kind is [KindSession] or
+// [KindIndex]). It returns [ErrOtherKind] for any other item, and an error
+// wrapping [ErrMalformed] for an item of that kind that is not in format
+// [Version]: every attribute but userSK and userAgent is required.
+func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Session, error) {
+	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != kind {
+		return Session{}, ErrOtherKind
+	}
+	d := decoder{av: av}
+	var s Session
+	if v := d.num(AttrVersion); d.err == nil && v != Version {
+		return Session{}, fmt.Errorf("%w: format version %d is not %d", ErrMalformed, v, Version)
+	}
+	s.ID = d.Str(AttrID, true)
+	s.UserPK = d.Str(AttrUserPK, true)
+	s.UserSK = d.Str(AttrUserSK, false)
+	s.CreatedAt = time.UnixMilli(d.num(AttrCreatedAt))
+	s.RefreshedAt = time.UnixMilli(d.num(AttrRefreshedAt))
+	s.ExpiresAt = time.Unix(d.num(l.TTL), 0)
+	s.UserAgent = d.Str(AttrUserAgent, false)
+	if kind == KindIndex {
+		s.SessionPK = d.Str(AttrSessionPK, true)
+	}
+	if d.err != nil {
+		return Session{}, d.err
+	}
+	return s, nil
+}
+
+// decoder reads attributes and keeps the first problem it meets.
+type decoder struct {
+	av  map[string]types.AttributeValue
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+}
+
+func (d *decoder) Str(name string, required bool) string {
+	v, present := d.av[name]
+	if !present {
+		if required {
+			d.fail("no %q", name)
+		}
+		return ""
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok || (required && s.Value == "") {
+		d.fail("%q is not a non-empty String", name)
+		return ""
+	}
+	return s.Value
+}
+
+// num reads a required integer Number. A fractional or out-of-range value
+// is malformed rather than rounded.
+func (d *decoder) num(name string) int64 {
+	n, ok, err := GetNum(d.av, name)
+	switch {
+	case err != nil:
+		d.fail("%v", err)
+	case !ok:
+		d.fail("no %q", name)
+	}
+	return n
+}
+
+// GetNum reads an integer Number attribute. ok is false if it is absent; an
+// attribute of another type, or a fractional or out-of-range number, is an
+// error.
+func GetNum(av map[string]types.AttributeValue, name string) (n int64, ok bool, err error) {
+	v, present := av[name]
+	if !present {
+		return 0, false, nil
+	}
+	num, isNum := v.(*types.AttributeValueMemberN)
+	if !isNum {
+		return 0, false, fmt.Errorf("%q is not a Number", name)
+	}
+	n, err = strconv.ParseInt(num.Value, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%q is not an integer", name)
+	}
+	return n, true, nil
+}
+
+// ValidAfterOf reads the sessions-valid-after cutoff from a user item; zero if
+// the user has none.
+func (l *Layout) ValidAfterOf(user map[string]types.AttributeValue) (time.Time, error) {
+	ms, ok, err := GetNum(user, l.ValidAfter)
+	if err != nil || !ok {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// ExpiryBucket returns the expiry index partition of a session: the UTC hour
+// of its expiry and a shard derived from its public ID, such as
+// "2026113019#3". Hours keep a window query to a few partitions; shards keep
+// one busy hour from landing on a single partition.
+func (l *Layout) ExpiryBucket(id string, expires time.Time) string {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return Bucket(expires, int(h.Sum32()%uint32(l.ExpiryShards)))
+}
+
+// Bucket names shard of the expiry index partition for hour.
+func Bucket(hour time.Time, shard int) string {
+	return hour.UTC().Format("2006010215") + "#" + strconv.Itoa(shard)
+}
+
+// Projection lists the attributes the expiry index projects besides its
+// keys: enough to decode a session item.
+func Projection() []string {
+	return []string{AttrVersion, AttrKind, AttrID, AttrUserPK, AttrUserSK, AttrCreatedAt, AttrRefreshedAt, AttrUserAgent}
+}
+
+// A token is rand.Text's output: 26 characters of the RFC 4648 base32
+// alphabet, 130 bits from crypto/rand. It travels only to the client.
+const tokenLen = 26
+
+// NewToken returns a new session token.
+func NewToken() string { return rand.Text() }
+
+// ValidToken reports whether s has the one length and alphabet that tokens
+// have. Anything else is rejected before it can cost a DynamoDB call.
+func ValidToken(s string) bool {
+	if len(s) != tokenLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewID returns a public session ID: 128 random bits in lowercase hex. It is
+// independent of the token, and its alphabet and length differ from a
+// token's, so it can never be mistaken for one.
+func NewID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether id has the shape of a public session ID.
+func ValidID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Num encodes an integer Number attribute.
+func Num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// Str encodes a String attribute.
+func Str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

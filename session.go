@@ -1,0 +1,165 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file holds the rules that decide whether a session is valid and when
+// it moves forward. The DynamoDB calls they need are in store.go.
+
+// lifetimes are a Manager's time limits, validated by [New].
+type lifetimes struct {
+	idle     time.Duration // Config.IdleTimeout
+	refresh  time.Duration // Config.RefreshInterval
+	absolute time.Duration // Config.AbsoluteLifetime
+}
+
+// newSession returns a session for user created at now. Times are stored
+// in milliseconds and the expiry in whole seconds, so they are rounded here
+// the way they will be read back.
+func (l lifetimes) newSession(user UserKey, agent string, now time.Time) item.Session {
+	created := time.UnixMilli(now.UnixMilli())
+	return item.Session{
+		ID:          item.NewID(),
+		UserPK:      user.PK,
+		UserSK:      user.SK,
+		CreatedAt:   created,
+		RefreshedAt: created,
+		ExpiresAt:   time.Unix(now.Add(min(l.idle, l.absolute)).Unix(), 0),
+		UserAgent:   agent,
+	}
+}
+
+// live reports whether s is within its expiry and its absolute lifetime at
+// now. TTL deletion lags by up to 48 hours, so a present item is not a valid
+// one; and the lifetime is checked on every read, so that lowering it takes
+// effect at once for sessions written under a longer one.
+func (l lifetimes) live(s item.Session, now time.Time) bool {
+	return s.ExpiresAt.Unix() > now.Unix() && now.Before(s.CreatedAt.Add(l.absolute))
+}
+
+// refreshed returns s with its expiry slid forward to now+idle, capped by
+// the absolute lifetime, if a refresh is due: at most once per refresh
+// interval, and never when the expiry would not move.
+func (l lifetimes) refreshed(s item.Session, now time.Time) (item.Session, bool) {
+	if now.Sub(s.RefreshedAt) < l.refresh {
+		return s, false
+	}
+	expires := now.Add(l.idle)
+	if limit := s.CreatedAt.Add(l.absolute); expires.After(limit) {
+		expires = limit
+	}
+	expires = time.Unix(expires.Unix(), 0)
+	if !expires.After(s.ExpiresAt) {
+		return s, false // at the absolute cap: nothing to write
+	}
+	next := s
+	next.ExpiresAt = expires
+	next.RefreshedAt = time.UnixMilli(now.UnixMilli())
+	return next, true
+}
+
+// Check does the middleware's work without HTTP, for a token that arrived
+// some other way (a WebSocket upgrade, a test). It returns [ErrNoSession]
+// for any token that does not grant a session, and another error only when
+// the store failed. It does not refresh the session, so a session used only
+// through Check expires after [Config.IdleTimeout]; it never writes.
+func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error) {
+	if !item.ValidToken(token) {
+		var zero U
+		return Session{}, zero, ErrNoSession
+	}
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+	s, u, err := m.check(ctx, m.store.SessionPK(token), m.cfg.Now())
+	return sessionOf(s), u, err
+}
+
+// check loads the session under sessionPK and its user, and decides whether
+// the session is valid at now: present, live, and created at or after its
+// user's sessions-valid-after cutoff. A panic, say in a LoadUser of the
+// app's, becomes an error so that it fails the request closed instead of
+// escaping.
+func (m *Manager[U]) check(ctx context.Context, sessionPK string, now time.Time) (s item.Session, u U, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: debug.Stack()}
+		}
+	}()
+	s, ok, err := m.store.getSession(ctx, sessionPK)
+	if err != nil {
+		return item.Session{}, u, err
+	}
+	if !ok || !m.life.live(s, now) {
+		return item.Session{}, u, ErrNoSession
+	}
+	u, validAfter, err := m.loadUser(ctx, UserKey{PK: s.UserPK, SK: s.UserSK})
+	if errors.Is(err, ErrUserNotFound) {
+		return item.Session{}, u, ErrNoSession
+	}
+	if err != nil {
+		return item.Session{}, u, fmt.Errorf("ddbsession: load user: %w", err)
+	}
+	if s.CreatedAt.Before(validAfter) {
+		return item.Session{}, u, ErrNoSession
+	}
+	return s, u, nil
+}
+
+// panicError is a panic recovered while checking a session, with the stack
+// where it happened, which the middleware logs.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string {
+	return fmt.Sprintf("ddbsession: panic while checking a session: %v", p.value)
+}
+
+// refresh moves a valid session's expiry forward when it is due, and
+// reports the session as refreshed and true if the write succeeded. A
+// failed write is logged and leaves the session as it was: the request goes
+// on, and of concurrent requests that saw the same expiry at most one
+// writes (see store.refresh).
+func (m *Manager[U]) refresh(ctx context.Context, sessionPK string, s item.Session, now time.Time) (item.Session, bool) {
+	next, due := m.life.refreshed(s, now)
+	if !due {
+		return s, false
+	}
+	if err := m.store.refresh(ctx, sessionPK, s, next, now); err != nil {
+		if !errors.Is(err, errRefreshLost) && !errors.Is(err, context.Canceled) {
+			m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", s.ID, "err", err)
+		}
+		return s, false
+	}
+	return next, true
+}
+
+// loadUserItem is the default [Config.LoadUser]: one strongly consistent
+// GetItem of the user's item in the sessions table, decoded into U.
+func (m *Manager[U]) loadUserItem(ctx context.Context, key UserKey) (u U, validAfter time.Time, err error) {
+	av, err := m.store.getUser(ctx, key.PK, key.SK)
+	if err != nil {
+		return u, validAfter, err
+	}
+	if av == nil {
+		return u, validAfter, ErrUserNotFound
+	}
+	if err := attributevalue.UnmarshalMap(av, &u); err != nil {
+		return u, validAfter, fmt.Errorf("decode user item: %w", err)
+	}
+	validAfter, err = m.store.ValidAfterOf(av)
+	if err != nil {
+		return u, validAfter, fmt.Errorf("user item's cutoff: %w", err)
+	}
+	return u, validAfter, nil
+}
