@@ -42,7 +42,7 @@ const sessionImage = `{
 }`
 
 // wantSession is sessionImage decoded.
-var wantSession = ddbstream.ExpiredSession{
+var wantSession = ddbsession.Session{
 	ID:          "0123456789abcdef0123456789abcdef",
 	User:        ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"},
 	CreatedAt:   time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC),
@@ -158,11 +158,11 @@ func withAttrs(t *testing.T, image string, attrs map[string]string) string {
 // session IDs in fail.
 type recorder struct {
 	mu    sync.Mutex
-	calls []ddbstream.ExpiredSession
+	calls []ddbsession.Session
 	fail  map[string]bool
 }
 
-func (c *recorder) cleanup(_ context.Context, s ddbstream.ExpiredSession) error {
+func (c *recorder) cleanup(_ context.Context, s ddbsession.Session) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, s)
@@ -170,6 +170,26 @@ func (c *recorder) cleanup(_ context.Context, s ddbstream.ExpiredSession) error 
 		return errors.New("downstream unavailable")
 	}
 	return nil
+}
+
+func newHandler(t *testing.T, cfg ddbstream.Config) *ddbstream.Handler {
+	t.Helper()
+	h, err := ddbstream.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return h
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for name, cfg := range map[string]ddbstream.Config{
+		"no cleanup":                  {},
+		"TTL attribute of the format": {Cleanup: (&recorder{}).cleanup, TTLAttribute: "sid"},
+	} {
+		if _, err := ddbstream.New(cfg); err == nil {
+			t.Errorf("%s: New accepted %+v", name, cfg)
+		}
+	}
 }
 
 func newLogger() (*slog.Logger, *bytes.Buffer) {
@@ -181,7 +201,7 @@ func TestHandler(t *testing.T) {
 	ttlDelete := func(image, seq string) rec {
 		return rec{name: "REMOVE", identity: ttlIdentity, old: image, seq: seq}
 	}
-	second := func(t *testing.T) (string, ddbstream.ExpiredSession) {
+	second := func(t *testing.T) (string, ddbsession.Session) {
 		s := wantSession
 		s.ID = "fedcba9876543210fedcba9876543210"
 		return withAttrs(t, sessionImage, map[string]string{"sid": `{"S": "` + s.ID + `"}`}), s
@@ -190,9 +210,9 @@ func TestHandler(t *testing.T) {
 	tests := []struct {
 		name         string
 		records      func(t *testing.T) []rec
-		opts         []ddbstream.Option
+		ttl          string   // Config.TTLAttribute
 		fail         []string // session IDs whose cleanup fails
-		wantCalls    []ddbstream.ExpiredSession
+		wantCalls    []ddbsession.Session
 		wantFailures []string // sequence numbers
 		wantLog      string   // a substring of the log, if any
 		wantNoLog    bool
@@ -200,7 +220,7 @@ func TestHandler(t *testing.T) {
 		{
 			name:      "TTL delete of a session",
 			records:   func(*testing.T) []rec { return []rec{ttlDelete(sessionImage, "100")} },
-			wantCalls: []ddbstream.ExpiredSession{wantSession},
+			wantCalls: []ddbsession.Session{wantSession},
 			wantNoLog: true,
 		},
 		{
@@ -208,7 +228,7 @@ func TestHandler(t *testing.T) {
 			records: func(t *testing.T) []rec {
 				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"sk": "", "userSK": "", "userAgent": ""}), "100")}
 			},
-			wantCalls: []ddbstream.ExpiredSession{{
+			wantCalls: []ddbsession.Session{{
 				ID: wantSession.ID, User: ddbsession.UserKey{PK: "USER#alice"},
 				CreatedAt: wantSession.CreatedAt, RefreshedAt: wantSession.RefreshedAt, ExpiresAt: wantSession.ExpiresAt,
 			}},
@@ -218,8 +238,8 @@ func TestHandler(t *testing.T) {
 			records: func(t *testing.T) []rec {
 				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"expiresAt": "", "ttl": `{"N": "1796044200"}`}), "100")}
 			},
-			opts:      []ddbstream.Option{ddbstream.WithTTLAttribute("ttl")},
-			wantCalls: []ddbstream.ExpiredSession{wantSession},
+			ttl:       "ttl",
+			wantCalls: []ddbsession.Session{wantSession},
 			wantNoLog: true,
 		},
 		{
@@ -227,12 +247,7 @@ func TestHandler(t *testing.T) {
 			records: func(t *testing.T) []rec {
 				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"expiresAt": "", "ttl": `{"N": "1796044200"}`}), "100")}
 			},
-			wantCalls: func() []ddbstream.ExpiredSession {
-				s := wantSession
-				s.ExpiresAt = time.Time{}
-				return []ddbstream.ExpiredSession{s}
-			}(),
-			wantLog: `has no \"expiresAt\" attribute`,
+			wantLog: `no \"expiresAt\"`,
 		},
 		{
 			name:    "application delete",
@@ -326,11 +341,11 @@ func TestHandler(t *testing.T) {
 				}
 			},
 			fail: []string{"fedcba9876543210fedcba9876543210"},
-			wantCalls: func() []ddbstream.ExpiredSession {
+			wantCalls: func() []ddbsession.Session {
 				_, s2 := second(t)
 				s3 := wantSession
 				s3.ID = "00000000000000000000000000000003"
-				return []ddbstream.ExpiredSession{wantSession, s2, s3}
+				return []ddbsession.Session{wantSession, s2, s3}
 			}(),
 			wantFailures: []string{"200"},
 			wantLog:      "downstream unavailable",
@@ -342,9 +357,9 @@ func TestHandler(t *testing.T) {
 				return []rec{ttlDelete(sessionImage, "100"), ttlDelete(image2, "200")}
 			},
 			fail: []string{wantSession.ID, "fedcba9876543210fedcba9876543210"},
-			wantCalls: func() []ddbstream.ExpiredSession {
+			wantCalls: func() []ddbsession.Session {
 				_, s2 := second(t)
-				return []ddbstream.ExpiredSession{wantSession, s2}
+				return []ddbsession.Session{wantSession, s2}
 			}(),
 			wantFailures: []string{"100", "200"},
 		},
@@ -356,9 +371,9 @@ func TestHandler(t *testing.T) {
 				c.fail[id] = true
 			}
 			logger, logs := newLogger()
-			h := ddbstream.Handler(c.cleanup, append([]ddbstream.Option{ddbstream.WithLogger(logger)}, tt.opts...)...)
+			h := newHandler(t, ddbstream.Config{Cleanup: c.cleanup, TTLAttribute: tt.ttl, Logger: logger})
 
-			resp, err := h(context.Background(), event(t, tt.records(t)...))
+			resp, err := h.Handle(context.Background(), event(t, tt.records(t)...))
 			if err != nil {
 				t.Fatalf("handler error: %v", err)
 			}
@@ -387,8 +402,8 @@ func TestHandler(t *testing.T) {
 func TestHandlerResponseJSON(t *testing.T) {
 	c := &recorder{fail: map[string]bool{wantSession.ID: true}}
 	logger, _ := newLogger()
-	h := ddbstream.Handler(c.cleanup, ddbstream.WithLogger(logger))
-	resp, err := h(context.Background(), event(t, rec{name: "REMOVE", identity: ttlIdentity, old: sessionImage, seq: "4421584500000000017450439091"}))
+	h := newHandler(t, ddbstream.Config{Cleanup: c.cleanup, Logger: logger})
+	resp, err := h.Handle(context.Background(), event(t, rec{name: "REMOVE", identity: ttlIdentity, old: sessionImage, seq: "4421584500000000017450439091"}))
 	if err != nil {
 		t.Fatalf("handler error: %v", err)
 	}
@@ -408,10 +423,10 @@ func TestHandlerResponseJSON(t *testing.T) {
 func TestHandlerDoneContext(t *testing.T) {
 	c := &recorder{}
 	logger, _ := newLogger()
-	h := ddbstream.Handler(c.cleanup, ddbstream.WithLogger(logger))
+	h := newHandler(t, ddbstream.Config{Cleanup: c.cleanup, Logger: logger})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	resp, err := h(ctx, event(t,
+	resp, err := h.Handle(ctx, event(t,
 		rec{name: "REMOVE", identity: ttlIdentity, old: sessionImage, seq: "100"},
 		rec{name: "REMOVE", identity: ttlIdentity, old: indexImage, seq: "200"},
 	))
@@ -464,47 +479,54 @@ func TestDecode(t *testing.T) {
 	tests := []struct {
 		name    string
 		image   func(t *testing.T) string
-		want    ddbstream.ExpiredSession
+		want    ddbsession.Session
 		wantErr error
 	}{
 		{"session", func(*testing.T) string { return sessionImage }, wantSession, nil},
-		{"index item", func(*testing.T) string { return indexImage }, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
-		{"foreign item", func(*testing.T) string { return foreignImage }, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
-		{"empty image", func(*testing.T) string { return `{}` }, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
+		{"index item", func(*testing.T) string { return indexImage }, ddbsession.Session{}, ddbstream.ErrNotSession},
+		{"foreign item", func(*testing.T) string { return foreignImage }, ddbsession.Session{}, ddbstream.ErrNotSession},
+		{"empty image", func(*testing.T) string { return `{}` }, ddbsession.Session{}, ddbstream.ErrNotSession},
 		{"kind of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"kind": `{"SS": ["session"]}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrNotSession},
+		}, ddbsession.Session{}, ddbstream.ErrNotSession},
 		{"no version", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"v": ""})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"version of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"v": `{"S": "1"}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"empty session ID", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"sid": `{"S": ""}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"no user", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"userPK": ""})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"empty user", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"userPK": `{"S": ""}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"user SK of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"userSK": `{"N": "1"}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"no creation time", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"createdAt": ""})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		{"no refresh time", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"refreshedAt": ""})
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		{"no expiry", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"expiresAt": ""})
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"refresh time of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"refreshedAt": `{"NULL": true}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 		{"expiry of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"expiresAt": `{"S": "1796044200"}`})
-		}, ddbstream.ExpiredSession{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbstream.ErrMalformed},
 	}
+	h := newHandler(t, ddbstream.Config{Cleanup: (&recorder{}).cleanup})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ddbstream.Decode(image(t, tt.image(t)))
+			got, err := h.Decode(image(t, tt.image(t)))
 			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 				t.Fatalf("Decode error = %v, want %v", err, tt.wantErr)
 			}

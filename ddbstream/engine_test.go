@@ -103,7 +103,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(*ddbsession.Config[User])
-		opts   []ddbstream.Option
+		ttl    string // ddbstream.Config.TTLAttribute
 		user   ddbsession.UserKey
 	}{
 		{
@@ -113,7 +113,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 		{
 			name:   "custom TTL attribute",
 			mutate: func(c *ddbsession.Config[User]) { c.TTLAttribute = "ttl" },
-			opts:   []ddbstream.Option{ddbstream.WithTTLAttribute("ttl")},
+			ttl:    "ttl",
 			user:   ddbsession.UserKey{PK: "USER#bob", SK: "PROFILE"},
 		},
 		{
@@ -185,13 +185,17 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 				t.Fatalf("table holds %d items, want %d: %v", len(records), wantItems, out.Items)
 			}
 
-			var calls []ddbstream.ExpiredSession
+			var calls []ddbsession.Session
 			logger, logs := newLogger()
-			h := ddbstream.Handler(func(_ context.Context, s ddbstream.ExpiredSession) error {
-				calls = append(calls, s)
-				return nil
-			}, append([]ddbstream.Option{ddbstream.WithLogger(logger)}, tt.opts...)...)
-			resp, err := h(ctx, events.DynamoDBEvent{Records: records})
+			h := newHandler(t, ddbstream.Config{
+				Cleanup: func(_ context.Context, s ddbsession.Session) error {
+					calls = append(calls, s)
+					return nil
+				},
+				TTLAttribute: tt.ttl,
+				Logger:       logger,
+			})
+			resp, err := h.Handle(ctx, events.DynamoDBEvent{Records: records})
 			if err != nil || len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("handler = %v, %v; want no failures", resp, err)
 			}
@@ -200,7 +204,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			}
 
 			// The values the test itself expects...
-			want := ddbstream.ExpiredSession{
+			want := ddbsession.Session{
 				User:        tt.user,
 				CreatedAt:   now.Truncate(time.Millisecond),
 				RefreshedAt: now.Truncate(time.Millisecond),
@@ -213,15 +217,11 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 					t.Errorf("session ID %q is not 32 lowercase hex digits", calls[0].ID)
 				}
 			}
-			if diff := cmp.Diff([]ddbstream.ExpiredSession{want}, calls); diff != "" {
+			if diff := cmp.Diff([]ddbsession.Session{want}, calls); diff != "" {
 				t.Errorf("cleanup calls (-want +got):\n%s", diff)
 			}
 			// ...and the session as the Manager itself reads it.
-			fromManager := ddbstream.ExpiredSession{
-				ID: live.ID, User: live.User, CreatedAt: live.CreatedAt, RefreshedAt: live.RefreshedAt,
-				ExpiresAt: live.ExpiresAt, UserAgent: live.UserAgent,
-			}
-			if diff := cmp.Diff([]ddbstream.ExpiredSession{fromManager}, calls); diff != "" {
+			if diff := cmp.Diff([]ddbsession.Session{live}, calls); diff != "" {
 				t.Errorf("cleanup calls differ from Manager.Check's session (-Check +cleanup):\n%s", diff)
 			}
 		})

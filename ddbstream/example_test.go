@@ -4,31 +4,42 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbstream"
 )
 
 // A Lambda function's main wires the handler to the table's stream.
 func Example_lambda() {
-	cleanup := func(ctx context.Context, s ddbstream.ExpiredSession) error {
-		// Delete what the app keeps per session; must be idempotent.
-		return nil
+	h, err := ddbstream.New(ddbstream.Config{
+		Cleanup: func(ctx context.Context, s ddbsession.Session) error {
+			// Delete what the app keeps per session; must be idempotent.
+			return nil
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
-	lambda.Start(ddbstream.Handler(cleanup))
+	lambda.Start(h.Handle)
 }
 
 // The handler calls cleanup for the TTL deletion of a session item, and
 // for nothing else in the batch.
 func Example() {
-	cleanup := func(ctx context.Context, s ddbstream.ExpiredSession) error {
-		fmt.Println("expired:", s.ID, s.User.PK, s.User.SK, s.CreatedAt.UTC().Format(time.RFC3339Nano), s.ExpiresAt.UTC().Format(time.RFC3339))
-		return nil
+	h, err := ddbstream.New(ddbstream.Config{
+		Cleanup: func(ctx context.Context, s ddbsession.Session) error {
+			fmt.Println("expired:", s.ID, s.User.PK, s.User.SK, s.CreatedAt.UTC().Format(time.RFC3339Nano), s.ExpiresAt.UTC().Format(time.RFC3339))
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
 	}
-	handle := ddbstream.Handler(cleanup)
 
 	// Two deletions of the same session item: first by TTL, then (as if)
 	// by the application, which has no userIdentity.
@@ -84,7 +95,7 @@ func Example() {
 	if err := json.Unmarshal([]byte(event), &ev); err != nil {
 		panic(err)
 	}
-	resp, err := handle(context.Background(), ev)
+	resp, err := h.Handle(context.Background(), ev)
 	fmt.Println("failures:", len(resp.BatchItemFailures), err)
 	// Output:
 	// expired: 0123456789abcdef0123456789abcdef USER#alice PROFILE 2026-11-30T12:00:00.25Z 2026-11-30T13:00:00Z
