@@ -14,7 +14,7 @@ import (
 // appConfig is what main takes from its flags and environment. Tests fill
 // it in directly, with a client of their own.
 type appConfig struct {
-	Client           ddbsession.API
+	Client           ddbsession.Client
 	Table            string
 	Dev              bool          // ddbsession.Config.InsecureDevMode
 	IdleTimeout      time.Duration // zero values take ddbsession's defaults

@@ -32,7 +32,7 @@ const cookieName = "__Host-session"
 type testApp struct {
 	t      *testing.T
 	srv    *httptest.Server
-	api    *faultyAPI
+	api    *faultyClient
 	client *dynamodb.Client
 	table  string
 	logs   *syncBuffer
@@ -42,7 +42,7 @@ func newTestApp(t *testing.T) *testApp {
 	t.Helper()
 	client := ddbtest.Client(t)
 	ta := &testApp{t: t, client: client, table: ddbtest.TableName(t, client), logs: &syncBuffer{}}
-	ta.api = &faultyAPI{API: client}
+	ta.api = &faultyClient{Client: client}
 	h, err := newApp(context.Background(), appConfig{
 		Client: ta.api,
 		Table:  ta.table,
@@ -187,10 +187,10 @@ func (ta *testApp) withToken(token string) *browser {
 	return b
 }
 
-// faultyAPI passes calls on to DynamoDB unless a test has taken the
+// faultyClient passes calls on to DynamoDB unless a test has taken the
 // operation down, to show how the app behaves in an outage.
-type faultyAPI struct {
-	ddbsession.API
+type faultyClient struct {
+	ddbsession.Client
 	mu   sync.Mutex
 	down map[string]bool // operation name, or "*" for all
 }
@@ -199,7 +199,7 @@ var errOutage = errors.New("injected DynamoDB outage")
 
 // setDown takes the named operations down, or brings all back up if none
 // are named.
-func (f *faultyAPI) setDown(ops ...string) {
+func (f *faultyClient) setDown(ops ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = map[string]bool{}
@@ -208,7 +208,7 @@ func (f *faultyAPI) setDown(ops ...string) {
 	}
 }
 
-func (f *faultyAPI) fail(op string) error {
+func (f *faultyClient) fail(op string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[op] || f.down["*"] {
@@ -217,39 +217,39 @@ func (f *faultyAPI) fail(op string) error {
 	return nil
 }
 
-func (f *faultyAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	if err := f.fail("GetItem"); err != nil {
 		return nil, err
 	}
-	return f.API.GetItem(ctx, in, opts...)
+	return f.Client.GetItem(ctx, in, opts...)
 }
 
-func (f *faultyAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	if err := f.fail("PutItem"); err != nil {
 		return nil, err
 	}
-	return f.API.PutItem(ctx, in, opts...)
+	return f.Client.PutItem(ctx, in, opts...)
 }
 
-func (f *faultyAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if err := f.fail("UpdateItem"); err != nil {
 		return nil, err
 	}
-	return f.API.UpdateItem(ctx, in, opts...)
+	return f.Client.UpdateItem(ctx, in, opts...)
 }
 
-func (f *faultyAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+func (f *faultyClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	if err := f.fail("DeleteItem"); err != nil {
 		return nil, err
 	}
-	return f.API.DeleteItem(ctx, in, opts...)
+	return f.Client.DeleteItem(ctx, in, opts...)
 }
 
-func (f *faultyAPI) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+func (f *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	if err := f.fail("Query"); err != nil {
 		return nil, err
 	}
-	return f.API.Query(ctx, in, opts...)
+	return f.Client.Query(ctx, in, opts...)
 }
 
 // syncBuffer collects log output from concurrent requests.

@@ -88,7 +88,7 @@ func validatePassword(field, password string) error {
 
 // users reads and writes user items in the sessions table.
 type users struct {
-	client ddbsession.API
+	client ddbsession.Client
 	table  string
 }
 
