@@ -46,27 +46,22 @@
 // TTL on the Number attribute "expiresAt". They can share the app's single
 // table, where the user items already are, or live in a hash-only table
 // ([Config.HashOnly]). [Manager.CreateTable] creates a fitting table and
-// [Manager.CheckTable] checks an existing one at startup. Every name and
-// prefix below is configurable in [Config].
-//
-//	item            pk                                   sk
-//	session         SESSION#<base64url(sha256(token))>   SESSION
-//	per-user index  USERSESSIONS#<len(userPK)>#<userPK><userSK>   SID#<session ID>
-//	user (the app's) <userPK>                             <userSK>
-//
-// The user item is the app's own. The package reads it with
-// attributevalue.UnmarshalMap into the app's type, and reads and writes one
-// attribute of it, "sessionsValidAfter": epoch milliseconds, set by
-// [Manager.RevokeAll]. A service whose users live elsewhere sets
-// [Config.LoadUser] instead.
+// [Manager.CheckTable] checks an existing one at startup. The key names, the
+// two prefixes and both attribute names of the app's choosing (TTL and
+// cutoff) are configurable in [Config]; the rest is fixed.
 //
 // # Item format
 //
-// Session and index items carry these attributes. They are stable: a
-// release may add attributes, which older releases ignore, but changes none,
-// so that releases can run side by side during a rolling deploy. An
-// incompatible change would bump "v"; a reader treats an item with a "v" it
-// does not know as absent, failing closed.
+// This section is the one description of the items; the README, ddbstream
+// and every integration link here, and all of them read and write items
+// through one encoder and one decoder (the module's internal/item package).
+//
+//	item             pk                                            sk
+//	session          SESSION#<base64url(sha256(token))>            SESSION
+//	per-user index   USERSESSIONS#<len(userPK)>#<userPK><userSK>   SID#<session ID>
+//	user (the app's) <userPK>                                      <userSK>
+//
+// Session and index items carry these attributes:
 //
 //	v            N  format version, 1
 //	kind         S  "session" or "session-index"
@@ -77,12 +72,27 @@
 //	createdAt    N  creation time, epoch milliseconds
 //	refreshedAt  N  last refresh, epoch milliseconds
 //	expiresAt    N  expiry, epoch seconds: the TTL attribute, never milliseconds
-//	userAgent    S  the browser's User-Agent, at most 256 bytes
+//	userAgent    S  the browser's User-Agent, at most 256 bytes (optional)
 //	sessionPK    S  index items only: the session item's partition key
 //	expiryBucket S  session items only, with [Config.ExpiryIndex]: "<yyyymmddhh>#<shard>"
 //
-// The table never holds a token: whoever reads it, or a backup of it, cannot
-// lift a live session out of it.
+// Every attribute but userSK, userAgent and expiryBucket is required; an item
+// that lacks one, has one of the wrong type, or has a fractional number is
+// treated as absent. The format is stable: a release may add attributes,
+// which older releases ignore, but changes none, so that releases can run
+// side by side during a rolling deploy. An incompatible change would bump
+// "v"; a reader treats an item with a "v" it does not know as absent, failing
+// closed.
+//
+// The user item is the app's own. The package reads it with
+// attributevalue.UnmarshalMap into the app's type, and reads and writes one
+// attribute of it, "sessionsValidAfter" (N, epoch milliseconds), set by
+// [Manager.RevokeAll]. A service whose users live elsewhere sets
+// [Config.LoadUser] instead.
+//
+// A token is 26 characters of the RFC 4648 base32 alphabet (130 random
+// bits). The table never holds one: whoever reads it, or a backup of it,
+// cannot lift a live session out of it.
 //
 // # Listing a user's sessions
 //
@@ -141,6 +151,7 @@
 // nothing live that should not be. dynalite also has no UpdateTimeToLive;
 // there CreateTable logs a warning and CheckTable reports TTL as off.
 //
-// Streams: the subpackage ddbstream turns TTL deletions from a DynamoDB
-// stream into cleanup calls.
+// Streams: the module github.com/ddbsession/ddbsession/ddbstream turns TTL
+// deletions from a DynamoDB stream into clean-up calls. It is a module of its
+// own, so that only its users download aws-lambda-go.
 package ddbsession
