@@ -1,0 +1,119 @@
+package item
+
+import (
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+func testSession() Session {
+	return Session{
+		ID:          NewID(),
+		UserPK:      "USER#alice",
+		UserSK:      "PROFILE",
+		CreatedAt:   time.UnixMilli(1796040000250),
+		RefreshedAt: time.UnixMilli(1796040600250),
+		ExpiresAt:   time.Unix(1796044200, 0),
+		UserAgent:   "test-agent/1.0",
+	}
+}
+
+// The encoder's output is what the decoder reads, for both kinds, and in a
+// hash-only table with a custom TTL attribute.
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	custom := Default
+	custom.SortKey = ""
+	custom.TTL = "ttl"
+	custom.ExpiryShards = 4
+	for name, l := range map[string]Layout{"default": Default, "hash-only, custom TTL, expiry index": custom} {
+		t.Run(name, func(t *testing.T) {
+			s := testSession()
+			if l.HashOnly() {
+				s.UserSK = ""
+			}
+			sessionPK := l.SessionPK(NewToken())
+
+			got, err := l.Decode(l.EncodeSession(sessionPK, s), KindSession)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(s, got); diff != "" {
+				t.Errorf("session item (-want +got):\n%s", diff)
+			}
+
+			got, err = l.Decode(l.EncodeIndex(sessionPK, s), KindIndex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := s
+			want.SessionPK = sessionPK
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("index item (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	l := Default
+	valid := l.EncodeSession(l.SessionPK(NewToken()), testSession())
+	for _, tc := range []struct {
+		name   string
+		change func(av map[string]types.AttributeValue)
+		want   error
+	}{
+		{"other kind", func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindIndex) }, ErrOtherKind},
+		{"no kind", func(av map[string]types.AttributeValue) { delete(av, AttrKind) }, ErrOtherKind},
+		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(2) }, ErrMalformed},
+		{"no version", func(av map[string]types.AttributeValue) { delete(av, AttrVersion) }, ErrMalformed},
+		{"no refreshedAt", func(av map[string]types.AttributeValue) { delete(av, AttrRefreshedAt) }, ErrMalformed},
+		{"no TTL", func(av map[string]types.AttributeValue) { delete(av, l.TTL) }, ErrMalformed},
+		{"fractional TTL", func(av map[string]types.AttributeValue) {
+			av[l.TTL] = &types.AttributeValueMemberN{Value: "1796044200.5"}
+		}, ErrMalformed},
+		{"empty sid", func(av map[string]types.AttributeValue) { av[AttrID] = Str("") }, ErrMalformed},
+		{"userSK a number", func(av map[string]types.AttributeValue) { av[AttrUserSK] = Num(1) }, ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			av := maps.Clone(valid)
+			tc.change(av)
+			if _, err := l.Decode(av, KindSession); !errors.Is(err, tc.want) {
+				t.Errorf("Decode error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTokensAndIDs(t *testing.T) {
+	token, id := NewToken(), NewID()
+	if !ValidToken(token) || ValidID(token) {
+		t.Errorf("token %q: ValidToken %v, ValidID %v", token, ValidToken(token), ValidID(token))
+	}
+	if !ValidID(id) || ValidToken(id) {
+		t.Errorf("ID %q: ValidID %v, ValidToken %v", id, ValidID(id), ValidToken(id))
+	}
+	for _, bad := range []string{"", strings.ToLower(token), token + "A", token[:25] + "1", token[:25] + "="} {
+		if ValidToken(bad) {
+			t.Errorf("ValidToken(%q) = true", bad)
+		}
+	}
+	pk := Default.SessionPK(token)
+	if strings.Contains(pk, token) || !strings.HasPrefix(pk, Default.SessionPrefix) || len(pk) != len(Default.SessionPrefix)+43 {
+		t.Errorf("SessionPK(%q) = %q, want the prefix and a base64url SHA-256", token, pk)
+	}
+}
+
+// Index partitions of different users never coincide, whatever their keys
+// hold.
+func TestIndexPKIsInjective(t *testing.T) {
+	a := Default.IndexPK("USER#a", "bPROFILE")
+	b := Default.IndexPK("USER#ab", "PROFILE")
+	if a == b {
+		t.Errorf("two users share index partition %q", a)
+	}
+}
