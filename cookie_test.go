@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 )
-
-var tokenFormat = regexp.MustCompile(`^[A-Z2-7]{26}$`)
 
 func TestLoginCookie(t *testing.T) {
 	t.Parallel()
@@ -69,18 +66,6 @@ func TestLoginCookie(t *testing.T) {
 			}
 			assertPersonal(t, w.Header())
 		})
-	}
-}
-
-// assertPersonal checks that a response which sets or clears the cookie
-// cannot be cached or served to another cookie.
-func assertPersonal(t *testing.T, h http.Header) {
-	t.Helper()
-	if got := h.Get("Cache-Control"); got != "no-store" {
-		t.Errorf("Cache-Control = %q, want no-store", got)
-	}
-	if got := h.Values("Vary"); !cmp.Equal(got, []string{"Cookie"}) {
-		t.Errorf("Vary = %q, want [Cookie]", got)
 	}
 }
 

@@ -4,74 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession"
 )
-
-// expiryBucketFormat is the documented "<yyyymmddhh>#<shard>".
-var expiryBucketFormat = regexp.MustCompile(`^([0-9]{10})#([0-9]+)$`)
-
-func withExpiryIndex(c *ddbsession.Config[User]) { c.ExpiryIndex = "expiry" }
-
-// sessionItem returns the raw session item of session id.
-func (e *env) sessionItem(id string) map[string]types.AttributeValue {
-	e.t.Helper()
-	for _, item := range itemsWithSID(e.scanAll(), id) {
-		if k, ok := item["kind"].(*types.AttributeValueMemberS); ok && k.Value == "session" {
-			return item
-		}
-	}
-	e.t.Fatalf("no session item with sid %s", id)
-	return nil
-}
-
-// bucketParts splits a session item's expiryBucket into its hour and shard,
-// and fails unless it has the documented format.
-func bucketParts(t *testing.T, item map[string]types.AttributeValue) (hour string, shard int) {
-	t.Helper()
-	b, ok := item["expiryBucket"].(*types.AttributeValueMemberS)
-	if !ok {
-		t.Fatalf("expiryBucket is %T, want a String", item["expiryBucket"])
-	}
-	m := expiryBucketFormat.FindStringSubmatch(b.Value)
-	if m == nil {
-		t.Fatalf("expiryBucket %q is not <yyyymmddhh>#<shard>", b.Value)
-	}
-	shard, _ = strconv.Atoi(m[2])
-	return m[1], shard
-}
-
-// itemExpiry returns a raw item's expiresAt, in epoch seconds.
-func itemExpiry(t *testing.T, item map[string]types.AttributeValue) time.Time {
-	t.Helper()
-	n, ok := item["expiresAt"].(*types.AttributeValueMemberN)
-	if !ok {
-		t.Fatalf("expiresAt is %T, want a Number", item["expiresAt"])
-	}
-	sec, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil {
-		t.Fatalf("expiresAt %q: %v", n.Value, err)
-	}
-	return time.Unix(sec, 0)
-}
-
-func (e *env) mustExpiring(from, to time.Time) []ddbsession.Session {
-	e.t.Helper()
-	got, err := e.m.Expiring(context.Background(), from, to)
-	if err != nil {
-		e.t.Fatalf("Expiring(%v, %v): %v", from, to, err)
-	}
-	return got
-}
 
 func TestExpiringWindow(t *testing.T) {
 	t.Parallel()
@@ -141,7 +82,7 @@ func TestExpiringSpreadsOverShards(t *testing.T) {
 	shards := map[int]int{}
 	sessions := 0
 	for _, item := range e.scanAll() {
-		if k, _ := item["kind"].(*types.AttributeValueMemberS); k == nil || k.Value != "session" {
+		if attrText(item["kind"]) != "S:"+kindSession {
 			if _, ok := item["expiryBucket"]; ok {
 				t.Errorf("a non-session item carries expiryBucket: %v", item)
 			}
@@ -181,7 +122,7 @@ func TestExpiringFollowsRefresh(t *testing.T) {
 	e.clock.Advance(50 * time.Minute) // 12:50:00.25
 	c := e.login(alice)
 	s := loggedIn(e.sessionFor(c).ID, alice, e.clock.Now(), time.Hour) // expires 13:50:00
-	oldHour, oldShard := bucketParts(t, e.sessionItem(s.ID))
+	oldHour, oldShard := bucketParts(t, e.itemOf(kindSession, s.ID))
 	if oldHour != "2026113013" {
 		t.Fatalf("expiryBucket hour before refresh = %s, want 2026113013", oldHour)
 	}
@@ -205,7 +146,7 @@ func TestExpiringFollowsRefresh(t *testing.T) {
 	if diff := cmp.Diff([]ddbsession.Session{s}, e.mustExpiring(after[0], after[1])); diff != "" {
 		t.Errorf("Expiring around the new expiry (-want +got):\n%s", diff)
 	}
-	item := e.sessionItem(s.ID)
+	item := e.itemOf(kindSession, s.ID)
 	newHour, newShard := bucketParts(t, item)
 	if newHour != "2026113014" || !itemExpiry(t, item).Equal(s.ExpiresAt) {
 		t.Errorf("after refresh: expiryBucket hour %s, expiresAt %v; want 2026113014 and %v", newHour, itemExpiry(t, item), s.ExpiresAt)

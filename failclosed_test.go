@@ -11,16 +11,6 @@ import (
 	"github.com/ddbsession/ddbsession"
 )
 
-// failOn makes the probe answer op with err, and leaves the rest alone.
-func failOn(p *probe, op string, err error) {
-	p.fail = func(_ context.Context, o string) error {
-		if o == op {
-			return err
-		}
-		return nil
-	}
-}
-
 func TestStoreFailureFailsClosed(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("InternalServerError: boom")
@@ -29,17 +19,7 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 		break_ func(p *probe, cfg *ddbsession.Config[User])
 	}{
 		{"session read fails", func(p *probe, _ *ddbsession.Config[User]) { failOn(p, "GetItem", boom) }},
-		{"user read fails", func(p *probe, _ *ddbsession.Config[User]) {
-			n := 0
-			p.fail = func(_ context.Context, op string) error {
-				if op == "GetItem" {
-					if n++; n == 2 {
-						return boom
-					}
-				}
-				return nil
-			}
-		}},
+		{"user read fails", func(p *probe, _ *ddbsession.Config[User]) { failNth(p, "GetItem", 2, boom) }},
 		{"store hangs past StoreTimeout", func(p *probe, cfg *ddbsession.Config[User]) {
 			cfg.StoreTimeout = 50 * time.Millisecond
 			p.fail = func(ctx context.Context, op string) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -44,11 +42,6 @@ func newHandSession(user ddbsession.UserKey) handSession {
 		expiresSec:  start.Add(40 * time.Minute).Unix(),
 		agent:       "Mozilla/5.0 (hand written)",
 	}
-}
-
-func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func attrN(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
 // items returns the session item and its per-user index item.
@@ -88,13 +81,6 @@ func (h handSession) session() ddbsession.Session {
 	}
 }
 
-func (e *env) putItem(item map[string]types.AttributeValue) {
-	e.t.Helper()
-	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
-		e.t.Fatalf("PutItem: %v", err)
-	}
-}
-
 func TestHandWrittenItemsAreRead(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -130,7 +116,7 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 			cookie := &http.Cookie{Name: e.m.CookieName(), Value: h.token}
 
 			if !tc.valid {
-				if got := e.statusWith(cookie); got != http.StatusUnauthorized {
+				if got := e.status(cookie); got != http.StatusUnauthorized {
 					t.Errorf("status %d, want 401", got)
 				}
 			} else {
@@ -185,23 +171,12 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 				if err := e.m.Revoke(context.Background(), alice, h.sid); err != nil {
 					t.Fatalf("Revoke of the hand-written session: %v", err)
 				}
-				if got := e.statusWith(cookie); got != http.StatusUnauthorized {
+				if got := e.status(cookie); got != http.StatusUnauthorized {
 					t.Errorf("after Revoke: status %d, want 401", got)
 				}
 			}
 		})
 	}
-}
-
-// attrText renders an attribute value as "S:value" or "N:value".
-func attrText(v types.AttributeValue) string {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return "S:" + v.Value
-	case *types.AttributeValueMemberN:
-		return "N:" + v.Value
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 func TestLoginItemFormat(t *testing.T) {
@@ -352,7 +327,7 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	session["v"] = attrN(2)
 	e.putItem(session)
 	tokens = append(tokens, hs.token)
-	if got := e.statusWith(&http.Cookie{Name: e.m.CookieName(), Value: hs.token}); got != http.StatusUnauthorized {
+	if got := e.status(&http.Cookie{Name: e.m.CookieName(), Value: hs.token}); got != http.StatusUnauthorized {
 		t.Errorf("unknown-format session: status %d, want 401", got)
 	}
 	// A store failure is logged about.

@@ -3,10 +3,15 @@ package ddbsession_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -108,25 +114,93 @@ func newEnv(t testing.TB, mutate func(*ddbsession.Config[User])) *env {
 	return e
 }
 
-// putUser writes a user item for name and returns its key.
+// Config options and injected faults.
+
+// withProbe installs a probe in front of the engine and stores it in *p.
+func withProbe(p **probe) func(*ddbsession.Config[User]) {
+	return func(c *ddbsession.Config[User]) {
+		*p = newProbe(c.Client)
+		c.Client = *p
+	}
+}
+
+func withExpiryIndex(c *ddbsession.Config[User]) { c.ExpiryIndex = "expiry" }
+
+// failOn makes the probe answer op with err, and leaves the rest alone.
+func failOn(p *probe, op string, err error) {
+	p.fail = func(_ context.Context, o string) error {
+		if o == op {
+			return err
+		}
+		return nil
+	}
+}
+
+// failNth makes the probe answer the nth call of op from now on with err,
+// and lets every other call through: a fault in the middle of a flow, such
+// as the second of Login's two PutItems.
+func failNth(p *probe, op string, n int, err error) {
+	var mu sync.Mutex
+	seen := 0
+	p.fail = func(_ context.Context, o string) error {
+		if o != op {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen++; seen == n {
+			return err
+		}
+		return nil
+	}
+}
+
+// Items written behind the Manager's back: the app's users, hand-made
+// sessions, and deletions as TTL makes them.
+
+// putUser writes a user item for name under the usual key, USER#<name>
+// and PROFILE (no sort key in a hash-only table), and returns the key.
 func (e *env) putUser(name string) ddbsession.UserKey {
 	e.t.Helper()
 	key := ddbsession.UserKey{PK: "USER#" + name, SK: "PROFILE"}
 	if e.cfg.HashOnly {
 		key.SK = ""
 	}
-	item := map[string]types.AttributeValue{
-		"pk":   &types.AttributeValueMemberS{Value: key.PK},
-		"name": &types.AttributeValueMemberS{Value: name},
-	}
-	if key.SK != "" {
-		item["sk"] = &types.AttributeValueMemberS{Value: key.SK}
-	}
-	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
-		e.t.Fatalf("put user: %v", err)
-	}
+	e.putUserAt(key, name)
 	return key
 }
+
+// putUserAt writes a user item for name under an arbitrary key.
+func (e *env) putUserAt(key ddbsession.UserKey, name string) {
+	e.t.Helper()
+	user := map[string]types.AttributeValue{"pk": attrS(key.PK), "name": attrS(name)}
+	if key.SK != "" {
+		user["sk"] = attrS(key.SK)
+	}
+	e.putItem(user)
+}
+
+// putItem writes a raw item, behind the Manager's back.
+func (e *env) putItem(item map[string]types.AttributeValue) {
+	e.t.Helper()
+	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
+		e.t.Fatalf("PutItem: %v", err)
+	}
+}
+
+// deleteItem deletes the item under key behind the Manager's back, as TTL
+// does.
+func (e *env) deleteItem(key map[string]types.AttributeValue) {
+	e.t.Helper()
+	if _, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &e.table, Key: key}); err != nil {
+		e.t.Fatalf("DeleteItem: %v", err)
+	}
+}
+
+// Requests.
+
+// testAgent is the User-Agent that e.login sends.
+const testAgent = "test-agent/1.0"
 
 // login signs key in through Login, carrying cookies from an earlier
 // response if given, and returns the new session cookie.
@@ -134,7 +208,7 @@ func (e *env) login(key ddbsession.UserKey, carried ...*http.Cookie) *http.Cooki
 	e.t.Helper()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://example.test/login", nil)
-	r.Header.Set("User-Agent", "test-agent/1.0")
+	r.Header.Set("User-Agent", testAgent)
 	for _, c := range carried {
 		r.AddCookie(c)
 	}
@@ -160,29 +234,25 @@ func (e *env) get(h http.Handler, cookies ...*http.Cookie) *httptest.ResponseRec
 	return w
 }
 
-// scanAll returns every item in the env's table.
-func (e *env) scanAll() []map[string]types.AttributeValue {
+// status returns the status of a request through RequireSession with c.
+func (e *env) status(c *http.Cookie) int {
 	e.t.Helper()
-	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.table, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		e.t.Fatalf("scan: %v", err)
-	}
-	return out.Items
+	return e.get(e.m.RequireSession(whoami(e.m)), c).Code
 }
 
-// sessionCookie returns the response's Set-Cookie for name, or nil.
-func sessionCookie(t testing.TB, res *http.Response, name string) *http.Cookie {
-	t.Helper()
-	var found *http.Cookie
-	for _, c := range res.Cookies() {
-		if c.Name == name {
-			if found != nil {
-				t.Fatalf("response sets cookie %q twice", name)
-			}
-			found = c
-		}
+// inRequest runs one request carrying c through RequireSession and calls fn
+// inside the handler with the request's context. It fails unless the request
+// got through.
+func (e *env) inRequest(c *http.Cookie, fn func(ctx context.Context)) {
+	e.t.Helper()
+	called := false
+	h := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called = true
+		fn(r.Context())
+	}))
+	if w := e.get(h, c); w.Code != http.StatusOK || !called {
+		e.t.Fatalf("request with the session cookie: status %d, handler called %v", w.Code, called)
 	}
-	return found
 }
 
 // whoami is a protected handler that reports the user in its context.
@@ -207,3 +277,230 @@ func newRequest(cookies ...*http.Cookie) *http.Request {
 	}
 	return r
 }
+
+// sessionCookie returns the response's Set-Cookie for name, or nil.
+func sessionCookie(t testing.TB, res *http.Response, name string) *http.Cookie {
+	t.Helper()
+	var found *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == name {
+			if found != nil {
+				t.Fatalf("response sets cookie %q twice", name)
+			}
+			found = c
+		}
+	}
+	return found
+}
+
+// assertPersonal checks that a response which sets or clears the cookie
+// cannot be cached or served to another cookie.
+func assertPersonal(t *testing.T, h http.Header) {
+	t.Helper()
+	if got := h.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", got)
+	}
+	if got := h.Values("Vary"); !cmp.Equal(got, []string{"Cookie"}) {
+		t.Errorf("Vary = %q, want [Cookie]", got)
+	}
+}
+
+// Sessions as the package API shows them.
+
+// sessionFor returns the session behind cookie c without refreshing it.
+func (e *env) sessionFor(c *http.Cookie) ddbsession.Session {
+	e.t.Helper()
+	s, _, err := e.m.Check(context.Background(), c.Value)
+	if err != nil {
+		e.t.Fatalf("Check: %v", err)
+	}
+	return s
+}
+
+// loggedIn is the session that e.login creates at time at, as the package
+// documents it: createdAt and refreshedAt in milliseconds, expiry in whole
+// seconds idle after the login.
+func loggedIn(id string, user ddbsession.UserKey, at time.Time, idle time.Duration) ddbsession.Session {
+	ms := time.UnixMilli(at.UnixMilli())
+	return ddbsession.Session{
+		ID:          id,
+		User:        user,
+		CreatedAt:   ms,
+		RefreshedAt: ms,
+		ExpiresAt:   time.Unix(at.Add(idle).Unix(), 0),
+		UserAgent:   testAgent,
+	}
+}
+
+// listIn calls List for user inside a request that carries c, so that the
+// session of c is the current one.
+func (e *env) listIn(c *http.Cookie, user ddbsession.UserKey) []ddbsession.SessionInfo {
+	e.t.Helper()
+	var (
+		list []ddbsession.SessionInfo
+		err  error
+	)
+	e.inRequest(c, func(ctx context.Context) { list, err = e.m.List(ctx, user) })
+	if err != nil {
+		e.t.Fatalf("List(%+v): %v", user, err)
+	}
+	return list
+}
+
+// mustList calls List for user outside any request.
+func (e *env) mustList(user ddbsession.UserKey) []ddbsession.SessionInfo {
+	e.t.Helper()
+	list, err := e.m.List(context.Background(), user)
+	if err != nil {
+		e.t.Fatalf("List(%+v): %v", user, err)
+	}
+	return list
+}
+
+// listIDs returns the IDs of a list, in its order.
+func listIDs(list []ddbsession.SessionInfo) []string {
+	ids := []string{}
+	for _, s := range list {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func (e *env) mustExpiring(from, to time.Time) []ddbsession.Session {
+	e.t.Helper()
+	got, err := e.m.Expiring(context.Background(), from, to)
+	if err != nil {
+		e.t.Fatalf("Expiring(%v, %v): %v", from, to, err)
+	}
+	return got
+}
+
+// Raw items, in the documented item format.
+
+// The documented formats of a token, a public session ID and an expiry
+// bucket ("<yyyymmddhh>#<shard>").
+var (
+	tokenFormat        = regexp.MustCompile(`^[A-Z2-7]{26}$`)
+	sessionIDFormat    = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	expiryBucketFormat = regexp.MustCompile(`^([0-9]{10})#([0-9]+)$`)
+)
+
+// The documented values of the kind attribute.
+const (
+	kindSession = "session"
+	kindIndex   = "session-index"
+)
+
+func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func attrN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// attrText renders an attribute value as "S:value" or "N:value".
+func attrText(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S:" + v.Value
+	case *types.AttributeValueMemberN:
+		return "N:" + v.Value
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// tokenHash is base64url(SHA-256(token)), the documented table key of a
+// session without its prefix.
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// scanAll returns every item in the env's table.
+func (e *env) scanAll() []map[string]types.AttributeValue {
+	e.t.Helper()
+	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.table, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		e.t.Fatalf("scan: %v", err)
+	}
+	return out.Items
+}
+
+// itemsWithSID returns the raw items that carry session ID id.
+func itemsWithSID(items []map[string]types.AttributeValue, id string) []map[string]types.AttributeValue {
+	var found []map[string]types.AttributeValue
+	for _, item := range items {
+		if s, ok := item["sid"].(*types.AttributeValueMemberS); ok && s.Value == id {
+			found = append(found, item)
+		}
+	}
+	return found
+}
+
+// itemsOf returns the table's raw items of kind (kindSession or kindIndex):
+// all of them, or those of session id if id is not empty.
+func (e *env) itemsOf(kind, id string) []map[string]types.AttributeValue {
+	e.t.Helper()
+	items := e.scanAll()
+	if id != "" {
+		items = itemsWithSID(items, id)
+	}
+	var found []map[string]types.AttributeValue
+	for _, item := range items {
+		if attrText(item["kind"]) == "S:"+kind {
+			found = append(found, item)
+		}
+	}
+	return found
+}
+
+// itemOf returns the one raw item of kind of session id, or the table's
+// only item of kind if id is empty, and fails unless there is exactly one.
+func (e *env) itemOf(kind, id string) map[string]types.AttributeValue {
+	e.t.Helper()
+	found := e.itemsOf(kind, id)
+	if len(found) != 1 {
+		e.t.Fatalf("%d items of kind %q with sid %q, want 1: %v", len(found), kind, id, found)
+	}
+	return found[0]
+}
+
+// itemExpiry returns a raw item's expiresAt, and fails unless it is a
+// Number of epoch seconds.
+func itemExpiry(t testing.TB, item map[string]types.AttributeValue) time.Time {
+	t.Helper()
+	n, ok := item["expiresAt"].(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("expiresAt is %T, want a Number", item["expiresAt"])
+	}
+	sec, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		t.Fatalf("expiresAt %q: %v", n.Value, err)
+	}
+	return time.Unix(sec, 0)
+}
+
+// bucketParts splits a session item's expiryBucket into its hour and shard,
+// and fails unless it has the documented format.
+func bucketParts(t testing.TB, item map[string]types.AttributeValue) (hour string, shard int) {
+	t.Helper()
+	b, ok := item["expiryBucket"].(*types.AttributeValueMemberS)
+	if !ok {
+		t.Fatalf("expiryBucket is %T, want a String", item["expiryBucket"])
+	}
+	m := expiryBucketFormat.FindStringSubmatch(b.Value)
+	if m == nil {
+		t.Fatalf("expiryBucket %q is not <yyyymmddhh>#<shard>", b.Value)
+	}
+	shard, _ = strconv.Atoi(m[2])
+	return m[1], shard
+}
+
+// updateKey returns the partition key an UpdateItem input addresses.
+func updateKey(in any) string {
+	s, _ := in.(*dynamodb.UpdateItemInput).Key["pk"].(*types.AttributeValueMemberS)
+	if s == nil {
+		return ""
+	}
+	return s.Value
+}
+
+func ptr[T any](v T) *T { return &v }

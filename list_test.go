@@ -7,135 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession"
 )
-
-// sessionIDFormat is the documented shape of a public session ID.
-var sessionIDFormat = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// testAgent is the User-Agent that e.login sends.
-const testAgent = "test-agent/1.0"
-
-// inRequest runs one request carrying c through RequireSession and calls fn
-// inside the handler with the request's context. It fails unless the request
-// got through.
-func (e *env) inRequest(c *http.Cookie, fn func(ctx context.Context)) {
-	e.t.Helper()
-	called := false
-	h := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		called = true
-		fn(r.Context())
-	}))
-	if w := e.get(h, c); w.Code != http.StatusOK || !called {
-		e.t.Fatalf("request with the session cookie: status %d, handler called %v", w.Code, called)
-	}
-}
-
-// listIn calls List for user inside a request that carries c, so that the
-// session of c is the current one.
-func (e *env) listIn(c *http.Cookie, user ddbsession.UserKey) []ddbsession.SessionInfo {
-	e.t.Helper()
-	var (
-		list []ddbsession.SessionInfo
-		err  error
-	)
-	e.inRequest(c, func(ctx context.Context) { list, err = e.m.List(ctx, user) })
-	if err != nil {
-		e.t.Fatalf("List(%+v): %v", user, err)
-	}
-	return list
-}
-
-// mustList calls List for user outside any request.
-func (e *env) mustList(user ddbsession.UserKey) []ddbsession.SessionInfo {
-	e.t.Helper()
-	list, err := e.m.List(context.Background(), user)
-	if err != nil {
-		e.t.Fatalf("List(%+v): %v", user, err)
-	}
-	return list
-}
-
-// sessionFor returns the session behind cookie c without refreshing it.
-func (e *env) sessionFor(c *http.Cookie) ddbsession.Session {
-	e.t.Helper()
-	s, _, err := e.m.Check(context.Background(), c.Value)
-	if err != nil {
-		e.t.Fatalf("Check: %v", err)
-	}
-	return s
-}
-
-// statusWith returns the status of a protected request that carries c.
-func (e *env) statusWith(c *http.Cookie) int {
-	e.t.Helper()
-	return e.get(e.m.RequireSession(whoami(e.m)), c).Code
-}
-
-// putUserKey writes a user item under an arbitrary key.
-func (e *env) putUserKey(key ddbsession.UserKey, name string) {
-	e.t.Helper()
-	item := map[string]types.AttributeValue{
-		"pk":   &types.AttributeValueMemberS{Value: key.PK},
-		"sk":   &types.AttributeValueMemberS{Value: key.SK},
-		"name": &types.AttributeValueMemberS{Value: name},
-	}
-	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
-		e.t.Fatalf("put user %+v: %v", key, err)
-	}
-}
-
-// loggedIn is the session that e.login creates at time at, as the package
-// documents it: createdAt and refreshedAt in milliseconds, expiry in whole
-// seconds idle after the login.
-func loggedIn(id string, user ddbsession.UserKey, at time.Time, idle time.Duration) ddbsession.Session {
-	ms := time.UnixMilli(at.UnixMilli())
-	return ddbsession.Session{
-		ID:          id,
-		User:        user,
-		CreatedAt:   ms,
-		RefreshedAt: ms,
-		ExpiresAt:   time.Unix(at.Add(idle).Unix(), 0),
-		UserAgent:   testAgent,
-	}
-}
-
-// tokenHash is base64url(SHA-256(token)), the documented table key of a
-// session without its prefix.
-func tokenHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
-}
-
-// listIDs returns the IDs of a list, in its order.
-func listIDs(list []ddbsession.SessionInfo) []string {
-	ids := []string{}
-	for _, s := range list {
-		ids = append(ids, s.ID)
-	}
-	return ids
-}
-
-// itemsWithSID returns the raw items that carry session ID id.
-func itemsWithSID(items []map[string]types.AttributeValue, id string) []map[string]types.AttributeValue {
-	var found []map[string]types.AttributeValue
-	for _, item := range items {
-		if s, ok := item["sid"].(*types.AttributeValueMemberS); ok && s.Value == id {
-			found = append(found, item)
-		}
-	}
-	return found
-}
 
 func TestListNewestFirstWithCurrent(t *testing.T) {
 	t.Parallel()
@@ -265,8 +145,8 @@ func TestListShowsOnlyTheUsersOwnSessions(t *testing.T) {
 	// Keys that a naive PK+SK or PK+"#"+SK concatenation would merge.
 	a := ddbsession.UserKey{PK: "USER#a#", SK: "b"}
 	b := ddbsession.UserKey{PK: "USER#a", SK: "#b"}
-	e.putUserKey(a, "a")
-	e.putUserKey(b, "b")
+	e.putUserAt(a, "a")
+	e.putUserAt(b, "b")
 	carol := e.putUser("carol") // no sessions
 
 	users := map[string]ddbsession.UserKey{"alice": alice, "bob": bob, "USER#a#|b": a, "USER#a|#b": b, "carol": carol}
@@ -324,13 +204,13 @@ func TestListIDIsNotTheToken(t *testing.T) {
 	}
 	// The ID does not work as a cookie.
 	forged := &http.Cookie{Name: e.m.CookieName(), Value: id}
-	if got := e.statusWith(forged); got != http.StatusUnauthorized {
+	if got := e.status(forged); got != http.StatusUnauthorized {
 		t.Errorf("request with the session ID as cookie: status %d, want 401", got)
 	}
 	if _, _, err := e.m.Check(context.Background(), id); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("Check(ID) = %v, want ErrNoSession", err)
 	}
-	if got := e.statusWith(c); got != http.StatusOK {
+	if got := e.status(c); got != http.StatusOK {
 		t.Errorf("the real cookie: status %d, want 200", got)
 	}
 }
@@ -376,7 +256,7 @@ func TestListAndRevokeNeedASortKey(t *testing.T) {
 	if err := e.m.Revoke(context.Background(), alice, id); !errors.Is(err, ddbsession.ErrNoSortKey) {
 		t.Errorf("Revoke in a hash-only table = %v, want ErrNoSortKey", err)
 	}
-	if got := e.statusWith(c); got != http.StatusOK {
+	if got := e.status(c); got != http.StatusOK {
 		t.Errorf("session after the refused Revoke: status %d, want 200", got)
 	}
 }

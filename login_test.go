@@ -14,12 +14,6 @@ import (
 	"github.com/ddbsession/ddbsession"
 )
 
-// status returns the status of a request through RequireSession with c.
-func (e *env) status(c *http.Cookie) int {
-	e.t.Helper()
-	return e.get(e.m.RequireSession(whoami(e.m)), c).Code
-}
-
 func TestLoginRotatesSession(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)

@@ -15,14 +15,6 @@ import (
 	"github.com/ddbsession/ddbsession"
 )
 
-// withProbe installs a probe in front of the engine and returns it.
-func withProbe(p **probe) func(*ddbsession.Config[User]) {
-	return func(c *ddbsession.Config[User]) {
-		*p = newProbe(c.Client)
-		c.Client = *p
-	}
-}
-
 func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
 	t.Parallel()
 	var p *probe
@@ -143,16 +135,7 @@ func TestRequireSessionRejects(t *testing.T) {
 			return c
 		}},
 		{"user item deleted", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {
-			_, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-				TableName: &e.table,
-				Key: map[string]types.AttributeValue{
-					"pk": &types.AttributeValueMemberS{Value: alice.PK},
-					"sk": &types.AttributeValueMemberS{Value: alice.SK},
-				},
-			})
-			if err != nil {
-				e.t.Fatal(err)
-			}
+			e.deleteItem(map[string]types.AttributeValue{"pk": attrS(alice.PK), "sk": attrS(alice.SK)})
 			return c
 		}},
 		{"created before the user's cutoff", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {

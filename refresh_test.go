@@ -18,28 +18,6 @@ import (
 	"github.com/ddbsession/ddbsession"
 )
 
-// storedExpiry returns the expiresAt attribute of the only session item, and
-// fails unless it is a Number.
-func (e *env) storedExpiry() int64 {
-	e.t.Helper()
-	for _, item := range e.scanAll() {
-		if k, _ := item["kind"].(*types.AttributeValueMemberS); k == nil || k.Value != "session" {
-			continue
-		}
-		n, ok := item["expiresAt"].(*types.AttributeValueMemberN)
-		if !ok {
-			e.t.Fatalf("expiresAt is %T, want a Number", item["expiresAt"])
-		}
-		v, err := strconv.ParseInt(n.Value, 10, 64)
-		if err != nil {
-			e.t.Fatalf("expiresAt %q: %v", n.Value, err)
-		}
-		return v
-	}
-	e.t.Fatal("no session item")
-	return 0
-}
-
 func TestRefreshIsThrottled(t *testing.T) {
 	t.Parallel()
 	var p *probe
@@ -69,7 +47,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 	}
 	now := e.clock.Now()
 	want := now.Add(time.Hour).Unix()
-	if got := e.storedExpiry(); got != want {
+	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != want {
 		t.Errorf("stored expiresAt = %d, want %d (epoch seconds, now+IdleTimeout)", got, want)
 	}
 	c := sessionCookie(t, w.Result(), e.m.CookieName())
@@ -119,11 +97,11 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 		if got := e.status(cookie); got != http.StatusOK {
 			t.Fatalf("at %v: status %d", e.clock.Now().Sub(start), got)
 		}
-		if got := e.storedExpiry(); got > limit {
+		if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got > limit {
 			t.Fatalf("expiresAt %d is past the absolute limit %d", got, limit)
 		}
 	}
-	if got := e.storedExpiry(); got != limit {
+	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != limit {
 		t.Errorf("expiresAt = %d, want capped at %d", got, limit)
 	}
 	// At the cap a due refresh has nothing to move: no write.
@@ -196,20 +174,12 @@ func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 	if cookies != 1 {
 		t.Errorf("%d responses re-sent the cookie, want 1", cookies)
 	}
-	if got, want := e.storedExpiry(), e.clock.Now().Add(time.Hour).Unix(); got != want {
+	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
 		t.Errorf("expiresAt = %d, want %d", got, want)
 	}
 	if strings.Contains(e.logs.String(), "level=ERROR") {
 		t.Errorf("lost races were logged as errors:\n%s", e.logs)
 	}
-}
-
-func updateKey(in any) string {
-	s, _ := in.(*dynamodb.UpdateItemInput).Key["pk"].(*types.AttributeValueMemberS)
-	if s == nil {
-		return ""
-	}
-	return s.Value
 }
 
 // A refresh that races a Logout must not bring the session back.
@@ -274,7 +244,7 @@ func TestRefreshNeverExtendsExpiredItem(t *testing.T) {
 		})
 	}
 	e.get(e.m.RequireSession(whoami(e.m)), cookie)
-	if got := e.storedExpiry(); got != start.Unix() {
+	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != start.Unix() {
 		t.Errorf("expiresAt = %d, want the past value %d left alone", got, start.Unix())
 	}
 }
@@ -284,7 +254,7 @@ func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 	var p *probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
-	before := e.storedExpiry()
+	before := itemExpiry(t, e.itemOf(kindSession, "")).Unix()
 	e.clock.Advance(30 * time.Minute)
 	p.fail = func(_ context.Context, op string) error {
 		if op == "UpdateItem" {
@@ -302,9 +272,7 @@ func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "refresh session") || !strings.Contains(e.logs.String(), "throttled") {
 		t.Errorf("failed refresh not logged:\n%s", e.logs)
 	}
-	if got := e.storedExpiry(); got != before {
+	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != before {
 		t.Errorf("expiresAt moved to %d despite the failure", got)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -45,7 +45,7 @@ func TestRevokeEndsOneSession(t *testing.T) {
 		"the user's other":       {laptop, http.StatusOK},
 		"another user's session": {bobs, http.StatusOK},
 	} {
-		if got := e.statusWith(tc.c); got != tc.want {
+		if got := e.status(tc.c); got != tc.want {
 			t.Errorf("%s: status %d, want %d", name, got, tc.want)
 		}
 	}
@@ -69,8 +69,8 @@ func TestRevokeRefusesIDsThatAreNotTheUsers(t *testing.T) {
 	// Keys that a naive PK+SK concatenation would put in one index partition.
 	a := ddbsession.UserKey{PK: "USER#a#", SK: "b"}
 	b := ddbsession.UserKey{PK: "USER#a", SK: "#b"}
-	e.putUserKey(a, "a")
-	e.putUserKey(b, "b")
+	e.putUserAt(a, "a")
+	e.putUserAt(b, "b")
 
 	cookies := map[string]*http.Cookie{}
 	ids := map[string]string{}
@@ -105,7 +105,7 @@ func TestRevokeRefusesIDsThatAreNotTheUsers(t *testing.T) {
 				t.Errorf("Revoke(%+v, %q) = %v, want ErrSessionNotFound", tc.user, tc.id, err)
 			}
 			for name, c := range cookies {
-				if got := e.statusWith(c); got != http.StatusOK {
+				if got := e.status(c); got != http.StatusOK {
 					t.Errorf("%s's session after the refused Revoke: status %d, want 200", name, got)
 				}
 			}

@@ -62,9 +62,7 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 	// The cutoff is stored in epoch milliseconds.
 	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: &e.table,
-		Key: map[string]types.AttributeValue{
-			"pk": &types.AttributeValueMemberS{Value: alice.PK}, "sk": &types.AttributeValueMemberS{Value: alice.SK},
-		},
+		Key:       map[string]types.AttributeValue{"pk": attrS(alice.PK), "sk": attrS(alice.SK)},
 	})
 	if err != nil {
 		t.Fatal(err)
