@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -41,46 +41,81 @@ func TestManagersDoNotShareContext(t *testing.T) {
 	}
 }
 
-// A session whose index item missed a refresh, and was then removed by TTL,
-// is listed again after its next refresh.
+// A refresh whose index-item write fails leaves the index item stale, with
+// the login's expiry. Once TTL has removed it there, the session lives on
+// but is missing from List, until its next refresh writes the index item
+// anew.
 func TestRefreshRepairsIndexItem(t *testing.T) {
 	t.Parallel()
 	var p *probe
-	e := newEnv(t, withProbe(&p))
+	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
+	id := e.sessionFor(cookie).ID
+	loginExpiry := time.Unix(start.Add(time.Hour).Unix(), 0)
+	h := e.m.RequireSession(whoami(e.m))
 
+	// The session's UpdateItem succeeds, the index item's fails.
 	e.clock.Advance(30 * time.Minute)
-	p.fail = func(_ context.Context, op string) error {
-		if op == "UpdateItem" && p.count("UpdateItem") == 2 { // the index item's
-			return errors.New("throttled")
-		}
-		return nil
-	}
+	failNth(p, "UpdateItem", 2, errors.New("throttled"))
 	p.reset()
-	if got := e.status(cookie); got != http.StatusOK {
-		t.Fatalf("status %d", got)
+	w := e.get(h, cookie)
+	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
+		t.Fatalf("refresh with a failed index write: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
 	}
+	if diff := cmp.Diff(map[string]int{"GetItem": 2, "UpdateItem": 2}, p.calls); diff != "" {
+		t.Errorf("calls of the refresh with a failed index write (-want +got):\n%s", diff)
+	}
+	refreshed := time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)
+	if got := itemExpiry(t, e.itemOf(kindSession, id)); !got.Equal(refreshed) {
+		t.Errorf("session item expires %v, want the refreshed %v", got, refreshed)
+	}
+	stale := e.itemOf(kindIndex, id)
+	if got := itemExpiry(t, stale); !got.Equal(loginExpiry) {
+		t.Fatalf("index item expires %v, want the stale %v: the failure missed the index write", got, loginExpiry)
+	}
+	if !strings.Contains(e.logs.String(), "refresh session index item") {
+		t.Errorf("failed index write not logged:\n%s", e.logs)
+	}
+	if list := e.mustList(alice); len(list) != 1 || !list[0].ExpiresAt.Equal(loginExpiry) {
+		t.Errorf("List with the stale index item = %+v, want the session with expiry %v", list, loginExpiry)
+	}
+
+	// Past the stale expiry, TTL removes the index item; the session,
+	// refreshed, lives on, and its next refresh is due.
 	p.fail = nil
-	// TTL removes the index item at its stale expiry.
-	for _, item := range e.scanAll() {
-		if k, _ := item["kind"].(*types.AttributeValueMemberS); k != nil && k.Value == "session-index" {
-			key := map[string]types.AttributeValue{"pk": item["pk"], "sk": item["sk"]}
-			if _, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &e.table, Key: key}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	e.clock.Advance(45 * time.Minute)
+	e.deleteItem(map[string]types.AttributeValue{"pk": stale["pk"], "sk": stale["sk"]})
+	if n := len(e.itemsOf(kindIndex, id)); n != 0 {
+		t.Fatalf("%d index items after TTL's delete, want 0", n)
 	}
-	e.clock.Advance(45 * time.Minute) // past the stale expiry, refresh due
-	if got := e.status(cookie); got != http.StatusOK {
-		t.Fatalf("status %d", got)
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List without the index item = %+v, want none", list)
 	}
-	list, err := e.m.List(context.Background(), alice)
-	if err != nil {
-		t.Fatal(err)
+
+	// That refresh finds the index item missing and writes it anew.
+	p.reset()
+	w = e.get(h, cookie)
+	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
+		t.Fatalf("repairing refresh: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
 	}
-	if len(list) != 1 || !list[0].ExpiresAt.Equal(time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)) {
-		t.Errorf("List after the repairing refresh = %+v, want the session with its new expiry", list)
+	if diff := cmp.Diff(map[string]int{"GetItem": 2, "UpdateItem": 2, "PutItem": 1}, p.calls); diff != "" {
+		t.Errorf("calls of the repairing refresh (-want +got):\n%s", diff)
+	}
+	now := e.clock.Now()
+	want := loggedIn(id, alice, start, time.Hour)
+	want.RefreshedAt = time.UnixMilli(now.UnixMilli())
+	want.ExpiresAt = time.Unix(now.Add(time.Hour).Unix(), 0)
+	repaired := e.itemOf(kindIndex, id)
+	if got := itemExpiry(t, repaired); !got.Equal(want.ExpiresAt) {
+		t.Errorf("repaired index item expires %v, want %v", got, want.ExpiresAt)
+	}
+	// Revoke finds the session item through this attribute.
+	if got, want := attrText(repaired["sessionPK"]), "S:SESSION#"+tokenHash(cookie.Value); got != want {
+		t.Errorf("repaired index item's sessionPK = %s, want %s", got, want)
+	}
+	if diff := cmp.Diff([]ddbsession.SessionInfo{{Session: want}}, e.mustList(alice)); diff != "" {
+		t.Errorf("List after the repairing refresh (-want +got):\n%s", diff)
 	}
 }
 
