@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -407,6 +409,28 @@ func attrText(v types.AttributeValue) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// itemText renders a raw item as its attributes, sorted by name, for
+// failure messages and for comparing items.
+func itemText(item map[string]types.AttributeValue) string {
+	var attrs []string
+	for name, v := range item {
+		attrs = append(attrs, name+"="+attrText(v))
+	}
+	slices.Sort(attrs)
+	return "{" + strings.Join(attrs, " ") + "}"
+}
+
+// itemsText renders raw items with itemText, sorted, so that two scans of
+// the same table compare equal.
+func itemsText(items []map[string]types.AttributeValue) []string {
+	texts := []string{}
+	for _, item := range items {
+		texts = append(texts, itemText(item))
+	}
+	slices.Sort(texts)
+	return texts
+}
+
 // tokenHash is base64url(SHA-256(token)), the documented table key of a
 // session without its prefix.
 func tokenHash(token string) string {
@@ -458,7 +482,7 @@ func (e *env) itemOf(kind, id string) map[string]types.AttributeValue {
 	e.t.Helper()
 	found := e.itemsOf(kind, id)
 	if len(found) != 1 {
-		e.t.Fatalf("%d items of kind %q with sid %q, want 1: %v", len(found), kind, id, found)
+		e.t.Fatalf("%d items of kind %q with sid %q, want 1: %v", len(found), kind, id, itemsText(found))
 	}
 	return found[0]
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -122,5 +123,46 @@ func TestLoginBoundsCarriedCookies(t *testing.T) {
 	e.login(alice, carried...)
 	if n := p.count("DeleteItem"); n > 4 {
 		t.Errorf("Login with 50 carried cookies made %d DeleteItems, want at most 4", n)
+	}
+}
+
+// Login writes the index item first, then the session item. When the
+// second write fails, it deletes the index item again, so that a failed
+// Login leaves neither item behind.
+func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	failNth(p, "PutItem", 2, errors.New("session write failed"))
+	indexItemsAtUndo := -1
+	p.before = func(_ context.Context, op string, _ any) {
+		if op == "DeleteItem" {
+			indexItemsAtUndo = len(e.itemsOf(kindIndex, ""))
+		}
+	}
+	p.reset()
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice); err == nil {
+		t.Fatal("Login succeeded though its session write failed")
+	}
+	if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
+		t.Errorf("failed Login sent Set-Cookie %q", c)
+	}
+	// The index item did reach the table, and the undo removed it.
+	if indexItemsAtUndo != 1 {
+		t.Errorf("%d index items when the undo began, want 1 (the engine took the first write)", indexItemsAtUndo)
+	}
+	if diff := cmp.Diff(map[string]int{"PutItem": 2, "DeleteItem": 1}, p.calls); diff != "" {
+		t.Errorf("calls of the failed Login (-want +got):\n%s", diff)
+	}
+	if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
+		t.Errorf("index items left after the failed Login: %v", itemsText(items))
+	}
+	if items := e.itemsOf(kindSession, ""); len(items) != 0 {
+		t.Errorf("session items left after the failed Login: %v", itemsText(items))
+	}
+	if n := len(e.scanAll()); n != 1 {
+		t.Errorf("%d items after the failed Login, want 1 (the user)", n)
 	}
 }
