@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
@@ -113,5 +114,46 @@ func TestRevokeRefusesIDsThatAreNotTheUsers(t *testing.T) {
 				t.Errorf("refused Revoke changed the item count from %d to %d", before, after)
 			}
 		})
+	}
+}
+
+// A session item deleted behind the library's back (by TTL, say) leaves its
+// index item, which List shows until that item's own TTL. Revoking the
+// session succeeds and removes the index item.
+func TestRevokeSessionItemAlreadyGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	alice := e.putUser("alice")
+	gone := e.login(alice)
+	goneID := e.sessionFor(gone).ID
+	e.clock.Advance(time.Second)
+	other := e.login(alice)
+	otherID := e.sessionFor(other).ID
+
+	e.deleteItem(map[string]types.AttributeValue{"pk": attrS("SESSION#" + tokenHash(gone.Value)), "sk": attrS("SESSION")})
+	if got := e.status(gone); got != http.StatusUnauthorized {
+		t.Fatalf("session without its item: status %d, want 401", got)
+	}
+	if diff := cmp.Diff([]string{otherID, goneID}, listIDs(e.mustList(alice))); diff != "" {
+		t.Fatalf("List before Revoke, with the stale index item (-want +got):\n%s", diff)
+	}
+
+	if err := e.m.Revoke(context.Background(), alice, goneID); err != nil {
+		t.Fatalf("Revoke of a session whose item is gone = %v, want nil", err)
+	}
+	if diff := cmp.Diff([]string{otherID}, listIDs(e.mustList(alice))); diff != "" {
+		t.Errorf("List after Revoke (-want +got):\n%s", diff)
+	}
+	if items := itemsWithSID(e.scanAll(), goneID); len(items) != 0 {
+		t.Errorf("items of the revoked session left: %v", itemsText(items))
+	}
+	if got := e.status(other); got != http.StatusOK {
+		t.Errorf("the user's other session after Revoke: status %d, want 200", got)
+	}
+	if n := len(e.itemsOf(kindIndex, otherID)); n != 1 {
+		t.Errorf("the other session has %d index items, want 1", n)
+	}
+	if err := e.m.Revoke(context.Background(), alice, goneID); !errors.Is(err, ddbsession.ErrSessionNotFound) {
+		t.Errorf("second Revoke = %v, want ErrSessionNotFound", err)
 	}
 }
