@@ -299,3 +299,48 @@ func TestCustomLoadUser(t *testing.T) {
 		t.Errorf("erin, unknown to the loader: %d, want 401", w.Code)
 	}
 }
+
+// Several cookies may share the session cookie's name. The middleware
+// ignores malformed ones and decides by the first well-formed token alone:
+// a valid session behind an unknown token is not looked up.
+func TestRequireSessionWithSeveralCookies(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	valid := e.login(e.putUser("alice"))
+	malformed := &http.Cookie{Name: e.m.CookieName(), Value: "nope"}
+	unknown := &http.Cookie{Name: e.m.CookieName(), Value: strings.Repeat("A", 26)}
+	h := e.m.RequireSession(whoami(e.m))
+
+	for _, tc := range []struct {
+		name    string
+		cookies []*http.Cookie
+		want    int
+		reads   int // GetItems: the token looked up, and its user if found
+	}{
+		{"malformed, then valid", []*http.Cookie{malformed, valid}, http.StatusOK, 2},
+		{"valid, then malformed", []*http.Cookie{valid, malformed}, http.StatusOK, 2},
+		{"valid, then unknown", []*http.Cookie{valid, unknown}, http.StatusOK, 2},
+		{"unknown, then valid", []*http.Cookie{unknown, valid}, http.StatusUnauthorized, 1},
+		{"malformed, then unknown", []*http.Cookie{malformed, unknown}, http.StatusUnauthorized, 1},
+		{"two malformed", []*http.Cookie{malformed, malformed}, http.StatusUnauthorized, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.reset()
+			w := e.get(h, tc.cookies...)
+			if w.Code != tc.want {
+				t.Errorf("status %d, want %d", w.Code, tc.want)
+			}
+			if tc.want == http.StatusOK && w.Body.String() != "user:alice" {
+				t.Errorf("body %q, want user:alice", w.Body)
+			}
+			if reads := p.count("GetItem"); reads != tc.reads || p.total() != reads {
+				t.Errorf("%d DynamoDB calls, %d of them GetItems; want %d GetItems only", p.total(), reads, tc.reads)
+			}
+			c := sessionCookie(t, w.Result(), e.m.CookieName())
+			if cleared := c != nil && c.MaxAge < 0; cleared != (tc.want != http.StatusOK) {
+				t.Errorf("cookie cleared = %v, want %v", cleared, tc.want != http.StatusOK)
+			}
+		})
+	}
+}
