@@ -166,3 +166,55 @@ func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
 		t.Errorf("%d items after the failed Login, want 1 (the user)", n)
 	}
 }
+
+// Login and Logout end every well-formed session token the request carries,
+// up to four, whoever's sessions they are; malformed cookies among them do
+// not use up that bound. A session the request does not carry lives on.
+func TestLoginAndLogoutEndEveryCarriedSession(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"Login", "Logout"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			alice := e.putUser("alice")
+			bob := e.putUser("bob")
+			malformed := &http.Cookie{Name: e.m.CookieName(), Value: "nope"}
+			var carried []*http.Cookie
+			for _, user := range []ddbsession.UserKey{alice, bob, alice, bob} {
+				carried = append(carried, e.login(user))
+			}
+			kept := e.login(alice)
+			cookies := []*http.Cookie{malformed, carried[0], carried[1], malformed, carried[2], malformed, carried[3]}
+
+			w := newRecorder()
+			var err error
+			if end == "Login" {
+				err = e.m.Login(w, newRequest(cookies...), alice)
+			} else {
+				err = e.m.Logout(w, newRequest(cookies...))
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", end, err)
+			}
+			for i, c := range carried {
+				if got := e.status(c); got != http.StatusUnauthorized {
+					t.Errorf("carried session %d after %s: status %d, want 401", i+1, end, got)
+				}
+			}
+			if got := e.status(kept); got != http.StatusOK {
+				t.Errorf("session not carried: status %d, want 200", got)
+			}
+			want := 2 + 2 // the users, and the kept session's two items
+			if end == "Login" {
+				want += 2
+				c := sessionCookie(t, w.Result(), e.m.CookieName())
+				if c == nil || c.Value == "" || e.status(c) != http.StatusOK {
+					t.Errorf("Login's new session cookie %v does not work", c)
+				}
+			}
+			if n := len(e.scanAll()); n != want {
+				t.Errorf("%d items after %s, want %d: %v", n, end, want, itemsText(e.scanAll()))
+			}
+		})
+	}
+}
