@@ -24,6 +24,12 @@
 // app does (config.LoadDefaultConfig, including in runnable examples), so
 // reaches the test engine and nothing else. [Client] builds its client from
 // explicit dummy credentials and the endpoint besides.
+//
+// # Time to Live
+//
+// dynalite does not implement UpdateTimeToLive. [WithTTL] wraps a client so
+// that tests needing TTL on a table get it emulated in memory on such an
+// engine, and [SupportsTTL] tells whether the engine implements it itself.
 package ddbtest
 
 import (
