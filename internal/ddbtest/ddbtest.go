@@ -1,26 +1,51 @@
-// Package ddbtest finds the DynamoDB-compatible engine that tests run
-// against, in this order:
+// Package ddbtest gives tests a DynamoDB-compatible engine, and keeps every
+// test process away from AWS and from the caller's own credentials.
+//
+// # Engines
+//
+// [Main] finds the engine, in this order:
 //
 //  1. AWS_ENDPOINT_URL_DYNAMODB, the SDK's own variable, if set (the
 //     project's scripts/test starts the pinned dynalite and sets it);
-//  2. where a Docker engine answers, amazon/dynamodb-local started through
-//     dockertest for the test binary's lifetime (users with Docker; this
-//     project's own scripts and CI use dynalite);
-//  3. otherwise every test that asks for a client fails, saying how to start
-//     an engine. Tests never skip for want of one.
+//  2. where a Docker engine answers, amazon/dynamodb-local (a pinned tag)
+//     started through dockertest for the test binary's lifetime (users with
+//     Docker; this project's own scripts and CI use dynalite);
+//  3. otherwise Main prints how to start an engine and returns 1 before any
+//     test runs. Tests never skip for want of one.
+//
+// # Never AWS
+//
+// Main refuses an endpoint on an AWS host (amazonaws.com, api.aws and the
+// other partitions' domains, see [CheckEndpoint]). It also replaces the
+// process's AWS settings with fixed dummy ones: static placeholder
+// credentials, region us-east-1, no profile, no session token, shared config
+// and credentials files that do not exist, and no EC2 instance metadata.
+// Code under test that builds its client from the SDK's configuration, as an
+// app does (config.LoadDefaultConfig, including in runnable examples), so
+// reaches the test engine and nothing else. [Client] builds its client from
+// explicit dummy credentials and the endpoint besides.
+//
+// # Time to Live
+//
+// dynalite does not implement UpdateTimeToLive. [WithTTL] wraps a client so
+// that tests needing TTL on a table get it emulated in memory on such an
+// engine, and [SupportsTTL] tells whether the engine implements it itself.
 package ddbtest
 
 import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
@@ -28,97 +53,183 @@ import (
 
 const endpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
 
-// noEngine says why there is no engine, once Main has looked for one.
-var noEngine error
+// The dummy credentials and region of every test process. DynamoDB Local
+// 2.0 and later accept only letters and digits in an access key ID.
+const (
+	dummyAccessKeyID     = "ddbtest"
+	dummySecretAccessKey = "ddbtest"
+	testRegion           = "us-east-1"
+)
+
+// DynamoDB Local is pinned, never "latest", so that a test run means the
+// same thing next month. 3.3.1 is the release of 31 July 2026 in AWS's
+// release history for DynamoDB local
+// (docs.aws.amazon.com/amazondynamodb/latest/developerguide/DynamoDBLocalHistory.html),
+// and a published amazon/dynamodb-local image tag.
+const (
+	dynamoDBLocalImage = "amazon/dynamodb-local"
+	dynamoDBLocalTag   = "3.3.1"
+)
+
+// mainRan is set by Main before the tests start, so that Client can tell a
+// package whose TestMain forgot it.
+var mainRan bool
 
 // Main runs a package's tests with an engine in place: call it from
-// TestMain as os.Exit(ddbtest.Main(m)). An engine it starts in Docker is
-// published through AWS_ENDPOINT_URL_DYNAMODB, so that code under test finds
-// it the way an app finds any engine: through the SDK's own configuration.
+// TestMain as os.Exit(ddbtest.Main(m)). It returns 1 without running any
+// test when there is no engine or the endpoint is an AWS one. An engine it
+// starts in Docker is published through AWS_ENDPOINT_URL_DYNAMODB, so that
+// code under test finds it the way an app finds any engine: through the
+// SDK's own configuration.
 func Main(m *testing.M) int {
-	if os.Getenv(endpointEnv) == "" {
-		purge := startDocker()
+	isolateAWSConfig()
+	endpoint := os.Getenv(endpointEnv)
+	if endpoint == "" {
+		var purge func()
+		var err error
+		endpoint, purge, err = startDocker()
 		defer purge()
+		if err != nil {
+			fmt.Fprint(os.Stderr, instructions(err))
+			return 1
+		}
+		os.Setenv(endpointEnv, endpoint)
 	}
-	// A local engine needs some region and credentials; placeholders do.
-	setDefaultEnv("AWS_REGION", "us-east-1")
-	if os.Getenv("AWS_PROFILE") == "" {
-		setDefaultEnv("AWS_ACCESS_KEY_ID", "local")
-		setDefaultEnv("AWS_SECRET_ACCESS_KEY", "local")
+	if err := CheckEndpoint(endpoint); err != nil {
+		fmt.Fprint(os.Stderr, instructions(err))
+		return 1
 	}
+	mainRan = true
 	return m.Run()
 }
 
-func setDefaultEnv(name, value string) {
-	if os.Getenv(name) == "" {
+// instructions says why there is no engine and how to start one.
+func instructions(reason error) string {
+	return fmt.Sprintf("ddbtest: no DynamoDB engine for these tests: %v.\n"+
+		"No test ran. Run ./scripts/test, which installs and starts the pinned dynalite, or start one yourself:\n"+
+		"  npm ci && node scripts/dynalite.js 8000 &\n"+
+		"  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...\n"+
+		"Where Docker runs, the tests start %s:%s themselves.\n",
+		reason, dynamoDBLocalImage, dynamoDBLocalTag)
+}
+
+// isolateAWSConfig replaces the process's AWS settings with dummy ones, so
+// that no client built from the SDK's configuration can use the caller's
+// credentials, profile or instance role.
+func isolateAWSConfig() {
+	for _, name := range []string{
+		"AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+		"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_DEFAULT_REGION",
+		"AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+		// It would make the SDK ignore AWS_ENDPOINT_URL_DYNAMODB, and so
+		// go to DynamoDB itself.
+		"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+	} {
+		os.Unsetenv(name)
+	}
+	// A directory that does not exist, so neither can the files in it.
+	nowhere := filepath.Join(os.TempDir(), "ddbtest-no-aws-config-"+rand.Text())
+	for name, value := range map[string]string{
+		"AWS_ACCESS_KEY_ID":           dummyAccessKeyID,
+		"AWS_SECRET_ACCESS_KEY":       dummySecretAccessKey,
+		"AWS_REGION":                  testRegion,
+		"AWS_CONFIG_FILE":             filepath.Join(nowhere, "config"),
+		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(nowhere, "credentials"),
+		"AWS_EC2_METADATA_DISABLED":   "true",
+	} {
 		os.Setenv(name, value)
 	}
 }
 
-// startDocker starts DynamoDB Local in Docker, or records why it could not.
-func startDocker() (purge func()) {
+// awsDNSSuffixes are the domains of AWS's partitions, with their dual-stack
+// ones, as the SDK's endpoint rules list them
+// (aws-sdk-go-v2 internal/endpoints/awsrulesfn/partitions.json).
+var awsDNSSuffixes = []string{
+	"amazonaws.com", "api.aws", // aws, aws-us-gov
+	"amazonaws.com.cn", "api.amazonwebservices.com.cn", // aws-cn
+	"amazonaws.eu", "api.amazonwebservices.eu", // aws-eusc
+	"c2s.ic.gov", "api.aws.ic.gov", // aws-iso
+	"sc2s.sgov.gov", "api.aws.scloud", // aws-iso-b
+	"cloud.adc-e.uk", "api.cloud-aws.adc-e.uk", // aws-iso-e
+	"csp.hci.ic.gov", "api.aws.hci.ic.gov", // aws-iso-f
+}
+
+// CheckEndpoint returns an error unless endpoint is an http or https URL
+// whose host is not an AWS one. Main applies it to AWS_ENDPOINT_URL_DYNAMODB:
+// tests run against a local engine only, never against DynamoDB itself.
+func CheckEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("%s=%q is not an http:// or https:// URL", endpointEnv, endpoint)
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	for _, suffix := range awsDNSSuffixes {
+		if host == suffix || strings.HasSuffix(host, "."+suffix) {
+			return fmt.Errorf("%s=%q is an AWS endpoint (%s); tests run against a local engine only, never against AWS",
+				endpointEnv, endpoint, suffix)
+		}
+	}
+	return nil
+}
+
+// startDocker starts DynamoDB Local in Docker and returns its endpoint, or
+// says why it could not.
+func startDocker() (endpoint string, purge func(), err error) {
 	purge = func() {}
 	pool, err := dockertest.NewPool("")
 	if err == nil {
 		err = pool.Client.Ping()
 	}
 	if err != nil {
-		noEngine = fmt.Errorf("%s is not set and Docker is not available (%v)", endpointEnv, err)
-		return purge
+		return "", purge, fmt.Errorf("%s is not set and Docker is not available (%v)", endpointEnv, err)
 	}
 	res, err := pool.RunWithOptions(&dockertest.RunOptions{
-		Repository: "amazon/dynamodb-local",
-		Tag:        "latest",
+		Repository: dynamoDBLocalImage,
+		Tag:        dynamoDBLocalTag,
 		Cmd:        []string{"-jar", "DynamoDBLocal.jar", "-inMemory", "-sharedDb"},
 	}, func(hc *docker.HostConfig) { hc.AutoRemove = true })
 	if err != nil {
-		noEngine = fmt.Errorf("starting amazon/dynamodb-local in Docker: %v", err)
-		return purge
+		return "", purge, fmt.Errorf("starting %s:%s in Docker: %v", dynamoDBLocalImage, dynamoDBLocalTag, err)
 	}
 	purge = func() { _ = pool.Purge(res) }
 	_ = res.Expire(900) // a crashed test binary must not leave it running
-	os.Setenv(endpointEnv, "http://"+res.GetHostPort("8000/tcp"))
-	setDefaultEnv("AWS_REGION", "us-east-1")
-	setDefaultEnv("AWS_ACCESS_KEY_ID", "local")
-	setDefaultEnv("AWS_SECRET_ACCESS_KEY", "local")
-	client := newClient()
+	endpoint = "http://" + res.GetHostPort("8000/tcp")
+	client := newClient(endpoint)
 	pool.MaxWait = time.Minute
 	if err := pool.Retry(func() error {
 		_, err := client.ListTables(context.Background(), &dynamodb.ListTablesInput{})
 		return err
 	}); err != nil {
-		os.Unsetenv(endpointEnv)
-		noEngine = fmt.Errorf("DynamoDB Local in Docker did not answer: %v", err)
+		return "", purge, fmt.Errorf("DynamoDB Local in Docker did not answer: %v", err)
 	}
-	return purge
+	return endpoint, purge, nil
 }
 
-// Client returns a client for the test engine, or fails t with the steps to
-// start one.
+// Client returns a client for the test engine, or fails t saying what is
+// missing.
 func Client(t testing.TB) *dynamodb.Client {
 	t.Helper()
-	if os.Getenv(endpointEnv) == "" {
-		reason := noEngine
-		if reason == nil {
-			reason = fmt.Errorf("%s is not set and the package's TestMain does not call ddbtest.Main", endpointEnv)
-		}
-		t.Fatalf("no DynamoDB engine for this test: %v.\n"+
-			"Run ./scripts/test, which installs and starts the pinned dynalite, or start one yourself:\n"+
-			"  npm ci && node scripts/dynalite.js 8000 &\n"+
-			"  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...", reason)
+	if !mainRan {
+		t.Fatalf("ddbtest: the package's TestMain does not call ddbtest.Main, which finds the engine and keeps tests off AWS:\n" +
+			"  func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }")
 	}
-	return newClient()
+	endpoint := os.Getenv(endpointEnv)
+	if err := CheckEndpoint(endpoint); err != nil {
+		t.Fatalf("ddbtest: %v", err)
+	}
+	return newClient(endpoint)
 }
 
-// newClient builds a client from the SDK's own configuration, the way an
-// app does: AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and credentials from the
-// environment.
-func newClient() *dynamodb.Client {
-	cfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		panic(fmt.Sprintf("ddbtest: load AWS config: %v", err))
-	}
-	return dynamodb.NewFromConfig(cfg)
+// newClient builds a client for endpoint from explicit dummy credentials
+// and region, whatever the environment says.
+func newClient(endpoint string) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:       testRegion,
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider(dummyAccessKeyID, dummySecretAccessKey, ""),
+	})
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
