@@ -344,3 +344,42 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 		})
 	}
 }
+
+// Check reads a session that is due for refresh and leaves it as it was:
+// no write of any kind, the stored expiry unchanged.
+func TestCheckNeverWrites(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	want := loggedIn(e.sessionFor(cookie).ID, alice, start, time.Hour)
+	before := itemsText(e.scanAll())
+
+	e.clock.Advance(30 * time.Minute)
+	p.reset()
+	s, u, err := e.m.Check(context.Background(), cookie.Value)
+	if err != nil || u.Name != "alice" {
+		t.Fatalf("Check of a live session = %+v, %v", u, err)
+	}
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Errorf("session from Check (-want +got):\n%s", diff)
+	}
+	for _, op := range []string{"PutItem", "UpdateItem", "DeleteItem"} {
+		if n := p.count(op); n != 0 {
+			t.Errorf("Check made %d %s calls, want none", n, op)
+		}
+	}
+	if got := itemExpiry(t, e.itemOf(kindSession, s.ID)); !got.Equal(want.ExpiresAt) {
+		t.Errorf("stored expiresAt after Check = %v, want %v unchanged", got, want.ExpiresAt)
+	}
+	if diff := cmp.Diff(before, itemsText(e.scanAll())); diff != "" {
+		t.Errorf("table after Check (-before +after):\n%s", diff)
+	}
+
+	// The session was due: a request through the middleware refreshes it.
+	p.reset()
+	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || p.count("UpdateItem") == 0 {
+		t.Errorf("request after Check: status %d, %d UpdateItems; want 200 and a refresh", w.Code, p.count("UpdateItem"))
+	}
+}
