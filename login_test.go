@@ -218,3 +218,43 @@ func TestLoginAndLogoutEndEveryCarriedSession(t *testing.T) {
 		})
 	}
 }
+
+// Login deletes the sessions the request carries before it creates one. If
+// a delete fails, it stops there: no new session, no new cookie, and the
+// old session, which it could not end, still works.
+func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	old := e.login(alice)
+	oldID := e.sessionFor(old).ID
+	before := itemsText(e.scanAll())
+
+	failOn(p, "DeleteItem", errors.New("down"))
+	p.reset()
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(old), alice); err == nil {
+		t.Fatal("Login succeeded though deleting the carried session failed")
+	}
+	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil && c.Value != "" {
+		t.Errorf("failed Login sent a new session cookie: %v", c)
+	}
+	if n := p.count("DeleteItem"); n != 1 {
+		t.Errorf("%d DeleteItems, want 1 (the carried session's)", n)
+	}
+	if n := p.count("PutItem"); n != 0 {
+		t.Errorf("failed Login made %d PutItems, want none", n)
+	}
+	if diff := cmp.Diff(before, itemsText(e.scanAll())); diff != "" {
+		t.Errorf("table after the failed Login (-before +after):\n%s", diff)
+	}
+
+	p.fail = nil
+	if got := e.status(old); got != http.StatusOK {
+		t.Errorf("old session after the failed Login: status %d, want 200", got)
+	}
+	if diff := cmp.Diff([]string{oldID}, listIDs(e.mustList(alice))); diff != "" {
+		t.Errorf("alice's sessions after the failed Login (-want +got):\n%s", diff)
+	}
+}
