@@ -2,8 +2,6 @@ package ddbsession_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -24,15 +22,8 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 	e := newEnv(b, nil)
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
-	sum := sha256.Sum256([]byte(cookie.Value))
-	sessionKey := map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "SESSION#" + base64.RawURLEncoding.EncodeToString(sum[:])},
-		"sk": &types.AttributeValueMemberS{Value: "SESSION"},
-	}
-	userKey := map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: alice.PK},
-		"sk": &types.AttributeValueMemberS{Value: alice.SK},
-	}
+	sessionKey := sessionItemKey(cookie.Value)
+	userKey := userItemKey(alice)
 
 	// Warm the engine (dynalite's JIT) so neither side pays for it.
 	for range 1000 {

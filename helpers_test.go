@@ -438,6 +438,17 @@ func tokenHash(token string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
+// sessionItemKey is the documented primary key of token's session item.
+func sessionItemKey(token string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": attrS("SESSION#" + tokenHash(token)), "sk": attrS("SESSION")}
+}
+
+// userItemKey is the primary key of the user item under key, in a table
+// with the default key names and a sort key.
+func userItemKey(key ddbsession.UserKey) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": attrS(key.PK), "sk": attrS(key.SK)}
+}
+
 // scanAll returns every item in the env's table.
 func (e *env) scanAll() []map[string]types.AttributeValue {
 	e.t.Helper()

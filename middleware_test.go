@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
@@ -135,7 +134,7 @@ func TestRequireSessionRejects(t *testing.T) {
 			return c
 		}},
 		{"user item deleted", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {
-			e.deleteItem(map[string]types.AttributeValue{"pk": attrS(alice.PK), "sk": attrS(alice.SK)})
+			e.deleteItem(userItemKey(alice))
 			return c
 		}},
 		{"created before the user's cutoff", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {

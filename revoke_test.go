@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
@@ -130,7 +129,7 @@ func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 	other := e.login(alice)
 	otherID := e.sessionFor(other).ID
 
-	e.deleteItem(map[string]types.AttributeValue{"pk": attrS("SESSION#" + tokenHash(gone.Value)), "sk": attrS("SESSION")})
+	e.deleteItem(sessionItemKey(gone.Value))
 	if got := e.status(gone); got != http.StatusUnauthorized {
 		t.Fatalf("session without its item: status %d, want 401", got)
 	}

@@ -62,7 +62,7 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 	// The cutoff is stored in epoch milliseconds.
 	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: &e.table,
-		Key:       map[string]types.AttributeValue{"pk": attrS(alice.PK), "sk": attrS(alice.SK)},
+		Key:       userItemKey(alice),
 	})
 	if err != nil {
 		t.Fatal(err)

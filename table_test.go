@@ -222,7 +222,7 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 	}
 	user := ddbsession.UserKey{PK: "TENANT#1", SK: "USER#bob"}
 	_, err = client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
-		"PK": &types.AttributeValueMemberS{Value: user.PK}, "SK": &types.AttributeValueMemberS{Value: user.SK},
+		"PK": attrS(user.PK), "SK": attrS(user.SK),
 	}})
 	if err != nil {
 		t.Fatal(err)
