@@ -3,6 +3,7 @@ package ddbsession_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,76 +19,131 @@ import (
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
-func TestCreateTable(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	out, err := e.client.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: &e.table})
+// engines runs f against the test engine as it is, and against the same
+// engine through ddbtest.WithTTL, which adds Time to Live where the engine
+// lacks it. ttl tells f whether the client it gets has TTL: probed for the
+// engine itself, so that the assertions hold on DynamoDB (which has it) and
+// on dynalite (which has not), and both branches run on either.
+func engines(t *testing.T, f func(t *testing.T, ttl bool, withClient func(*ddbsession.Config[User]))) {
+	supported, err := ddbtest.SupportsTTL(context.Background(), ddbtest.Client(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := out.Table
-	if d.TableStatus != types.TableStatusActive {
-		t.Errorf("status %s, want ACTIVE", d.TableStatus)
-	}
-	if d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
-		t.Errorf("billing %+v, want PAY_PER_REQUEST", d.BillingModeSummary)
-	}
-	ignore := cmpopts.IgnoreUnexported(types.KeySchemaElement{}, types.AttributeDefinition{})
-	wantKeys := []types.KeySchemaElement{
-		{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-		{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-	}
-	if diff := cmp.Diff(wantKeys, d.KeySchema, ignore); diff != "" {
-		t.Errorf("key schema (-want +got):\n%s", diff)
-	}
-	wantAttrs := []types.AttributeDefinition{
-		{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-		{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-	}
-	if diff := cmp.Diff(wantAttrs, d.AttributeDefinitions, ignore); diff != "" {
-		t.Errorf("attribute definitions (-want +got):\n%s", diff)
-	}
-	// dynalite has no UpdateTimeToLive: CreateTable warned and carried on.
-	if !strings.Contains(e.logs.String(), "level=WARN") || !strings.Contains(e.logs.String(), "UpdateTimeToLive") {
-		t.Errorf("no warning about UpdateTimeToLive:\n%s", e.logs)
-	}
-	// Calling it again on the existing table is fine.
-	if err := e.m.CreateTable(context.Background()); err != nil {
-		t.Errorf("second CreateTable: %v", err)
-	}
+	t.Run(fmt.Sprintf("engine (TTL %v)", supported), func(t *testing.T) {
+		t.Parallel()
+		f(t, supported, nil)
+	})
+	t.Run("engine with TTL", func(t *testing.T) {
+		t.Parallel()
+		f(t, true, func(c *ddbsession.Config[User]) { c.Client = ddbtest.WithTTL(ddbtest.Client(t)) })
+	})
+}
+
+func TestCreateTable(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, ttl bool, withClient func(*ddbsession.Config[User])) {
+		e := newEnv(t, withClient)
+		out, err := e.client.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: &e.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := out.Table
+		if d.TableStatus != types.TableStatusActive {
+			t.Errorf("status %s, want ACTIVE", d.TableStatus)
+		}
+		if d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
+			t.Errorf("billing %+v, want PAY_PER_REQUEST", d.BillingModeSummary)
+		}
+		ignore := cmpopts.IgnoreUnexported(types.KeySchemaElement{}, types.AttributeDefinition{})
+		wantKeys := []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
+		}
+		if diff := cmp.Diff(wantKeys, d.KeySchema, ignore); diff != "" {
+			t.Errorf("key schema (-want +got):\n%s", diff)
+		}
+		wantAttrs := []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+		}
+		if diff := cmp.Diff(wantAttrs, d.AttributeDefinitions, ignore); diff != "" {
+			t.Errorf("attribute definitions (-want +got):\n%s", diff)
+		}
+
+		warned := strings.Contains(e.logs.String(), "level=WARN") && strings.Contains(e.logs.String(), "UpdateTimeToLive")
+		if ttl {
+			// TTL is on, on the configured attribute, and nothing warned.
+			out, err := e.cfg.Client.DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: &e.table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := out.TimeToLiveDescription
+			if d == nil || aws.ToString(d.AttributeName) != "expiresAt" ||
+				(d.TimeToLiveStatus != types.TimeToLiveStatusEnabled && d.TimeToLiveStatus != types.TimeToLiveStatusEnabling) {
+				t.Errorf("TTL after CreateTable = %+v, want enabled on expiresAt", d)
+			}
+			if warned {
+				t.Errorf("CreateTable warned about TTL on an engine that has it:\n%s", e.logs)
+			}
+		} else if !warned {
+			// The engine lacks UpdateTimeToLive: CreateTable warned and carried on.
+			t.Errorf("no warning about UpdateTimeToLive:\n%s", e.logs)
+		}
+
+		// Calling it again on the existing table is fine, TTL already on or not.
+		if err := e.m.CreateTable(context.Background()); err != nil {
+			t.Errorf("second CreateTable: %v", err)
+		}
+	})
 }
 
 func TestCheckTable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
-	err := e.m.CheckTable(context.Background())
-	// dynalite reports TTL off, and nothing else is wrong.
-	if !errors.Is(err, ddbsession.ErrTTLOff) || errors.Is(err, ddbsession.ErrTableSchema) {
-		t.Errorf("CheckTable on the created table = %v, want ErrTTLOff alone", err)
-	}
+	engines(t, func(t *testing.T, ttl bool, withClient func(*ddbsession.Config[User])) {
+		e := newEnv(t, withClient)
+		err := e.m.CheckTable(context.Background())
+		switch {
+		case ttl && err != nil:
+			t.Errorf("CheckTable on the table CreateTable made = %v, want nil", err)
+		case !ttl && (!errors.Is(err, ddbsession.ErrTTLOff) || errors.Is(err, ddbsession.ErrTableSchema)):
+			t.Errorf("CheckTable on an engine without TTL = %v, want ErrTTLOff alone", err)
+		}
 
-	mismatched := []struct {
-		name   string
-		mutate func(*ddbsession.Config[User])
-	}{
-		{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.HashOnly = true }},
-		{"other partition key name", func(c *ddbsession.Config[User]) { c.PartitionKey = "PK" }},
-		{"other sort key name", func(c *ddbsession.Config[User]) { c.SortKey = "SK" }},
-		{"missing expiry index", func(c *ddbsession.Config[User]) { c.ExpiryIndex = "expiry" }},
-	}
-	for _, tc := range mismatched {
-		t.Run(tc.name, func(t *testing.T) {
+		mismatched := []struct {
+			name   string
+			mutate func(*ddbsession.Config[User])
+		}{
+			{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.HashOnly = true }},
+			{"other partition key name", func(c *ddbsession.Config[User]) { c.PartitionKey = "PK" }},
+			{"other sort key name", func(c *ddbsession.Config[User]) { c.SortKey = "SK" }},
+			{"missing expiry index", func(c *ddbsession.Config[User]) { c.ExpiryIndex = "expiry" }},
+		}
+		for _, tc := range mismatched {
+			t.Run(tc.name, func(t *testing.T) {
+				cfg := e.cfg
+				tc.mutate(&cfg)
+				m, err := ddbsession.New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.CheckTable(context.Background()); !errors.Is(err, ddbsession.ErrTableSchema) {
+					t.Errorf("CheckTable = %v, want ErrTableSchema", err)
+				}
+			})
+		}
+		if ttl {
+			// TTL on another attribute than the configured one.
 			cfg := e.cfg
-			tc.mutate(&cfg)
+			cfg.TTLAttribute = "ttl"
 			m, err := ddbsession.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := m.CheckTable(context.Background()); !errors.Is(err, ddbsession.ErrTableSchema) {
-				t.Errorf("CheckTable = %v, want ErrTableSchema", err)
+			if err := m.CheckTable(context.Background()); !errors.Is(err, ddbsession.ErrTTLOff) {
+				t.Errorf("CheckTable with TTL on expiresAt, configured ttl = %v, want ErrTTLOff", err)
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestCheckTableNumberKey(t *testing.T) {
