@@ -129,3 +129,10 @@ func (p *probe) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTim
 	}
 	return p.next.DescribeTimeToLive(ctx, in, o...)
 }
+
+func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opts) (*dynamodb.BatchGetItemOutput, error) {
+	if err := p.enter(ctx, "BatchGetItem", in); err != nil {
+		return nil, err
+	}
+	return p.next.BatchGetItem(ctx, in, o...)
+}

@@ -19,6 +19,7 @@ import (
 // faults.
 type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -75,6 +76,18 @@ type Config[U any] struct {
 	// attributevalue.UnmarshalMap, and takes the cutoff from
 	// ValidAfterAttribute. Set it when users live elsewhere.
 	LoadUser func(ctx context.Context, key UserKey) (user U, validAfter time.Time, err error)
+
+	// HideUserKey keeps the user's key out of the session cookie. By
+	// default, when users live in Table (LoadUser is nil), the cookie
+	// carries the user item's key next to the token, so that a request
+	// reads the session and the user in one BatchGetItem: one round trip
+	// instead of two. The key is visible to whoever holds the cookie, who
+	// holds the session anyway; set HideUserKey where user keys are
+	// themselves sensitive (an email address, say), and requests make two
+	// sequential GetItems. Cookies of either form are accepted whatever
+	// the setting, which also makes it the switch for a rolling deploy:
+	// see "Rolling deploys" in the package documentation.
+	HideUserKey bool
 
 	// CookieName is the session cookie's name. The "__Host-" prefix is
 	// added if missing, because it makes browsers refuse the cookie unless

@@ -1,6 +1,7 @@
 package ddbsession_test
 
 import (
+	"encoding/base64"
 	"context"
 	"errors"
 	"net/http"
@@ -48,8 +49,14 @@ func TestLoginCookie(t *testing.T) {
 			if c == nil {
 				t.Fatalf("no cookie named %q in %q", tc.wantName, header)
 			}
-			if !tokenFormat.MatchString(c.Value) {
-				t.Errorf("token %q is not 26 base32 characters", c.Value)
+			// The token, then the user's key for the one-round-trip read.
+			token, user, _ := strings.Cut(c.Value, ".")
+			if !tokenFormat.MatchString(token) {
+				t.Errorf("token %q is not 26 base32 characters", token)
+			}
+			b64 := base64.RawURLEncoding.EncodeToString
+			if want := b64([]byte(alice.PK)) + "." + b64([]byte(alice.SK)); user != want {
+				t.Errorf("cookie %q carries user key %q, want %q", c.Value, user, want)
 			}
 			want := http.Cookie{
 				Name: tc.wantName, Value: c.Value, Path: "/", MaxAge: 3600,
@@ -126,7 +133,9 @@ func TestTokensAreUnique(t *testing.T) {
 // DynamoDB and is refused; a well-formed one reaches a store that is down
 // and is refused too. Nothing lets a request through. It needs no engine.
 func FuzzRequireSessionCookie(f *testing.F) {
-	for _, seed := range []string{"", "AAAAAAAAAAAAAAAAAAAAAAAAAA", "aaaaaaaaaaaaaaaaaaaaaaaaaa", "A=B", "\"quoted\"", strings.Repeat("7", 27), "%00"} {
+	for _, seed := range []string{"", "AAAAAAAAAAAAAAAAAAAAAAAAAA", "aaaaaaaaaaaaaaaaaaaaaaaaaa", "A=B", "\"quoted\"", strings.Repeat("7", 27), "%00",
+		"AAAAAAAAAAAAAAAAAAAAAAAAAA.VVNFUiNhbGljZQ.UFJPRklMRQ", "AAAAAAAAAAAAAAAAAAAAAAAAAA.VVNFUiNhbGljZQ", "AAAAAAAAAAAAAAAAAAAAAAAAAA..",
+		"AAAAAAAAAAAAAAAAAAAAAAAAAA.U0VTU0lPTiN4.eA"} {
 		f.Add(seed)
 	}
 	p := newProbe(nil)
@@ -147,10 +156,10 @@ func FuzzRequireSessionCookie(f *testing.F) {
 		// What the request carried after Go's own cookie parsing.
 		var wellFormed bool
 		for _, c := range r.CookiesNamed(m.CookieName()) {
-			wellFormed = wellFormed || tokenFormat.MatchString(c.Value)
+			wellFormed = wellFormed || wellFormedCookie(c.Value)
 		}
 		switch {
-		case wellFormed && (w.Code != http.StatusServiceUnavailable || p.count("GetItem") != 1):
+		case wellFormed && (w.Code != http.StatusServiceUnavailable || p.total() != 1):
 			t.Errorf("well-formed %q: status %d after %d calls, want 503 after 1", value, w.Code, p.total())
 		case !wellFormed && (w.Code != http.StatusUnauthorized || p.total() != 0):
 			t.Errorf("malformed %q: status %d after %d calls, want 401 after 0", value, w.Code, p.total())

@@ -4,9 +4,10 @@
 //
 // A [Manager] issues a random token in a __Host- cookie and keeps, in the
 // table, only the token's SHA-256 digest. [Manager.RequireSession] checks a
-// request with one strongly consistent GetItem for the session and one for
-// its user, and puts the user, as the app's own type, in the request
-// context, where [Manager.User] reads it back. It checks expiry in code,
+// request with one strongly consistent BatchGetItem that reads the session
+// and its user together (the cookie names the user's key next to the
+// token), and puts the user, as the app's own type, in the request context,
+// where [Manager.User] reads it back. It checks expiry in code,
 // because DynamoDB's TTL deletes expired items up to 48 hours late, and it
 // checks the user's sessions-valid-after cutoff, so that [Manager.RevokeAll]
 // logs a user out everywhere with one write and no scan. Requests slide the
@@ -93,6 +94,38 @@
 // A token is 26 characters of the RFC 4648 base32 alphabet (130 random
 // bits). The table never holds one: whoever reads it, or a backup of it,
 // cannot lift a live session out of it.
+//
+// # The cookie
+//
+// The cookie's value is the token, followed by the user item's key when
+// users live in the table (the default [Config.LoadUser]):
+//
+//	<token>.<base64url(userPK)>.<base64url(userSK)>   (".<base64url(userPK)>" alone in a hash-only table)
+//
+// base64url is unpadded. With the key in hand, a request reads the session
+// item and the user item in one BatchGetItem, one round trip, instead of two
+// GetItems one after the other. The session item names its user, and a
+// session whose user is not the cookie's is rejected, so a valid token can
+// never be paired with someone else's user. For "USER#alice"/"PROFILE" the
+// value is 52 characters; a key longer than 1,024 bytes is left out, and such
+// a session costs two reads.
+//
+// The user key is visible to whoever holds the cookie, who holds the session
+// anyway. Where the key itself is sensitive (an email address, say), set
+// [Config.HideUserKey]: cookies then carry the token alone and requests read
+// the session and the user in turn. A custom LoadUser always reads in turn.
+//
+// # Rolling deploys
+//
+// A release accepts cookies of both forms, with and without the user key,
+// whatever its setting, and a refresh re-issues the cookie in the form its
+// own setting asks for. Releases before the one-round-trip read accept only
+// the token alone, and reject (and clear) a cookie with a user key. To roll
+// out without signing anyone out: deploy this release with HideUserKey set,
+// so that every instance reads both forms while still issuing the old one;
+// once no older instance is left, unset it. To roll back past this release,
+// set HideUserKey first and wait for the session cookies to be refreshed
+// (at most [Config.RefreshInterval] of activity each).
 //
 // # Listing a user's sessions
 //

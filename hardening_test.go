@@ -63,7 +63,7 @@ func TestRefreshRepairsIndexItem(t *testing.T) {
 	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
 		t.Fatalf("refresh with a failed index write: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
 	}
-	if diff := cmp.Diff(map[string]int{"GetItem": 2, "UpdateItem": 2}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2}, p.calls); diff != "" {
 		t.Errorf("calls of the refresh with a failed index write (-want +got):\n%s", diff)
 	}
 	refreshed := time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)
@@ -99,7 +99,7 @@ func TestRefreshRepairsIndexItem(t *testing.T) {
 	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
 		t.Fatalf("repairing refresh: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
 	}
-	if diff := cmp.Diff(map[string]int{"GetItem": 2, "UpdateItem": 2, "PutItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2, "PutItem": 1}, p.calls); diff != "" {
 		t.Errorf("calls of the repairing refresh (-want +got):\n%s", diff)
 	}
 	now := e.clock.Now()

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -88,9 +89,9 @@ type env struct {
 // sub-second part, so that second and millisecond rounding both show.
 var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
 
-// newEnv creates a table for t and a Manager on it. mutate, if not nil,
-// adjusts the config before New validates it.
-func newEnv(t testing.TB, mutate func(*ddbsession.Config[User])) *env {
+// newEnv creates a table for t and a Manager on it. Each mutate that is not
+// nil adjusts the config, in order, before New validates it.
+func newEnv(t testing.TB, mutate ...func(*ddbsession.Config[User])) *env {
 	t.Helper()
 	client := ddbtest.Client(t)
 	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), clock: &clock{t: start}, logs: &syncBuffer{}}
@@ -102,8 +103,10 @@ func newEnv(t testing.TB, mutate func(*ddbsession.Config[User])) *env {
 		Now:             e.clock.Now,
 		Logger:          slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	if mutate != nil {
-		mutate(&e.cfg)
+	for _, f := range mutate {
+		if f != nil {
+			f(&e.cfg)
+		}
 	}
 	m, err := ddbsession.New(e.cfg)
 	if err != nil {
@@ -387,6 +390,35 @@ var (
 	expiryBucketFormat = regexp.MustCompile(`^([0-9]{10})#([0-9]+)$`)
 )
 
+// wellFormedCookie is the documented shape of a session cookie's value, in
+// a table with a sort key: the token alone, or the token followed by
+// ".<b64(userPK)>.<b64(userSK)>" (unpadded base64url of non-empty UTF-8, at
+// most 1024 bytes together, the partition key not under a session or index
+// prefix).
+func wellFormedCookie(v string) bool {
+	token, user, withUser := strings.Cut(v, ".")
+	if !tokenFormat.MatchString(token) {
+		return false
+	}
+	if !withUser {
+		return true
+	}
+	parts := strings.Split(user, ".")
+	if len(parts) != 2 {
+		return false
+	}
+	var key []string
+	for _, part := range parts {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(part)
+		if err != nil || len(b) == 0 || !utf8.Valid(b) {
+			return false
+		}
+		key = append(key, string(b))
+	}
+	return len(key[0])+len(key[1]) <= 1024 &&
+		!strings.HasPrefix(key[0], "SESSION#") && !strings.HasPrefix(key[0], "USERSESSIONS#")
+}
+
 // The documented values of the kind attribute.
 const (
 	kindSession = "session"
@@ -433,7 +465,8 @@ func itemsText(items []map[string]types.AttributeValue) []string {
 
 // tokenHash is base64url(SHA-256(token)), the documented table key of a
 // session without its prefix.
-func tokenHash(token string) string {
+func tokenHash(cookieValue string) string {
+	token, _, _ := strings.Cut(cookieValue, ".") // the documented credential: the token comes first
 	sum := sha256.Sum256([]byte(token))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }

@@ -16,10 +16,13 @@ import (
 // the session and its user in the request context. Any other request gets
 // [Config.Unauthorized], and a store failure gets [Config.StoreUnavailable].
 //
-// A request costs two strongly consistent GetItems, the session and its
-// user, and once per [Config.RefreshInterval] two UpdateItems (the session
-// and its per-user index item) that move the expiry forward; that response
-// re-sends the cookie.
+// A request costs one strongly consistent BatchGetItem of the session and
+// its user (two GetItems in turn with [Config.HideUserKey], a custom
+// [Config.LoadUser], or a cookie without the user key; see "The cookie" in
+// the package documentation), and once per [Config.RefreshInterval] two
+// UpdateItems (the session and its per-user index item) that move the
+// expiry forward; that response re-sends the cookie. A malformed cookie
+// costs no call at all.
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler {
 	return m.middleware(next, true)
 }
@@ -54,8 +57,8 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 // authenticate checks the request's session, refreshes it when due, and
 // clears the cookie of a session that is not valid.
 func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requestState[U], error) {
-	token, present := m.requestToken(r)
-	if token == "" {
+	cred, present := m.requestCredential(r)
+	if cred.Token == "" {
 		if present {
 			m.clearCookie(w)
 		}
@@ -64,17 +67,16 @@ func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requ
 	ctx, cancel := m.storeContext(r.Context())
 	defer cancel()
 	now := m.cfg.Now()
-	sessionPK := m.store.SessionPK(token)
-	s, u, err := m.check(ctx, sessionPK, now)
+	s, u, err := m.check(ctx, cred, now)
 	if err != nil {
 		if errors.Is(err, ErrNoSession) {
 			m.clearCookie(w)
 		}
 		return nil, err
 	}
-	if next, ok := m.refresh(ctx, sessionPK, s, now); ok {
+	if next, ok := m.refresh(ctx, m.store.SessionPK(cred.Token), s, now); ok {
 		s = next
-		m.setCookie(w, token, now, s.ExpiresAt)
+		m.setCookie(w, cred.Token, s, now)
 	}
 	return &requestState[U]{session: sessionOf(s), user: u}, nil
 }
@@ -117,7 +119,7 @@ func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey)
 	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {
 		return err
 	}
-	m.setCookie(w, token, now, s.ExpiresAt)
+	m.setCookie(w, token, s, now)
 	return nil
 }
 
@@ -157,17 +159,17 @@ func userAgent(r *http.Request) string {
 	return s[:n]
 }
 
-// requestToken returns the first well-formed session token among the
+// requestCredential returns the first well-formed credential among the
 // request's cookies of our name, and whether there was any such cookie at
 // all. Several cookies may share a name; malformed ones are ignored.
-func (m *Manager[U]) requestToken(r *http.Request) (token string, present bool) {
+func (m *Manager[U]) requestCredential(r *http.Request) (cred item.Credential, present bool) {
 	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
 		present = true
-		if item.ValidToken(c.Value) {
-			return c.Value, true
+		if cred, ok := m.store.ParseCredential(c.Value); ok {
+			return cred, true
 		}
 	}
-	return "", present
+	return item.Credential{}, present
 }
 
 // maxCarriedTokens bounds how many of a request's session cookies Login and
@@ -181,16 +183,20 @@ const maxCarriedTokens = 4
 func (m *Manager[U]) requestTokens(r *http.Request) []string {
 	var tokens []string
 	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
-		if item.ValidToken(c.Value) && len(tokens) < maxCarriedTokens {
-			tokens = append(tokens, c.Value)
+		if cred, ok := m.store.ParseCredential(c.Value); ok && len(tokens) < maxCarriedTokens {
+			tokens = append(tokens, cred.Token)
 		}
 	}
 	return tokens
 }
 
-// setCookie sends the session cookie with a Max-Age that ends at expires.
-func (m *Manager[U]) setCookie(w http.ResponseWriter, token string, now, expires time.Time) {
-	m.writeCookie(w, token, max(int(expires.Unix()-now.Unix()), 1))
+// setCookie sends the cookie of session s with a Max-Age that ends at its
+// expiry. The value carries the user's key too, unless LoadUser is the
+// app's own or HideUserKey is set (see Config.HideUserKey).
+func (m *Manager[U]) setCookie(w http.ResponseWriter, token string, s item.Session, now time.Time) {
+	withUser := m.cfg.LoadUser == nil && !m.cfg.HideUserKey
+	value := m.store.Credential(token, s.UserPK, s.UserSK, withUser)
+	m.writeCookie(w, value, max(int(s.ExpiresAt.Unix()-now.Unix()), 1))
 }
 
 // clearCookie tells the browser to drop the session cookie.

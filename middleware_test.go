@@ -2,6 +2,7 @@ package ddbsession_test
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,10 +15,31 @@ import (
 	"github.com/ddbsession/ddbsession"
 )
 
+// The two read paths: by default the cookie names the user and a request
+// reads session and user in one BatchGetItem; with HideUserKey it reads
+// them with two GetItems, one after the other.
+var readPaths = []struct {
+	name   string
+	mutate func(*ddbsession.Config[User])
+	calls  map[string]int // per authenticated request
+}{
+	{"one round trip", nil, map[string]int{"BatchGetItem": 1}},
+	{"HideUserKey", func(c *ddbsession.Config[User]) { c.HideUserKey = true }, map[string]int{"GetItem": 2}},
+}
+
 func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
 	t.Parallel()
+	for _, path := range readPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			testValidSessionThrough(t, path.mutate, path.calls)
+		})
+	}
+}
+
+func testValidSessionThrough(t *testing.T, mutate func(*ddbsession.Config[User]), calls map[string]int) {
 	var p *probe
-	e := newEnv(t, withProbe(&p))
+	e := newEnv(t, withProbe(&p), mutate)
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
 
@@ -38,8 +60,8 @@ func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("status %d, body %q; want 200", w.Code, w.Body)
 	}
-	// The hot path: two strongly consistent reads (session, user), no writes.
-	if diff := cmp.Diff(map[string]int{"GetItem": 2}, p.calls); diff != "" {
+	// The hot path: strongly consistent reads of session and user, no writes.
+	if diff := cmp.Diff(calls, p.calls); diff != "" {
 		t.Errorf("DynamoDB calls per request (-want +got):\n%s", diff)
 	}
 	if got.User != alice || len(got.ID) != 32 || got.UserAgent != "test-agent/1.0" {
@@ -58,21 +80,32 @@ func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
 
 func TestRequireSessionReadsConsistently(t *testing.T) {
 	t.Parallel()
-	var p *probe
-	e := newEnv(t, withProbe(&p))
-	cookie := e.login(e.putUser("alice"))
-	var reads []bool
-	p.before = func(_ context.Context, op string, in any) {
-		if op == "GetItem" {
-			in := in.(*dynamodb.GetItemInput)
-			reads = append(reads, in.ConsistentRead != nil && *in.ConsistentRead)
-		}
-	}
-	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK {
-		t.Fatalf("status %d", w.Code)
-	}
-	if diff := cmp.Diff([]bool{true, true}, reads); diff != "" {
-		t.Errorf("ConsistentRead of each GetItem (-want +got):\n%s", diff)
+	for _, path := range readPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			var p *probe
+			e := newEnv(t, withProbe(&p), path.mutate)
+			cookie := e.login(e.putUser("alice"))
+			var reads []bool
+			p.before = func(_ context.Context, op string, in any) {
+				switch in := in.(type) {
+				case *dynamodb.GetItemInput:
+					reads = append(reads, in.ConsistentRead != nil && *in.ConsistentRead)
+				case *dynamodb.BatchGetItemInput:
+					for _, ka := range in.RequestItems {
+						for range ka.Keys {
+							reads = append(reads, ka.ConsistentRead != nil && *ka.ConsistentRead)
+						}
+					}
+				}
+			}
+			if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK {
+				t.Fatalf("status %d", w.Code)
+			}
+			if diff := cmp.Diff([]bool{true, true}, reads); diff != "" {
+				t.Errorf("ConsistentRead of each item read (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -80,7 +113,9 @@ func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 	t.Parallel()
 	var p *probe
 	e := newEnv(t, withProbe(&p))
-	valid := e.login(e.putUser("alice")).Value
+	cookie := e.login(e.putUser("alice")).Value
+	valid, user, _ := strings.Cut(cookie, ".") // the token, and the user key that follows it
+	b64 := base64.RawURLEncoding.EncodeToString
 	h := e.m.RequireSession(whoami(e.m))
 
 	cases := map[string]string{
@@ -97,6 +132,21 @@ func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 		"public ID":     strings.Repeat("ab", 16),
 		"very long":     strings.Repeat("A", 4096),
 		"control bytes": valid[:25] + "\x00",
+		// The user key that may follow the token must fit the table and be
+		// one that a user item could have.
+		"token and a dot":         valid + ".",
+		"no sort key":             valid + "." + b64([]byte("USER#alice")),
+		"three key parts":         valid + "." + user + "." + b64([]byte("x")),
+		"empty partition key":     valid + ".." + b64([]byte("PROFILE")),
+		"empty sort key":          valid + "." + b64([]byte("USER#alice")) + ".",
+		"padded base64":           valid + "." + base64.URLEncoding.EncodeToString([]byte("USER#alice")) + "." + b64([]byte("PROFILE")),
+		"standard base64":         valid + "." + base64.RawStdEncoding.EncodeToString([]byte("USER?>alice")) + "." + b64([]byte("PROFILE")),
+		"not UTF-8":               valid + "." + b64([]byte("USER#\xff")) + "." + b64([]byte("PROFILE")),
+		"a session item's key":    valid + "." + b64([]byte("SESSION#"+tokenHash(valid))) + "." + b64([]byte("SESSION")),
+		"an index partition":      valid + "." + b64([]byte("USERSESSIONS#10#USER#alicePROFILE")) + "." + b64([]byte("SID#x")),
+		"a user key over 1024 B":  valid + "." + b64([]byte(strings.Repeat("U", 1000))) + "." + b64([]byte(strings.Repeat("S", 25))),
+		"the user key, no token":  user,
+		"a lowercase token":       strings.ToLower(valid) + "." + user,
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -315,11 +365,11 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 		name    string
 		cookies []*http.Cookie
 		want    int
-		reads   int // GetItems: the token looked up, and its user if found
+		reads   int // the calls: one BatchGetItem for the valid cookie, which names its user; one GetItem for the unknown token
 	}{
-		{"malformed, then valid", []*http.Cookie{malformed, valid}, http.StatusOK, 2},
-		{"valid, then malformed", []*http.Cookie{valid, malformed}, http.StatusOK, 2},
-		{"valid, then unknown", []*http.Cookie{valid, unknown}, http.StatusOK, 2},
+		{"malformed, then valid", []*http.Cookie{malformed, valid}, http.StatusOK, 1},
+		{"valid, then malformed", []*http.Cookie{valid, malformed}, http.StatusOK, 1},
+		{"valid, then unknown", []*http.Cookie{valid, unknown}, http.StatusOK, 1},
 		{"unknown, then valid", []*http.Cookie{unknown, valid}, http.StatusUnauthorized, 1},
 		{"malformed, then unknown", []*http.Cookie{malformed, unknown}, http.StatusUnauthorized, 1},
 		{"two malformed", []*http.Cookie{malformed, malformed}, http.StatusUnauthorized, 0},
@@ -333,8 +383,8 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 			if tc.want == http.StatusOK && w.Body.String() != "user:alice" {
 				t.Errorf("body %q, want user:alice", w.Body)
 			}
-			if reads := p.count("GetItem"); reads != tc.reads || p.total() != reads {
-				t.Errorf("%d DynamoDB calls, %d of them GetItems; want %d GetItems only", p.total(), reads, tc.reads)
+			if reads := p.count("GetItem") + p.count("BatchGetItem"); reads != tc.reads || p.total() != reads {
+				t.Errorf("%d DynamoDB calls, %d of them reads; want %d reads only", p.total(), reads, tc.reads)
 			}
 			c := sessionCookie(t, w.Result(), e.m.CookieName())
 			if cleared := c != nil && c.MaxAge < 0; cleared != (tc.want != http.StatusOK) {

@@ -33,7 +33,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 			t.Fatalf("status %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"GetItem": 10}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 5}, p.calls); diff != "" {
 		t.Errorf("calls between refreshes (-want +got):\n%s", diff)
 	}
 
@@ -42,7 +42,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 	e.clock.Advance(5 * time.Minute) // 10m after login
 	p.reset()
 	w := e.get(h, cookie)
-	if diff := cmp.Diff(map[string]int{"GetItem": 2, "UpdateItem": 2}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2}, p.calls); diff != "" {
 		t.Errorf("calls of the refreshing request (-want +got):\n%s", diff)
 	}
 	now := e.clock.Now()

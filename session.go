@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -67,51 +68,93 @@ func (l lifetimes) refreshed(s item.Session, now time.Time) (item.Session, bool)
 	return next, true
 }
 
-// Check does the middleware's work without HTTP, for a token that arrived
-// some other way (a WebSocket upgrade, a test). It returns [ErrNoSession]
-// for any token that does not grant a session, and another error only when
-// the store failed. It does not refresh the session, so a session used only
-// through Check expires after [Config.IdleTimeout]; it never writes.
+// Check does the middleware's work without HTTP, for a session cookie's
+// value or token that arrived some other way (a WebSocket upgrade, a test).
+// It returns [ErrNoSession] for any value that does not grant a session, and
+// another error only when the store failed. It does not refresh the session,
+// so a session used only through Check expires after [Config.IdleTimeout];
+// it never writes.
 func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error) {
-	if !item.ValidToken(token) {
+	cred, ok := m.store.ParseCredential(token)
+	if !ok {
 		var zero U
 		return Session{}, zero, ErrNoSession
 	}
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	s, u, err := m.check(ctx, m.store.SessionPK(token), m.cfg.Now())
+	s, u, err := m.check(ctx, cred, m.cfg.Now())
 	return sessionOf(s), u, err
 }
 
-// check loads the session under sessionPK and its user, and decides whether
-// the session is valid at now: present, live, and created at or after its
-// user's sessions-valid-after cutoff. A panic, say in a LoadUser of the
-// app's, becomes an error so that it fails the request closed instead of
-// escaping.
-func (m *Manager[U]) check(ctx context.Context, sessionPK string, now time.Time) (s item.Session, u U, err error) {
+// check reads the session of cred and its user, and decides whether the
+// session is valid at now: present, live, naming the credential's user if
+// the credential names one, and created at or after its user's
+// sessions-valid-after cutoff. A panic, say in a LoadUser of the app's,
+// becomes an error so that it fails the request closed instead of escaping.
+func (m *Manager[U]) check(ctx context.Context, cred item.Credential, now time.Time) (s item.Session, u U, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &panicError{value: p, stack: debug.Stack()}
 		}
 	}()
-	s, ok, err := m.store.getSession(ctx, sessionPK)
+	var validAfter time.Time
+	if cred.HasUser() && m.cfg.LoadUser == nil {
+		s, u, validAfter, err = m.readTogether(ctx, cred, now)
+	} else {
+		s, u, validAfter, err = m.readInTurn(ctx, cred, now)
+	}
 	if err != nil {
 		return item.Session{}, u, err
-	}
-	if !ok || !m.life.live(s, now) {
-		return item.Session{}, u, ErrNoSession
-	}
-	u, validAfter, err := m.loadUser(ctx, UserKey{PK: s.UserPK, SK: s.UserSK})
-	if errors.Is(err, ErrUserNotFound) {
-		return item.Session{}, u, ErrNoSession
-	}
-	if err != nil {
-		return item.Session{}, u, fmt.Errorf("ddbsession: load user: %w", err)
 	}
 	if s.CreatedAt.Before(validAfter) {
 		return item.Session{}, u, ErrNoSession
 	}
 	return s, u, nil
+}
+
+// readTogether reads the session and the user item that cred names in one
+// round trip.
+func (m *Manager[U]) readTogether(ctx context.Context, cred item.Credential, now time.Time) (s item.Session, u U, validAfter time.Time, err error) {
+	s, found, userItem, err := m.store.getSessionAndUser(ctx, m.store.SessionPK(cred.Token), cred.UserPK, cred.UserSK)
+	if err != nil {
+		return s, u, validAfter, err
+	}
+	if !m.valid(s, found, cred, now) || userItem == nil {
+		return s, u, validAfter, ErrNoSession
+	}
+	u, validAfter, err = m.decodeUser(userItem)
+	if err != nil {
+		return s, u, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
+	}
+	return s, u, validAfter, nil
+}
+
+// readInTurn reads the session, then its user through LoadUser: two round
+// trips, for credentials without a user key and for users kept elsewhere.
+func (m *Manager[U]) readInTurn(ctx context.Context, cred item.Credential, now time.Time) (s item.Session, u U, validAfter time.Time, err error) {
+	s, found, err := m.store.getSession(ctx, m.store.SessionPK(cred.Token))
+	if err != nil {
+		return s, u, validAfter, err
+	}
+	if !m.valid(s, found, cred, now) {
+		return s, u, validAfter, ErrNoSession
+	}
+	u, validAfter, err = m.loadUser(ctx, UserKey{PK: s.UserPK, SK: s.UserSK})
+	if errors.Is(err, ErrUserNotFound) {
+		return s, u, validAfter, ErrNoSession
+	}
+	if err != nil {
+		return s, u, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
+	}
+	return s, u, validAfter, nil
+}
+
+// valid reports whether a session read for cred is present, live at now,
+// and, if cred names a user, that user's: a valid token is never paired
+// with someone else's user.
+func (m *Manager[U]) valid(s item.Session, found bool, cred item.Credential, now time.Time) bool {
+	return found && m.life.live(s, now) &&
+		(!cred.HasUser() || (s.UserPK == cred.UserPK && s.UserSK == cred.UserSK))
 }
 
 // panicError is a panic recovered while checking a session, with the stack
@@ -145,7 +188,7 @@ func (m *Manager[U]) refresh(ctx context.Context, sessionPK string, s item.Sessi
 }
 
 // loadUserItem is the default [Config.LoadUser]: one strongly consistent
-// GetItem of the user's item in the sessions table, decoded into U.
+// GetItem of the user's item in the sessions table.
 func (m *Manager[U]) loadUserItem(ctx context.Context, key UserKey) (u U, validAfter time.Time, err error) {
 	av, err := m.store.getUser(ctx, key.PK, key.SK)
 	if err != nil {
@@ -154,6 +197,11 @@ func (m *Manager[U]) loadUserItem(ctx context.Context, key UserKey) (u U, validA
 	if av == nil {
 		return u, validAfter, ErrUserNotFound
 	}
+	return m.decodeUser(av)
+}
+
+// decodeUser decodes a user item into U and reads its cutoff.
+func (m *Manager[U]) decodeUser(av map[string]types.AttributeValue) (u U, validAfter time.Time, err error) {
 	if err := attributevalue.UnmarshalMap(av, &u); err != nil {
 		return u, validAfter, fmt.Errorf("decode user item: %w", err)
 	}

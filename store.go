@@ -55,6 +55,51 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 	return s, true, nil
 }
 
+// getSessionAndUser reads the session item under sessionPK and the user
+// item under (userPK, userSK) in one strongly consistent BatchGetItem: one
+// round trip. Keys that DynamoDB leaves unprocessed (under throttling) are
+// asked for again, after a short pause, until ctx ends. The session is
+// reported as getSession reports it; the user item is nil if there is none.
+func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string) (s item.Session, found bool, user map[string]types.AttributeValue, err error) {
+	keys := []map[string]types.AttributeValue{st.SessionKey(sessionPK), st.Key(userPK, userSK)}
+	var sessionItem map[string]types.AttributeValue
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		out, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
+		})
+		if err != nil {
+			return s, false, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
+		}
+		for _, av := range out.Responses[st.table] {
+			// The credential's user key never lies under the session
+			// prefix, so the partition key tells the two items apart.
+			if pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); pk != nil && pk.Value == sessionPK {
+				sessionItem = av
+			} else {
+				user = av
+			}
+		}
+		keys = out.UnprocessedKeys[st.table].Keys
+		if len(keys) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return s, false, nil, fmt.Errorf("ddbsession: get session and user: unprocessed keys: %w", ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+	if sessionItem == nil {
+		return s, false, user, nil
+	}
+	s, err = st.Decode(sessionItem, item.KindSession)
+	if err != nil {
+		st.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
+		return s, false, user, nil
+	}
+	return s, true, user, nil
+}
+
 // getUser reads a user item with one strongly consistent GetItem; nil if
 // there is none.
 func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
