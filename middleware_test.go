@@ -134,19 +134,19 @@ func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 		"control bytes": valid[:25] + "\x00",
 		// The user key that may follow the token must fit the table and be
 		// one that a user item could have.
-		"token and a dot":         valid + ".",
-		"no sort key":             valid + "." + b64([]byte("USER#alice")),
-		"three key parts":         valid + "." + user + "." + b64([]byte("x")),
-		"empty partition key":     valid + ".." + b64([]byte("PROFILE")),
-		"empty sort key":          valid + "." + b64([]byte("USER#alice")) + ".",
-		"padded base64":           valid + "." + base64.URLEncoding.EncodeToString([]byte("USER#alice")) + "." + b64([]byte("PROFILE")),
-		"standard base64":         valid + "." + base64.RawStdEncoding.EncodeToString([]byte("USER?>alice")) + "." + b64([]byte("PROFILE")),
-		"not UTF-8":               valid + "." + b64([]byte("USER#\xff")) + "." + b64([]byte("PROFILE")),
-		"a session item's key":    valid + "." + b64([]byte("SESSION#"+tokenHash(valid))) + "." + b64([]byte("SESSION")),
-		"an index partition":      valid + "." + b64([]byte("USERSESSIONS#10#USER#alicePROFILE")) + "." + b64([]byte("SID#x")),
-		"a user key over 1024 B":  valid + "." + b64([]byte(strings.Repeat("U", 1000))) + "." + b64([]byte(strings.Repeat("S", 25))),
-		"the user key, no token":  user,
-		"a lowercase token":       strings.ToLower(valid) + "." + user,
+		"token and a dot":        valid + ".",
+		"no sort key":            valid + "." + b64([]byte("USER#alice")),
+		"three key parts":        valid + "." + user + "." + b64([]byte("x")),
+		"empty partition key":    valid + ".." + b64([]byte("PROFILE")),
+		"empty sort key":         valid + "." + b64([]byte("USER#alice")) + ".",
+		"padded base64":          valid + "." + base64.URLEncoding.EncodeToString([]byte("USER#alice")) + "." + b64([]byte("PROFILE")),
+		"standard base64":        valid + "." + base64.RawStdEncoding.EncodeToString([]byte("USER?>alice")) + "." + b64([]byte("PROFILE")),
+		"not UTF-8":              valid + "." + b64([]byte("USER#\xff")) + "." + b64([]byte("PROFILE")),
+		"a session item's key":   valid + "." + b64([]byte("SESSION#"+tokenHash(valid))) + "." + b64([]byte("SESSION")),
+		"an index partition":     valid + "." + b64([]byte("USERSESSIONS#10#USER#alicePROFILE")) + "." + b64([]byte("SID#x")),
+		"a user key over 1024 B": valid + "." + b64([]byte(strings.Repeat("U", 1000))) + "." + b64([]byte(strings.Repeat("S", 25))),
+		"the user key, no token": user,
+		"a lowercase token":      strings.ToLower(valid) + "." + user,
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {

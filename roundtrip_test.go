@@ -56,7 +56,9 @@ func TestCookieUserMustBeTheSessions(t *testing.T) {
 		t.Errorf("Check of alice's token with bob's key = %v, want ErrNoSession", err)
 	}
 	cfg := e.cfg
-	cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) { return User{Name: "loaded"}, time.Time{}, nil }
+	cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
+		return User{Name: "loaded"}, time.Time{}, nil
+	}
 	custom, err := ddbsession.New(cfg)
 	if err != nil {
 		t.Fatal(err)
