@@ -224,6 +224,13 @@ func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 	return f.Client.GetItem(ctx, in, opts...)
 }
 
+func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := f.fail("BatchGetItem"); err != nil {
+		return nil, err
+	}
+	return f.Client.BatchGetItem(ctx, in, opts...)
+}
+
 func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	if err := f.fail("PutItem"); err != nil {
 		return nil, err
