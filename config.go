@@ -114,7 +114,8 @@ type Config[U any] struct {
 	// active it is (OWASP's absolute timeout). Default 30 days.
 	AbsoluteLifetime time.Duration
 
-	// StoreTimeout bounds the DynamoDB work of one request. Default 2s.
+	// StoreTimeout bounds the DynamoDB work of one request, and on its own
+	// a refresh's writes, which run after the response. Default 2s.
 	StoreTimeout time.Duration
 
 	// ExpiryIndex names an optional global secondary index on

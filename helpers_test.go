@@ -24,11 +24,30 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
+	"go.uber.org/goleak"
+
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+// TestMain runs the tests against the test engine, then checks that they
+// left no goroutine behind: refresh writes run off the request path and
+// must all have ended. The HTTP client's idle keep-alive connections are
+// not the library's.
+func TestMain(m *testing.M) {
+	code := ddbtest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // User is the app's user type in these tests, decoded from its item.
 type User struct {
@@ -236,7 +255,18 @@ func (e *env) get(h http.Handler, cookies ...*http.Cookie) *httptest.ResponseRec
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
+	e.settle()
 	return w
+}
+
+// settle waits for the env Manager's refresh writes, which run off the
+// request path, so that a test sees the table as the request left it.
+func (e *env) settle() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.m.Wait(ctx); err != nil {
+		e.t.Errorf("refresh writes still pending: %v", err)
+	}
 }
 
 // status returns the status of a request through RequireSession with c.

@@ -19,10 +19,12 @@ import (
 // A request costs one strongly consistent BatchGetItem of the session and
 // its user (two GetItems in turn with [Config.HideUserKey], a custom
 // [Config.LoadUser], or a cookie without the user key; see "The cookie" in
-// the package documentation), and once per [Config.RefreshInterval] two
-// UpdateItems (the session and its per-user index item) that move the
-// expiry forward; that response re-sends the cookie. A malformed cookie
-// costs no call at all.
+// the package documentation). Once per [Config.RefreshInterval] a request
+// also moves the session's expiry forward: it re-sends the cookie at once,
+// and two UpdateItems (the session and its per-user index item) follow after
+// the response, one per session per process however many requests find it
+// due ([Manager.Wait] waits for them on shutdown). A malformed cookie costs
+// no call at all.
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler {
 	return m.middleware(next, true)
 }

@@ -20,6 +20,8 @@ type Manager[U any] struct {
 	store    *store
 	life     lifetimes
 	loadUser func(ctx context.Context, key UserKey) (U, time.Time, error)
+
+	refreshes refreshes
 }
 
 // UserKey is the primary key of the user's item: the app's own PK and, in a

@@ -117,19 +117,72 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 	}
 }
 
-// Concurrent requests that all find the session due write it once.
+// Concurrent requests in one process that all find the session due send
+// one session write between them, and only the request that sent it
+// re-sends the cookie. The write is held until every response is out, so
+// that each request read the old expiry and found the session due.
 func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 	t.Parallel()
 	var p *probe
-	e := newEnv(t, withProbe(&p))
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.StoreTimeout = 10 * time.Second })
 	cookie := e.login(e.putUser("alice"))
 	h := e.m.RequireSession(whoami(e.m))
 	e.clock.Advance(30 * time.Minute)
 
-	// Hold every session write until all requests are ready to write, so
-	// that each has read the session before any write lands. A version that
-	// let fewer requests try would stall here until the timeout, and fail
-	// the count below.
+	hold := make(chan struct{})
+	p.before = func(_ context.Context, op string, in any) {
+		if op == "UpdateItem" && strings.HasPrefix(updateKey(in), "SESSION#") {
+			<-hold
+		}
+	}
+	p.reset()
+	const n = 100
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		cookies int
+	)
+	for range n {
+		wg.Go(func() {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.AddCookie(cookie)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r) // not e.get, which would wait for the held write
+			if w.Code != http.StatusOK {
+				t.Errorf("status %d", w.Code)
+			}
+			if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil {
+				mu.Lock()
+				cookies++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(hold)
+	e.settle()
+	if got := p.count("UpdateItem"); got != 2 {
+		t.Errorf("%d UpdateItems for %d concurrent requests, want 2 (the session once, its index item once)", got, n)
+	}
+	if cookies != 1 {
+		t.Errorf("%d responses re-sent the cookie, want 1", cookies)
+	}
+	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
+		t.Errorf("expiresAt = %d, want %d", got, want)
+	}
+}
+
+// Concurrent refreshes from several processes (Managers) that read the same
+// expiry: each tries its write, and the condition lets exactly one through.
+func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	e.clock.Advance(30 * time.Minute)
+
+	// Hold every session write until all instances are ready to write, so
+	// that each has read the session before any write lands.
 	const n = 8
 	var mu sync.Mutex
 	arrived := 0
@@ -149,30 +202,31 @@ func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}
+	instances := make([]*ddbsession.Manager[User], n)
+	for i := range instances {
+		m, err := ddbsession.New(e.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		instances[i] = m
+	}
 	p.reset()
 	var wg sync.WaitGroup
-	cookies := 0
-	for range n {
+	for _, m := range instances {
 		wg.Go(func() {
-			w := e.get(h, cookie)
-			if w.Code != http.StatusOK {
+			if w := e.get(m.RequireSession(whoami(m)), cookie); w.Code != http.StatusOK {
 				t.Errorf("status %d", w.Code)
 			}
-			if sessionCookie(t, w.Result(), e.m.CookieName()) != nil {
-				mu.Lock()
-				cookies++
-				mu.Unlock()
+			if err := m.Wait(context.Background()); err != nil {
+				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	// Every request tried the session write; the condition let one through,
-	// which then updated the index item too.
+	// Every instance tried the session write; the condition let one
+	// through, which then updated the index item too.
 	if got := p.count("UpdateItem"); got != n+1 {
-		t.Errorf("%d UpdateItems, want %d (one per request, plus one index item)", got, n+1)
-	}
-	if cookies != 1 {
-		t.Errorf("%d responses re-sent the cookie, want 1", cookies)
+		t.Errorf("%d UpdateItems, want %d (one per instance, plus one index item)", got, n+1)
 	}
 	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
 		t.Errorf("expiresAt = %d, want %d", got, want)
@@ -205,8 +259,10 @@ func TestRefreshNeverRevivesDeletedSession(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Errorf("the request that read a live session: status %d, want 200", w.Code)
 	}
-	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil {
-		t.Errorf("a failed refresh re-sent the cookie: %v", c)
+	// The refresh runs after the response is decided, so its cookie went
+	// out; it carries the same credential, which is dead.
+	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil && c.Value != cookie.Value {
+		t.Errorf("a refresh sent another credential: %v", c)
 	}
 	if items := e.scanAll(); len(items) != 1 {
 		t.Errorf("%d items after Logout raced a refresh, want only the user item: %v", len(items), items)
@@ -266,13 +322,56 @@ func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 	if w.Code != http.StatusOK || w.Body.String() != "user:alice" {
 		t.Errorf("status %d %q, want 200 user:alice", w.Code, w.Body)
 	}
-	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil {
-		t.Errorf("failed refresh re-sent the cookie: %v", c)
+	// The cookie went out before the write failed, with the same
+	// credential: the table, not the cookie, decides.
+	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil && c.Value != cookie.Value {
+		t.Errorf("a refresh sent another credential: %v", c)
 	}
 	if !strings.Contains(e.logs.String(), "refresh session") || !strings.Contains(e.logs.String(), "throttled") {
 		t.Errorf("failed refresh not logged:\n%s", e.logs)
 	}
 	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != before {
 		t.Errorf("expiresAt moved to %d despite the failure", got)
+	}
+	// A failed write is not remembered: the next request tries again.
+	p.fail = nil
+	e.get(e.m.RequireSession(whoami(e.m)), cookie)
+	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
+		t.Errorf("expiresAt after the next request = %d, want %d", got, want)
+	}
+}
+
+// Wait returns once the refresh writes that requests started have ended,
+// and no sooner, or when its context ends.
+func TestWaitForRefreshWrites(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	e.clock.Advance(30 * time.Minute)
+	hold := make(chan struct{})
+	p.before = func(_ context.Context, op string, _ any) {
+		if op == "UpdateItem" {
+			<-hold
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(cookie)
+	w := httptest.NewRecorder()
+	e.m.RequireSession(whoami(e.m)).ServeHTTP(w, r) // answered while the write is held
+	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
+		t.Fatalf("status %d, cookie %v: want 200 and the refreshed cookie before the write", w.Code, w.Header().Values("Set-Cookie"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := e.m.Wait(ctx); err == nil {
+		t.Error("Wait returned while a refresh write was held")
+	}
+	close(hold)
+	if err := e.m.Wait(context.Background()); err != nil {
+		t.Errorf("Wait after the write: %v", err)
+	}
+	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
+		t.Errorf("expiresAt after Wait = %d, want %d", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -168,23 +169,116 @@ func (p *panicError) Error() string {
 	return fmt.Sprintf("ddbsession: panic while checking a session: %v", p.value)
 }
 
-// refresh moves a valid session's expiry forward when it is due, and
-// reports the session as refreshed and true if the write succeeded. A
-// failed write is logged and leaves the session as it was: the request goes
-// on, and of concurrent requests that saw the same expiry at most one
-// writes (see store.refresh).
+// refresh starts moving a valid session's expiry forward when it is due,
+// and reports the session as it will be, and true, if this request started
+// the write; the caller sends the cookie with the new expiry at once. The
+// write runs off the request path, so the refresh costs the request no
+// latency, bounded by StoreTimeout on its own; [Manager.Wait] waits for it.
+//
+// Of the requests on one session in this process, one writes: the others,
+// which read the same expiry while its write was in flight or just after,
+// skip theirs. Across processes the write's condition (see store.refresh)
+// lets one win. A write that fails is logged and leaves the session as it
+// was; its cookie then promises a little more than the table holds, which
+// the table, not the cookie, decides.
 func (m *Manager[U]) refresh(ctx context.Context, sessionPK string, s item.Session, now time.Time) (item.Session, bool) {
 	next, due := m.life.refreshed(s, now)
-	if !due {
+	if !due || !m.refreshes.start(sessionPK, s.ExpiresAt) {
 		return s, false
 	}
-	if err := m.store.refresh(ctx, sessionPK, s, next, now); err != nil {
-		if !errors.Is(err, errRefreshLost) && !errors.Is(err, context.Canceled) {
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		ctx, cancel := m.storeContext(ctx)
+		defer cancel()
+		err := m.store.refresh(ctx, sessionPK, s, next, now)
+		if err != nil && !errors.Is(err, errRefreshLost) {
 			m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", s.ID, "err", err)
 		}
-		return s, false
-	}
+		// The expiry moved, here or elsewhere, unless the write failed:
+		// then the next request may try again at once.
+		m.refreshes.finish(sessionPK, err == nil || errors.Is(err, errRefreshLost), m.cfg.StoreTimeout)
+	}()
 	return next, true
+}
+
+// Wait waits until the session refreshes that requests have started are
+// written, or ctx ends. Call it on shutdown, after http.Server.Shutdown has
+// let the last requests finish, so that no refresh is cut off.
+func (m *Manager[U]) Wait(ctx context.Context) error { return m.refreshes.wait(ctx) }
+
+// refreshes tracks this process's refresh writes: at most one per session
+// in flight. A write is remembered for StoreTimeout after it ends, with the
+// expiry it started from, so that a request that read that same expiry
+// before the write landed does not write again (its read was bounded by the
+// same timeout); a request that read the new expiry is not held back.
+type refreshes struct {
+	mu       sync.Mutex
+	sessions map[string]refreshMark // by session key
+	inFlight int
+	idle     chan struct{} // closed when inFlight drops to 0
+}
+
+type refreshMark struct {
+	from     int64 // the expiry, in epoch seconds, that the write replaces
+	inFlight bool
+}
+
+// start reports whether the caller may refresh the session under key,
+// whose expiry it read as from, and if so marks the session in flight.
+func (r *refreshes) start(key string, from time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if mark, ok := r.sessions[key]; ok && (mark.inFlight || mark.from == from.Unix()) {
+		return false
+	}
+	if r.sessions == nil {
+		r.sessions = map[string]refreshMark{}
+	}
+	r.sessions[key] = refreshMark{from: from.Unix(), inFlight: true}
+	if r.inFlight == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.inFlight++
+	return true
+}
+
+// finish ends the write under key. If the expiry moved, it remembers the
+// write for linger; otherwise it forgets it at once.
+func (r *refreshes) finish(key string, moved bool, linger time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inFlight--; r.inFlight == 0 {
+		close(r.idle)
+	}
+	if !moved {
+		delete(r.sessions, key)
+		return
+	}
+	done := refreshMark{from: r.sessions[key].from}
+	r.sessions[key] = done
+	time.AfterFunc(linger, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.sessions[key] == done {
+			delete(r.sessions, key)
+		}
+	})
+}
+
+func (r *refreshes) wait(ctx context.Context) error {
+	r.mu.Lock()
+	idle := r.idle
+	pending := r.inFlight > 0
+	r.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // loadUserItem is the default [Config.LoadUser]: one strongly consistent

@@ -29,6 +29,7 @@ const maxBody = 16 << 10
 
 // app holds what the handlers share.
 type app struct {
+	handler  http.Handler // routes(), behind the security middlewares
 	sessions *ddbsession.Manager[User]
 	users    users
 	log      *slog.Logger
@@ -37,9 +38,9 @@ type app struct {
 	dummyHash string
 }
 
-// newApp prepares the table and returns the app's whole handler, so that
-// main and the tests serve exactly the same thing.
-func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
+// newApp prepares the table and returns the app, whose ServeHTTP is its
+// whole handler, so that main and the tests serve exactly the same thing.
+func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -73,8 +74,15 @@ func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 		log:       log,
 		dummyHash: hashPassword(rand.Text()),
 	}
-	return a.routes(), nil
+	a.handler = a.routes()
+	return a, nil
 }
+
+func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+// shutdown waits for the session refreshes that requests started, which
+// ddbsession writes after their responses.
+func (a *app) shutdown(ctx context.Context) error { return a.sessions.Wait(ctx) }
 
 func (a *app) routes() http.Handler {
 	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }

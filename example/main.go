@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
 	cfg.Client = dynamodb.NewFromConfig(awsCfg)
-	handler, err := newApp(ctx, cfg)
+	a, err := newApp(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           a,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -97,5 +97,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	slog.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	return errors.Join(srv.Shutdown(shutdownCtx), a.shutdown(shutdownCtx))
 }
