@@ -1,11 +1,9 @@
 package ddbsession
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -56,22 +54,19 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 		return nil, fmt.Errorf("ddbsession: list sessions: load user: %w", err)
 	}
 	now := m.cfg.Now()
-	found, err := m.store.queryIndex(ctx, user.PK, user.SK, now)
+	found, err := m.store.queryIndex(ctx, user.PK, user.SK, validAfter, now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: %w", err)
 	}
 	var list []SessionInfo
-	for _, s := range found {
+	for _, s := range found { // newest first
 		// The query's filter ran at the engine's "now"; this check runs at
-		// ours, and also drops sessions that RevokeAll has ended.
+		// ours, and also drops legacy sessions that RevokeAll has ended.
 		if s.UserPK != user.PK || s.UserSK != user.SK || !m.life.live(s, now) || s.CreatedAt.Before(validAfter) {
 			continue
 		}
 		list = append(list, SessionInfo{Session: sessionOf(s), Current: s.ID == current.ID})
 	}
-	slices.SortFunc(list, func(a, b SessionInfo) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
 	return list, nil
 }
 
@@ -106,7 +101,7 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 		return err
 	}
 	// The session item was already gone; drop its stale index item too.
-	if err := m.store.deleteItem(ctx, m.store.IndexKey(user.PK, user.SK, id)); err != nil {
+	if err := m.store.deleteItem(ctx, m.store.IndexKey(s)); err != nil {
 		return fmt.Errorf("ddbsession: revoke session: %w", err)
 	}
 	return nil

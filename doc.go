@@ -59,15 +59,17 @@
 //
 //	item             pk                                            sk
 //	session          SESSION#<base64url(sha256(token))>            SESSION
-//	per-user index   USERSESSIONS#<len(userPK)>#<userPK><userSK>   SID#<session ID>
+//	per-user index   USERSESSIONS#<len(userPK)>#<userPK><userSK>   S#<session ID>
 //	user (the app's) <userPK>                                      <userSK>
 //
 // Session and index items carry these attributes:
 //
 //	v            N  format version, 1
 //	kind         S  "session" or "session-index"
-//	sid          S  public session ID: 32 lowercase hex digits, 128 random bits,
-//	                unrelated to the token, so neither a cookie nor a table key
+//	sid          S  public session ID: 32 lowercase hex digits, the creation time
+//	                in epoch milliseconds (12 digits) then 80 random bits, so that
+//	                IDs sort by creation; unrelated to the token, so neither a
+//	                cookie nor a table key
 //	userPK       S  the user item's partition key
 //	userSK       S  the user item's sort key (absent in a hash-only table)
 //	createdAt    N  creation time, epoch milliseconds
@@ -76,6 +78,10 @@
 //	userAgent    S  the browser's User-Agent, at most 256 bytes (optional)
 //	sessionPK    S  index items only: the session item's partition key
 //	expiryBucket S  session items only, with [Config.ExpiryIndex]: "<yyyymmddhh>#<shard>"
+//
+// Releases before this one wrote index items under the sort key
+// "SID#<session ID>" with random IDs; they stay readable (List merges them in,
+// Revoke and Logout find them) until they expire.
 //
 // Every attribute but userSK, userAgent and expiryBucket is required; an item
 // that lacks one, has one of the wrong type, or has a fractional number is
@@ -146,8 +152,11 @@
 //     consistent. Refreshes are throttled, so the second write is rare.
 //   - TTL: both items carry the same expiresAt, so TTL removes both. Until it
 //     does, List filters expired items out twice: with a FilterExpression in
-//     the Query and with a check in code. It also drops sessions older than
-//     the user's cutoff.
+//     the Query and with a check in code.
+//   - Revoked sessions cost nothing: index sort keys start with the session
+//     ID, and IDs with their creation time, so List's Query starts at the
+//     user's sessions-valid-after cutoff. After RevokeAll it reads only the
+//     sessions created since, newest first, without sorting.
 //   - Both need a sort key, so a hash-only table gets [ErrNoSortKey].
 //
 // Revoking one session finds its index item in the caller's own index

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
@@ -234,6 +235,10 @@ func TestLoginItemFormat(t *testing.T) {
 			if !sessionIDFormat.MatchString(strings.TrimPrefix(sid, "S:")) {
 				t.Errorf("sid %s is not 32 lowercase hex digits", sid)
 			}
+			// The ID starts with the creation time: 1796040000250 ms in 12 hex digits.
+			if want := fmt.Sprintf("S:%012x", int64(1796040000250)); !strings.HasPrefix(sid, want) {
+				t.Errorf("sid %s does not start with the creation time %s", sid, want)
+			}
 			sessionPK := "SESSION#" + tokenHash(cookie.Value)
 			common := map[string]string{
 				"v":           "N:1",
@@ -257,7 +262,7 @@ func TestLoginItemFormat(t *testing.T) {
 				wantValues := map[string]string{
 					// USERSESSIONS#<len(userPK)>#<userPK><userSK>
 					"pk":        "S:USERSESSIONS#10#USER#alicePROFILE",
-					"sk":        "S:SID#" + strings.TrimPrefix(sid, "S:"),
+					"sk":        "S:S#" + strings.TrimPrefix(sid, "S:"),
 					"kind":      "S:session-index",
 					"sessionPK": "S:" + sessionPK,
 				}

@@ -30,7 +30,7 @@ type lifetimes struct {
 func (l lifetimes) newSession(user UserKey, agent string, now time.Time) item.Session {
 	created := time.UnixMilli(now.UnixMilli())
 	return item.Session{
-		ID:          item.NewID(),
+		ID:          item.NewID(created),
 		UserPK:      user.PK,
 		UserSK:      user.SK,
 		CreatedAt:   created,

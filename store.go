@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,36 +58,21 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 
 // getSessionAndUser reads the session item under sessionPK and the user
 // item under (userPK, userSK) in one strongly consistent BatchGetItem: one
-// round trip. Keys that DynamoDB leaves unprocessed (under throttling) are
-// asked for again, after a short pause, until ctx ends. The session is
-// reported as getSession reports it; the user item is nil if there is none.
+// round trip. The session is reported as getSession reports it; the user
+// item is nil if there is none.
 func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string) (s item.Session, found bool, user map[string]types.AttributeValue, err error) {
-	keys := []map[string]types.AttributeValue{st.SessionKey(sessionPK), st.Key(userPK, userSK)}
+	items, err := st.batchGet(ctx, st.SessionKey(sessionPK), st.Key(userPK, userSK))
+	if err != nil {
+		return s, false, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
+	}
 	var sessionItem map[string]types.AttributeValue
-	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		out, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-			RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
-		})
-		if err != nil {
-			return s, false, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
-		}
-		for _, av := range out.Responses[st.table] {
-			// The credential's user key never lies under the session
-			// prefix, so the partition key tells the two items apart.
-			if pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); pk != nil && pk.Value == sessionPK {
-				sessionItem = av
-			} else {
-				user = av
-			}
-		}
-		keys = out.UnprocessedKeys[st.table].Keys
-		if len(keys) == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return s, false, nil, fmt.Errorf("ddbsession: get session and user: unprocessed keys: %w", ctx.Err())
-		case <-time.After(pause):
+	for _, av := range items {
+		// The credential's user key never lies under the session prefix,
+		// so the partition key tells the two items apart.
+		if pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); pk != nil && pk.Value == sessionPK {
+			sessionItem = av
+		} else {
+			user = av
 		}
 	}
 	if sessionItem == nil {
@@ -98,6 +84,32 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 		return s, false, user, nil
 	}
 	return s, true, user, nil
+}
+
+// batchGet reads items with strongly consistent BatchGetItems: one call,
+// unless DynamoDB leaves keys unprocessed (under throttling); those are
+// asked for again, after a short pause, until ctx ends. It returns the
+// items found, in no particular order.
+func (st *store) batchGet(ctx context.Context, keys ...map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	var found []map[string]types.AttributeValue
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		out, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, out.Responses[st.table]...)
+		keys = out.UnprocessedKeys[st.table].Keys
+		if len(keys) == 0 {
+			return found, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("unprocessed keys: %w", ctx.Err())
+		case <-time.After(pause):
+		}
+	}
 }
 
 // getUser reads a user item with one strongly consistent GetItem; nil if
@@ -129,7 +141,7 @@ func (st *store) createSession(ctx context.Context, sessionPK string, s item.Ses
 		if !st.HashOnly() {
 			undo, cancel := detach(ctx)
 			defer cancel()
-			if err := st.deleteItem(undo, st.IndexKey(s.UserPK, s.UserSK, s.ID)); err != nil {
+			if err := st.deleteItem(undo, st.IndexKey(s)); err != nil {
 				st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", err)
 			}
 		}
@@ -168,7 +180,7 @@ func (st *store) deleteSession(ctx context.Context, sessionPK string) (item.Sess
 		return item.Session{}, false, nil
 	}
 	if !st.HashOnly() {
-		if err := st.deleteItem(ctx, st.IndexKey(s.UserPK, s.UserSK, s.ID)); err != nil {
+		if err := st.deleteItem(ctx, st.IndexKey(s)); err != nil {
 			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
 		}
 	}
@@ -225,7 +237,7 @@ func (st *store) refresh(ctx context.Context, sessionPK string, old, next item.S
 	defer cancel()
 	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &st.table,
-		Key:                      st.IndexKey(next.UserPK, next.UserSK, next.ID),
+		Key:                      st.IndexKey(next),
 		UpdateExpression:         aws.String("SET #ttl = :exp, #refreshed = :refreshed"),
 		ConditionExpression:      aws.String("attribute_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt},
@@ -278,34 +290,57 @@ func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int6
 }
 
 // getIndex reads the index item of session id in a user's own index
-// partition; false if there is none, or none this release can read.
+// partition, where this release or an earlier one put it, in one
+// BatchGetItem; false if there is none, or none this release can read.
 func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
-	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &st.table,
-		Key:            st.IndexKey(userPK, userSK, id),
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil || out.Item == nil {
+	keys := st.IndexKeys(userPK, userSK, id)
+	items, err := st.batchGet(ctx, keys[0], keys[1])
+	if err != nil || len(items) == 0 {
 		return item.Session{}, false, err
 	}
-	s, err := st.Decode(out.Item, item.KindIndex)
+	s, err := st.Decode(items[0], item.KindIndex)
 	return s, err == nil, nil
 }
 
-// queryIndex reads a user's index partition with strongly consistent
-// Queries, page by page. Expired items cost the read but are not sent back.
-func (st *store) queryIndex(ctx context.Context, userPK, userSK string, now time.Time) ([]item.Session, error) {
-	return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
-		TableName:                &st.table,
-		ConsistentRead:           aws.Bool(true),
-		KeyConditionExpression:   aws.String("#pk = :pk"),
-		FilterExpression:         aws.String("#ttl > :now"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":  item.Str(st.IndexPK(userPK, userSK)),
-			":now": item.Num(now.Unix()),
-		},
-	})
+// queryIndex reads a user's sessions created at or after from, newest
+// first, with strongly consistent Queries of the user's index partition.
+// The sort key starts with the creation time, so sessions before from,
+// such as those that RevokeAll ended, are not read at all. Expired items
+// cost the read but are not sent back.
+//
+// Index items of earlier releases, keyed by random IDs, are read with a
+// second Query of their own prefix (which costs one call and no items once
+// they have expired) and merged in by creation time.
+func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, now time.Time) ([]item.Session, error) {
+	query := func(keyCondition string, values map[string]types.AttributeValue, newestFirst bool) ([]item.Session, error) {
+		values[":pk"] = item.Str(st.IndexPK(userPK, userSK))
+		values[":now"] = item.Num(now.Unix())
+		return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
+			TableName:                 &st.table,
+			ConsistentRead:            aws.Bool(true),
+			KeyConditionExpression:    aws.String(keyCondition),
+			FilterExpression:          aws.String("#ttl > :now"),
+			ScanIndexForward:          aws.Bool(!newestFirst),
+			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTL},
+			ExpressionAttributeValues: values,
+		})
+	}
+	found, err := query("#pk = :pk AND #sk BETWEEN :from AND :end", map[string]types.AttributeValue{
+		":from": item.Str(item.IndexSortFrom(from)),
+		":end":  item.Str(item.IndexSortEnd),
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	legacy, err := query("#pk = :pk AND begins_with(#sk, :legacy)", map[string]types.AttributeValue{
+		":legacy": item.Str(item.LegacyIndexSort),
+	}, true)
+	if err != nil || len(legacy) == 0 {
+		return found, err
+	}
+	found = append(found, legacy...)
+	slices.SortStableFunc(found, func(a, b item.Session) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return found, nil
 }
 
 // queryExpiry reads one partition of the expiry index: the sessions whose

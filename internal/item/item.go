@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -59,10 +60,16 @@ var reserved = map[string]bool{
 // Reserved reports whether name is one of the format's own attribute names.
 func Reserved(name string) bool { return reserved[name] }
 
-// Sort key values and prefixes that are fixed by the format.
+// Sort key values and prefixes that are fixed by the format. An index
+// item's sort key is IndexSort and the session ID, whose first 12 hex digits
+// are its creation time, so that a user's index partition sorts by creation
+// time and List reads only what lies after the user's cutoff. Releases
+// before that used LegacyIndexSort and random IDs; their items stay
+// readable until they expire.
 const (
-	sessionSort = "SESSION"
-	indexSort   = "SID#"
+	sessionSort     = "SESSION"
+	IndexSort       = "S#"
+	LegacyIndexSort = "SID#"
 )
 
 // MaxUserAgent bounds the stored User-Agent, which the client controls.
@@ -151,9 +158,42 @@ func (l *Layout) IndexPK(userPK, userSK string) string {
 	return l.IndexPrefix + strconv.Itoa(len(userPK)) + "#" + userPK + userSK
 }
 
-// IndexKey addresses the index item of session id of a user.
-func (l *Layout) IndexKey(userPK, userSK, id string) map[string]types.AttributeValue {
-	return l.Key(l.IndexPK(userPK, userSK), indexSort+id)
+// IndexKey addresses the index item of session s.
+func (l *Layout) IndexKey(s Session) map[string]types.AttributeValue {
+	return l.Key(l.IndexPK(s.UserPK, s.UserSK), indexSortOf(s))
+}
+
+// IndexKeys returns the two keys under which the index item of session id
+// of a user may be, in this release's layout and in the legacy one, for a
+// caller that knows the ID alone.
+func (l *Layout) IndexKeys(userPK, userSK, id string) [2]map[string]types.AttributeValue {
+	pk := l.IndexPK(userPK, userSK)
+	return [2]map[string]types.AttributeValue{l.Key(pk, IndexSort+id), l.Key(pk, LegacyIndexSort+id)}
+}
+
+// indexSortOf is the sort key of s's index item: IndexSort for an ID that
+// starts with its creation time, as this release makes them, and
+// LegacyIndexSort for a random one of an earlier release (which starts with
+// its creation time by a chance of 2^-48).
+func indexSortOf(s Session) string {
+	if strings.HasPrefix(s.ID, timePrefix(s.CreatedAt)) {
+		return IndexSort + s.ID
+	}
+	return LegacyIndexSort + s.ID
+}
+
+// IndexSortFrom is the least sort key of an index item created at or after
+// t, for a key condition that skips older sessions.
+func IndexSortFrom(t time.Time) string { return IndexSort + timePrefix(t) }
+
+// IndexSortEnd sorts after every index item's sort key of this release.
+const IndexSortEnd = IndexSort + "g" // 'g' follows every hex digit
+
+// timePrefix is t in epoch milliseconds as 12 lowercase hex digits, which
+// sort as the times do until the year 10889.
+func timePrefix(t time.Time) string {
+	ms := max(t.UnixMilli(), 0)
+	return fmt.Sprintf("%012x", ms)
 }
 
 // SessionPK returns the partition key of the session behind token: the
@@ -178,7 +218,7 @@ func (l *Layout) EncodeSession(sessionPK string, s Session) map[string]types.Att
 // EncodeIndex encodes s as its index item, which points back at the session
 // item under sessionPK.
 func (l *Layout) EncodeIndex(sessionPK string, s Session) map[string]types.AttributeValue {
-	av := l.IndexKey(s.UserPK, s.UserSK, s.ID)
+	av := l.IndexKey(s)
 	l.encodeCommon(av, KindIndex, s)
 	av[AttrSessionPK] = Str(sessionPK)
 	return av
@@ -341,13 +381,15 @@ func ValidToken(s string) bool {
 	return true
 }
 
-// NewID returns a public session ID: 128 random bits in lowercase hex. It is
-// independent of the token, and its alphabet and length differ from a
-// token's, so it can never be mistaken for one.
-func NewID() string {
-	var b [16]byte
+// NewID returns the public ID of a session created at created: 32 lowercase
+// hex digits, the creation time in epoch milliseconds (12 digits) and 80
+// random bits, so that IDs sort by creation time. It is independent of the
+// token, and its alphabet and length differ from a token's, so it can never
+// be mistaken for one.
+func NewID(created time.Time) string {
+	var b [10]byte
 	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return timePrefix(created) + hex.EncodeToString(b[:])
 }
 
 // ValidID reports whether id has the shape of a public session ID.

@@ -2,6 +2,7 @@ package item
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -12,11 +13,12 @@ import (
 )
 
 func testSession() Session {
+	created := time.UnixMilli(1796040000250)
 	return Session{
-		ID:          NewID(),
+		ID:          NewID(created),
 		UserPK:      "USER#alice",
 		UserSK:      "PROFILE",
-		CreatedAt:   time.UnixMilli(1796040000250),
+		CreatedAt:   created,
 		RefreshedAt: time.UnixMilli(1796040600250),
 		ExpiresAt:   time.Unix(1796044200, 0),
 		UserAgent:   "test-agent/1.0",
@@ -90,7 +92,7 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestTokensAndIDs(t *testing.T) {
-	token, id := NewToken(), NewID()
+	token, id := NewToken(), NewID(time.Now())
 	if !ValidToken(token) || ValidID(token) {
 		t.Errorf("token %q: ValidToken %v, ValidID %v", token, ValidToken(token), ValidID(token))
 	}
@@ -115,5 +117,27 @@ func TestIndexPKIsInjective(t *testing.T) {
 	b := Default.IndexPK("USER#ab", "PROFILE")
 	if a == b {
 		t.Errorf("two users share index partition %q", a)
+	}
+}
+
+// IDs sort by creation time, and an index item's sort key follows its ID's
+// form: this release's IDs under IndexSort, earlier releases' random ones
+// under LegacyIndexSort.
+func TestIDsSortByCreation(t *testing.T) {
+	t0 := time.UnixMilli(1796040000250)
+	a, b := NewID(t0), NewID(t0.Add(time.Millisecond))
+	if a >= b || a[:12] != fmt.Sprintf("%012x", t0.UnixMilli()) {
+		t.Errorf("NewID(t0) = %s, NewID(t0+1ms) = %s: want sorted, starting with the time", a, b)
+	}
+	if from := IndexSortFrom(t0); !(IndexSort+a >= from && IndexSort+a < IndexSortEnd) || IndexSort+NewID(t0.Add(-time.Millisecond)) >= from {
+		t.Errorf("IndexSortFrom(t0) = %s does not split IDs at t0", from)
+	}
+	s := testSession()
+	if k := Default.IndexKey(s)["sk"].(*types.AttributeValueMemberS).Value; k != IndexSort+s.ID {
+		t.Errorf("index sort key %s, want %s", k, IndexSort+s.ID)
+	}
+	s.ID = "0123456789abcdef0123456789abcdef" // random, as earlier releases made them
+	if k := Default.IndexKey(s)["sk"].(*types.AttributeValueMemberS).Value; k != LegacyIndexSort+s.ID {
+		t.Errorf("legacy index sort key %s, want %s", k, LegacyIndexSort+s.ID)
 	}
 }
