@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -168,11 +169,13 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 				ValidAfter:    cfg.ValidAfterAttribute,
 			},
 		},
-		life: lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime},
+		life:    lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime},
+		decoder: attributevalue.NewDecoder(),
 	}
 	if cfg.ExpiryIndex != "" {
 		m.store.ExpiryShards = cfg.ExpiryIndexShards
 	}
+	m.store.pairs.New = func() any { return m.store.newPairRead() }
 	m.loadUser = cfg.LoadUser
 	if m.loadUser == nil {
 		m.loadUser = m.loadUserItem

@@ -69,14 +69,15 @@ func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requ
 	ctx, cancel := m.storeContext(r.Context())
 	defer cancel()
 	now := m.cfg.Now()
-	s, u, err := m.check(ctx, cred, now)
+	sessionPK := m.store.SessionPK(cred.Token)
+	s, u, err := m.check(ctx, cred, sessionPK, now)
 	if err != nil {
 		if errors.Is(err, ErrNoSession) {
 			m.clearCookie(w)
 		}
 		return nil, err
 	}
-	if next, ok := m.refresh(ctx, m.store.SessionPK(cred.Token), s, now); ok {
+	if next, ok := m.refresh(ctx, sessionPK, s, now); ok {
 		s = next
 		m.setCookie(w, cred.Token, s, now)
 	}

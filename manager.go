@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -20,6 +22,9 @@ type Manager[U any] struct {
 	store    *store
 	life     lifetimes
 	loadUser func(ctx context.Context, key UserKey) (U, time.Time, error)
+	// decoder decodes user items into U; one for all requests, as
+	// attributevalue.UnmarshalMap would make one per call.
+	decoder *attributevalue.Decoder
 
 	refreshes refreshes
 }

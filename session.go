@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -83,16 +82,17 @@ func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error
 	}
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	s, u, err := m.check(ctx, cred, m.cfg.Now())
+	s, u, err := m.check(ctx, cred, m.store.SessionPK(cred.Token), m.cfg.Now())
 	return sessionOf(s), u, err
 }
 
-// check reads the session of cred and its user, and decides whether the
+// check reads the session of cred, under sessionPK, and its user, and
+// decides whether the
 // session is valid at now: present, live, naming the credential's user if
 // the credential names one, and created at or after its user's
 // sessions-valid-after cutoff. A panic, say in a LoadUser of the app's,
 // becomes an error so that it fails the request closed instead of escaping.
-func (m *Manager[U]) check(ctx context.Context, cred item.Credential, now time.Time) (s item.Session, u U, err error) {
+func (m *Manager[U]) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time) (s item.Session, u U, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &panicError{value: p, stack: debug.Stack()}
@@ -100,9 +100,9 @@ func (m *Manager[U]) check(ctx context.Context, cred item.Credential, now time.T
 	}()
 	var validAfter time.Time
 	if cred.HasUser() && m.cfg.LoadUser == nil {
-		s, u, validAfter, err = m.readTogether(ctx, cred, now)
+		s, u, validAfter, err = m.readTogether(ctx, cred, sessionPK, now)
 	} else {
-		s, u, validAfter, err = m.readInTurn(ctx, cred, now)
+		s, u, validAfter, err = m.readInTurn(ctx, cred, sessionPK, now)
 	}
 	if err != nil {
 		return item.Session{}, u, err
@@ -115,8 +115,8 @@ func (m *Manager[U]) check(ctx context.Context, cred item.Credential, now time.T
 
 // readTogether reads the session and the user item that cred names in one
 // round trip.
-func (m *Manager[U]) readTogether(ctx context.Context, cred item.Credential, now time.Time) (s item.Session, u U, validAfter time.Time, err error) {
-	s, found, userItem, err := m.store.getSessionAndUser(ctx, m.store.SessionPK(cred.Token), cred.UserPK, cred.UserSK)
+func (m *Manager[U]) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time) (s item.Session, u U, validAfter time.Time, err error) {
+	s, found, userItem, err := m.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK)
 	if err != nil {
 		return s, u, validAfter, err
 	}
@@ -132,8 +132,8 @@ func (m *Manager[U]) readTogether(ctx context.Context, cred item.Credential, now
 
 // readInTurn reads the session, then its user through LoadUser: two round
 // trips, for credentials without a user key and for users kept elsewhere.
-func (m *Manager[U]) readInTurn(ctx context.Context, cred item.Credential, now time.Time) (s item.Session, u U, validAfter time.Time, err error) {
-	s, found, err := m.store.getSession(ctx, m.store.SessionPK(cred.Token))
+func (m *Manager[U]) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time) (s item.Session, u U, validAfter time.Time, err error) {
+	s, found, err := m.store.getSession(ctx, sessionPK)
 	if err != nil {
 		return s, u, validAfter, err
 	}
@@ -186,19 +186,21 @@ func (m *Manager[U]) refresh(ctx context.Context, sessionPK string, s item.Sessi
 	if !due || !m.refreshes.start(sessionPK, s.ExpiresAt) {
 		return s, false
 	}
-	ctx = context.WithoutCancel(ctx)
-	go func() {
-		ctx, cancel := m.storeContext(ctx)
-		defer cancel()
-		err := m.store.refresh(ctx, sessionPK, s, next, now)
-		if err != nil && !errors.Is(err, errRefreshLost) {
-			m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", s.ID, "err", err)
-		}
-		// The expiry moved, here or elsewhere, unless the write failed:
-		// then the next request may try again at once.
-		m.refreshes.finish(sessionPK, err == nil || errors.Is(err, errRefreshLost), m.cfg.StoreTimeout)
-	}()
+	go m.writeRefresh(context.WithoutCancel(ctx), sessionPK, s, next, now)
 	return next, true
+}
+
+// writeRefresh is refresh's write, after the response.
+func (m *Manager[U]) writeRefresh(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) {
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+	err := m.store.refresh(ctx, sessionPK, old, next, now)
+	if err != nil && !errors.Is(err, errRefreshLost) {
+		m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", old.ID, "err", err)
+	}
+	// The expiry moved, here or elsewhere, unless the write failed: then
+	// the next request may try again at once.
+	m.refreshes.finish(sessionPK, err == nil || errors.Is(err, errRefreshLost), m.cfg.StoreTimeout)
 }
 
 // Wait waits until the session refreshes that requests have started are
@@ -296,7 +298,7 @@ func (m *Manager[U]) loadUserItem(ctx context.Context, key UserKey) (u U, validA
 
 // decodeUser decodes a user item into U and reads its cutoff.
 func (m *Manager[U]) decodeUser(av map[string]types.AttributeValue) (u U, validAfter time.Time, err error) {
-	if err := attributevalue.UnmarshalMap(av, &u); err != nil {
+	if err := m.decoder.Decode(&types.AttributeValueMemberM{Value: av}, &u); err != nil {
 		return u, validAfter, fmt.Errorf("decode user item: %w", err)
 	}
 	validAfter, err = m.store.ValidAfterOf(av)

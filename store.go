@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,6 +28,7 @@ type store struct {
 	client Client
 	table  string
 	logger *slog.Logger
+	pairs  sync.Pool // of *pairRead
 }
 
 // errRefreshLost is the refresh write's failed condition: the session was
@@ -40,7 +42,7 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &st.table,
 		Key:            st.SessionKey(sessionPK),
-		ConsistentRead: aws.Bool(true),
+		ConsistentRead: consistent,
 	})
 	if err != nil {
 		return item.Session{}, false, fmt.Errorf("ddbsession: get session: %w", err)
@@ -61,7 +63,10 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 // round trip. The session is reported as getSession reports it; the user
 // item is nil if there is none.
 func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string) (s item.Session, found bool, user map[string]types.AttributeValue, err error) {
-	items, err := st.batchGet(ctx, st.SessionKey(sessionPK), st.Key(userPK, userSK))
+	read := st.pairs.Get().(*pairRead)
+	defer st.pairs.Put(read)
+	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
+	items, err := st.batchGet(ctx, &read.in)
 	if err != nil {
 		return s, false, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
 	}
@@ -86,24 +91,45 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 	return s, true, user, nil
 }
 
+// pairRead is the hot path's BatchGetItem input, built once and reused
+// through store.pairs: a request sets its three key values, so that the
+// read builds no maps. The SDK only reads an input, and is done with it when
+// the call returns.
+type pairRead struct {
+	in                        dynamodb.BatchGetItemInput
+	sessionPK, userPK, userSK types.AttributeValueMemberS
+}
+
+func (st *store) newPairRead() *pairRead {
+	r := &pairRead{}
+	session := map[string]types.AttributeValue{st.PartitionKey: &r.sessionPK}
+	user := map[string]types.AttributeValue{st.PartitionKey: &r.userPK}
+	if !st.HashOnly() {
+		session[st.SortKey] = st.SessionKey("")[st.SortKey]
+		user[st.SortKey] = &r.userSK
+	}
+	r.in.RequestItems = map[string]types.KeysAndAttributes{
+		st.table: {Keys: []map[string]types.AttributeValue{session, user}, ConsistentRead: consistent},
+	}
+	return r
+}
+
 // batchGet reads items with strongly consistent BatchGetItems: one call,
 // unless DynamoDB leaves keys unprocessed (under throttling); those are
 // asked for again, after a short pause, until ctx ends. It returns the
 // items found, in no particular order.
-func (st *store) batchGet(ctx context.Context, keys ...map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+func (st *store) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) ([]map[string]types.AttributeValue, error) {
 	var found []map[string]types.AttributeValue
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		out, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-			RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: aws.Bool(true)}},
-		})
+		out, err := st.client.BatchGetItem(ctx, in)
 		if err != nil {
 			return nil, err
 		}
 		found = append(found, out.Responses[st.table]...)
-		keys = out.UnprocessedKeys[st.table].Keys
-		if len(keys) == 0 {
+		if len(out.UnprocessedKeys[st.table].Keys) == 0 {
 			return found, nil
 		}
+		in = &dynamodb.BatchGetItemInput{RequestItems: out.UnprocessedKeys}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("unprocessed keys: %w", ctx.Err())
@@ -112,13 +138,24 @@ func (st *store) batchGet(ctx context.Context, keys ...map[string]types.Attribut
 	}
 }
 
+// batchInput asks for keys of the table, strongly consistent.
+func (st *store) batchInput(keys ...map[string]types.AttributeValue) *dynamodb.BatchGetItemInput {
+	return &dynamodb.BatchGetItemInput{
+		RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}},
+	}
+}
+
+// consistent asks for a strongly consistent read; shared, since the SDK
+// only reads it.
+var consistent = aws.Bool(true)
+
 // getUser reads a user item with one strongly consistent GetItem; nil if
 // there is none.
 func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
 	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &st.table,
 		Key:            st.Key(pk, sk),
-		ConsistentRead: aws.Bool(true),
+		ConsistentRead: consistent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get user item: %w", err)
@@ -276,7 +313,7 @@ func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int6
 	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                &st.table,
 		Key:                      st.Key(userPK, userSK),
-		ConsistentRead:           aws.Bool(true),
+		ConsistentRead:           consistent,
 		ProjectionExpression:     aws.String("#pk"),
 		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
 	})
@@ -294,7 +331,7 @@ func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int6
 // BatchGetItem; false if there is none, or none this release can read.
 func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
 	keys := st.IndexKeys(userPK, userSK, id)
-	items, err := st.batchGet(ctx, keys[0], keys[1])
+	items, err := st.batchGet(ctx, st.batchInput(keys[0], keys[1]))
 	if err != nil || len(items) == 0 {
 		return item.Session{}, false, err
 	}
@@ -317,7 +354,7 @@ func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, no
 		values[":now"] = item.Num(now.Unix())
 		return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
 			TableName:                 &st.table,
-			ConsistentRead:            aws.Bool(true),
+			ConsistentRead:            consistent,
 			KeyConditionExpression:    aws.String(keyCondition),
 			FilterExpression:          aws.String("#ttl > :now"),
 			ScanIndexForward:          aws.Bool(!newestFirst),

@@ -84,7 +84,15 @@ func (l *Layout) ParseCredential(s string) (Credential, bool) {
 	return c, true
 }
 
+// strictB64 rejects base64 with stray bits, so that each key has one form.
+var strictB64 = base64.RawURLEncoding.Strict()
+
 func decodeKeyPart(s string) (string, bool) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	var buf [MaxUserKey]byte
+	if strictB64.DecodedLen(len(s)) > len(buf) {
+		return "", false
+	}
+	n, err := strictB64.Decode(buf[:], []byte(s))
+	b := buf[:n]
 	return string(b), err == nil && utf8.Valid(b) // DynamoDB Strings are UTF-8
 }

@@ -148,8 +148,15 @@ func (l *Layout) Key(pk, sk string) map[string]types.AttributeValue {
 // SessionKey addresses the session item of the token whose partition key is
 // sessionPK.
 func (l *Layout) SessionKey(sessionPK string) map[string]types.AttributeValue {
-	return l.Key(sessionPK, sessionSort)
+	k := map[string]types.AttributeValue{l.PartitionKey: Str(sessionPK)}
+	if !l.HashOnly() {
+		k[l.SortKey] = sessionSortValue
+	}
+	return k
 }
+
+// sessionSortValue is shared by every session key: the SDK only reads it.
+var sessionSortValue = Str(sessionSort)
 
 // IndexPK is the partition key of a user's index items. The user's key is
 // length-prefixed, so that no two users share an index partition whatever
@@ -202,7 +209,10 @@ func timePrefix(t time.Time) string {
 // out of it.
 func (l *Layout) SessionPK(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return l.SessionPrefix + base64.RawURLEncoding.EncodeToString(sum[:])
+	var buf [64 + 43]byte // a prefix of up to 64 bytes stays on the stack
+	b := append(buf[:0], l.SessionPrefix...)
+	b = base64.RawURLEncoding.AppendEncode(b, sum[:])
+	return string(b)
 }
 
 // EncodeSession encodes s as the session item stored under sessionPK.
