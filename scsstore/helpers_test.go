@@ -64,11 +64,11 @@ func newStore(t *testing.T, client *dynamodb.Client, table string, edit ...func(
 type countingClient struct {
 	*dynamodb.Client
 
-	mu                    sync.Mutex
-	gets, puts, updates   int
-	failGet, failPut      error
-	failUpdate            error
-	afterGet, beforeReply func() // called around GetItem's answer, if set
+	mu                  sync.Mutex
+	gets, puts, updates int
+	failGet, failPut    error
+	failUpdate          error
+	afterGet            func() // called with GetItem's answer in hand, if set
 }
 
 type counts struct{ gets, puts, updates int }
