@@ -1,0 +1,150 @@
+package scsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// Client is the part of the DynamoDB client that a [Store] uses.
+// *dynamodb.Client satisfies it; tests may wrap it to count calls or inject
+// faults.
+type Client interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Config configures a [Store]. Client and Table have no default and must be
+// set; every other field may be left zero for its default, which [New]
+// fills in when it validates the Config, once. The layout fields must agree
+// with the core's ddbsession.Config where both share a table.
+type Config struct {
+	// Client talks to DynamoDB. Build it from the SDK's own configuration
+	// (config.LoadDefaultConfig), which also honours AWS_ENDPOINT_URL_DYNAMODB.
+	Client Client
+
+	// Table is the name of the table that holds the sessions.
+	Table string
+
+	// PartitionKey and SortKey name the table's key attributes, "pk" and
+	// "sk" by default. Set HashOnly for a table without a sort key.
+	PartitionKey string
+	SortKey      string
+	HashOnly     bool
+
+	// Prefix starts the partition key of every scs session item, which is
+	// Prefix followed by base64url(SHA-256(token)). Default "SCS#". Change
+	// it only where the app's own items in a shared table already use it.
+	Prefix string
+
+	// TTLAttribute names the Number attribute that holds the expiry in
+	// epoch seconds and on which the table's TTL is enabled. Default
+	// "expiresAt", as in the core.
+	TTLAttribute string
+
+	// MinCommitInterval is how far, at least, a commit must move a
+	// session's expiry forward to be written when its data did not change.
+	// scs commits every request when its IdleTimeout is set; this makes an
+	// idle timeout cost at most one write per interval per session. The
+	// price is that a session may expire up to MinCommitInterval before
+	// IdleTimeout has passed without requests, so keep it well below
+	// IdleTimeout. A commit whose data changed is always written. Default
+	// one minute; at least a second, the resolution of the TTL attribute.
+	MinCommitInterval time.Duration
+
+	// Codec is the SessionManager's Codec, default scs.GobCodec{}. The
+	// store decodes data only to tell whether a commit changed it, because
+	// gob encodes a map in random order: the same session data gives other
+	// bytes from one request to the next. A Codec that does not match the
+	// SessionManager's costs writes, never data: data it cannot decode
+	// counts as changed.
+	Codec scs.Codec
+
+	// RecordBytes bounds the memory in which the store keeps, per session,
+	// what it last read from or wrote to the table, so that it can skip an
+	// unchanged commit without reading first. A session whose record was
+	// evicted is written on its next commit. Default 4 MiB.
+	RecordBytes int
+
+	// Now is the clock of the expiry check. Default time.Now. Tests inject
+	// their own.
+	Now func() time.Time
+}
+
+// New validates cfg once, fills in its defaults and returns a Store. The
+// error names the first invalid field.
+func New(cfg Config) (*Store, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("scsstore: Config.Client is nil")
+	}
+	if cfg.Table == "" {
+		return nil, errors.New("scsstore: Config.Table is empty")
+	}
+	d := item.Default
+	setDefault(&cfg.PartitionKey, d.PartitionKey)
+	if cfg.HashOnly {
+		if cfg.SortKey != "" {
+			return nil, fmt.Errorf("scsstore: Config.SortKey %q is set but Config.HashOnly is true", cfg.SortKey)
+		}
+	} else {
+		setDefault(&cfg.SortKey, d.SortKey)
+	}
+	if cfg.PartitionKey == cfg.SortKey {
+		return nil, fmt.Errorf("scsstore: Config.PartitionKey and Config.SortKey are both %q", cfg.SortKey)
+	}
+	setDefault(&cfg.TTLAttribute, d.TTL)
+	for _, name := range []string{cfg.PartitionKey, cfg.SortKey, cfg.TTLAttribute} {
+		if item.ReservedSCS(name) {
+			return nil, fmt.Errorf("scsstore: attribute name %q clashes with a session attribute", name)
+		}
+	}
+	if cfg.TTLAttribute == cfg.PartitionKey || cfg.TTLAttribute == cfg.SortKey {
+		return nil, fmt.Errorf("scsstore: Config.TTLAttribute %q is a key attribute", cfg.TTLAttribute)
+	}
+	setDefault(&cfg.Prefix, item.DefaultSCSPrefix)
+	if cfg.Prefix == d.SessionPrefix || cfg.Prefix == d.IndexPrefix {
+		return nil, fmt.Errorf("scsstore: Config.Prefix %q is one of the core's own prefixes", cfg.Prefix)
+	}
+	if cfg.MinCommitInterval == 0 {
+		cfg.MinCommitInterval = time.Minute
+	}
+	if cfg.MinCommitInterval < time.Second {
+		return nil, fmt.Errorf("scsstore: Config.MinCommitInterval %v: must be at least a second", cfg.MinCommitInterval)
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = scs.GobCodec{}
+	}
+	if cfg.RecordBytes == 0 {
+		cfg.RecordBytes = 4 << 20
+	}
+	if cfg.RecordBytes < 0 {
+		return nil, fmt.Errorf("scsstore: Config.RecordBytes %d: must not be negative", cfg.RecordBytes)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	layout := item.Default
+	layout.PartitionKey, layout.SortKey, layout.TTL = cfg.PartitionKey, cfg.SortKey, cfg.TTLAttribute
+	return &Store{
+		client:   cfg.Client,
+		table:    cfg.Table,
+		layout:   item.SCSLayout{Layout: layout, Prefix: cfg.Prefix},
+		interval: int64(cfg.MinCommitInterval / time.Second),
+		codec:    cfg.Codec,
+		now:      cfg.Now,
+		records:  newRecords(cfg.RecordBytes),
+	}, nil
+}
+
+func setDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}

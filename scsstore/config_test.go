@@ -1,0 +1,46 @@
+package scsstore_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ddbsession/ddbsession/scsstore"
+)
+
+// New names the field that is wrong, once, before any request.
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	client := &dynamodb.Client{}
+	for _, tc := range []struct {
+		name string
+		cfg  scsstore.Config
+		want string // in the error; "" for a valid Config
+	}{
+		{"defaults", scsstore.Config{Client: client, Table: "app"}, ""},
+		{"hash-only", scsstore.Config{Client: client, Table: "app", HashOnly: true}, ""},
+		{"no client", scsstore.Config{Table: "app"}, "Config.Client"},
+		{"no table", scsstore.Config{Client: client}, "Config.Table"},
+		{"sort key and hash-only", scsstore.Config{Client: client, Table: "app", SortKey: "sk", HashOnly: true}, "Config.SortKey"},
+		{"same keys", scsstore.Config{Client: client, Table: "app", PartitionKey: "k", SortKey: "k"}, "Config.PartitionKey"},
+		{"key named data", scsstore.Config{Client: client, Table: "app", SortKey: "data"}, `"data"`},
+		{"TTL named kind", scsstore.Config{Client: client, Table: "app", TTLAttribute: "kind"}, `"kind"`},
+		{"TTL on a key", scsstore.Config{Client: client, Table: "app", TTLAttribute: "pk"}, "Config.TTLAttribute"},
+		{"core's prefix", scsstore.Config{Client: client, Table: "app", Prefix: "SESSION#"}, "Config.Prefix"},
+		{"interval below a second", scsstore.Config{Client: client, Table: "app", MinCommitInterval: time.Millisecond}, "Config.MinCommitInterval"},
+		{"negative interval", scsstore.Config{Client: client, Table: "app", MinCommitInterval: -time.Minute}, "Config.MinCommitInterval"},
+		{"negative record bytes", scsstore.Config{Client: client, Table: "app", RecordBytes: -1}, "Config.RecordBytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := scsstore.New(tc.cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("New: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("New: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,117 @@
+// Package scsstore keeps the sessions of github.com/alexedwards/scs/v2 in
+// Amazon DynamoDB, in the same table layout and item format as ddbsession,
+// for Go teams that run on scs and want neither Redis nor a store of their
+// own to maintain. It is a module of its own, so that only its users
+// download scs.
+//
+// A [Store] implements scs.Store and scs.CtxStore:
+//
+//   - Find is one strongly consistent GetItem (the redirect after a login
+//     must see the session the login just wrote). It checks the expiry in
+//     code, because TTL deletes expired items up to days late: an expired
+//     item still in the table is not found, as are a missing one, a deleted
+//     one and a malformed one. A token that does not have the shape of an
+//     scs token is rejected before any call. The error is for DynamoDB
+//     failures only.
+//   - Commit writes the data and its expiry, in epoch seconds, into the
+//     TTL attribute, unless it may skip the write (see below).
+//   - Delete of a missing session is a no-op.
+//
+// Every DynamoDB failure is returned, so it reaches the SessionManager's
+// ErrorFunc (by default a 500): a request is never served without its
+// session because the store failed.
+//
+// # Usage
+//
+//	client := dynamodb.NewFromConfig(awsCfg) // honours AWS_ENDPOINT_URL_DYNAMODB
+//	store, err := scsstore.New(scsstore.Config{Client: client, Table: "app"})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	sessions := scs.New()
+//	sessions.Store = store
+//	sessions.IdleTimeout = 20 * time.Minute
+//	sessions.Cookie.Name = "__Host-session"
+//	sessions.Cookie.Secure = true
+//	http.ListenAndServe(addr, sessions.LoadAndSave(mux))
+//
+// The package example shows the rest of a sign-in on scs: rotating the
+// token on login and logout, and "log out everywhere".
+//
+// # Table and item
+//
+// The table is the core's: string keys "pk" and "sk" by default (or a hash
+// key alone, [Config.HashOnly]), TTL on the Number attribute "expiresAt".
+// ddbsession's Manager.CreateTable creates it and Manager.CheckTable checks
+// it; the key and TTL attribute names must agree with ddbsession's where
+// both share a table. One scs session is one item, which never holds the
+// token, only its SHA-256 digest:
+//
+//	pk         S  "SCS#" + base64url(sha256(token))   (prefix: Config.Prefix)
+//	sk         S  "SCS"                               (absent in a hash-only table)
+//	v          N  format version, 1
+//	kind       S  "scs-session"; "scs-destroyed" once deleted
+//	data       B  the session data, as scs's Codec encoded it
+//	expiresAt  N  expiry, epoch seconds: the TTL attribute
+//
+// The prefix, the sort key and the kind keep these items apart from the
+// core's sessions and the app's own items in a shared single table, and the
+// module's one encoder and decoder (shared with the core) write and read
+// them. An item that lacks an attribute, has one of the wrong type, or has
+// a format version the release does not know is not found.
+//
+// Delete does not remove the item but turns it into a tombstone: kind
+// "scs-destroyed", no data, and an expiry an hour ahead for TTL to remove
+// it by. Every Commit is conditional on the key being free or holding a
+// live scs session, so a request that loaded a session before a logout
+// deleted it (scs commits each request with IdleTimeout set) cannot write
+// the old token back into life: its commit is dropped. The same condition
+// keeps a Commit from overwriting an item of another kind.
+//
+// scs's HashTokenInStore is not needed: the store hashes every token
+// itself. Setting it is harmless (the store then hashes scs's hash).
+//
+// # No iteration
+//
+// scs.IterableStore wants every session's raw token as a map key. The table
+// holds only the tokens' digests, which cannot be turned back into tokens,
+// so Store does not implement it, and SessionManager.Iterate panics with it,
+// as with any store that lacks All. To act on every session of a user, keep
+// a sessions-valid-after cutoff on the user's item, as the example does.
+//
+// # Fewer writes with an idle timeout
+//
+// With IdleTimeout set, scs marks every loaded session modified and commits
+// it on every request, only to move its expiry: on DynamoDB, a write per
+// page view. The store skips a commit whose data is the same session data
+// the table holds and whose expiry moves forward by less than
+// [Config.MinCommitInterval], so an idle timeout costs at most one write
+// per interval per session, as the core's throttled refresh does. The cost
+// is that a session may end up to MinCommitInterval before IdleTimeout has
+// passed without requests. A commit whose data changed is always written;
+// so is one that moves the expiry back.
+//
+// The store learns what the table holds without reading it again: it
+// remembers, in memory bounded by [Config.RecordBytes], the data and expiry
+// each session had when this instance last read or wrote it. "The same
+// session data" is judged by decoding both with [Config.Codec], because gob
+// encodes maps in random order. Instances do not share these records, and
+// need not: a commit is skipped only when its data equals what this
+// instance last saw in the table, and that record is kept only when no
+// other call on the same item overlapped it (or all agreed), so it always
+// holds a state that the table held after the committing request read the
+// session. Skipping such a commit can leave in place a newer write by
+// another request or instance, which writing would have undone, but never
+// drops a change that is not in the table. Concurrent requests that change
+// the same session are otherwise last-commit-wins, as with every scs store.
+//
+// # Log out everywhere
+//
+// scs cannot find a user's sessions (see No iteration), and scanning the
+// table is not an option. Instead, as ddbsession does, each session keeps
+// its creation time in its data, and the user's item a sessions-valid-after
+// cutoff (ddbsession's Manager.RevokeAll sets it; its attribute is
+// "sessionsValidAfter", epoch milliseconds). A request whose session was
+// created before its user's cutoff is treated as logged out. The package
+// example shows it whole.
+package scsstore

@@ -1,0 +1,253 @@
+package scsstore_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/scsstore"
+)
+
+func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+
+// newTable creates a table of the core's layout, as an app would, through
+// ddbsession's Manager.
+func newTable(t *testing.T, hashOnly bool) (*dynamodb.Client, string) {
+	t.Helper()
+	client := ddbtest.Client(t)
+	table := ddbtest.TableName(t, client)
+	m, err := ddbsession.New(ddbsession.Config[struct{}]{
+		Client: client, Table: table, HashOnly: hashOnly,
+		Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL; the warning is expected
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return client, table
+}
+
+// newStore returns a Store on table through a counting client.
+func newStore(t *testing.T, client *dynamodb.Client, table string, edit ...func(*scsstore.Config)) (*scsstore.Store, *countingClient) {
+	t.Helper()
+	counting := &countingClient{Client: client}
+	cfg := scsstore.Config{Client: counting, Table: table}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	store, err := scsstore.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, counting
+}
+
+// countingClient counts the store's calls, and fails or pauses them on
+// demand.
+type countingClient struct {
+	*dynamodb.Client
+
+	mu                  sync.Mutex
+	gets, puts, updates int
+	failGet, failPut    error
+	failUpdate          error
+	afterGet            func() // called with GetItem's answer in hand, if set
+}
+
+type counts struct{ gets, puts, updates int }
+
+func (c *countingClient) counts() counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return counts{c.gets, c.puts, c.updates}
+}
+
+func (c *countingClient) fail(get, put, update error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failGet, c.failPut, c.failUpdate = get, put, update
+}
+
+func (c *countingClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.mu.Lock()
+	c.gets++
+	fail, after := c.failGet, c.afterGet
+	c.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	out, err := c.Client.GetItem(ctx, in, opts...)
+	if after != nil {
+		after()
+	}
+	return out, err
+}
+
+func (c *countingClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.mu.Lock()
+	c.puts++
+	fail := c.failPut
+	c.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	return c.Client.PutItem(ctx, in, opts...)
+}
+
+func (c *countingClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.mu.Lock()
+	c.updates++
+	fail := c.failUpdate
+	c.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	return c.Client.UpdateItem(ctx, in, opts...)
+}
+
+var errOutage = errors.New("injected DynamoDB outage")
+
+// instance is one app server on scs and a Store: the routes of example/scs.
+type instance struct {
+	sessions *scs.SessionManager
+	srv      *httptest.Server
+	errs     chan error // what reached ErrorFunc
+	// hold, if set, runs in GET /get and POST /put once the session is
+	// loaded.
+	hold func()
+}
+
+func newInstance(t *testing.T, store *scsstore.Store, idle time.Duration) *instance {
+	t.Helper()
+	in := &instance{sessions: scs.New(), errs: make(chan error, 10)}
+	in.sessions.Store = store
+	in.sessions.IdleTimeout = idle
+	in.sessions.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+		in.errs <- err
+		http.Error(w, "session store unavailable", http.StatusInternalServerError)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /put", func(w http.ResponseWriter, r *http.Request) {
+		if in.hold != nil {
+			in.hold()
+		}
+		in.sessions.Put(r.Context(), "msg", r.PostFormValue("msg"))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /put2", func(w http.ResponseWriter, r *http.Request) {
+		// Several keys: gob encodes the map in a random order.
+		for _, k := range []string{"a", "b", "c", "d", "e"} {
+			in.sessions.Put(r.Context(), k, k+"-value")
+		}
+		in.sessions.Put(r.Context(), "since", int64(1796040000))
+		in.sessions.Put(r.Context(), "roles", []string{"reader", "writer"})
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /get", func(w http.ResponseWriter, r *http.Request) {
+		if in.hold != nil {
+			in.hold()
+		}
+		if !in.sessions.Exists(r.Context(), "msg") {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, in.sessions.GetString(r.Context(), "msg"))
+	})
+	mux.HandleFunc("POST /renew", func(w http.ResponseWriter, r *http.Request) {
+		if err := in.sessions.RenewToken(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /destroy", func(w http.ResponseWriter, r *http.Request) {
+		if err := in.sessions.Destroy(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	in.srv = httptest.NewServer(in.sessions.LoadAndSave(mux))
+	t.Cleanup(in.srv.Close)
+	return in
+}
+
+// browser is a client with a cookie jar. Cookies do not depend on the
+// port, so one browser carries its session to every instance.
+type browser struct {
+	t      *testing.T
+	client *http.Client
+	jar    *cookiejar.Jar
+}
+
+func newBrowser(t *testing.T) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, client: &http.Client{Jar: jar}, jar: jar}
+}
+
+// do sends method path to in (a form for POST), and returns the status and
+// body.
+func (b *browser) do(in *instance, method, path string, form url.Values) (int, string) {
+	b.t.Helper()
+	var res *http.Response
+	var err error
+	if method == http.MethodPost {
+		res, err = b.client.PostForm(in.srv.URL+path, form)
+	} else {
+		res, err = b.client.Get(in.srv.URL + path)
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, strings.TrimSpace(string(body))
+}
+
+// expect fails the test unless method path answers want (and, for 200,
+// wantBody).
+func (b *browser) expect(in *instance, method, path string, form url.Values, want int, wantBody string) {
+	b.t.Helper()
+	status, body := b.do(in, method, path, form)
+	if status != want || (want == http.StatusOK && body != wantBody) {
+		b.t.Errorf("%s %s: %d %q, want %d %q", method, path, status, body, want, wantBody)
+	}
+}
+
+// token returns the session cookie's value.
+func (b *browser) token(in *instance) string {
+	b.t.Helper()
+	u, _ := url.Parse(in.srv.URL)
+	for _, c := range b.jar.Cookies(u) {
+		if c.Name == in.sessions.Cookie.Name {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// setToken replaces the session cookie, as an attacker with a stolen token
+// would.
+func (b *browser) setToken(in *instance, token string) {
+	u, _ := url.Parse(in.srv.URL)
+	b.jar.SetCookies(u, []*http.Cookie{{Name: in.sessions.Cookie.Name, Value: token, Path: "/"}})
+}
+
+func msg(s string) url.Values { return url.Values{"msg": {s}} }

@@ -1,0 +1,173 @@
+package scsstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// Store keeps scs sessions in DynamoDB. It implements scs.Store and
+// scs.CtxStore; scs uses the context methods, with the request's context.
+// It is safe for concurrent use, and any number of instances may share a
+// table.
+type Store struct {
+	client   Client
+	table    string
+	layout   item.SCSLayout
+	interval int64 // MinCommitInterval in seconds
+	codec    scs.Codec
+	now      func() time.Time
+	records  *records
+}
+
+var _ scs.CtxStore = (*Store)(nil)
+
+// tombstoneLife is how long a deleted session's tombstone stays, at least,
+// before TTL removes it: far longer than any request that loaded the
+// session before the delete can take to commit it.
+const tombstoneLife = time.Hour
+
+// FindCtx returns the data of the session behind token. A missing, expired,
+// deleted or malformed session, and a malformed token, are not found
+// (found false, err nil); err is for failures of DynamoDB only. It costs one
+// strongly consistent GetItem, and nothing for a malformed token.
+func (s *Store) FindCtx(ctx context.Context, token string) (b []byte, found bool, err error) {
+	if !item.ValidSCSToken(token) {
+		return nil, false, nil
+	}
+	pk := s.layout.PK(token)
+	start := s.records.begin()
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.table,
+		Key:            s.layout.Key(pk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		s.records.end(pk, start, state{})
+		return nil, false, fmt.Errorf("scsstore: find session: %w", err)
+	}
+	// TTL deletes expired items up to days late: presence is not validity.
+	sess, err := s.layout.Decode(out.Item)
+	if err != nil || !s.now().Before(sess.ExpiresAt) {
+		s.records.end(pk, start, state{})
+		return nil, false, nil
+	}
+	s.records.end(pk, start, state{known: true, data: bytes.Clone(sess.Data), expires: sess.ExpiresAt.Unix()})
+	return sess.Data, true, nil
+}
+
+// CommitCtx writes the session's data and expiry, unless the data is what
+// the table already holds and the expiry moves forward by less than
+// MinCommitInterval. The expiry is stored in whole epoch seconds, rounded
+// down. A commit for a session that was deleted since scs loaded it is
+// dropped, so that a request racing a logout cannot bring the old token
+// back.
+func (s *Store) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
+	if !item.ValidSCSToken(token) {
+		// scs commits only tokens it made or found: a bug, not a visitor.
+		return errors.New("scsstore: commit session: the token is not an scs token")
+	}
+	pk := s.layout.PK(token)
+	expires := expiry.Unix()
+	if s.unchanged(pk, b, expires) {
+		return nil
+	}
+	start := s.records.begin()
+	w := s.layout.CommitCondition()
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.table,
+		Item:                      s.layout.Encode(pk, item.SCSSession{Data: b, ExpiresAt: time.Unix(expires, 0)}),
+		ConditionExpression:       &w.Condition,
+		ExpressionAttributeNames:  w.Names,
+		ExpressionAttributeValues: w.Values,
+	})
+	var deleted *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		s.records.end(pk, start, state{known: true, data: bytes.Clone(b), expires: expires})
+		return nil
+	case errors.As(err, &deleted):
+		s.records.end(pk, start, state{})
+		return nil
+	default:
+		s.records.end(pk, start, state{})
+		return fmt.Errorf("scsstore: commit session: %w", err)
+	}
+}
+
+// unchanged reports whether a commit of data b with expiry expires may be
+// skipped: b holds the same session as the record, and the expiry moves
+// forward by less than the interval. An expiry that moves back is written,
+// so that the store never keeps a session longer than scs asks.
+func (s *Store) unchanged(pk string, b []byte, expires int64) bool {
+	rec := s.records.get(pk)
+	if !rec.known || expires < rec.expires || expires-rec.expires >= s.interval {
+		return false
+	}
+	if bytes.Equal(rec.data, b) {
+		return true
+	}
+	deadline1, values1, err := s.codec.Decode(rec.data)
+	if err != nil {
+		return false
+	}
+	deadline2, values2, err := s.codec.Decode(b)
+	if err != nil {
+		return false
+	}
+	// DeepEqual errs only towards "changed" (a NaN, a time.Time decoded
+	// into a fresh *Location): that costs a write, never data.
+	return deadline1.Equal(deadline2) && reflect.DeepEqual(values1, values2)
+}
+
+// DeleteCtx deletes the session behind token; a missing one, or a
+// malformed token, is a no-op. The item becomes a tombstone without data,
+// which Find does not find and a late Commit cannot overwrite, and which
+// TTL removes after an hour.
+func (s *Store) DeleteCtx(ctx context.Context, token string) error {
+	if !item.ValidSCSToken(token) {
+		return nil
+	}
+	pk := s.layout.PK(token)
+	start := s.records.begin()
+	w := s.layout.Destroy(s.now().Add(tombstoneLife))
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       s.layout.Key(pk),
+		UpdateExpression:          &w.Update,
+		ConditionExpression:       &w.Condition,
+		ExpressionAttributeNames:  w.Names,
+		ExpressionAttributeValues: w.Values,
+	})
+	s.records.end(pk, start, state{})
+	var missing *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &missing) {
+		return fmt.Errorf("scsstore: delete session: %w", err)
+	}
+	return nil
+}
+
+// Find is FindCtx without a context.
+func (s *Store) Find(token string) (b []byte, found bool, err error) {
+	return s.FindCtx(context.Background(), token)
+}
+
+// Commit is CommitCtx without a context.
+func (s *Store) Commit(token string, b []byte, expiry time.Time) error {
+	return s.CommitCtx(context.Background(), token, b, expiry)
+}
+
+// Delete is DeleteCtx without a context.
+func (s *Store) Delete(token string) error {
+	return s.DeleteCtx(context.Background(), token)
+}
