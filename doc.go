@@ -91,6 +91,21 @@
 // "v"; a reader treats an item with a "v" it does not know as absent, failing
 // closed.
 //
+// The scsstore module (sessions for github.com/alexedwards/scs) keeps its
+// items in the same table through the same encoder and decoder:
+//
+//	pk         S  SCS#<base64url(sha256(scs token))>
+//	sk         S  SCS   (absent in a hash-only table)
+//	v          N  1
+//	kind       S  "scs-session"; "scs-destroyed" once deleted (a tombstone
+//	              that keeps a late commit from bringing the token back)
+//	data       B  scs's encoded session data (live sessions only)
+//	expiresAt  N  epoch seconds, the TTL attribute
+//
+// The prefixes and kinds keep the three families (core sessions, scs
+// sessions, the app's own items) apart: each decoder answers "another kind"
+// for the others' items, and ddbstream reports core sessions only.
+//
 // The user item is the app's own. The package reads it with
 // attributevalue.UnmarshalMap into the app's type, and reads and writes one
 // attribute of it, "sessionsValidAfter" (N, epoch milliseconds), set by

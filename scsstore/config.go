@@ -101,7 +101,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	setDefault(&cfg.TTLAttribute, d.TTL)
 	for _, name := range []string{cfg.PartitionKey, cfg.SortKey, cfg.TTLAttribute} {
-		if item.ReservedSCS(name) {
+		if item.Reserved(name) {
 			return nil, fmt.Errorf("scsstore: attribute name %q clashes with a session attribute", name)
 		}
 	}

@@ -54,7 +54,7 @@ const (
 var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
-	AttrExpiryBucket: true,
+	AttrExpiryBucket: true, AttrData: true,
 }
 
 // Reserved reports whether name is one of the format's own attribute names.

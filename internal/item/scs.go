@@ -33,10 +33,6 @@ const (
 	scsSort          = "SCS"
 )
 
-// ReservedSCS reports whether name is an attribute name of the core's items
-// or of the scs item, which no configured key or attribute name may take.
-func ReservedSCS(name string) bool { return Reserved(name) || name == AttrData }
-
 // SCSSession is an scs session item, decoded. It never holds the token.
 type SCSSession struct {
 	Data      []byte
