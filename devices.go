@@ -62,7 +62,7 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 	for _, s := range found { // newest first
 		// The query's filter ran at the engine's "now"; this check runs at
 		// ours, and also drops legacy sessions that RevokeAll has ended.
-		if s.UserPK != user.PK || s.UserSK != user.SK || !m.life.live(s, now) || s.CreatedAt.Before(validAfter) {
+		if s.UserPK != user.PK || s.UserSK != user.SK || !m.life.live(s, now) || !s.CreatedAt.After(validAfter) {
 			continue
 		}
 		list = append(list, SessionInfo{Session: sessionOf(s), Current: s.ID == current.ID})
@@ -109,13 +109,20 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 
 // RevokeAll logs user out everywhere: it sets the user item's
 // sessions-valid-after cutoff to now, in epoch milliseconds. Every session
-// created before it is rejected on its next request, on any instance, with
-// no scan and no query; a session created from now on is valid.
+// created up to it, this millisecond included, is rejected on its next
+// request, on any instance, with no scan and no query; [Manager.Login] and
+// [Manager.LoginWith] stamp the sessions they create after it.
 //
-// The cutoff never moves backwards, so of two racing calls the later one
-// wins. RevokeAll returns [ErrUserNotFound] if the user has no item in the
-// table; with a custom [Config.LoadUser], keep the cutoff where the loader
-// reads it instead.
+// The cutoff never moves backwards: a call that finds it at or after now
+// moves it one millisecond on instead, so that every call ends the sessions
+// created before it. RevokeAll returns [ErrUserNotFound] if the user has no
+// item in the table; with a custom [Config.LoadUser], keep the cutoff where
+// the loader reads it instead.
+//
+// To change a credential (a password), write the new credential first and
+// call RevokeAll after it, then Login again to keep the current browser
+// signed in with a fresh session; a login that races the change must use
+// [Manager.LoginWith] to be sure to end with the others.
 //
 // The cutoff is compared with createdAt values written by other instances,
 // so RevokeAll assumes that the instances' clocks agree to well within a

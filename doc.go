@@ -192,12 +192,26 @@
 // # Time
 //
 // Expiry is compared in epoch seconds, as TTL stores it. createdAt and the
-// cutoff are epoch milliseconds, so [Manager.RevokeAll] is exact to the
-// millisecond: a session created earlier is rejected, one created in the
-// same millisecond or later is valid. The cutoff is written by one instance
-// and compared with createdAt values written by others, which assumes that
-// the instances' clocks agree to well within a second, as NTP or the Amazon
-// Time Sync Service keep them.
+// cutoff are epoch milliseconds, and the cutoff is strict: a session created
+// in the cutoff's millisecond or before is ended. [Manager.RevokeAll] moves
+// the cutoff to its own millisecond (or one on, where it already is there or
+// later), and [Manager.Login] and [Manager.LoginWith] stamp a new session
+// after the cutoff they read, so a sign-in right after RevokeAll holds. The
+// cutoff is written by one instance and compared with createdAt values
+// written by others, which assumes that the instances' clocks agree to well
+// within a second, as NTP or the Amazon Time Sync Service keep them.
+//
+// # Credentials and sessions
+//
+// A password change must not leave a session that rests on the old
+// password: write the new credential, then call [Manager.RevokeAll], then
+// sign the changing browser in again with [Manager.Login]. Password logins
+// go through [Manager.LoginWith], which reads the user item itself and
+// stamps the session with a time taken before that read: a login that read
+// the old password is then always created before the cutoff, however the
+// two interleave. New user items carry a cutoff of their creation time
+// ([Manager.CreateUser]), so that a deleted user's sessions never come back
+// for a new account under the same key.
 //
 // # Engines
 //

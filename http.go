@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -49,6 +50,11 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 			m.cfg.Unauthorized.ServeHTTP(w, r)
 		case errors.Is(err, ErrNoSession):
 			next.ServeHTTP(w, r)
+		case errors.As(err, new(*userDecodeError)):
+			// The app's type does not fit its own items: a bug to fix, not
+			// an outage to wait out.
+			m.cfg.Logger.ErrorContext(r.Context(), "ddbsession: cannot decode the user item, failing closed", "err", err)
+			http.Error(w, "internal server error", http.StatusInternalServerError)
 		default:
 			m.logStoreFailure(r.Context(), err)
 			m.cfg.StoreUnavailable.ServeHTTP(w, r)
@@ -100,24 +106,69 @@ func (m *Manager[U]) logStoreFailure(ctx context.Context, err error) {
 	m.cfg.Logger.Log(ctx, level, "ddbsession: cannot check session, failing closed", attrs...)
 }
 
-// Login signs user in on this browser. It rotates the session: every session
-// the request carries is deleted first, so a token planted before sign-in
-// (session fixation) dies with it, and a new session with a fresh token is
-// created and sent in the cookie. The new session item is written with
+// Login signs user in on this browser, for flows whose credentials are not
+// read from the user item (a single sign-on callback, a magic link): a
+// password login should use [Manager.LoginWith]. It reads the user item
+// (strongly consistent), and returns [ErrUserNotFound], writing nothing,
+// for a user without one. It rotates the session: every session the request
+// carries is deleted first, so a token planted before sign-in (session
+// fixation) dies with it, and a new session with a fresh token is created
+// and sent in the cookie. The new session item is written with
 // attribute_not_exists, so it can never overwrite another. If deleting a
 // carried session fails, Login stops there and writes nothing.
 func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey) error {
+	return m.login(w, r, user, nil)
+}
+
+// LoginWith signs user in after verify accepts the user as read, in the
+// same call, from the user item: verify checks the password (or other
+// credential) against it and returns an error, which LoginWith returns,
+// to refuse. Otherwise it is [Manager.Login].
+//
+// It is race-free against a credential change that writes the new
+// credential and then calls [Manager.RevokeAll]: the session is stamped with
+// a time taken before the user item was read, so a login that read the old
+// credential is always created before the cutoff and dies with the others,
+// and a login that read after the change saw the new credential, and the
+// cutoff, and is stamped after it. A plain Login after the app's own read
+// cannot promise that, since it cannot know when the app read.
+//
+// With a custom [Config.LoadUser], the loader must return the credential in
+// U and read it, with the cutoff, in one strongly consistent read.
+func (m *Manager[U]) LoginWith(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
+	if verify == nil {
+		return errors.New("ddbsession: LoginWith: verify is nil")
+	}
+	return m.login(w, r, user, verify)
+}
+
+func (m *Manager[U]) login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
 	if user.PK == "" || (user.SK == "") != m.cfg.HashOnly {
 		return fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
 	}
 	// Not cut short by the client: a half-done rotation helps no one.
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
+	now := m.cfg.Now() // before the user is read: see LoginWith
+	u, validAfter, err := m.loadUser(ctx, user)
+	if errors.Is(err, ErrUserNotFound) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("ddbsession: Login: load user: %w", err)
+	}
+	if verify != nil {
+		if err := verify(u); err != nil {
+			return err
+		}
+	}
 	if err := m.endRequestSessions(ctx, r); err != nil {
 		return err
 	}
-	now := m.cfg.Now()
-	s := m.life.newSession(user, userAgent(r), now)
+	// A cutoff newer than now was read with the user, so the credential
+	// the login rests on is at least that new: stamp the session after it.
+	created := max(now.UnixMilli(), validAfter.UnixMilli()+1)
+	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
 	token := item.NewToken()
 	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {
 		return err
@@ -148,10 +199,18 @@ func (m *Manager[U]) endRequestSessions(ctx context.Context, r *http.Request) er
 	return errors.Join(errs...)
 }
 
-// userAgent returns the request's User-Agent as stored: valid UTF-8, at
-// most item.MaxUserAgent bytes, since the client controls it.
+// userAgent returns the request's User-Agent as stored, which the client
+// controls: valid UTF-8 without control or format characters (bidi
+// overrides, zero-width characters), so that a stolen session cannot
+// disguise itself in the device list, and at most item.MaxUserAgent bytes.
 func userAgent(r *http.Request) string {
 	s := strings.ToValidUTF8(r.UserAgent(), "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return -1
+		}
+		return r
+	}, s)
 	n := item.MaxUserAgent
 	if len(s) <= n {
 		return s

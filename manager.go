@@ -66,10 +66,6 @@ func sessionOf(s item.Session) Session {
 // say which: callers treat them all as "signed out".
 var ErrNoSession = errors.New("ddbsession: no valid session")
 
-// ErrUserNotFound is returned by a [Config.LoadUser] for a user that does not
-// exist, and by [Manager.RevokeAll] for a user item that is not in the table.
-var ErrUserNotFound = errors.New("ddbsession: user not found")
-
 // CookieName returns the name of the session cookie, with the "__Host-"
 // prefix unless in dev mode.
 func (m *Manager[U]) CookieName() string { return m.cfg.CookieName }

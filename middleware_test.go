@@ -3,6 +3,7 @@ package ddbsession_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -315,7 +316,7 @@ func TestCustomLoadUser(t *testing.T) {
 		cutoff time.Time
 	}{
 		"EXT#carol": {User{Name: "carol from the directory"}, time.Time{}},
-		"EXT#dave":  {User{Name: "dave"}, start.Add(time.Second)}, // revoked after login
+		"EXT#dave":  {User{Name: "dave"}, time.Time{}}, // revoked after login, below
 	}
 	var p *probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
@@ -330,7 +331,19 @@ func TestCustomLoadUser(t *testing.T) {
 	})
 	carol := e.login(ddbsession.UserKey{PK: "EXT#carol", SK: "-"})
 	dave := e.login(ddbsession.UserKey{PK: "EXT#dave", SK: "-"})
-	erin := e.login(ddbsession.UserKey{PK: "EXT#erin", SK: "-"})
+	directory["EXT#dave"] = struct {
+		user   User
+		cutoff time.Time
+	}{User{Name: "dave"}, start.Add(time.Second)}
+	// Login asks the loader too: a user it does not know gets no session.
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), ddbsession.UserKey{PK: "EXT#erin", SK: "-"}); !errors.Is(err, ddbsession.ErrUserNotFound) {
+		t.Errorf("Login of a user unknown to the loader = %v, want ErrUserNotFound", err)
+	}
+	if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
+		t.Errorf("refused Login sent Set-Cookie %q", c)
+	}
+	erin := &http.Cookie{Name: e.m.CookieName(), Value: carol.Value[:25] + "A"} // a token that was never issued
 	h := e.m.RequireSession(whoami(e.m))
 
 	p.reset()

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -90,7 +88,8 @@ func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error
 // decides whether the
 // session is valid at now: present, live, naming the credential's user if
 // the credential names one, and created at or after its user's
-// sessions-valid-after cutoff. A panic, say in a LoadUser of the app's,
+// sessions-valid-after cutoff (strictly: a session of the cutoff's
+// millisecond is ended with the others). A panic, say in a LoadUser of the app's,
 // becomes an error so that it fails the request closed instead of escaping.
 func (m *Manager[U]) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time) (s item.Session, u U, err error) {
 	defer func() {
@@ -107,7 +106,7 @@ func (m *Manager[U]) check(ctx context.Context, cred item.Credential, sessionPK 
 	if err != nil {
 		return item.Session{}, u, err
 	}
-	if s.CreatedAt.Before(validAfter) {
+	if !s.CreatedAt.After(validAfter) {
 		return item.Session{}, u, ErrNoSession
 	}
 	return s, u, nil
@@ -281,29 +280,4 @@ func (r *refreshes) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// loadUserItem is the default [Config.LoadUser]: one strongly consistent
-// GetItem of the user's item in the sessions table.
-func (m *Manager[U]) loadUserItem(ctx context.Context, key UserKey) (u U, validAfter time.Time, err error) {
-	av, err := m.store.getUser(ctx, key.PK, key.SK)
-	if err != nil {
-		return u, validAfter, err
-	}
-	if av == nil {
-		return u, validAfter, ErrUserNotFound
-	}
-	return m.decodeUser(av)
-}
-
-// decodeUser decodes a user item into U and reads its cutoff.
-func (m *Manager[U]) decodeUser(av map[string]types.AttributeValue) (u U, validAfter time.Time, err error) {
-	if err := m.decoder.Decode(&types.AttributeValueMemberM{Value: av}, &u); err != nil {
-		return u, validAfter, fmt.Errorf("decode user item: %w", err)
-	}
-	validAfter, err = m.store.ValidAfterOf(av)
-	if err != nil {
-		return u, validAfter, fmt.Errorf("user item's cutoff: %w", err)
-	}
-	return u, validAfter, nil
 }

@@ -292,38 +292,48 @@ func (st *store) refresh(ctx context.Context, sessionPK string, old, next item.S
 	return nil
 }
 
-// raiseCutoff sets a user item's sessions-valid-after cutoff to ms (epoch
-// milliseconds) unless it is already later: the cutoff never moves back, so
-// of two racing calls the later one wins. It returns ErrUserNotFound if the
-// user has no item.
+// createUser writes a new user item av with its cutoff at ms, unless an
+// item with its key exists (ErrUserExists).
+func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) error {
+	av[st.ValidAfter] = item.Num(ms)
+	err := st.putNew(ctx, av)
+	var exists *types.ConditionalCheckFailedException
+	if errors.As(err, &exists) {
+		return ErrUserExists
+	}
+	return err
+}
+
+// raiseCutoff moves a user item's sessions-valid-after cutoff forward to ms
+// (epoch milliseconds), or, if it is already there or later, by one
+// millisecond: it never moves back, and each call ends the sessions created
+// up to it even where a clock lags the cutoff. It returns ErrUserNotFound if
+// the user has no item.
 func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int64) error {
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &st.table,
-		Key:                       st.Key(userPK, userSK),
-		UpdateExpression:          aws.String("SET #cutoff = :now"),
-		ConditionExpression:       aws.String("attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#cutoff": st.ValidAfter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": item.Num(ms)},
-	})
+	update := func(set, condition string, values map[string]types.AttributeValue) error {
+		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &st.table,
+			Key:                       st.Key(userPK, userSK),
+			UpdateExpression:          aws.String(set),
+			ConditionExpression:       aws.String(condition),
+			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#cutoff": st.ValidAfter},
+			ExpressionAttributeValues: values,
+		})
+		return err
+	}
+	now := map[string]types.AttributeValue{":now": item.Num(ms)}
 	var failed *types.ConditionalCheckFailedException
+	err := update("SET #cutoff = :now", "attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)", now)
 	if !errors.As(err, &failed) {
 		return err
 	}
-	// Either the user is missing or a later cutoff is already in place.
-	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                &st.table,
-		Key:                      st.Key(userPK, userSK),
-		ConsistentRead:           consistent,
-		ProjectionExpression:     aws.String("#pk"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
-	})
-	switch {
-	case err != nil:
-		return err
-	case out.Item == nil:
+	// Either the user is missing, or a cutoff at or after ms is in place.
+	err = update("SET #cutoff = #cutoff + :one", "attribute_exists(#pk) AND attribute_exists(#cutoff)",
+		map[string]types.AttributeValue{":one": item.Num(1)})
+	if errors.As(err, &failed) {
 		return ErrUserNotFound
 	}
-	return nil
+	return err
 }
 
 // getIndex reads the index item of session id in a user's own index
