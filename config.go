@@ -115,8 +115,10 @@ type Config[U any] struct {
 	// active it is (OWASP's absolute timeout). Default 30 days.
 	AbsoluteLifetime time.Duration
 
-	// StoreTimeout bounds the DynamoDB work of one request, and on its own
-	// a refresh's writes, which run after the response. Default 2s.
+	// StoreTimeout bounds the DynamoDB work of one request. A refresh's
+	// writes run after the response, each of its steps (the session item;
+	// a check of it when its write's answer was lost; the index item)
+	// bounded by StoreTimeout on its own. Default 2s.
 	StoreTimeout time.Duration
 
 	// ExpiryIndex names an optional global secondary index on

@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
@@ -93,13 +96,14 @@ func TestRefreshRepairsIndexItem(t *testing.T) {
 		t.Errorf("List without the index item = %+v, want none", list)
 	}
 
-	// That refresh finds the index item missing and writes it anew.
+	// That refresh finds the index item missing, writes it anew, and reads
+	// the session again to be sure it was not deleted meanwhile.
 	p.reset()
 	w = e.get(h, cookie)
 	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
 		t.Fatalf("repairing refresh: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2, "PutItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2, "PutItem": 1, "GetItem": 1}, p.calls); diff != "" {
 		t.Errorf("calls of the repairing refresh (-want +got):\n%s", diff)
 	}
 	now := e.clock.Now()
@@ -206,4 +210,82 @@ func TestAbsoluteLifetimeCheckedOnRead(t *testing.T) {
 	if _, _, err := e.m.Check(context.Background(), cookie.Value); err != nil {
 		t.Errorf("the same session under the default lifetime: %v", err)
 	}
+}
+
+// A refresh racing a Logout must not leave an index item behind for the
+// deleted session: the refresh has written the session item, and the
+// Logout deletes both items before the refresh reaches the index item,
+// which it then finds missing and would write anew.
+func TestRefreshRacingLogoutLeavesNoIndexItem(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	e.clock.Advance(30 * time.Minute)
+	var once sync.Once
+	p.before = func(_ context.Context, op string, in any) {
+		if op == "UpdateItem" && strings.HasPrefix(updateKey(in), "USERSESSIONS#") {
+			once.Do(func() {
+				if err := e.m.Logout(newRecorder(), newRequest(cookie)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	if got := e.status(cookie); got != http.StatusOK {
+		t.Fatalf("the refreshing request: status %d", got)
+	}
+	if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
+		t.Errorf("index items of the logged-out session: %v", itemsText(items))
+	}
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List after Logout raced a refresh = %v, want none", list)
+	}
+}
+
+// A refresh whose session write landed but whose response was lost still
+// moves the index item's expiry, or List would hide the live session once
+// the index item's old expiry passed.
+func TestRefreshWithLostResponseKeepsIndexItem(t *testing.T) {
+	t.Parallel()
+	var lossy *lostResponse
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		lossy = &lostResponse{Client: c.Client}
+		c.Client = lossy
+	})
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	e.clock.Advance(30 * time.Minute)
+	lossy.armed.Store(true)
+	if got := e.status(cookie); got != http.StatusOK {
+		t.Fatalf("status %d", got)
+	}
+	if lossy.armed.Load() {
+		t.Fatal("no session write lost its response")
+	}
+	want := time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)
+	if got := itemExpiry(t, e.itemOf(kindIndex, "")); !got.Equal(want) {
+		t.Errorf("index item's expiry %v, want the session's new one %v", got, want)
+	}
+	// Past the old expiry, the session is live and listed.
+	e.clock.Advance(45 * time.Minute)
+	if list := e.mustList(alice); len(list) != 1 || !list[0].ExpiresAt.Equal(want) {
+		t.Errorf("List past the index item's old expiry = %v, want the session", list)
+	}
+}
+
+// lostResponse passes the first session UpdateItem after it is armed to the
+// engine, and then answers it with an error, as a dropped connection does.
+type lostResponse struct {
+	ddbsession.Client
+	armed atomic.Bool
+}
+
+func (l *lostResponse) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := l.Client.UpdateItem(ctx, in, o...)
+	if err == nil && strings.HasPrefix(updateKey(in), "SESSION#") && l.armed.CompareAndSwap(true, false) {
+		return nil, errors.New("connection reset by peer")
+	}
+	return out, err
 }

@@ -189,17 +189,39 @@ func (m *Manager[U]) refresh(ctx context.Context, sessionPK string, s item.Sessi
 	return next, true
 }
 
-// writeRefresh is refresh's write, after the response.
+// writeRefresh is refresh's writes, after the response: the session item,
+// then its index item, each bounded by StoreTimeout.
 func (m *Manager[U]) writeRefresh(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) {
-	ctx, cancel := m.storeContext(ctx)
-	defer cancel()
-	err := m.store.refresh(ctx, sessionPK, old, next, now)
+	wctx, cancel := m.storeContext(ctx)
+	err := m.store.refreshSession(wctx, sessionPK, old, next, now)
+	cancel()
+	if err != nil && !errors.Is(err, errRefreshLost) && m.refreshLanded(ctx, sessionPK, next) {
+		err = nil // the response was lost, not the write
+	}
 	if err != nil && !errors.Is(err, errRefreshLost) {
 		m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", old.ID, "err", err)
+	}
+	if err == nil && !m.cfg.HashOnly {
+		ictx, cancel := m.storeContext(ctx)
+		if err := m.store.refreshIndex(ictx, sessionPK, next); err != nil {
+			m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session index item", "sid", old.ID, "err", err)
+		}
+		cancel()
 	}
 	// The expiry moved, here or elsewhere, unless the write failed: then
 	// the next request may try again at once.
 	m.refreshes.finish(sessionPK, err == nil || errors.Is(err, errRefreshLost), m.cfg.StoreTimeout)
+}
+
+// refreshLanded reports whether a session write whose outcome is unknown
+// (an error that may have come after DynamoDB applied it) did land, so
+// that the index item follows: otherwise List would hide a live session
+// once the index item's old expiry passed.
+func (m *Manager[U]) refreshLanded(ctx context.Context, sessionPK string, next item.Session) bool {
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+	s, found, err := m.store.getSession(ctx, sessionPK)
+	return err == nil && found && s.ExpiresAt.Equal(next.ExpiresAt) && s.RefreshedAt.Equal(next.RefreshedAt)
 }
 
 // Wait waits until the session refreshes that requests have started are

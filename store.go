@@ -229,18 +229,12 @@ func (st *store) deleteItem(ctx context.Context, key map[string]types.AttributeV
 	return err
 }
 
-// refresh writes next's expiry over old's. The write is conditional on the
-// expiry old was read with, and on that expiry still being ahead of now. So
-// it never revives an item that was deleted or has expired meanwhile, and of
-// concurrent requests that read the same expiry at most one writes; the
-// others get errRefreshLost.
-//
-// Then it copies the expiry to the index item, so that List shows it and
-// TTL removes both items together. The session write has succeeded, so the
-// session is live: this write must not be lost to a client that hangs up,
-// and an index item that is missing (removed by TTL after an earlier failure
-// here) is written anew. A failure is logged; the next refresh repairs it.
-func (st *store) refresh(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) error {
+// refreshSession writes next's expiry over old's. The write is conditional
+// on the expiry old was read with, and on that expiry still being ahead of
+// now. So it never revives an item that was deleted or has expired
+// meanwhile, and of concurrent writers that read the same expiry at most one
+// writes; the others get errRefreshLost.
+func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) error {
 	set := "SET #ttl = :exp, #refreshed = :refreshed"
 	names := map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt}
 	values := map[string]types.AttributeValue{
@@ -266,30 +260,39 @@ func (st *store) refresh(ctx context.Context, sessionPK string, old, next item.S
 	if errors.As(err, &lost) {
 		return errRefreshLost
 	}
-	if err != nil || st.HashOnly() {
-		return err
-	}
+	return err
+}
 
-	ctx, cancel := detach(ctx)
-	defer cancel()
-	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// refreshIndex copies a refreshed session's expiry to its index item, so
+// that List shows it and TTL removes both items together. An index item
+// that is missing (TTL removed it after an earlier failure here) is written
+// anew, but a session deleted meanwhile (a Logout or Revoke racing the
+// refresh) must not get it back: after writing it, the session item is read
+// again, and if it is gone the index item goes too. So List may show such a
+// session for the moment between the two, never after.
+func (st *store) refreshIndex(ctx context.Context, sessionPK string, next item.Session) error {
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &st.table,
 		Key:                      st.IndexKey(next),
 		UpdateExpression:         aws.String("SET #ttl = :exp, #refreshed = :refreshed"),
 		ConditionExpression:      aws.String("attribute_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":exp":       values[":exp"],
-			":refreshed": values[":refreshed"],
+			":exp":       item.Num(next.ExpiresAt.Unix()),
+			":refreshed": item.Num(next.RefreshedAt.UnixMilli()),
 		},
 	})
-	if errors.As(err, &lost) {
-		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: st.EncodeIndex(sessionPK, next)})
+	var missing *types.ConditionalCheckFailedException
+	if !errors.As(err, &missing) {
+		return err
 	}
-	if err != nil {
-		st.logger.ErrorContext(ctx, "ddbsession: refresh session index item", "sid", next.ID, "err", err)
+	if err := st.putNew(ctx, st.EncodeIndex(sessionPK, next)); err != nil && !errors.As(err, &missing) {
+		return fmt.Errorf("repair: %w", err)
 	}
-	return nil
+	if _, live, err := st.getSession(ctx, sessionPK); err != nil || live {
+		return err
+	}
+	return st.deleteItem(ctx, st.IndexKey(next))
 }
 
 // createUser writes a new user item av with its cutoff at ms, unless an
