@@ -90,6 +90,14 @@ type Config[U any] struct {
 	// see "Rolling deploys" in the package documentation.
 	HideUserKey bool
 
+	// BearerTokens makes RequireSession and LoadSession also accept a
+	// session credential in an "Authorization: Bearer" header, for clients
+	// without cookies; [Manager.LoginBearer] issues them. A request with
+	// both a session cookie and a bearer token is refused with 400. Off by
+	// default, so that an Authorization header meant for something else is
+	// never read.
+	BearerTokens bool
+
 	// CookieName is the session cookie's name. The "__Host-" prefix is
 	// added if missing, because it makes browsers refuse the cookie unless
 	// it is Secure, host-only and on Path=/. Default "__Host-session".

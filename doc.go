@@ -136,6 +136,23 @@
 // [Config.HideUserKey]: cookies then carry the token alone and requests read
 // the session and the user in turn. A custom LoadUser always reads in turn.
 //
+// # Clients without cookies
+//
+// A CLI, a mobile app or a script can hold the same sessions as a browser.
+// With [Config.BearerTokens] set, RequireSession and LoadSession also accept
+// "Authorization: Bearer <token>", where the token is what
+// [Manager.LoginBearer] returned: the same credential as a cookie's value,
+// with the same checks (a malformed one costs no call). Such a session is
+// listed with its User-Agent, revoked one by one or by RevokeAll, and ended
+// by Logout, like any other. A request that carries both a session cookie
+// and a bearer token is refused with 400. A refresh cannot re-send a
+// cookie to such a client, so the response says the new expiry in the
+// Session-Expires header ([SessionExpiresHeader], RFC 3339).
+//
+// Bearer requests need no cross-origin protection, cookie requests do: a
+// browser attaches cookies to requests that other sites make it send, but
+// never an Authorization header.
+//
 // # Rolling deploys
 //
 // A release accepts cookies of both forms, with and without the user key,

@@ -42,11 +42,16 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The response depends on the cookie whatever happens next.
 		addVaryCookie(w.Header())
-		st, err := m.authenticate(w, r)
+		st, bearer, err := m.authenticate(w, r)
 		switch {
 		case err == nil:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
+		case errors.Is(err, errBothCredentials):
+			http.Error(w, "send a session cookie or a bearer token, not both", http.StatusBadRequest)
 		case errors.Is(err, ErrNoSession) && required:
+			if bearer {
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			}
 			m.cfg.Unauthorized.ServeHTTP(w, r)
 		case errors.Is(err, ErrNoSession):
 			next.ServeHTTP(w, r)
@@ -62,15 +67,24 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 	})
 }
 
+// SessionExpiresHeader is the response header that tells a client with a
+// bearer token the session's new expiry, in RFC 3339, when a request moved
+// it forward: such a client has no cookie for the server to re-send.
+const SessionExpiresHeader = "Session-Expires"
+
 // authenticate checks the request's session, refreshes it when due, and
-// clears the cookie of a session that is not valid.
-func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requestState[U], error) {
-	cred, present := m.requestCredential(r)
+// clears the cookie of a session that is not valid. It reports whether the
+// credential was a bearer token.
+func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (st *requestState[U], bearer bool, err error) {
+	cred, bearer, present, err := m.requestCredential(r)
+	if err != nil {
+		return nil, bearer, err
+	}
 	if cred.Token == "" {
-		if present {
+		if present && !bearer {
 			m.clearCookie(w)
 		}
-		return nil, ErrNoSession
+		return nil, bearer, ErrNoSession
 	}
 	ctx, cancel := m.storeContext(r.Context())
 	defer cancel()
@@ -78,16 +92,20 @@ func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (*requ
 	sessionPK := m.store.SessionPK(cred.Token)
 	s, u, err := m.check(ctx, cred, sessionPK, now)
 	if err != nil {
-		if errors.Is(err, ErrNoSession) {
+		if errors.Is(err, ErrNoSession) && !bearer {
 			m.clearCookie(w)
 		}
-		return nil, err
+		return nil, bearer, err
 	}
 	if next, ok := m.refresh(ctx, sessionPK, s, now); ok {
 		s = next
-		m.setCookie(w, cred.Token, s, now)
+		if bearer {
+			w.Header().Set(SessionExpiresHeader, s.ExpiresAt.UTC().Format(time.RFC3339))
+		} else {
+			m.setCookie(w, cred.Token, s, now)
+		}
 	}
-	return &requestState[U]{session: sessionOf(s), user: u}, nil
+	return &requestState[U]{session: sessionOf(s), user: u}, bearer, nil
 }
 
 // logStoreFailure logs why a request failed closed. A client that hung up
@@ -143,8 +161,52 @@ func (m *Manager[U]) LoginWith(w http.ResponseWriter, r *http.Request, user User
 }
 
 func (m *Manager[U]) login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
+	token, s, now, err := m.signIn(r, user, verify, true)
+	if err != nil {
+		return err
+	}
+	m.setCookie(w, token, s, now)
+	return nil
+}
+
+// BearerToken is a session credential for a client without cookies, as
+// [Manager.LoginBearer] issues it.
+type BearerToken struct {
+	// Token goes in each request's Authorization header as
+	// "Bearer <Token>". It has the form of the session cookie's value.
+	Token string
+	// ExpiresAt is the session's expiry; a request that moves it forward
+	// says so in the [SessionExpiresHeader] response header.
+	ExpiresAt time.Time
+}
+
+// LoginBearer signs user in for a client without cookies (a CLI, a mobile
+// app, a script) and returns the session's credential instead of setting a
+// cookie. The session is like any other: hashed at rest, expiring and
+// refreshed, listed with the request's User-Agent, revocable, and ended by
+// RevokeAll. verify, if not nil, is [Manager.LoginWith]'s. It returns
+// [ErrUserNotFound] for a user without an item. RequireSession accepts the
+// token when [Config.BearerTokens] is set.
+//
+// Bearer requests need no cross-origin protection: a browser never adds an
+// Authorization header to a request on its own, as it adds cookies, so
+// another site cannot make a browser send one. Cookie requests do need it
+// (SameSite=Lax, and http.CrossOriginProtection for state changes).
+func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error) (BearerToken, error) {
+	token, s, _, err := m.signIn(r, user, verify, false)
+	if err != nil {
+		return BearerToken{}, err
+	}
+	return BearerToken{Token: m.credential(token, s), ExpiresAt: s.ExpiresAt}, nil
+}
+
+// signIn reads the user, verifies it if asked, ends the sessions the
+// request carries in cookies if asked, and creates a new session. It
+// returns the new token, the session and the time it took as now.
+func (m *Manager[U]) signIn(r *http.Request, user UserKey, verify func(U) error, endCarried bool) (string, item.Session, time.Time, error) {
+	var none item.Session
 	if user.PK == "" || (user.SK == "") != m.cfg.HashOnly {
-		return fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
+		return "", none, time.Time{}, fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
 	}
 	// Not cut short by the client: a half-done rotation helps no one.
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
@@ -152,18 +214,20 @@ func (m *Manager[U]) login(w http.ResponseWriter, r *http.Request, user UserKey,
 	now := m.cfg.Now() // before the user is read: see LoginWith
 	u, validAfter, err := m.loadUser(ctx, user)
 	if errors.Is(err, ErrUserNotFound) {
-		return err
+		return "", none, now, err
 	}
 	if err != nil {
-		return fmt.Errorf("ddbsession: Login: load user: %w", err)
+		return "", none, now, fmt.Errorf("ddbsession: Login: load user: %w", err)
 	}
 	if verify != nil {
 		if err := verify(u); err != nil {
-			return err
+			return "", none, now, err
 		}
 	}
-	if err := m.endRequestSessions(ctx, r); err != nil {
-		return err
+	if endCarried {
+		if err := m.endRequestSessions(ctx, r); err != nil {
+			return "", none, now, err
+		}
 	}
 	// A cutoff newer than now was read with the user, so the credential
 	// the login rests on is at least that new: stamp the session after it.
@@ -171,14 +235,14 @@ func (m *Manager[U]) login(w http.ResponseWriter, r *http.Request, user UserKey,
 	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
 	token := item.NewToken()
 	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {
-		return err
+		return "", none, now, err
 	}
-	m.setCookie(w, token, s, now)
-	return nil
+	return token, s, now, nil
 }
 
-// Logout ends every session the request carries: it deletes them from the
-// table, so their tokens are dead on every instance, and clears the cookie.
+// Logout ends every session the request carries, in cookies or (with
+// [Config.BearerTokens]) as a bearer token: it deletes them from the table,
+// so their tokens are dead on every instance, and clears the cookie.
 // The cookie is cleared even when a delete fails, and the error is returned
 // so that the app can tell the user the sign-out did not complete. A client
 // that hangs up at once is still signed out.
@@ -221,10 +285,45 @@ func userAgent(r *http.Request) string {
 	return s[:n]
 }
 
-// requestCredential returns the first well-formed credential among the
+// errBothCredentials is a request with a session cookie and a bearer token:
+// refused, never guessed at.
+var errBothCredentials = errors.New("ddbsession: a session cookie and a bearer token")
+
+// requestCredential returns the request's credential: the first
+// well-formed one among its cookies of our name or, with
+// Config.BearerTokens, its bearer token. present says whether there was a
+// cookie of our name or a bearer token at all, well-formed or not, and
+// bearer which of the two it was.
+func (m *Manager[U]) requestCredential(r *http.Request) (cred item.Credential, bearer, present bool, err error) {
+	cred, present = m.cookieCredential(r)
+	if !m.cfg.BearerTokens {
+		return cred, false, present, nil
+	}
+	token, ok := bearerToken(r)
+	switch {
+	case !ok:
+		return cred, false, present, nil
+	case present:
+		return item.Credential{}, true, true, errBothCredentials
+	}
+	cred, _ = m.store.ParseCredential(token)
+	return cred, true, true, nil
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header (the
+// scheme is case-insensitive, RFC 9110), and whether there was one.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return token, true
+}
+
+// cookieCredential returns the first well-formed credential among the
 // request's cookies of our name, and whether there was any such cookie at
 // all. Several cookies may share a name; malformed ones are ignored.
-func (m *Manager[U]) requestCredential(r *http.Request) (cred item.Credential, present bool) {
+func (m *Manager[U]) cookieCredential(r *http.Request) (cred item.Credential, present bool) {
 	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
 		present = true
 		if cred, ok := m.store.ParseCredential(c.Value); ok {
@@ -240,12 +339,20 @@ func (m *Manager[U]) requestCredential(r *http.Request) (cred item.Credential, p
 // deletes.
 const maxCarriedTokens = 4
 
-// requestTokens returns the well-formed session tokens the request carries,
-// for Login and Logout to end them.
+// requestTokens returns the well-formed session tokens the request carries
+// in cookies and, with Config.BearerTokens, as a bearer token, for Login and
+// Logout to end them.
 func (m *Manager[U]) requestTokens(r *http.Request) []string {
 	var tokens []string
+	values := []string{}
 	for _, c := range r.CookiesNamed(m.cfg.CookieName) {
-		if cred, ok := m.store.ParseCredential(c.Value); ok && len(tokens) < maxCarriedTokens {
+		values = append(values, c.Value)
+	}
+	if token, ok := bearerToken(r); ok && m.cfg.BearerTokens {
+		values = append(values, token)
+	}
+	for _, v := range values {
+		if cred, ok := m.store.ParseCredential(v); ok && len(tokens) < maxCarriedTokens {
 			tokens = append(tokens, cred.Token)
 		}
 	}
@@ -253,12 +360,16 @@ func (m *Manager[U]) requestTokens(r *http.Request) []string {
 }
 
 // setCookie sends the cookie of session s with a Max-Age that ends at its
-// expiry. The value carries the user's key too, unless LoadUser is the
-// app's own or HideUserKey is set (see Config.HideUserKey).
+// expiry.
 func (m *Manager[U]) setCookie(w http.ResponseWriter, token string, s item.Session, now time.Time) {
+	m.writeCookie(w, m.credential(token, s), max(int(s.ExpiresAt.Unix()-now.Unix()), 1))
+}
+
+// credential is the value a client presents for session s: the token, and
+// the user's key unless LoadUser is the app's own or HideUserKey is set.
+func (m *Manager[U]) credential(token string, s item.Session) string {
 	withUser := m.cfg.LoadUser == nil && !m.cfg.HideUserKey
-	value := m.store.Credential(token, s.UserPK, s.UserSK, withUser)
-	m.writeCookie(w, value, max(int(s.ExpiresAt.Unix()-now.Unix()), 1))
+	return m.store.Credential(token, s.UserPK, s.UserSK, withUser)
 }
 
 // clearCookie tells the browser to drop the session cookie.
