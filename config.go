@@ -139,7 +139,9 @@ type Config[U any] struct {
 
 	// Unauthorized answers a request without a valid session. The cookie
 	// has already been cleared. Default: 401 with a short body. Use
-	// http.RedirectHandler to send browsers to a login page.
+	// [RedirectToLogin] to send browsers to a login page and back, and
+	// [Manager.RequireSessionWith] for routes that answer otherwise (an
+	// API's JSON, [APIAnswers]).
 	Unauthorized http.Handler
 
 	// StoreUnavailable answers a request whose session could not be checked

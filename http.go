@@ -27,7 +27,7 @@ import (
 // due ([Manager.Wait] waits for them on shutdown). A malformed cookie costs
 // no call at all.
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler {
-	return m.middleware(next, true)
+	return m.middleware(next, true, m.answers())
 }
 
 // LoadSession is [Manager.RequireSession] for pages that anonymous visitors
@@ -35,10 +35,15 @@ func (m *Manager[U]) RequireSession(next http.Handler) http.Handler {
 // user in its context. A store failure still fails the request closed, since
 // the session it carries might be valid.
 func (m *Manager[U]) LoadSession(next http.Handler) http.Handler {
-	return m.middleware(next, false)
+	return m.middleware(next, false, m.answers())
 }
 
-func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
+// answers are the Config's answers.
+func (m *Manager[U]) answers() Answers {
+	return Answers{Unauthorized: m.cfg.Unauthorized, StoreUnavailable: m.cfg.StoreUnavailable}
+}
+
+func (m *Manager[U]) middleware(next http.Handler, required bool, answers Answers) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The response depends on the cookie whatever happens next.
 		addVaryCookie(w.Header())
@@ -52,7 +57,7 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 			if bearer {
 				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			}
-			m.cfg.Unauthorized.ServeHTTP(w, r)
+			answers.Unauthorized.ServeHTTP(w, r)
 		case errors.Is(err, ErrNoSession):
 			next.ServeHTTP(w, r)
 		case errors.As(err, new(*userDecodeError)):
@@ -62,7 +67,7 @@ func (m *Manager[U]) middleware(next http.Handler, required bool) http.Handler {
 			http.Error(w, "internal server error", http.StatusInternalServerError)
 		default:
 			m.logStoreFailure(r.Context(), err)
-			m.cfg.StoreUnavailable.ServeHTTP(w, r)
+			answers.StoreUnavailable.ServeHTTP(w, r)
 		}
 	})
 }
