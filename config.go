@@ -149,6 +149,25 @@ type Config[U any] struct {
 	// through. Default: 503 with a short body.
 	StoreUnavailable http.Handler
 
+	// OnEvent, if set, is told what sessions do: created, refreshed,
+	// rotated, ended, revoked, rejected (with the reason) and store
+	// failures, with the session's public ID where there is one and never
+	// a token or its hash. It runs on the request's goroutine (a refresh's,
+	// after the response), so it must be quick and must not block; it adds
+	// no DynamoDB call, and nothing at all when unset. See the package
+	// documentation for OpenTelemetry counters.
+	OnEvent func(context.Context, Event)
+
+	// KeepSignedIn, if set, decides per login whether the cookie outlives
+	// the browser: true gives a persistent cookie (Max-Age, as without
+	// KeepSignedIn), false a browser-session cookie (no Max-Age, no
+	// Expires) that the browser drops when it closes. The server-side idle
+	// and absolute limits hold either way, and a refresh keeps the kind
+	// the session started with. A "keep me signed in" box:
+	//
+	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
+	KeepSignedIn func(r *http.Request) bool
+
 	// Logger receives store failures. Tokens never appear in its records.
 	// Default slog.Default().
 	Logger *slog.Logger

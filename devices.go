@@ -97,14 +97,17 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 	if !ok {
 		return ErrSessionNotFound
 	}
-	if _, found, err := m.store.deleteSession(ctx, s.SessionPK); err != nil || found {
-		return err
+	_, found, err := m.store.deleteSession(ctx, s.SessionPK)
+	if err == nil && !found {
+		// The session item was already gone; drop its stale index item too.
+		if err = m.store.deleteItem(ctx, m.store.IndexKey(s)); err != nil {
+			err = fmt.Errorf("ddbsession: revoke session: %w", err)
+		}
 	}
-	// The session item was already gone; drop its stale index item too.
-	if err := m.store.deleteItem(ctx, m.store.IndexKey(s)); err != nil {
-		return fmt.Errorf("ddbsession: revoke session: %w", err)
+	if err == nil && m.cfg.OnEvent != nil {
+		m.emit(ctx, Event{Kind: EventRevoked, SessionID: id, User: user})
 	}
-	return nil
+	return err
 }
 
 // RevokeAll logs user out everywhere: it sets the user item's
@@ -135,6 +138,9 @@ func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	err := m.store.raiseCutoff(ctx, user.PK, user.SK, m.cfg.Now().UnixMilli())
 	if err != nil && !errors.Is(err, ErrUserNotFound) {
 		return fmt.Errorf("ddbsession: revoke all sessions: %w", err)
+	}
+	if err == nil && m.cfg.OnEvent != nil {
+		m.emit(ctx, Event{Kind: EventRevokedAll, User: user})
 	}
 	return err
 }

@@ -75,7 +75,10 @@
 //	createdAt    N  creation time, epoch milliseconds
 //	refreshedAt  N  last refresh, epoch milliseconds
 //	expiresAt    N  expiry, epoch seconds: the TTL attribute, never milliseconds
-//	userAgent    S  the browser's User-Agent, at most 256 bytes (optional)
+//	userAgent    S  the browser's User-Agent, at most 256 bytes, without control
+//	                or format characters (optional)
+//	browserOnly  N  1 for a session whose cookie ends with the browser
+//	                ([Config.KeepSignedIn]); absent otherwise
 //	sessionPK    S  index items only: the session item's partition key
 //	expiryBucket S  session items only, with [Config.ExpiryIndex]: "<yyyymmddhh>#<shard>"
 //
@@ -83,7 +86,8 @@
 // "SID#<session ID>" with random IDs; they stay readable (List merges them in,
 // Revoke and Logout find them) until they expire.
 //
-// Every attribute but userSK, userAgent and expiryBucket is required; an item
+// Every attribute but userSK, userAgent, browserOnly and expiryBucket is
+// required; an item
 // that lacks one, has one of the wrong type, or has a fractional number is
 // treated as absent. The format is stable: a release may add attributes,
 // which older releases ignore, but changes none, so that releases can run
@@ -205,6 +209,22 @@
 // index is opt-in because each refresh moves the session within it: a
 // delete and a put on the index, two more write units per refresh. Without
 // it, no item carries expiryBucket and writes stay cheaper.
+//
+// # Events
+//
+// [Config.OnEvent] is told what sessions do ([Event]: created, refreshed,
+// rotated, ended, revoked, revoked-all, rejected with a [Reason], and store
+// failures), never with a token. It costs nothing when unset. With
+// OpenTelemetry, one counter with the kind and reason as attributes:
+//
+//	sessionEvents, _ := otel.Meter("app").Int64Counter("sessions.events")
+//	cfg.OnEvent = func(ctx context.Context, e ddbsession.Event) {
+//		attrs := []attribute.KeyValue{attribute.String("kind", e.Kind.String())}
+//		if e.Reason != 0 {
+//			attrs = append(attrs, attribute.String("reason", e.Reason.String()))
+//		}
+//		sessionEvents.Add(ctx, 1, metric.WithAttributes(attrs...))
+//	}
 //
 // # Time
 //

@@ -47,10 +47,10 @@ func (m *Manager[U]) middleware(next http.Handler, required bool, answers Answer
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The response depends on the cookie whatever happens next.
 		addVaryCookie(w.Header())
-		st, bearer, err := m.authenticate(w, r)
+		s, u, bearer, err := m.authenticate(w, r)
 		switch {
 		case err == nil:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
+			next.ServeHTTP(w, r.WithContext(m.NewContext(r.Context(), s, u)))
 		case errors.Is(err, errBothCredentials):
 			http.Error(w, "send a session cookie or a bearer token, not both", http.StatusBadRequest)
 		case errors.Is(err, ErrNoSession) && required:
@@ -67,6 +67,9 @@ func (m *Manager[U]) middleware(next http.Handler, required bool, answers Answer
 			http.Error(w, "internal server error", http.StatusInternalServerError)
 		default:
 			m.logStoreFailure(r.Context(), err)
+			if m.cfg.OnEvent != nil {
+				m.emit(r.Context(), Event{Kind: EventStoreFailed, Err: err})
+			}
 			answers.StoreUnavailable.ServeHTTP(w, r)
 		}
 	})
@@ -80,27 +83,38 @@ const SessionExpiresHeader = "Session-Expires"
 // authenticate checks the request's session, refreshes it when due, and
 // clears the cookie of a session that is not valid. It reports whether the
 // credential was a bearer token.
-func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (st *requestState[U], bearer bool, err error) {
+func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (_ Session, u U, bearer bool, err error) {
 	cred, bearer, present, err := m.requestCredential(r)
 	if err != nil {
-		return nil, bearer, err
+		return Session{}, u, bearer, err
 	}
 	if cred.Token == "" {
-		if present && !bearer {
+		if !present {
+			return Session{}, u, bearer, ErrNoSession
+		}
+		if !bearer {
 			m.clearCookie(w)
 		}
-		return nil, bearer, ErrNoSession
+		if m.cfg.OnEvent != nil {
+			m.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonMalformed})
+		}
+		return Session{}, u, bearer, rejected(ReasonMalformed)
 	}
 	ctx, cancel := m.storeContext(r.Context())
 	defer cancel()
 	now := m.cfg.Now()
 	sessionPK := m.store.SessionPK(cred.Token)
 	s, u, err := m.check(ctx, cred, sessionPK, now)
-	if err != nil {
-		if errors.Is(err, ErrNoSession) && !bearer {
+	if errors.Is(err, ErrNoSession) {
+		if !bearer {
 			m.clearCookie(w)
 		}
-		return nil, bearer, err
+		if m.cfg.OnEvent != nil {
+			m.emit(r.Context(), Event{Kind: EventRejected, Reason: reasonOf(err), SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
+		}
+	}
+	if err != nil {
+		return Session{}, u, bearer, err
 	}
 	if next, ok := m.refresh(ctx, sessionPK, s, now); ok {
 		s = next
@@ -110,7 +124,7 @@ func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (st *r
 			m.setCookie(w, cred.Token, s, now)
 		}
 	}
-	return &requestState[U]{session: sessionOf(s), user: u}, bearer, nil
+	return sessionOf(s), u, bearer, nil
 }
 
 // logStoreFailure logs why a request failed closed. A client that hung up
@@ -230,7 +244,7 @@ func (m *Manager[U]) signIn(r *http.Request, user UserKey, verify func(U) error,
 		}
 	}
 	if endCarried {
-		if err := m.endRequestSessions(ctx, r); err != nil {
+		if err := m.endRequestSessions(ctx, r, EventRotated); err != nil {
 			return "", none, now, err
 		}
 	}
@@ -238,9 +252,13 @@ func (m *Manager[U]) signIn(r *http.Request, user UserKey, verify func(U) error,
 	// the login rests on is at least that new: stamp the session after it.
 	created := max(now.UnixMilli(), validAfter.UnixMilli()+1)
 	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
+	s.BrowserOnly = endCarried && m.cfg.KeepSignedIn != nil && !m.cfg.KeepSignedIn(r)
 	token := item.NewToken()
 	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {
 		return "", none, now, err
+	}
+	if m.cfg.OnEvent != nil {
+		m.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: user})
 	}
 	return token, s, now, nil
 }
@@ -255,14 +273,20 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	m.clearCookie(w)
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	return m.endRequestSessions(ctx, r)
+	return m.endRequestSessions(ctx, r, EventEnded)
 }
 
-func (m *Manager[U]) endRequestSessions(ctx context.Context, r *http.Request) error {
+// endRequestSessions deletes the sessions the request carries, and reports
+// each as kind.
+func (m *Manager[U]) endRequestSessions(ctx context.Context, r *http.Request, kind EventKind) error {
 	var errs []error
 	for _, token := range m.requestTokens(r) {
-		if _, _, err := m.store.deleteSession(ctx, m.store.SessionPK(token)); err != nil {
+		s, found, err := m.store.deleteSession(ctx, m.store.SessionPK(token))
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if found && m.cfg.OnEvent != nil {
+			m.emit(ctx, Event{Kind: kind, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
 		}
 	}
 	return errors.Join(errs...)
@@ -365,9 +389,13 @@ func (m *Manager[U]) requestTokens(r *http.Request) []string {
 }
 
 // setCookie sends the cookie of session s with a Max-Age that ends at its
-// expiry.
+// expiry, or none for a session that KeepSignedIn kept to the browser's.
 func (m *Manager[U]) setCookie(w http.ResponseWriter, token string, s item.Session, now time.Time) {
-	m.writeCookie(w, m.credential(token, s), max(int(s.ExpiresAt.Unix()-now.Unix()), 1))
+	maxAge := max(int(s.ExpiresAt.Unix()-now.Unix()), 1)
+	if s.BrowserOnly {
+		maxAge = 0 // no Max-Age: the cookie ends with the browser
+	}
+	m.writeCookie(w, m.credential(token, s), maxAge)
 }
 
 // credential is the value a client presents for session s: the token, and

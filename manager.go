@@ -101,6 +101,17 @@ func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
 	return st.session, true
 }
 
+// NewContext returns ctx carrying s and u as the signed-in session and
+// user, as [Manager.RequireSession] puts them there, so that [Manager.User]
+// and [Manager.Session] find them. It is for an app's handler unit tests,
+// which then need no DynamoDB:
+//
+//	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
+//	handler.ServeHTTP(w, r)
+func (m *Manager[U]) NewContext(ctx context.Context, s Session, u U) context.Context {
+	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{session: s, user: u})
+}
+
 // storeContext bounds the DynamoDB work of one call by StoreTimeout. It is
 // the only place that starts that bound: everything below it shares its
 // deadline.

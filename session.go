@@ -38,11 +38,21 @@ func (l lifetimes) newSession(user UserKey, agent string, now time.Time) item.Se
 }
 
 // live reports whether s is within its expiry and its absolute lifetime at
-// now. TTL deletion lags by up to 48 hours, so a present item is not a valid
-// one; and the lifetime is checked on every read, so that lowering it takes
-// effect at once for sessions written under a longer one.
-func (l lifetimes) live(s item.Session, now time.Time) bool {
-	return s.ExpiresAt.Unix() > now.Unix() && now.Before(s.CreatedAt.Add(l.absolute))
+// now.
+func (l lifetimes) live(s item.Session, now time.Time) bool { return l.ended(s, now) == 0 }
+
+// ended says why s is over at now, or 0 if it is not. TTL deletion lags by
+// up to 48 hours, so a present item is not a valid one; and the lifetime is
+// checked on every read, so that lowering it takes effect at once for
+// sessions written under a longer one.
+func (l lifetimes) ended(s item.Session, now time.Time) Reason {
+	switch {
+	case s.ExpiresAt.Unix() <= now.Unix():
+		return ReasonExpired
+	case !now.Before(s.CreatedAt.Add(l.absolute)):
+		return ReasonAbsoluteLifetime
+	}
+	return 0
 }
 
 // refreshed returns s with its expiry slid forward to now+idle, capped by
@@ -81,15 +91,24 @@ func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
 	s, u, err := m.check(ctx, cred, m.store.SessionPK(cred.Token), m.cfg.Now())
-	return sessionOf(s), u, err
+	switch {
+	case errors.Is(err, ErrNoSession):
+		var zero U
+		return Session{}, zero, ErrNoSession
+	case err != nil:
+		var zero U
+		return Session{}, zero, err
+	}
+	return sessionOf(s), u, nil
 }
 
 // check reads the session of cred, under sessionPK, and its user, and
-// decides whether the
-// session is valid at now: present, live, naming the credential's user if
-// the credential names one, and created at or after its user's
-// sessions-valid-after cutoff (strictly: a session of the cutoff's
-// millisecond is ended with the others). A panic, say in a LoadUser of the app's,
+// decides whether the session is valid at now: present, live, naming the
+// credential's user if the credential names one, and created after its
+// user's sessions-valid-after cutoff (strictly: a session of the cutoff's
+// millisecond is ended with the others). A session that is not valid comes
+// with an error that is ErrNoSession and says why (see rejected), and with
+// what was read of it, for events. A panic, say in a LoadUser of the app's,
 // becomes an error so that it fails the request closed instead of escaping.
 func (m *Manager[U]) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time) (s item.Session, u U, err error) {
 	defer func() {
@@ -104,10 +123,10 @@ func (m *Manager[U]) check(ctx context.Context, cred item.Credential, sessionPK 
 		s, u, validAfter, err = m.readInTurn(ctx, cred, sessionPK, now)
 	}
 	if err != nil {
-		return item.Session{}, u, err
+		return s, u, err
 	}
 	if !s.CreatedAt.After(validAfter) {
-		return item.Session{}, u, ErrNoSession
+		return s, u, rejected(ReasonCutoff)
 	}
 	return s, u, nil
 }
@@ -119,8 +138,11 @@ func (m *Manager[U]) readTogether(ctx context.Context, cred item.Credential, ses
 	if err != nil {
 		return s, u, validAfter, err
 	}
-	if !m.valid(s, found, cred, now) || userItem == nil {
-		return s, u, validAfter, ErrNoSession
+	if reason := m.reject(s, found, cred, now); reason != 0 {
+		return s, u, validAfter, rejected(reason)
+	}
+	if userItem == nil {
+		return s, u, validAfter, rejected(ReasonUserMissing)
 	}
 	u, validAfter, err = m.decodeUser(userItem)
 	if err != nil {
@@ -136,12 +158,12 @@ func (m *Manager[U]) readInTurn(ctx context.Context, cred item.Credential, sessi
 	if err != nil {
 		return s, u, validAfter, err
 	}
-	if !m.valid(s, found, cred, now) {
-		return s, u, validAfter, ErrNoSession
+	if reason := m.reject(s, found, cred, now); reason != 0 {
+		return s, u, validAfter, rejected(reason)
 	}
 	u, validAfter, err = m.loadUser(ctx, UserKey{PK: s.UserPK, SK: s.UserSK})
 	if errors.Is(err, ErrUserNotFound) {
-		return s, u, validAfter, ErrNoSession
+		return s, u, validAfter, rejected(ReasonUserMissing)
 	}
 	if err != nil {
 		return s, u, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
@@ -149,12 +171,17 @@ func (m *Manager[U]) readInTurn(ctx context.Context, cred item.Credential, sessi
 	return s, u, validAfter, nil
 }
 
-// valid reports whether a session read for cred is present, live at now,
-// and, if cred names a user, that user's: a valid token is never paired
-// with someone else's user.
-func (m *Manager[U]) valid(s item.Session, found bool, cred item.Credential, now time.Time) bool {
-	return found && m.life.live(s, now) &&
-		(!cred.HasUser() || (s.UserPK == cred.UserPK && s.UserSK == cred.UserSK))
+// reject says why a session read for cred cannot be accepted at now, or
+// returns 0: it must be present, live, and, if cred names a user, that
+// user's, so that a valid token is never paired with someone else's user.
+func (m *Manager[U]) reject(s item.Session, found bool, cred item.Credential, now time.Time) Reason {
+	switch {
+	case !found:
+		return ReasonUnknown
+	case cred.HasUser() && (s.UserPK != cred.UserPK || s.UserSK != cred.UserSK):
+		return ReasonUserMismatch
+	}
+	return m.life.ended(s, now)
 }
 
 // panicError is a panic recovered while checking a session, with the stack
@@ -207,6 +234,9 @@ func (m *Manager[U]) writeRefresh(ctx context.Context, sessionPK string, old, ne
 			m.cfg.Logger.ErrorContext(ctx, "ddbsession: refresh session index item", "sid", old.ID, "err", err)
 		}
 		cancel()
+	}
+	if err == nil && m.cfg.OnEvent != nil {
+		m.emit(ctx, Event{Kind: EventRefreshed, SessionID: next.ID, User: UserKey{PK: next.UserPK, SK: next.UserSK}})
 	}
 	// The expiry moved, here or elsewhere, unless the write failed: then
 	// the next request may try again at once.

@@ -41,6 +41,7 @@ const (
 	AttrUserAgent    = "userAgent"
 	AttrSessionPK    = "sessionPK"    // index items only
 	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
+	AttrBrowserOnly  = "browserOnly"  // 1 for a session whose cookie ends with the browser
 )
 
 // Values of [AttrKind].
@@ -54,7 +55,7 @@ const (
 var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
-	AttrExpiryBucket: true, AttrData: true,
+	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true,
 }
 
 // Reserved reports whether name is one of the format's own attribute names.
@@ -123,6 +124,9 @@ type Session struct {
 	// SessionPK is the session item's partition key. Index items store it
 	// so that one session can be deleted from the user's list.
 	SessionPK string
+	// BrowserOnly marks a session whose cookie has no Max-Age, so that it
+	// ends when the browser closes; a refresh keeps it so.
+	BrowserOnly bool
 }
 
 // Errors of [Layout.Decode].
@@ -248,6 +252,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.UserAgent != "" {
 		av[AttrUserAgent] = Str(s.UserAgent)
 	}
+	if s.BrowserOnly {
+		av[AttrBrowserOnly] = Num(1)
+	}
 }
 
 // Decode reads a session or index item (kind is [KindSession] or
@@ -263,15 +270,18 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	if v := d.num(AttrVersion); d.err == nil && v != Version {
 		return Session{}, fmt.Errorf("%w: format version %d is not %d", ErrMalformed, v, Version)
 	}
-	s.ID = d.Str(AttrID, true)
-	s.UserPK = d.Str(AttrUserPK, true)
-	s.UserSK = d.Str(AttrUserSK, false)
+	s.ID = d.str(AttrID, true)
+	s.UserPK = d.str(AttrUserPK, true)
+	s.UserSK = d.str(AttrUserSK, false)
 	s.CreatedAt = time.UnixMilli(d.num(AttrCreatedAt))
 	s.RefreshedAt = time.UnixMilli(d.num(AttrRefreshedAt))
 	s.ExpiresAt = time.Unix(d.num(l.TTL), 0)
-	s.UserAgent = d.Str(AttrUserAgent, false)
+	s.UserAgent = d.str(AttrUserAgent, false)
 	if kind == KindIndex {
-		s.SessionPK = d.Str(AttrSessionPK, true)
+		s.SessionPK = d.str(AttrSessionPK, true)
+	}
+	if _, present := av[AttrBrowserOnly]; present {
+		s.BrowserOnly = d.num(AttrBrowserOnly) == 1
 	}
 	if d.err != nil {
 		return Session{}, d.err
@@ -291,7 +301,7 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) Str(name string, required bool) string {
+func (d *decoder) str(name string, required bool) string {
 	v, present := d.av[name]
 	if !present {
 		if required {
