@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,7 +15,7 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// Sentinel errors of [Manager.CheckTable].
+// Sentinel errors of [Manager.CheckTable] and [Manager.CreateTable].
 var (
 	ErrTableSchema = errors.New("ddbsession: table does not match the configured key schema")
 	ErrTTLOff      = errors.New("ddbsession: table TTL is not enabled on the configured attribute")
@@ -24,6 +25,10 @@ var (
 // exists: on-demand (PAY_PER_REQUEST) billing, string keys PartitionKey and
 // SortKey (or a hash key alone), the expiry index if configured, and TTL on
 // TTLAttribute. It waits until the table is ACTIVE.
+//
+// A table that exists already must have the configured key schema and
+// expiry index, as [Manager.CheckTable] checks them: otherwise CreateTable
+// returns an error wrapping [ErrTableSchema] and leaves the table alone.
 //
 // Engines that do not implement UpdateTimeToLive, such as dynalite, get a
 // logged warning and a table without TTL; the package checks expiry in code
@@ -61,7 +66,18 @@ func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	}
 	_, err := c.Client.CreateTable(ctx, in)
 	var exists *types.ResourceInUseException
-	if err != nil && !errors.As(err, &exists) {
+	switch {
+	case errors.As(err, &exists):
+		// Made by hand, maybe: it must fit the configuration, or the
+		// first Login fails with the engine's "Missing the key ...".
+		t, err := m.describeTable(ctx)
+		if err != nil {
+			return err
+		}
+		if err := m.schemaMismatch(t); err != nil {
+			return err
+		}
+	case err != nil:
 		return fmt.Errorf("ddbsession: create table %q: %w", c.Table, err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(c.Client, func(o *dynamodb.TableExistsWaiterOptions) {
@@ -140,32 +156,11 @@ func (m *Manager[U]) describeTTL(ctx context.Context) (string, bool, error) {
 //	}
 func (m *Manager[U]) CheckTable(ctx context.Context) error {
 	c := m.cfg
-	out, err := c.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &c.Table})
+	t, err := m.describeTable(ctx)
 	if err != nil {
-		return fmt.Errorf("ddbsession: describe table %q: %w", c.Table, err)
+		return err
 	}
-	t := out.Table
-	attrTypes := map[string]types.ScalarAttributeType{}
-	for _, a := range t.AttributeDefinitions {
-		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
-	}
-	want := keySchema{hash: c.PartitionKey, rng: c.SortKey}
-	var errs []error
-	if got := schemaOf(t.KeySchema); got != want || attrTypes[want.hash] != "S" || (want.rng != "" && attrTypes[want.rng] != "S") {
-		errs = append(errs, fmt.Errorf("%w: want %s, table %q has %s", ErrTableSchema, want, c.Table, got))
-	}
-	if c.ExpiryIndex != "" {
-		want := keySchema{hash: item.AttrExpiryBucket, rng: c.TTLAttribute}
-		var got keySchema
-		for _, gsi := range t.GlobalSecondaryIndexes {
-			if aws.ToString(gsi.IndexName) == c.ExpiryIndex {
-				got = schemaOf(gsi.KeySchema)
-			}
-		}
-		if got != want {
-			errs = append(errs, fmt.Errorf("%w: expiry index %q: want %s, have %s", ErrTableSchema, c.ExpiryIndex, want, got))
-		}
-	}
+	errs := []error{m.schemaMismatch(t)}
 	attr, enabled, err := m.describeTTL(ctx)
 	switch {
 	case err != nil:
@@ -174,6 +169,55 @@ func (m *Manager[U]) CheckTable(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("%w: TTL is off on table %q", ErrTTLOff, c.Table))
 	case attr != c.TTLAttribute:
 		errs = append(errs, fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, c.TTLAttribute))
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager[U]) describeTable(ctx context.Context) (*types.TableDescription, error) {
+	out, err := m.cfg.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &m.cfg.Table})
+	if err != nil {
+		return nil, fmt.Errorf("ddbsession: describe table %q: %w", m.cfg.Table, err)
+	}
+	return out.Table, nil
+}
+
+// schemaMismatch tells how table t differs from the configuration in its
+// key schema (names and String types) and, if configured, its expiry
+// index, in errors wrapping [ErrTableSchema]; nil if it does not.
+func (m *Manager[U]) schemaMismatch(t *types.TableDescription) error {
+	c := m.cfg
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	want := keySchema{hash: c.PartitionKey, rng: c.SortKey}
+	got := schemaOf(t.KeySchema)
+	keyTypes := []types.ScalarAttributeType{attrTypes[want.hash]}
+	if want.rng != "" {
+		keyTypes = append(keyTypes, attrTypes[want.rng])
+	}
+	var errs []error
+	switch {
+	case got != want:
+		errs = append(errs, fmt.Errorf("%w: table %q has key %s, want %s", ErrTableSchema, c.Table, got, want))
+	case slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }):
+		errs = append(errs, fmt.Errorf("%w: table %q has key %s of types %s, want String (S)", ErrTableSchema, c.Table, got, keyTypes))
+	}
+	if c.ExpiryIndex != "" {
+		want := keySchema{hash: item.AttrExpiryBucket, rng: c.TTLAttribute}
+		var got keySchema
+		found := false
+		for _, gsi := range t.GlobalSecondaryIndexes {
+			if aws.ToString(gsi.IndexName) == c.ExpiryIndex {
+				got, found = schemaOf(gsi.KeySchema), true
+			}
+		}
+		switch {
+		case !found:
+			errs = append(errs, fmt.Errorf("%w: table %q has no expiry index %q", ErrTableSchema, c.Table, c.ExpiryIndex))
+		case got != want:
+			errs = append(errs, fmt.Errorf("%w: expiry index %q of table %q has key %s, want %s", ErrTableSchema, c.ExpiryIndex, c.Table, got, want))
+		}
 	}
 	return errors.Join(errs...)
 }
