@@ -188,7 +188,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	m := &Manager[U]{
 		cfg: cfg,
 		store: &store{
-			client: cfg.Client,
+			client: namedTableClient{cfg.Client, cfg.Table},
 			table:  cfg.Table,
 			logger: cfg.Logger,
 			Layout: item.Layout{

@@ -243,3 +243,53 @@ func schemaOf(elems []types.KeySchemaElement) keySchema {
 	}
 	return k
 }
+
+// namedTableClient is the Client that the store calls through: it names
+// the table in every error of the item operations. The engine's errors do
+// not, and a Login that fails with "ResourceNotFoundException: Requested
+// resource not found" leaves a newcomer to guess which table is missing.
+// Naming it here, once, covers every call the store makes, whatever error
+// its caller wraps around it. CreateTable and CheckTable, which call the
+// configured Client directly, name the table themselves.
+type namedTableClient struct {
+	Client
+	table string
+}
+
+func (c namedTableClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := c.Client.GetItem(ctx, in, opts...)
+	return out, c.named(err)
+}
+
+func (c namedTableClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := c.Client.BatchGetItem(ctx, in, opts...)
+	return out, c.named(err)
+}
+
+func (c namedTableClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := c.Client.PutItem(ctx, in, opts...)
+	return out, c.named(err)
+}
+
+func (c namedTableClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := c.Client.UpdateItem(ctx, in, opts...)
+	return out, c.named(err)
+}
+
+func (c namedTableClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	out, err := c.Client.DeleteItem(ctx, in, opts...)
+	return out, c.named(err)
+}
+
+func (c namedTableClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := c.Client.Query(ctx, in, opts...)
+	return out, c.named(err)
+}
+
+// named wraps a call's error, if any, with the name of the table.
+func (c namedTableClient) named(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("table %q: %w", c.table, err)
+}
