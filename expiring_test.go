@@ -189,7 +189,8 @@ func TestExpiringWithoutIndex(t *testing.T) {
 
 func TestExpiringRejectsBadWindows(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withExpiryIndex)
+	// The widest good window is 24 hours, 200 Queries: see TestExpiringWindow.
+	e := newEnv(t, withExpiryIndex, func(c *ddbsession.Config[User]) { c.StoreTimeout = 30 * time.Second })
 	alice := e.putUser("alice")
 	e.login(alice) // expires 13:00:00
 	from := start
