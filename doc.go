@@ -16,6 +16,8 @@
 //
 // # Usage
 //
+// The README has the same as a whole program, which a test compiles.
+//
 //	client := dynamodb.NewFromConfig(awsCfg) // honours AWS_ENDPOINT_URL_DYNAMODB
 //	sessions, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "app"})
 //	if err != nil {
@@ -24,16 +26,15 @@
 //	mux := http.NewServeMux()
 //	mux.Handle("GET /account", sessions.RequireSession(http.HandlerFunc(account)))
 //	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
-//		user, ok := checkPassword(r) // the app's own
-//		if !ok {
-//			http.Error(w, "wrong username or password", http.StatusUnauthorized)
+//		key := ddbsession.UserKey{PK: "USER#" + r.PostFormValue("name"), SK: "PROFILE"}
+//		err := sessions.LoginWith(w, r, key, func(u User) error {
+//			return checkPassword(u.PasswordHash, r.PostFormValue("password")) // the app's own
+//		})
+//		if err != nil {
+//			http.Error(w, "wrong name or password, or try again", http.StatusUnauthorized)
 //			return
 //		}
-//		if err := sessions.Login(w, r, ddbsession.UserKey{PK: "USER#" + user, SK: "PROFILE"}); err != nil {
-//			http.Error(w, "try again", http.StatusServiceUnavailable)
-//			return
-//		}
-//		http.Redirect(w, r, "/account", http.StatusSeeOther)
+//		http.Redirect(w, r, ddbsession.ReturnPath(r, "/account"), http.StatusSeeOther)
 //	})
 //
 //	func account(w http.ResponseWriter, r *http.Request) {
