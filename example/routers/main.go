@@ -1,7 +1,7 @@
 // Command routers serves one sign-in flow, guarded by one ddbsession
-// Manager, through the router of your choice: chi or gorilla/mux. Each
-// router's file (chi.go, gorillamux.go) is the whole of what that router
-// needs; the handlers they share are in app.go.
+// Manager, through the router of your choice: chi, gorilla/mux or echo.
+// Each router's file (chi.go, gorillamux.go, echo.go) is the whole of what
+// that router needs; the handlers they share are in app.go.
 //
 //	GET  /        a public page
 //	POST /login   form fields name and password; 303 to /me, or 401
@@ -48,6 +48,7 @@ var routers = []struct {
 }{
 	{"chi", chiRouter},
 	{"gorillamux", gorillaMuxRouter},
+	{"echo", echoRouter},
 }
 
 func main() {
