@@ -1,7 +1,7 @@
 // Command routers serves one sign-in flow, guarded by one ddbsession
-// Manager, through the router of your choice: chi, gorilla/mux or echo.
-// Each router's file (chi.go, gorillamux.go, echo.go) is the whole of what
-// that router needs; the handlers they share are in app.go.
+// Manager, through the router of your choice: chi, gorilla/mux, echo or
+// gin. Each router's file (chi.go, gorillamux.go, echo.go, gin.go) is the
+// whole of what that router needs; the handlers they share are in app.go.
 //
 //	GET  /        a public page
 //	POST /login   form fields name and password; 303 to /me, or 401
@@ -12,7 +12,7 @@
 // users never download a router they do not use. Against dynalite, from
 // the repository's root, in plain-HTTP development mode:
 //
-//	scripts/with-dynalite go run ./example/routers -router gorillamux -dev
+//	scripts/with-dynalite go run ./example/routers -router gin -dev
 //	curl -c jar -b jar -d name=alice -d password=demo http://127.0.0.1:8080/login
 //	curl -c jar -b jar http://127.0.0.1:8080/me
 //
@@ -49,6 +49,7 @@ var routers = []struct {
 	{"chi", chiRouter},
 	{"gorillamux", gorillaMuxRouter},
 	{"echo", echoRouter},
+	{"gin", ginRouter},
 }
 
 func main() {

@@ -13,11 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode) // no debug-mode banner in the test output
+	os.Exit(ddbtest.Main(m))
+}
 
 const (
 	idleTimeout     = 2 * time.Hour
