@@ -119,7 +119,7 @@ func (b *browser) do(method, path string, form url.Values, header http.Header) a
 	return answer{status: res.StatusCode, body: string(body), header: res.Header, cookies: res.Cookies()}
 }
 
-// sessionCookie returns the session cookie that a answer sets, if any.
+// sessionCookie returns the session cookie that an answer sets, if any.
 func sessionCookie(a answer, name string) (*http.Cookie, bool) {
 	for _, c := range a.cookies {
 		if c.Name == name {
