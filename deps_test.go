@@ -18,18 +18,23 @@ import (
 const rootModule = "github.com/ddbsession/ddbsession"
 
 // integrationOnly are module path prefixes that only the integration
-// modules (example, ddbstream, scsstore) may need. The root module's graph
+// modules (example, example/routers, example/scs, ddbstream, scsstore) may
+// need. The root module's graph
 // names none of them, except golang.org/x/crypto through testOnlyLegacy.
 var integrationOnly = []string{
 	"github.com/chromedp/",
 	"github.com/aws/aws-lambda-go",
 	"github.com/alexedwards/scs",
+	"github.com/go-chi/",
+	"github.com/gorilla/mux",
+	"github.com/labstack/echo",
+	"github.com/gin-gonic/",
 	"golang.org/x/crypto",
 }
 
 // neverInGraph are the integrationOnly prefixes that no edge of the root
 // module's graph may name at all.
-var neverInGraph = integrationOnly[:3]
+var neverInGraph = integrationOnly[:len(integrationOnly)-1]
 
 // testOnlyLegacy is dockertest's dependency (through Docker's API types)
 // whose go.mod predates module graph pruning: in this module's own graph it

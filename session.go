@@ -81,7 +81,8 @@ func (l lifetimes) refreshed(s item.Session, now time.Time) (item.Session, bool)
 // It returns [ErrNoSession] for any value that does not grant a session, and
 // another error only when the store failed. It does not refresh the session,
 // so a session used only through Check expires after [Config.IdleTimeout];
-// it never writes.
+// it never writes. A router's middleware (gin's, say) must therefore wrap
+// RequireSession, as example/routers does, not call Check.
 func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error) {
 	cred, ok := m.store.ParseCredential(token)
 	if !ok {
