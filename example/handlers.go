@@ -29,8 +29,9 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
-	username, password := r.PostFormValue("username"), r.PostFormValue("password")
-	if err := errors.Join(validateUsername(username), validatePassword("password", password)); err != nil {
+	username, userErr := normalizeUsername(r.PostFormValue("username"))
+	password := r.PostFormValue("password")
+	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -50,8 +51,9 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
-	username, password := r.PostFormValue("username"), r.PostFormValue("password")
-	if err := errors.Join(validateUsername(username), validatePassword("password", password)); err != nil {
+	username, userErr := normalizeUsername(r.PostFormValue("username"))
+	password := r.PostFormValue("password")
+	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/text/secure/precis"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -60,17 +60,36 @@ func dynamoKey(k ddbsession.UserKey) map[string]types.AttributeValue {
 	}
 }
 
-// validateUsername returns a message fit for the user, or nil.
-func validateUsername(name string) error {
+// normalizeUsername returns the one form of a username that the app
+// stores, keys the user item on and rate-limits by, or a message fit for the
+// user. Without it, "josé" typed on a Mac (decomposed) and on Windows
+// (precomposed), fullwidth "ａｌｉｃｅ", "alic\u200be" with a zero-width
+// space and "alice " would each be an account of their own: look-alikes of
+// one user, and a way around a limit per username.
+//
+// It trims surrounding white space, then applies the PRECIS profile
+// UsernameCaseMapped (RFC 8265): width folding, lower case, NFC, and the
+// IdentifierClass, which refuses spaces, control and format characters
+// (zero-width and bidi controls among them), symbols and emoji.
+// UsernameCaseMapped rather than UsernameCasePreserved, because "Alice" and
+// "alice" should not be two people either, and the app has no display name
+// that would need the case kept; a user sees the name as stored.
+func normalizeUsername(username string) (string, error) {
+	username = strings.TrimSpace(username)
 	switch {
-	case name == "":
-		return errors.New("username is required")
-	case len(name) > maxUsername:
-		return fmt.Errorf("username is longer than %d bytes", maxUsername)
-	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
-		return errors.New("username must be printable text")
+	case username == "":
+		return "", errors.New("username is required")
+	case !utf8.ValidString(username):
+		return "", errors.New("username must be text (UTF-8)")
 	}
-	return nil
+	name, err := precis.UsernameCaseMapped.String(username)
+	switch {
+	case err != nil:
+		return "", errors.New("username may hold letters, digits and ASCII punctuation, but no spaces, symbols, control or invisible characters")
+	case len(name) > maxUsername:
+		return "", fmt.Errorf("username is longer than %d bytes", maxUsername)
+	}
+	return name, nil
 }
 
 // validatePassword returns a message fit for the user, or nil. Any bytes
