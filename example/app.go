@@ -32,6 +32,7 @@ type app struct {
 	handler  http.Handler // routes(), behind the security middlewares
 	sessions *ddbsession.Manager[User]
 	users    users
+	dev      bool // appConfig.Dev
 	log      *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
@@ -72,6 +73,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		sessions:  sessions,
 		users:     users{client: cfg.Client, table: cfg.Table},
 		log:       log,
+		dev:       cfg.Dev,
 		dummyHash: hashPassword(rand.Text()),
 	}
 	a.handler = a.routes()
@@ -105,20 +107,27 @@ func (a *app) routes() http.Handler {
 	// Sec-Fetch-Site and Origin headers, with no CSRF tokens to manage.
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	h = http.MaxBytesHandler(h, maxBody)
-	return securityHeaders(h)
+	return securityHeaders(h, a.dev)
 }
 
 // securityHeaders sets headers every response of this app should carry.
 // Its pages are personal, so nothing may be cached; they have no scripts,
 // and no other site may frame them (a framed "log out everywhere" button
-// could be clicked by a trick).
-func securityHeaders(next http.Handler) http.Handler {
+// could be clicked by a trick). Outside dev mode the app is served over
+// HTTPS only (its cookie is Secure), so Strict-Transport-Security tells
+// browsers never to try plain HTTP, where an active attacker could answer
+// first; dev mode is plain HTTP on localhost, where the header would pin
+// every app on that host to HTTPS.
+func securityHeaders(next http.Handler, dev bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
+		if !dev {
+			h.Set("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -497,3 +497,46 @@ func TestNewAppRefusesAWrongTable(t *testing.T) {
 		t.Errorf("newApp on a table with the wrong key schema: %v, want ErrTableSchema", err)
 	}
 }
+
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	const hsts = "max-age=63072000; includeSubDomains"
+	for _, tc := range []struct {
+		name     string
+		options  []func(*appConfig)
+		wantHSTS string
+	}{
+		{"HTTPS", nil, hsts},
+		{"dev mode", []func(*appConfig){dev}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ta := newTestApp(t, tc.options...)
+			b := ta.browser("browser-A")
+			// Every kind of answer, from every layer: the pages, the
+			// session middleware, the mux, the body limit and the
+			// cross-origin check.
+			for name, res := range map[string]response{
+				"GET / (200)":                  b.get("/"),
+				"GET /api/me (401)":            b.get("/api/me"),
+				"GET /nowhere (404)":           b.get("/nowhere"),
+				"GET /login (405)":             b.get("/login"),
+				"POST /login bad form (400)":   b.post("/login", url.Values{"username": {""}}),
+				"POST /signup too large (413)": b.post("/signup", url.Values{"username": {strings.Repeat("x", maxBody)}}),
+				"cross-origin POST (403)":      b.post("/logout", nil, "Sec-Fetch-Site", "cross-site"),
+				"POST /signup (303)":           b.post("/signup", url.Values{"username": {"alice"}, "password": {"correct horse"}}),
+				"GET /api/sessions (200)":      b.get("/api/sessions"),
+			} {
+				if got := res.header.Get("Strict-Transport-Security"); got != tc.wantHSTS {
+					t.Errorf("%s: Strict-Transport-Security %q, want %q", name, got, tc.wantHSTS)
+				}
+				if got := res.header.Get("Cache-Control"); got != "no-store" {
+					t.Errorf("%s: Cache-Control %q, want no-store", name, got)
+				}
+				if res.header.Get("Content-Security-Policy") == "" || res.header.Get("X-Content-Type-Options") != "nosniff" {
+					t.Errorf("%s: lacks the other security headers: %v", name, res.header)
+				}
+			}
+		})
+	}
+}

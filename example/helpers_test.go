@@ -28,9 +28,10 @@ func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
 const cookieName = "__Host-session"
 
 // testApp is the whole app on a table of its own, served over TLS so that
-// the real __Host- Secure cookie is in play.
+// the real __Host- Secure cookie is in play (plain HTTP in dev mode).
 type testApp struct {
 	t      *testing.T
+	app    *app
 	srv    *httptest.Server
 	api    *faultyClient
 	client *dynamodb.Client
@@ -38,23 +39,49 @@ type testApp struct {
 	logs   *syncBuffer
 }
 
-func newTestApp(t *testing.T) *testApp {
+// newTestApp starts the app on a new table; options adjust its appConfig.
+func newTestApp(t *testing.T, options ...func(*appConfig)) *testApp {
 	t.Helper()
 	client := ddbtest.Client(t)
-	ta := &testApp{t: t, client: client, table: ddbtest.TableName(t, client), logs: &syncBuffer{}}
+	return startApp(t, client, ddbtest.TableName(t, client), options...)
+}
+
+// anotherInstance starts a second instance of the app on ta's table, with
+// a client, a server and logs of its own, as a second host behind a load
+// balancer would run.
+func (ta *testApp) anotherInstance(options ...func(*appConfig)) *testApp {
+	ta.t.Helper()
+	return startApp(ta.t, ta.client, ta.table, options...)
+}
+
+func startApp(t *testing.T, client *dynamodb.Client, table string, options ...func(*appConfig)) *testApp {
+	t.Helper()
+	ta := &testApp{t: t, client: client, table: table, logs: &syncBuffer{}}
 	ta.api = &faultyClient{Client: client}
-	h, err := newApp(context.Background(), appConfig{
+	cfg := appConfig{
 		Client: ta.api,
 		Table:  ta.table,
 		Logger: slog.New(slog.NewTextHandler(ta.logs, nil)),
-	})
+	}
+	for _, o := range options {
+		o(&cfg)
+	}
+	a, err := newApp(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
-	ta.srv = httptest.NewTLSServer(h)
+	ta.app = a
+	if cfg.Dev {
+		ta.srv = httptest.NewServer(a)
+	} else {
+		ta.srv = httptest.NewTLSServer(a)
+	}
 	t.Cleanup(ta.srv.Close)
 	return ta
 }
+
+// dev is an option for newTestApp: plain-HTTP development mode.
+func dev(cfg *appConfig) { cfg.Dev = true }
 
 // browser is one HTTP client with its own cookie jar, as a separate
 // browser (or device) would be. It does not follow redirects, so that
