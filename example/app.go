@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/ddbsession/ddbsession"
@@ -21,6 +22,10 @@ type appConfig struct {
 	RefreshInterval  time.Duration
 	AbsoluteLifetime time.Duration
 	Logger           *slog.Logger // default slog.Default()
+	// HashSlots is how many password hashes run at once, default
+	// GOMAXPROCS; HashQueue how many more requests may wait for one,
+	// default 8 per slot. Past that, logins and sign-ups get 503.
+	HashSlots, HashQueue int
 }
 
 // maxBody caps every request body. The largest form, a password change,
@@ -33,6 +38,7 @@ type app struct {
 	sessions *ddbsession.Manager[User]
 	users    users
 	dev      bool // appConfig.Dev
+	hasher   *hasher
 	log      *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
@@ -69,12 +75,26 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	case err != nil:
 		return nil, err
 	}
+	if cfg.HashSlots <= 0 {
+		cfg.HashSlots = runtime.GOMAXPROCS(0)
+	}
+	if cfg.HashQueue <= 0 {
+		cfg.HashQueue = 8 * cfg.HashSlots
+	}
+	h := newHasher(cfg.HashSlots, cfg.HashQueue)
+	slot, err := h.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dummyHash := slot.hash(rand.Text())
+	slot.release()
 	a := &app{
 		sessions:  sessions,
+		hasher:    h,
 		users:     users{client: cfg.Client, table: cfg.Table},
 		log:       log,
 		dev:       cfg.Dev,
-		dummyHash: hashPassword(rand.Text()),
+		dummyHash: dummyHash,
 	}
 	a.handler = a.routes()
 	return a, nil

@@ -35,7 +35,13 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	err := a.users.create(r.Context(), username, hashPassword(password))
+	slot, ok := a.hashSlot(w, r)
+	if !ok {
+		return
+	}
+	hash := slot.hash(password)
+	slot.release()
+	err := a.users.create(r.Context(), username, hash)
 	if errors.Is(err, errUsernameTaken) {
 		a.errorPage(w, http.StatusConflict, "That username is taken.")
 		return
@@ -57,6 +63,11 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	slot, ok := a.hashSlot(w, r)
+	if !ok {
+		return
+	}
+	defer slot.release()
 	hash, err := a.users.passwordHash(r.Context(), username)
 	known := err == nil
 	if errors.Is(err, ddbsession.ErrUserNotFound) {
@@ -65,7 +76,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, "read user", err)
 		return
 	}
-	match, err := verifyPassword(hash, password)
+	match, err := slot.verify(hash, password)
 	if err != nil {
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", username, "err", err)
 		a.errorPage(w, http.StatusInternalServerError, "Something went wrong.")
@@ -121,6 +132,11 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	}
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
+	slot, ok := a.hashSlot(w, r)
+	if !ok {
+		return
+	}
+	defer slot.release()
 	hash, err := a.users.passwordHash(r.Context(), u.Username)
 	if err != nil {
 		a.storeError(w, r, "read user", err)
@@ -128,7 +144,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	}
 	// Asking for the current password keeps a borrowed, unlocked browser
 	// from taking the account over.
-	match, err := verifyPassword(hash, current)
+	match, err := slot.verify(hash, current)
 	if err != nil {
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", u.Username, "err", err)
 		a.errorPage(w, http.StatusInternalServerError, "Something went wrong.")
@@ -146,7 +162,9 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, "revoke all sessions", err)
 		return
 	}
-	err = a.users.setPasswordHash(r.Context(), u.Username, hash, hashPassword(next))
+	newHash := slot.hash(next)
+	slot.release()
+	err = a.users.setPasswordHash(r.Context(), u.Username, hash, newHash)
 	if errors.Is(err, errPasswordChanged) {
 		a.errorPage(w, http.StatusConflict, "Your password was just changed elsewhere. Reload and try again.")
 		return
@@ -231,6 +249,19 @@ func (a *app) parseForm(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// hashSlot waits for a password hashing slot while the request lives. If
+// the hasher's queue is full it answers 503 itself; if the client has gone,
+// there is no one to answer. Either way it returns false.
+func (a *app) hashSlot(w http.ResponseWriter, r *http.Request) (*hashSlot, bool) {
+	slot, err := a.hasher.acquire(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		a.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins at once. Try again in a moment.")
+		return nil, false
+	}
+	return slot, true
 }
 
 // storeError answers 503 for a DynamoDB failure and logs it. The error
