@@ -42,7 +42,7 @@ type app struct {
 	log      *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
-	dummyHash string
+	dummyHash passwordHash
 }
 
 // newApp prepares the table and returns the app, whose ServeHTTP is its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,8 +16,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -114,17 +117,37 @@ type response struct {
 // and cookies.
 func (b *browser) do(r *http.Request) response {
 	b.t.Helper()
+	res, err := b.send(r)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
+	return res
+}
+
+// send is do for other goroutines than the test's: it returns the error.
+func (b *browser) send(r *http.Request) (response, error) {
 	r.Header.Set("User-Agent", b.userAgent)
 	res, err := b.client.Do(r)
 	if err != nil {
-		b.t.Fatalf("%s %s: %v", r.Method, r.URL.Path, err)
+		return response{}, err
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
-		b.t.Fatalf("%s %s: read body: %v", r.Method, r.URL.Path, err)
+		return response{}, fmt.Errorf("read body: %w", err)
 	}
-	return response{code: res.StatusCode, body: string(body), header: res.Header}
+	return response{code: res.StatusCode, body: string(body), header: res.Header}, nil
+}
+
+// postForm is post for other goroutines than the test's, to the browser's
+// app or another base URL, under ctx.
+func (b *browser) postForm(ctx context.Context, baseURL, path string, form url.Values) (response, error) {
+	r, err := http.NewRequestWithContext(ctx, "POST", baseURL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		return response{}, err
+	}
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.send(r)
 }
 
 func (b *browser) get(path string) response {
@@ -218,8 +241,9 @@ func (ta *testApp) withToken(token string) *browser {
 // operation down, to show how the app behaves in an outage.
 type faultyClient struct {
 	ddbsession.Client
-	mu   sync.Mutex
-	down map[string]bool // operation name, or "*" for all
+	mu     sync.Mutex
+	down   map[string]bool // operation name, or "*" for all
+	pauses []*pausePoint
 }
 
 var errOutage = errors.New("injected DynamoDB outage")
@@ -235,6 +259,83 @@ func (f *faultyClient) setDown(ops ...string) {
 	}
 }
 
+// pausePoint holds the caller of one DynamoDB call, after the call is
+// made, until the test lets it go: the way to stop a request between two
+// of its steps.
+type pausePoint struct {
+	op      string
+	match   func(in any) bool
+	reached chan struct{} // closed once the call is made and held
+	resume  chan struct{} // closed by release
+	once    sync.Once
+}
+
+// pauseAfter arms a pause after the next call of op whose input match
+// accepts. Release it, or the caller stays held until its context ends.
+func (f *faultyClient) pauseAfter(op string, match func(in any) bool) *pausePoint {
+	p := &pausePoint{op: op, match: match, reached: make(chan struct{}), resume: make(chan struct{})}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pauses = append(f.pauses, p)
+	return p
+}
+
+// waitReached waits until the paused call has been made.
+func (p *pausePoint) waitReached(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the %s to pause after was never made", p.op)
+	}
+}
+
+func (p *pausePoint) release() { p.once.Do(func() { close(p.resume) }) }
+
+// paused holds the caller if an armed pause point matches this call.
+func (f *faultyClient) paused(ctx context.Context, op string, in any) {
+	f.mu.Lock()
+	var p *pausePoint
+	for i, c := range f.pauses {
+		if c.op == op && c.match(in) {
+			p = c
+			f.pauses = append(f.pauses[:i], f.pauses[i+1:]...)
+			break
+		}
+	}
+	f.mu.Unlock()
+	if p == nil {
+		return
+	}
+	close(p.reached)
+	select {
+	case <-p.resume:
+	case <-ctx.Done():
+	}
+}
+
+// readsUser matches a GetItem of user's item.
+func readsUser(user ddbsession.UserKey) func(in any) bool {
+	return func(in any) bool {
+		get, ok := in.(*dynamodb.GetItemInput)
+		return ok && keyIs(get.Key, user)
+	}
+}
+
+// updatesUser matches an UpdateItem of user's item.
+func updatesUser(user ddbsession.UserKey) func(in any) bool {
+	return func(in any) bool {
+		update, ok := in.(*dynamodb.UpdateItemInput)
+		return ok && keyIs(update.Key, user)
+	}
+}
+
+func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
+	pk, _ := key["pk"].(*types.AttributeValueMemberS)
+	sk, _ := key["sk"].(*types.AttributeValueMemberS)
+	return pk != nil && sk != nil && pk.Value == user.PK && sk.Value == user.SK
+}
+
 func (f *faultyClient) fail(op string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -248,7 +349,9 @@ func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 	if err := f.fail("GetItem"); err != nil {
 		return nil, err
 	}
-	return f.Client.GetItem(ctx, in, opts...)
+	out, err := f.Client.GetItem(ctx, in, opts...)
+	f.paused(ctx, "GetItem", in)
+	return out, err
 }
 
 func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
@@ -269,7 +372,9 @@ func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemIn
 	if err := f.fail("UpdateItem"); err != nil {
 		return nil, err
 	}
-	return f.Client.UpdateItem(ctx, in, opts...)
+	out, err := f.Client.UpdateItem(ctx, in, opts...)
+	f.paused(ctx, "UpdateItem", in)
+	return out, err
 }
 
 func (f *faultyClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {

@@ -105,18 +105,18 @@ func (s *hashSlot) argonKey(password string, salt []byte, time, memory uint32, t
 
 // hash returns password's argon2id hash with a fresh random salt, as
 // "$argon2id$v=19$m=19456,t=2,p=1$<salt>$<key>".
-func (s *hashSlot) hash(password string) string {
+func (s *hashSlot) hash(password string) passwordHash {
 	salt := make([]byte, argonSaltLen)
 	rand.Read(salt)
 	key := s.argonKey(password, salt, argonTime, argonMemory, argonThreads, argonKeyLen)
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
-		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
+	return passwordHash(fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
+		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)))
 }
 
 // verify reports whether password matches hash, doing the full hash work
 // either way. An error means that hash is not a hash this app wrote.
-func (s *hashSlot) verify(hash, password string) (bool, error) {
-	parts := strings.Split(hash, "$")
+func (s *hashSlot) verify(hash passwordHash, password string) (bool, error) {
+	parts := strings.Split(string(hash), "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
 		return false, errors.New("password hash is not argon2id in PHC format")
 	}

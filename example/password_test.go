@@ -17,8 +17,10 @@ func TestPasswordHash(t *testing.T) {
 		t.Errorf("two hashes of one password are equal: the salt is not random")
 	}
 	for _, tc := range []struct {
-		name, hash, password string
-		want                 bool
+		name     string
+		hash     passwordHash
+		password string
+		want     bool
 	}{
 		{"same password", h1, long, true},
 		{"other salt, same password", h2, long, true},
@@ -31,7 +33,7 @@ func TestPasswordHash(t *testing.T) {
 			t.Errorf("%s: verify = %v, %v; want %v", tc.name, ok, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "$2a$10$bcrypt", "$argon2id$v=19$m=19456,t=0,p=1$c2FsdA$a2V5", "$argon2id$v=18$m=1,t=1,p=1$c2FsdA$a2V5"} {
+	for _, bad := range []passwordHash{"", "$2a$10$bcrypt", "$argon2id$v=19$m=19456,t=0,p=1$c2FsdA$a2V5", "$argon2id$v=18$m=1,t=1,p=1$c2FsdA$a2V5"} {
 		if _, err := slot.verify(bad, "x"); err == nil {
 			t.Errorf("verify(%q) did not fail", bad)
 		}
