@@ -21,7 +21,10 @@ type appConfig struct {
 	IdleTimeout      time.Duration // zero values take ddbsession's defaults
 	RefreshInterval  time.Duration
 	AbsoluteLifetime time.Duration
-	Logger           *slog.Logger // default slog.Default()
+	// StoreTimeout bounds the DynamoDB work of a request's steps, ddbsession's
+	// (Config.StoreTimeout) and the app's own. Default 2s.
+	StoreTimeout time.Duration
+	Logger       *slog.Logger // default slog.Default()
 	// HashSlots is how many password hashes run at once, default
 	// GOMAXPROCS; HashQueue how many more requests may wait for one,
 	// default 8 per slot. Past that, logins and sign-ups get 503.
@@ -39,7 +42,9 @@ type app struct {
 	users    users
 	dev      bool // appConfig.Dev
 	hasher   *hasher
-	log      *slog.Logger
+	// storeTimeout bounds the app's own DynamoDB work in a request.
+	storeTimeout time.Duration
+	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
 	dummyHash passwordHash
@@ -52,6 +57,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 2 * time.Second
+	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
 		Table:            cfg.Table,
@@ -59,6 +67,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		IdleTimeout:      cfg.IdleTimeout,
 		RefreshInterval:  cfg.RefreshInterval,
 		AbsoluteLifetime: cfg.AbsoluteLifetime,
+		StoreTimeout:     cfg.StoreTimeout,
 		Logger:           log,
 	})
 	if err != nil {
@@ -89,12 +98,13 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	dummyHash := slot.hash(rand.Text())
 	slot.release()
 	a := &app{
-		sessions:  sessions,
-		hasher:    h,
-		users:     users{client: cfg.Client, table: cfg.Table},
-		log:       log,
-		dev:       cfg.Dev,
-		dummyHash: dummyHash,
+		sessions:     sessions,
+		hasher:       h,
+		users:        users{client: cfg.Client, table: cfg.Table},
+		log:          log,
+		dev:          cfg.Dev,
+		dummyHash:    dummyHash,
+		storeTimeout: cfg.StoreTimeout,
 	}
 	a.handler = a.routes()
 	return a, nil

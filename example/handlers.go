@@ -209,7 +209,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	//
 	// Once the new password is written the cutoff must follow, so from
 	// here the work is not cut short by a client that hangs up.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.storeTimeout)
 	defer cancel()
 	err = a.users.setPasswordHash(ctx, s.User, u.PasswordHash, newHash)
 	if errors.Is(err, errPasswordChanged) {

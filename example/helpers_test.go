@@ -65,6 +65,12 @@ func startApp(t *testing.T, client *dynamodb.Client, table string, options ...fu
 		Client: ta.api,
 		Table:  ta.table,
 		Logger: slog.New(slog.NewTextHandler(ta.logs, nil)),
+		// With the race detector on two cores, argon2id in parallel tests
+		// starves dynalite of CPU, and a call can take longer than the 2s
+		// default; a timed-out call aborts its HTTP request, which also
+		// crashes dynalite and fails every test after it. The pauses of the
+		// race tests also run inside a login's bound.
+		StoreTimeout: 15 * time.Second,
 	}
 	for _, o := range options {
 		o(&cfg)

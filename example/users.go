@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,9 +53,6 @@ type userItem struct {
 const (
 	maxUsername = 64   // bytes
 	maxPassword = 1024 // bytes; argon2id takes any length, but hashing has a cost
-	// storeTimeout bounds the app's own DynamoDB work in a request, as
-	// ddbsession.Config.StoreTimeout bounds the library's.
-	storeTimeout = 2 * time.Second
 )
 
 var errPasswordChanged = errors.New("password was changed by another request")
