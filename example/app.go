@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -25,6 +26,16 @@ type appConfig struct {
 	// (Config.StoreTimeout) and the app's own. Default 2s.
 	StoreTimeout time.Duration
 	Logger       *slog.Logger // default slog.Default()
+	// UserLimit and AddrLimit limit failed password checks per username and
+	// per client address (see limits.go); zero values take the defaults.
+	UserLimit, AddrLimit rateLimit
+	// TrustedProxies is how many reverse proxies in front of the app append
+	// to X-Forwarded-For; the client address is then the entry the outermost
+	// appended. Zero: the connection's own address, and the header is
+	// ignored, since any client can send it.
+	TrustedProxies int
+	// Now is the clock of the limits and of ddbsession. Default time.Now.
+	Now func() time.Time
 	// HashSlots is how many password hashes run at once, default
 	// GOMAXPROCS; HashQueue how many more requests may wait for one,
 	// default 8 per slot. Past that, logins and sign-ups get 503.
@@ -44,6 +55,7 @@ type app struct {
 	hasher   *hasher
 	// storeTimeout bounds the app's own DynamoDB work in a request.
 	storeTimeout time.Duration
+	limits       *limits
 	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
@@ -60,6 +72,26 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 2 * time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.UserLimit == (rateLimit{}) {
+		cfg.UserLimit = defaultUserLimit
+	}
+	if cfg.AddrLimit == (rateLimit{}) {
+		cfg.AddrLimit = defaultAddrLimit
+	}
+	if cfg.HashSlots <= 0 {
+		cfg.HashSlots = runtime.GOMAXPROCS(0)
+	}
+	if cfg.HashQueue <= 0 {
+		cfg.HashQueue = 8 * cfg.HashSlots
+	}
+	for name, l := range map[string]rateLimit{"UserLimit": cfg.UserLimit, "AddrLimit": cfg.AddrLimit} {
+		if l.Every <= 0 || l.Burst < 1 {
+			return nil, fmt.Errorf("appConfig.%s %+v: want a positive Every and Burst", name, l)
+		}
+	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
 		Table:            cfg.Table,
@@ -69,6 +101,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		AbsoluteLifetime: cfg.AbsoluteLifetime,
 		StoreTimeout:     cfg.StoreTimeout,
 		Logger:           log,
+		Now:              cfg.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -84,12 +117,6 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	case err != nil:
 		return nil, err
 	}
-	if cfg.HashSlots <= 0 {
-		cfg.HashSlots = runtime.GOMAXPROCS(0)
-	}
-	if cfg.HashQueue <= 0 {
-		cfg.HashQueue = 8 * cfg.HashSlots
-	}
 	h := newHasher(cfg.HashSlots, cfg.HashQueue)
 	slot, err := h.acquire(ctx)
 	if err != nil {
@@ -98,8 +125,14 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	dummyHash := slot.hash(rand.Text())
 	slot.release()
 	a := &app{
-		sessions:     sessions,
-		hasher:       h,
+		sessions: sessions,
+		hasher:   h,
+		limits: &limits{
+			byUser:  newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
+			byAddr:  newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
+			proxies: cfg.TrustedProxies,
+			now:     cfg.Now,
+		},
 		users:        users{client: cfg.Client, table: cfg.Table},
 		log:          log,
 		dev:          cfg.Dev,

@@ -160,7 +160,7 @@ func TestLoginsRacingPasswordChanges(t *testing.T) {
 	// the attackers, the owner, and dynalite.
 	oneSlot := func(cfg *appConfig) { cfg.HashSlots = 1 }
 	ta := newTestApp(t, oneSlot)
-	second := ta.anotherInstance(oneSlot)
+	second := ta.anotherInstance(unlimited, oneSlot)
 	owner := ta.browser("owner")
 	owner.signup("alice", "password 0")
 

@@ -13,6 +13,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/text v0.44.0
+	golang.org/x/time v0.16.0
 )
 
 require (

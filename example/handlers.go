@@ -38,6 +38,13 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// A taken username is a failure for the client's address, so that
+	// sign-up cannot probe which names exist faster than login can.
+	at, ok := a.beginAttempt(w, r, "")
+	if !ok {
+		return
+	}
+	defer at.end()
 	key := userKey(username)
 	slot, ok := a.hashSlot(w, r)
 	if !ok {
@@ -51,6 +58,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	// do not come back to life for this one.
 	err := a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
 	if errors.Is(err, ddbsession.ErrUserExists) {
+		at.fail()
 		a.errorPage(w, http.StatusConflict, "That username is taken.")
 		return
 	}
@@ -78,6 +86,11 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	at, ok := a.beginAttempt(w, r, username)
+	if !ok {
+		return
+	}
+	defer at.end()
 	// The slot is taken before LoginWith, not inside verify: the wait for
 	// it is bounded by the request's life, whereas LoginWith's own store
 	// deadline runs from before its read and must not be spent queueing.
@@ -107,8 +120,10 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		// The same hash work as a wrong password, so that timing does not
 		// tell who has an account.
 		slot.verify(a.dummyHash, password)
+		at.fail()
 		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
 	case errors.Is(err, errWrongPassword):
+		at.fail()
 		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
 	case errors.Is(err, errUnreadableHash):
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", username, "err", err)
@@ -179,6 +194,14 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// request, with a strongly consistent read.
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
+	// A stolen session must not be a way to guess the password either.
+	// The change has a bucket of its own per user, so that someone failing
+	// logins on this username cannot also keep its owner from changing it.
+	at, ok := a.beginAttempt(w, r, passwordChangeKey(u.Username))
+	if !ok {
+		return
+	}
+	defer at.end()
 	slot, ok := a.hashSlot(w, r)
 	if !ok {
 		return
@@ -193,6 +216,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !match {
+		at.fail()
 		a.errorPage(w, http.StatusUnauthorized, "The current password is wrong.")
 		return
 	}
@@ -232,6 +256,10 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// cutoff, on the password it has just set.
 	a.signInWith(w, r, s.User, newHash)
 }
+
+// passwordChangeKey is username's key for failed password changes in the
+// per-username limiter. No username holds a NUL, so it is never a login's.
+func passwordChangeKey(username string) string { return "password change\x00" + username }
 
 func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {

@@ -92,6 +92,13 @@ func startApp(t *testing.T, client *dynamodb.Client, table string, options ...fu
 // dev is an option for newTestApp: plain-HTTP development mode.
 func dev(cfg *appConfig) { cfg.Dev = true }
 
+// unlimited is an option for newTestApp: failed password checks are not
+// limited, for tests of something else that fail many from one address.
+func unlimited(cfg *appConfig) {
+	cfg.UserLimit = rateLimit{Every: time.Nanosecond, Burst: 1 << 20}
+	cfg.AddrLimit = cfg.UserLimit
+}
+
 // browser is one HTTP client with its own cookie jar, as a separate
 // browser (or device) would be. It does not follow redirects, so that
 // tests see the 303s.
