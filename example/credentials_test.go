@@ -150,6 +150,34 @@ func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	ta.browser("D").login("alice", "new password")
 }
 
+// TestPasswordChangeCutoffFails fails the cutoff's write after the new
+// password is written: the user must hear that the other sessions live on,
+// and still be able to end them.
+func TestPasswordChangeCutoffFails(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t)
+	owner, phone := ta.browser("owner"), ta.browser("owner's phone")
+	owner.signup("alice", "old password")
+	phone.login("alice", "old password")
+
+	ta.api.failNext("UpdateItem", func(in any) bool {
+		update := in.(*dynamodb.UpdateItemInput)
+		return keyIs(update.Key, userKey("alice")) && !strings.Contains(aws.ToString(update.UpdateExpression), "passwordHash")
+	})
+	res := owner.post("/password", url.Values{"current": {"old password"}, "new": {"new password"}})
+	if msg := pageMessage(t, res.body); res.code != http.StatusServiceUnavailable || !strings.Contains(msg, "could not be signed out") {
+		t.Fatalf("password change whose cutoff failed: %d %q; want 503 saying the other sessions live on", res.code, msg)
+	}
+	if res := ta.browser("C").post("/login", url.Values{"username": {"alice"}, "password": {"old password"}}); res.code != http.StatusUnauthorized {
+		t.Errorf("login with the old password: %d, want 401", res.code)
+	}
+	owner.mustPost(http.StatusSeeOther, "/logout-everywhere", nil)
+	if code := phone.meStatus(); code != http.StatusUnauthorized {
+		t.Errorf("the phone after logging out everywhere: /api/me %d, want 401", code)
+	}
+	ta.browser("D").login("alice", "new password")
+}
+
 // TestLoginsRacingPasswordChanges is the same race left to chance: several
 // attackers log in with the current password over and over through a
 // second instance while the owner changes it, round after round. Logins

@@ -254,9 +254,10 @@ func (ta *testApp) withToken(token string) *browser {
 // operation down, to show how the app behaves in an outage.
 type faultyClient struct {
 	ddbsession.Client
-	mu     sync.Mutex
-	down   map[string]bool // operation name, or "*" for all
-	pauses []*pausePoint
+	mu       sync.Mutex
+	down     map[string]bool // operation name, or "*" for all
+	pauses   []*pausePoint
+	failures []callMatch
 }
 
 var errOutage = errors.New("injected DynamoDB outage")
@@ -276,8 +277,7 @@ func (f *faultyClient) setDown(ops ...string) {
 // made, until the test lets it go: the way to stop a request between two
 // of its steps.
 type pausePoint struct {
-	op      string
-	match   func(in any) bool
+	call    callMatch
 	reached chan struct{} // closed once the call is made and held
 	resume  chan struct{} // closed by release
 	once    sync.Once
@@ -286,12 +286,28 @@ type pausePoint struct {
 // pauseAfter arms a pause after the next call of op whose input match
 // accepts. Release it, or the caller stays held until its context ends.
 func (f *faultyClient) pauseAfter(op string, match func(in any) bool) *pausePoint {
-	p := &pausePoint{op: op, match: match, reached: make(chan struct{}), resume: make(chan struct{})}
+	p := &pausePoint{call: callMatch{op, match}, reached: make(chan struct{}), resume: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pauses = append(f.pauses, p)
 	return p
 }
+
+// failNext makes the next call of op whose input match accepts fail with
+// errOutage, without reaching DynamoDB.
+func (f *faultyClient) failNext(op string, match func(in any) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures = append(f.failures, callMatch{op, match})
+}
+
+// callMatch picks DynamoDB calls: those of op whose input match accepts.
+type callMatch struct {
+	op    string
+	match func(in any) bool
+}
+
+func (c callMatch) matches(op string, in any) bool { return c.op == op && c.match(in) }
 
 // waitReached waits until the paused call has been made.
 func (p *pausePoint) waitReached(t *testing.T) {
@@ -299,7 +315,7 @@ func (p *pausePoint) waitReached(t *testing.T) {
 	select {
 	case <-p.reached:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the %s to pause after was never made", p.op)
+		t.Fatalf("the %s to pause after was never made", p.call.op)
 	}
 }
 
@@ -310,7 +326,7 @@ func (f *faultyClient) paused(ctx context.Context, op string, in any) {
 	f.mu.Lock()
 	var p *pausePoint
 	for i, c := range f.pauses {
-		if c.op == op && c.match(in) {
+		if c.call.matches(op, in) {
 			p = c
 			f.pauses = append(f.pauses[:i], f.pauses[i+1:]...)
 			break
@@ -349,17 +365,23 @@ func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
 	return pk != nil && sk != nil && pk.Value == user.PK && sk.Value == user.SK
 }
 
-func (f *faultyClient) fail(op string) error {
+func (f *faultyClient) fail(op string, in any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[op] || f.down["*"] {
 		return errOutage
 	}
+	for i, c := range f.failures {
+		if c.matches(op, in) {
+			f.failures = append(f.failures[:i], f.failures[i+1:]...)
+			return errOutage
+		}
+	}
 	return nil
 }
 
 func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := f.fail("GetItem"); err != nil {
+	if err := f.fail("GetItem", in); err != nil {
 		return nil, err
 	}
 	out, err := f.Client.GetItem(ctx, in, opts...)
@@ -368,21 +390,21 @@ func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 }
 
 func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if err := f.fail("BatchGetItem"); err != nil {
+	if err := f.fail("BatchGetItem", in); err != nil {
 		return nil, err
 	}
 	return f.Client.BatchGetItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := f.fail("PutItem"); err != nil {
+	if err := f.fail("PutItem", in); err != nil {
 		return nil, err
 	}
 	return f.Client.PutItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := f.fail("UpdateItem"); err != nil {
+	if err := f.fail("UpdateItem", in); err != nil {
 		return nil, err
 	}
 	out, err := f.Client.UpdateItem(ctx, in, opts...)
@@ -391,14 +413,14 @@ func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemIn
 }
 
 func (f *faultyClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := f.fail("DeleteItem"); err != nil {
+	if err := f.fail("DeleteItem", in); err != nil {
 		return nil, err
 	}
 	return f.Client.DeleteItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := f.fail("Query"); err != nil {
+	if err := f.fail("Query", in); err != nil {
 		return nil, err
 	}
 	return f.Client.Query(ctx, in, opts...)
