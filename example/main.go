@@ -7,6 +7,9 @@
 // AWS_ENDPOINT_URL_DYNAMODB for anything but DynamoDB itself):
 //
 //	go run ./example -table my-sessions
+//
+// Behind reverse proxies, pass -proxies with their number, so that failed
+// logins are limited per client rather than per proxy.
 package main
 
 import (
