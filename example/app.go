@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/ddbsession/ddbsession"
@@ -20,7 +22,24 @@ type appConfig struct {
 	IdleTimeout      time.Duration // zero values take ddbsession's defaults
 	RefreshInterval  time.Duration
 	AbsoluteLifetime time.Duration
-	Logger           *slog.Logger // default slog.Default()
+	// StoreTimeout bounds the DynamoDB work of a request's steps, ddbsession's
+	// (Config.StoreTimeout) and the app's own. Default 2s.
+	StoreTimeout time.Duration
+	Logger       *slog.Logger // default slog.Default()
+	// UserLimit and AddrLimit limit failed password checks per username and
+	// per client address (see limits.go); zero values take the defaults.
+	UserLimit, AddrLimit rateLimit
+	// TrustedProxies is how many reverse proxies in front of the app append
+	// to X-Forwarded-For; the client address is then the entry the outermost
+	// appended. Zero: the connection's own address, and the header is
+	// ignored, since any client can send it.
+	TrustedProxies int
+	// Now is the clock of the limits and of ddbsession. Default time.Now.
+	Now func() time.Time
+	// HashSlots is how many password hashes run at once, default
+	// GOMAXPROCS; HashQueue how many more requests may wait for one,
+	// default 8 per slot. Past that, logins and sign-ups get 503.
+	HashSlots, HashQueue int
 }
 
 // maxBody caps every request body. The largest form, a password change,
@@ -32,10 +51,15 @@ type app struct {
 	handler  http.Handler // routes(), behind the security middlewares
 	sessions *ddbsession.Manager[User]
 	users    users
-	log      *slog.Logger
+	dev      bool // appConfig.Dev
+	hasher   *hasher
+	// storeTimeout bounds the app's own DynamoDB work in a request.
+	storeTimeout time.Duration
+	limits       *limits
+	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
-	dummyHash string
+	dummyHash passwordHash
 }
 
 // newApp prepares the table and returns the app, whose ServeHTTP is its
@@ -45,6 +69,29 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.UserLimit == (rateLimit{}) {
+		cfg.UserLimit = defaultUserLimit
+	}
+	if cfg.AddrLimit == (rateLimit{}) {
+		cfg.AddrLimit = defaultAddrLimit
+	}
+	if cfg.HashSlots <= 0 {
+		cfg.HashSlots = runtime.GOMAXPROCS(0)
+	}
+	if cfg.HashQueue <= 0 {
+		cfg.HashQueue = 8 * cfg.HashSlots
+	}
+	for name, l := range map[string]rateLimit{"UserLimit": cfg.UserLimit, "AddrLimit": cfg.AddrLimit} {
+		if l.Every <= 0 || l.Burst < 1 {
+			return nil, fmt.Errorf("appConfig.%s %+v: want a positive Every and Burst", name, l)
+		}
+	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
 		Table:            cfg.Table,
@@ -52,7 +99,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		IdleTimeout:      cfg.IdleTimeout,
 		RefreshInterval:  cfg.RefreshInterval,
 		AbsoluteLifetime: cfg.AbsoluteLifetime,
+		StoreTimeout:     cfg.StoreTimeout,
 		Logger:           log,
+		Now:              cfg.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -68,11 +117,27 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	case err != nil:
 		return nil, err
 	}
+	h := newHasher(cfg.HashSlots, cfg.HashQueue)
+	slot, err := h.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dummyHash := slot.hash(rand.Text())
+	slot.release()
 	a := &app{
-		sessions:  sessions,
-		users:     users{client: cfg.Client, table: cfg.Table},
-		log:       log,
-		dummyHash: hashPassword(rand.Text()),
+		sessions: sessions,
+		hasher:   h,
+		limits: &limits{
+			byUser:  newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
+			byAddr:  newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
+			proxies: cfg.TrustedProxies,
+			now:     cfg.Now,
+		},
+		users:        users{client: cfg.Client, table: cfg.Table},
+		log:          log,
+		dev:          cfg.Dev,
+		dummyHash:    dummyHash,
+		storeTimeout: cfg.StoreTimeout,
 	}
 	a.handler = a.routes()
 	return a, nil
@@ -105,20 +170,27 @@ func (a *app) routes() http.Handler {
 	// Sec-Fetch-Site and Origin headers, with no CSRF tokens to manage.
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	h = http.MaxBytesHandler(h, maxBody)
-	return securityHeaders(h)
+	return securityHeaders(h, a.dev)
 }
 
 // securityHeaders sets headers every response of this app should carry.
 // Its pages are personal, so nothing may be cached; they have no scripts,
 // and no other site may frame them (a framed "log out everywhere" button
-// could be clicked by a trick).
-func securityHeaders(next http.Handler) http.Handler {
+// could be clicked by a trick). Outside dev mode the app is served over
+// HTTPS only (its cookie is Secure), so Strict-Transport-Security tells
+// browsers never to try plain HTTP, where an active attacker could answer
+// first; dev mode is plain HTTP on localhost, where the header would pin
+// every app on that host to HTTPS.
+func securityHeaders(next http.Handler, dev bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
+		if !dev {
+			h.Set("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
+		}
 		next.ServeHTTP(w, r)
 	})
 }

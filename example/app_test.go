@@ -53,7 +53,7 @@ func TestSignup(t *testing.T) {
 	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
 		t.Fatal(err)
 	}
-	if item.Username != "alice" || !strings.HasPrefix(item.PasswordHash, "$argon2id$") || strings.Contains(item.PasswordHash, "correct horse") {
+	if item.Username != "alice" || !strings.HasPrefix(string(item.PasswordHash), "$argon2id$") || strings.Contains(string(item.PasswordHash), "correct horse") {
 		t.Errorf("user item = %+v, want username alice and an argon2id hash", item)
 	}
 
@@ -129,8 +129,9 @@ func TestBadInput(t *testing.T) {
 		{"signup with neither", false, "/signup", "", 400, "username is required\npassword is required"},
 		{"signup username over 64 bytes", false, "/signup", creds(long(65), "pw").Encode(), 400, "longer than 64 bytes"},
 		{"signup username of 64 multibyte runes", false, "/signup", creds(strings.Repeat("é", 33), "pw").Encode(), 400, "longer than 64 bytes"},
-		{"signup username not UTF-8", false, "/signup", creds("bob\xff", "pw").Encode(), 400, "printable text"},
-		{"signup username with a newline", false, "/signup", creds("bob\nadmin", "pw").Encode(), 400, "printable text"},
+		{"signup username not UTF-8", false, "/signup", creds("bob\xff", "pw").Encode(), 400, "must be text"},
+		{"signup username with a newline", false, "/signup", creds("bob\nadmin", "pw").Encode(), 400, "no spaces, symbols, control or invisible characters"},
+		{"signup username of white space", false, "/signup", creds(" \t\u3000", "pw").Encode(), 400, "username is required"},
 		{"signup password over 1 KiB", false, "/signup", creds("bob", long(1025)).Encode(), 400, "longer than 1024 bytes"},
 		{"signup username of exactly 64 bytes", false, "/signup", creds(long(64), "pw").Encode(), 303, ""},
 		{"signup password of exactly 1 KiB", false, "/signup", creds("carol", long(1024)).Encode(), 303, ""},
@@ -463,7 +464,7 @@ func TestStoreOutage(t *testing.T) {
 	})
 
 	logs := ta.logs.String()
-	for _, op := range []string{"create user", "read user", "log out"} {
+	for _, op := range []string{"create user", "log in", "log out"} {
 		if !strings.Contains(logs, fmt.Sprintf("op=%q", op)) {
 			t.Errorf("failed %q was not logged", op)
 		}
@@ -494,5 +495,48 @@ func TestNewAppRefusesAWrongTable(t *testing.T) {
 	_, err = newApp(context.Background(), appConfig{Client: client, Table: table})
 	if !errors.Is(err, ddbsession.ErrTableSchema) {
 		t.Errorf("newApp on a table with the wrong key schema: %v, want ErrTableSchema", err)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	const hsts = "max-age=63072000; includeSubDomains"
+	for _, tc := range []struct {
+		name     string
+		options  []func(*appConfig)
+		wantHSTS string
+	}{
+		{"HTTPS", nil, hsts},
+		{"dev mode", []func(*appConfig){dev}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ta := newTestApp(t, tc.options...)
+			b := ta.browser("browser-A")
+			// Every kind of answer, from every layer: the pages, the
+			// session middleware, the mux, the body limit and the
+			// cross-origin check.
+			for name, res := range map[string]response{
+				"GET / (200)":                  b.get("/"),
+				"GET /api/me (401)":            b.get("/api/me"),
+				"GET /nowhere (404)":           b.get("/nowhere"),
+				"GET /login (405)":             b.get("/login"),
+				"POST /login bad form (400)":   b.post("/login", url.Values{"username": {""}}),
+				"POST /signup too large (413)": b.post("/signup", url.Values{"username": {strings.Repeat("x", maxBody)}}),
+				"cross-origin POST (403)":      b.post("/logout", nil, "Sec-Fetch-Site", "cross-site"),
+				"POST /signup (303)":           b.post("/signup", url.Values{"username": {"alice"}, "password": {"correct horse"}}),
+				"GET /api/sessions (200)":      b.get("/api/sessions"),
+			} {
+				if got := res.header.Get("Strict-Transport-Security"); got != tc.wantHSTS {
+					t.Errorf("%s: Strict-Transport-Security %q, want %q", name, got, tc.wantHSTS)
+				}
+				if got := res.header.Get("Cache-Control"); got != "no-store" {
+					t.Errorf("%s: Cache-Control %q, want no-store", name, got)
+				}
+				if res.header.Get("Content-Security-Policy") == "" || res.header.Get("X-Content-Type-Options") != "nosniff" {
+					t.Errorf("%s: lacks the other security headers: %v", name, res.header)
+				}
+			}
+		})
 	}
 }

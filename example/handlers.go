@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -29,13 +32,33 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
-	username, password := r.PostFormValue("username"), r.PostFormValue("password")
-	if err := errors.Join(validateUsername(username), validatePassword("password", password)); err != nil {
+	username, userErr := normalizeUsername(r.PostFormValue("username"))
+	password := r.PostFormValue("password")
+	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	err := a.users.create(r.Context(), username, hashPassword(password))
-	if errors.Is(err, errUsernameTaken) {
+	// A taken username is a failure for the client's address, so that
+	// sign-up cannot probe which names exist faster than login can.
+	at, ok := a.beginAttempt(w, r, "")
+	if !ok {
+		return
+	}
+	defer at.end()
+	key := userKey(username)
+	slot, ok := a.hashSlot(w, r)
+	if !ok {
+		return
+	}
+	hash := slot.hash(password)
+	slot.release()
+	// CreateUser writes the item only if the key is free, so a sign-up
+	// never overwrites a user, and stamps it with a sessions-valid-after
+	// cutoff of now, so that the sessions of a deleted user of the same name
+	// do not come back to life for this one.
+	err := a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
+	if errors.Is(err, ddbsession.ErrUserExists) {
+		at.fail()
 		a.errorPage(w, http.StatusConflict, "That username is taken.")
 		return
 	}
@@ -43,44 +66,94 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, "create user", err)
 		return
 	}
-	a.signIn(w, r, userKey(username))
+	a.signInWith(w, r, key, hash)
 }
+
+// errWrongPassword is what login's verify function refuses with.
+var errWrongPassword = errors.New("wrong password")
+
+// errUnreadableHash is a stored hash that hashSlot.verify cannot read: a bug
+// or a tampered item, not a wrong password.
+var errUnreadableHash = errors.New("stored password hash is unreadable")
 
 func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
-	username, password := r.PostFormValue("username"), r.PostFormValue("password")
-	if err := errors.Join(validateUsername(username), validatePassword("password", password)); err != nil {
+	username, userErr := normalizeUsername(r.PostFormValue("username"))
+	password := r.PostFormValue("password")
+	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	hash, err := a.users.passwordHash(r.Context(), username)
-	known := err == nil
-	if errors.Is(err, ddbsession.ErrUserNotFound) {
-		hash = a.dummyHash // same work, so timing does not reveal who exists
-	} else if err != nil {
-		a.storeError(w, r, "read user", err)
+	at, ok := a.beginAttempt(w, r, username)
+	if !ok {
 		return
 	}
-	match, err := verifyPassword(hash, password)
-	if err != nil {
+	defer at.end()
+	// The slot is taken before LoginWith, not inside verify: the wait for
+	// it is bounded by the request's life, whereas LoginWith's own store
+	// deadline runs from before its read and must not be spent queueing.
+	slot, ok := a.hashSlot(w, r)
+	if !ok {
+		return
+	}
+	defer slot.release()
+	// LoginWith reads the user item and checks the password against the
+	// hash it read, in the same call that writes the session, and stamps
+	// the session with a time from before that read. A login that checked
+	// the old password therefore always predates the cutoff of a password
+	// change, however the two interleave (see changePassword).
+	err := a.sessions.LoginWith(w, r, userKey(username), func(u User) error {
+		match, err := slot.verify(u.PasswordHash, password)
+		slot.release() // the session writes that follow need no core
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUnreadableHash, err)
+		}
+		if !match {
+			return errWrongPassword
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, ddbsession.ErrUserNotFound):
+		// The same hash work as a wrong password, so that timing does not
+		// tell who has an account.
+		slot.verify(a.dummyHash, password)
+		at.fail()
+		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
+	case errors.Is(err, errWrongPassword):
+		at.fail()
+		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
+	case errors.Is(err, errUnreadableHash):
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", username, "err", err)
 		a.errorPage(w, http.StatusInternalServerError, "Something went wrong.")
-		return
+	case err != nil:
+		a.storeError(w, r, "log in", err)
+	default:
+		http.Redirect(w, r, "/", http.StatusSeeOther)
 	}
-	if !known || !match {
-		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
-		return
-	}
-	a.signIn(w, r, userKey(username))
 }
 
-// signIn starts a session for user and sends the browser home. Login
-// rotates: any session the request already carries is ended first, so a
-// token planted in this browser before sign-in is worthless.
-func (a *app) signIn(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey) {
-	if err := a.sessions.Login(w, r, user); err != nil {
+// signInWith starts a session for user, whose password hash the request
+// has just written, and sends the browser home. If the hash has changed
+// since (another request changed the password), it is refused with
+// errPasswordChanged rather than signing in on a password this request
+// does not know. Like every login, it rotates: any session the request
+// already carries is ended first, so a token planted in this browser before
+// sign-in is worthless.
+func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash) {
+	err := a.sessions.LoginWith(w, r, user, func(u User) error {
+		if subtle.ConstantTimeCompare([]byte(u.PasswordHash), []byte(hash)) != 1 {
+			return errPasswordChanged
+		}
+		return nil
+	})
+	if errors.Is(err, errPasswordChanged) || errors.Is(err, ddbsession.ErrUserNotFound) {
+		a.errorPage(w, http.StatusConflict, "The account was changed by another request meanwhile. Log in again.")
+		return
+	}
+	if err != nil {
 		a.storeError(w, r, "log in", err)
 		return
 	}
@@ -117,34 +190,52 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// The user, with the hash, was read by the session middleware in this
+	// request, with a strongly consistent read.
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
-	hash, err := a.users.passwordHash(r.Context(), u.Username)
-	if err != nil {
-		a.storeError(w, r, "read user", err)
+	// A stolen session must not be a way to guess the password either.
+	// The change has a bucket of its own per user, so that someone failing
+	// logins on this username cannot also keep its owner from changing it.
+	at, ok := a.beginAttempt(w, r, passwordChangeKey(u.Username))
+	if !ok {
 		return
 	}
+	defer at.end()
+	slot, ok := a.hashSlot(w, r)
+	if !ok {
+		return
+	}
+	defer slot.release()
 	// Asking for the current password keeps a borrowed, unlocked browser
 	// from taking the account over.
-	match, err := verifyPassword(hash, current)
+	match, err := slot.verify(u.PasswordHash, current)
 	if err != nil {
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", u.Username, "err", err)
 		a.errorPage(w, http.StatusInternalServerError, "Something went wrong.")
 		return
 	}
 	if !match {
+		at.fail()
 		a.errorPage(w, http.StatusUnauthorized, "The current password is wrong.")
 		return
 	}
-	// A changed password should lock out whoever knew the old one, so every
-	// session ends first: if the password write then fails, the user is
-	// signed out everywhere with the old password, never left with a new
-	// password and a thief's session still live.
-	if err := a.sessions.RevokeAll(r.Context(), s.User); err != nil {
-		a.storeError(w, r, "revoke all sessions", err)
-		return
-	}
-	err = a.users.setPasswordHash(r.Context(), u.Username, hash, hashPassword(next))
+	newHash := slot.hash(next)
+	slot.release()
+
+	// First the new password, then the cutoff. The other order leaves a
+	// gap: a login that reads the old hash after the cutoff but before the
+	// write creates a session after the cutoff, on the old password, and
+	// it survives. In this order a login that read the old hash read it
+	// before the write, so before the cutoff, and LoginWith stamps its
+	// session before its read: it dies with the others. A login that reads
+	// after the write sees the new hash and fails.
+	//
+	// Once the new password is written the cutoff must follow, so from
+	// here the work is not cut short by a client that hangs up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.storeTimeout)
+	defer cancel()
+	err = a.users.setPasswordHash(ctx, s.User, u.PasswordHash, newHash)
 	if errors.Is(err, errPasswordChanged) {
 		a.errorPage(w, http.StatusConflict, "Your password was just changed elsewhere. Reload and try again.")
 		return
@@ -153,10 +244,22 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, "update password", err)
 		return
 	}
-	// This browser signs in again; its new session is created at or after
-	// RevokeAll's cutoff, so it is valid.
-	a.signIn(w, r, s.User)
+	if err := a.sessions.RevokeAll(ctx, s.User); err != nil {
+		// The old password no longer logs in, but sessions that rest on it
+		// live on until this browser logs out everywhere, which it still
+		// can: its own session is one of them.
+		a.log.ErrorContext(r.Context(), "dynamodb request failed", "op", "revoke all sessions after a password change", "err", err)
+		a.errorPage(w, http.StatusServiceUnavailable, "Your password was changed, but your other sessions could not be signed out. Use \"Log out everywhere\" to sign them out.")
+		return
+	}
+	// This browser signs in again with a fresh session, created after the
+	// cutoff, on the password it has just set.
+	a.signInWith(w, r, s.User, newHash)
 }
+
+// passwordChangeKey is username's key for failed password changes in the
+// per-username limiter. No username holds a NUL, so it is never a login's.
+func passwordChangeKey(username string) string { return "password change\x00" + username }
 
 func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
@@ -229,6 +332,19 @@ func (a *app) parseForm(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// hashSlot waits for a password hashing slot while the request lives. If
+// the hasher's queue is full it answers 503 itself; if the client has gone,
+// there is no one to answer. Either way it returns false.
+func (a *app) hashSlot(w http.ResponseWriter, r *http.Request) (*hashSlot, bool) {
+	slot, err := a.hasher.acquire(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		a.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins at once. Try again in a moment.")
+		return nil, false
+	}
+	return slot, true
 }
 
 // storeError answers 503 for a DynamoDB failure and logs it. The error

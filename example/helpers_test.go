@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,8 +16,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -28,9 +31,10 @@ func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
 const cookieName = "__Host-session"
 
 // testApp is the whole app on a table of its own, served over TLS so that
-// the real __Host- Secure cookie is in play.
+// the real __Host- Secure cookie is in play (plain HTTP in dev mode).
 type testApp struct {
 	t      *testing.T
+	app    *app
 	srv    *httptest.Server
 	api    *faultyClient
 	client *dynamodb.Client
@@ -38,22 +42,61 @@ type testApp struct {
 	logs   *syncBuffer
 }
 
-func newTestApp(t *testing.T) *testApp {
+// newTestApp starts the app on a new table; options adjust its appConfig.
+func newTestApp(t *testing.T, options ...func(*appConfig)) *testApp {
 	t.Helper()
 	client := ddbtest.Client(t)
-	ta := &testApp{t: t, client: client, table: ddbtest.TableName(t, client), logs: &syncBuffer{}}
+	return startApp(t, client, ddbtest.TableName(t, client), options...)
+}
+
+// anotherInstance starts a second instance of the app on ta's table, with
+// a client, a server and logs of its own, as a second host behind a load
+// balancer would run.
+func (ta *testApp) anotherInstance(options ...func(*appConfig)) *testApp {
+	ta.t.Helper()
+	return startApp(ta.t, ta.client, ta.table, options...)
+}
+
+func startApp(t *testing.T, client *dynamodb.Client, table string, options ...func(*appConfig)) *testApp {
+	t.Helper()
+	ta := &testApp{t: t, client: client, table: table, logs: &syncBuffer{}}
 	ta.api = &faultyClient{Client: client}
-	h, err := newApp(context.Background(), appConfig{
+	cfg := appConfig{
 		Client: ta.api,
 		Table:  ta.table,
 		Logger: slog.New(slog.NewTextHandler(ta.logs, nil)),
-	})
+		// With the race detector on two cores, argon2id in parallel tests
+		// starves dynalite of CPU, and a call can take longer than the 2s
+		// default; a timed-out call aborts its HTTP request, which also
+		// crashes dynalite and fails every test after it. The pauses of the
+		// race tests also run inside a login's bound.
+		StoreTimeout: 15 * time.Second,
+	}
+	for _, o := range options {
+		o(&cfg)
+	}
+	a, err := newApp(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
-	ta.srv = httptest.NewTLSServer(h)
+	ta.app = a
+	if cfg.Dev {
+		ta.srv = httptest.NewServer(a)
+	} else {
+		ta.srv = httptest.NewTLSServer(a)
+	}
 	t.Cleanup(ta.srv.Close)
 	return ta
+}
+
+// dev is an option for newTestApp: plain-HTTP development mode.
+func dev(cfg *appConfig) { cfg.Dev = true }
+
+// unlimited is an option for newTestApp: failed password checks are not
+// limited, for tests of something else that fail many from one address.
+func unlimited(cfg *appConfig) {
+	cfg.UserLimit = rateLimit{Every: time.Nanosecond, Burst: 1 << 20}
+	cfg.AddrLimit = cfg.UserLimit
 }
 
 // browser is one HTTP client with its own cookie jar, as a separate
@@ -87,17 +130,37 @@ type response struct {
 // and cookies.
 func (b *browser) do(r *http.Request) response {
 	b.t.Helper()
+	res, err := b.send(r)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
+	return res
+}
+
+// send is do for other goroutines than the test's: it returns the error.
+func (b *browser) send(r *http.Request) (response, error) {
 	r.Header.Set("User-Agent", b.userAgent)
 	res, err := b.client.Do(r)
 	if err != nil {
-		b.t.Fatalf("%s %s: %v", r.Method, r.URL.Path, err)
+		return response{}, err
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
-		b.t.Fatalf("%s %s: read body: %v", r.Method, r.URL.Path, err)
+		return response{}, fmt.Errorf("read body: %w", err)
 	}
-	return response{code: res.StatusCode, body: string(body), header: res.Header}
+	return response{code: res.StatusCode, body: string(body), header: res.Header}, nil
+}
+
+// postForm is post for other goroutines than the test's, to the browser's
+// app or another base URL, under ctx.
+func (b *browser) postForm(ctx context.Context, baseURL, path string, form url.Values) (response, error) {
+	r, err := http.NewRequestWithContext(ctx, "POST", baseURL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		return response{}, err
+	}
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.send(r)
 }
 
 func (b *browser) get(path string) response {
@@ -191,8 +254,10 @@ func (ta *testApp) withToken(token string) *browser {
 // operation down, to show how the app behaves in an outage.
 type faultyClient struct {
 	ddbsession.Client
-	mu   sync.Mutex
-	down map[string]bool // operation name, or "*" for all
+	mu       sync.Mutex
+	down     map[string]bool // operation name, or "*" for all
+	pauses   []*pausePoint
+	failures []callMatch
 }
 
 var errOutage = errors.New("injected DynamoDB outage")
@@ -208,52 +273,154 @@ func (f *faultyClient) setDown(ops ...string) {
 	}
 }
 
-func (f *faultyClient) fail(op string) error {
+// pausePoint holds the caller of one DynamoDB call, after the call is
+// made, until the test lets it go: the way to stop a request between two
+// of its steps.
+type pausePoint struct {
+	call    callMatch
+	reached chan struct{} // closed once the call is made and held
+	resume  chan struct{} // closed by release
+	once    sync.Once
+}
+
+// pauseAfter arms a pause after the next call of op whose input match
+// accepts. Release it, or the caller stays held until its context ends.
+func (f *faultyClient) pauseAfter(op string, match func(in any) bool) *pausePoint {
+	p := &pausePoint{call: callMatch{op, match}, reached: make(chan struct{}), resume: make(chan struct{})}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pauses = append(f.pauses, p)
+	return p
+}
+
+// failNext makes the next call of op whose input match accepts fail with
+// errOutage, without reaching DynamoDB.
+func (f *faultyClient) failNext(op string, match func(in any) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures = append(f.failures, callMatch{op, match})
+}
+
+// callMatch picks DynamoDB calls: those of op whose input match accepts.
+type callMatch struct {
+	op    string
+	match func(in any) bool
+}
+
+func (c callMatch) matches(op string, in any) bool { return c.op == op && c.match(in) }
+
+// waitReached waits until the paused call has been made.
+func (p *pausePoint) waitReached(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the %s to pause after was never made", p.call.op)
+	}
+}
+
+func (p *pausePoint) release() { p.once.Do(func() { close(p.resume) }) }
+
+// paused holds the caller if an armed pause point matches this call.
+func (f *faultyClient) paused(ctx context.Context, op string, in any) {
+	f.mu.Lock()
+	var p *pausePoint
+	for i, c := range f.pauses {
+		if c.call.matches(op, in) {
+			p = c
+			f.pauses = append(f.pauses[:i], f.pauses[i+1:]...)
+			break
+		}
+	}
+	f.mu.Unlock()
+	if p == nil {
+		return
+	}
+	close(p.reached)
+	select {
+	case <-p.resume:
+	case <-ctx.Done():
+	}
+}
+
+// readsUser matches a GetItem of user's item.
+func readsUser(user ddbsession.UserKey) func(in any) bool {
+	return func(in any) bool {
+		get, ok := in.(*dynamodb.GetItemInput)
+		return ok && keyIs(get.Key, user)
+	}
+}
+
+// updatesUser matches an UpdateItem of user's item.
+func updatesUser(user ddbsession.UserKey) func(in any) bool {
+	return func(in any) bool {
+		update, ok := in.(*dynamodb.UpdateItemInput)
+		return ok && keyIs(update.Key, user)
+	}
+}
+
+func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
+	pk, _ := key["pk"].(*types.AttributeValueMemberS)
+	sk, _ := key["sk"].(*types.AttributeValueMemberS)
+	return pk != nil && sk != nil && pk.Value == user.PK && sk.Value == user.SK
+}
+
+func (f *faultyClient) fail(op string, in any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[op] || f.down["*"] {
 		return errOutage
 	}
+	for i, c := range f.failures {
+		if c.matches(op, in) {
+			f.failures = append(f.failures[:i], f.failures[i+1:]...)
+			return errOutage
+		}
+	}
 	return nil
 }
 
 func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := f.fail("GetItem"); err != nil {
+	if err := f.fail("GetItem", in); err != nil {
 		return nil, err
 	}
-	return f.Client.GetItem(ctx, in, opts...)
+	out, err := f.Client.GetItem(ctx, in, opts...)
+	f.paused(ctx, "GetItem", in)
+	return out, err
 }
 
 func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if err := f.fail("BatchGetItem"); err != nil {
+	if err := f.fail("BatchGetItem", in); err != nil {
 		return nil, err
 	}
 	return f.Client.BatchGetItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := f.fail("PutItem"); err != nil {
+	if err := f.fail("PutItem", in); err != nil {
 		return nil, err
 	}
 	return f.Client.PutItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := f.fail("UpdateItem"); err != nil {
+	if err := f.fail("UpdateItem", in); err != nil {
 		return nil, err
 	}
-	return f.Client.UpdateItem(ctx, in, opts...)
+	out, err := f.Client.UpdateItem(ctx, in, opts...)
+	f.paused(ctx, "UpdateItem", in)
+	return out, err
 }
 
 func (f *faultyClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := f.fail("DeleteItem"); err != nil {
+	if err := f.fail("DeleteItem", in); err != nil {
 		return nil, err
 	}
 	return f.Client.DeleteItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := f.fail("Query"); err != nil {
+	if err := f.fail("Query", in); err != nil {
 		return nil, err
 	}
 	return f.Client.Query(ctx, in, opts...)

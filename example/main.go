@@ -7,6 +7,9 @@
 // AWS_ENDPOINT_URL_DYNAMODB for anything but DynamoDB itself):
 //
 //	go run ./example -table my-sessions
+//
+// Behind reverse proxies, pass -proxies with their number, so that failed
+// logins are limited per client rather than per proxy.
 package main
 
 import (
@@ -54,8 +57,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
+	flags.IntVar(&cfg.TrustedProxies, "proxies", 0, "how many reverse proxies in front of the app append to X-Forwarded-For; 0 ignores the header and limits failed logins by the connection's address")
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if cfg.TrustedProxies < 0 {
+		return fmt.Errorf("-proxies %d: want 0 or more", cfg.TrustedProxies)
 	}
 
 	// The SDK's own configuration finds the region, the credentials and

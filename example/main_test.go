@@ -92,6 +92,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-idle", "1h", "-refresh", "2h"}, // refresh must be shorter than idle
 		{"-idle", "soon"},
+		{"-proxies", "-1"},
 		{"-no-such-flag"},
 	} {
 		args = append([]string{"-addr", "127.0.0.1:0", "-table", ddbtest.TableName(t, ddbtest.Client(t))}, args...)

@@ -6,14 +6,21 @@ import (
 )
 
 func TestPasswordHash(t *testing.T) {
+	slot, err := newHasher(1, 0).acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slot.release()
 	long := strings.Repeat("p", maxPassword)
-	h1, h2 := hashPassword(long), hashPassword(long)
+	h1, h2 := slot.hash(long), slot.hash(long)
 	if h1 == h2 {
 		t.Errorf("two hashes of one password are equal: the salt is not random")
 	}
 	for _, tc := range []struct {
-		name, hash, password string
-		want                 bool
+		name     string
+		hash     passwordHash
+		password string
+		want     bool
 	}{
 		{"same password", h1, long, true},
 		{"other salt, same password", h2, long, true},
@@ -21,14 +28,14 @@ func TestPasswordHash(t *testing.T) {
 		{"differs after byte 72", h1, long[:1000] + "q", false},
 		{"empty", h1, "", false},
 	} {
-		ok, err := verifyPassword(tc.hash, tc.password)
+		ok, err := slot.verify(tc.hash, tc.password)
 		if err != nil || ok != tc.want {
-			t.Errorf("%s: verifyPassword = %v, %v; want %v", tc.name, ok, err, tc.want)
+			t.Errorf("%s: verify = %v, %v; want %v", tc.name, ok, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "$2a$10$bcrypt", "$argon2id$v=19$m=19456,t=0,p=1$c2FsdA$a2V5", "$argon2id$v=18$m=1,t=1,p=1$c2FsdA$a2V5"} {
-		if _, err := verifyPassword(bad, "x"); err == nil {
-			t.Errorf("verifyPassword(%q) did not fail", bad)
+	for _, bad := range []passwordHash{"", "$2a$10$bcrypt", "$argon2id$v=19$m=19456,t=0,p=1$c2FsdA$a2V5", "$argon2id$v=18$m=1,t=1,p=1$c2FsdA$a2V5"} {
+		if _, err := slot.verify(bad, "x"); err == nil {
+			t.Errorf("verify(%q) did not fail", bad)
 		}
 	}
 }

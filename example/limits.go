@@ -1,0 +1,225 @@
+package main
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Failed password checks are limited per username and per client address,
+// each with a token bucket: Burst failures at once, then one more every
+// Every. The username limit stops guessing one account's password from many
+// addresses; the address limit stops one client from guessing across many
+// accounts (or probing which names are taken at sign-up). A success costs
+// nothing, so a user who types the password right is never slowed down, and
+// once the bucket has refilled a correct password works again.
+//
+// A limit on usernames lets anyone who knows a username hold that user's
+// logins off for as long as they keep failing; that is the price of stopping
+// a distributed guesser, and the per-address limit keeps one client from
+// paying it cheaply.
+
+// rateLimit is one token bucket of failures.
+type rateLimit struct {
+	Every time.Duration // one more failure allowed after each Every
+	Burst int           // failures allowed at once
+}
+
+var (
+	defaultUserLimit = rateLimit{Every: time.Minute, Burst: 10}
+	defaultAddrLimit = rateLimit{Every: 5 * time.Second, Burst: 50}
+)
+
+// maxLimiterKeys bounds the usernames (or addresses) tracked at once, about
+// 200 bytes each. Keys whose bucket is full again are dropped, since a full
+// bucket is what a new key gets; if the map is still full of keys that
+// failed recently, a new key is refused as if limited, rather than evicting
+// one and forgetting its failures.
+const maxLimiterKeys = 100_000
+
+// failureLimiter counts failed attempts per key.
+type failureLimiter struct {
+	limit   rateLimit
+	maxKeys int
+
+	mu        sync.Mutex
+	keys      map[string]*failureBucket
+	lastSweep time.Time
+}
+
+// failureBucket is one key's bucket. An attempt holds a token from begin to
+// end and spends it only if it fails. Counting the attempts in flight, rather
+// than spending on entry and giving back on success, is what rate.Limiter
+// allows (a Reservation cannot be cancelled once its time has passed), and it
+// keeps a flood of concurrent guesses, all started before any has failed,
+// within the burst.
+type failureBucket struct {
+	tokens   *rate.Limiter
+	inFlight int
+}
+
+func newFailureLimiter(limit rateLimit, maxKeys int) *failureLimiter {
+	return &failureLimiter{limit: limit, maxKeys: maxKeys, keys: map[string]*failureBucket{}}
+}
+
+// begin starts an attempt for key at now. It returns the bucket to end the
+// attempt with, or nil and how long to wait when key has no failure left.
+func (l *failureLimiter) begin(key string, now time.Time) (*failureBucket, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.keys[key]
+	if b == nil {
+		// A sweep costs a pass over the map: at most one a second.
+		if now.Sub(l.lastSweep) >= time.Second || now.Before(l.lastSweep) {
+			l.sweep(now)
+		}
+		if len(l.keys) >= l.maxKeys {
+			return nil, l.limit.Every
+		}
+		b = &failureBucket{tokens: rate.NewLimiter(rate.Every(l.limit.Every), l.limit.Burst)} // full
+		l.keys[key] = b
+	}
+	if free := b.tokens.TokensAt(now) - float64(b.inFlight); free < 1 {
+		return nil, time.Duration((1 - free) * float64(l.limit.Every))
+	}
+	b.inFlight++
+	return b, 0
+}
+
+// end ends an attempt that begin started; a failed one spends its token.
+func (l *failureLimiter) end(b *failureBucket, now time.Time, failed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b.inFlight--
+	if failed {
+		b.tokens.AllowN(now, 1) // always there: begin kept it free
+	}
+}
+
+// sweep drops the keys whose bucket is full again and idle.
+func (l *failureLimiter) sweep(now time.Time) {
+	for key, b := range l.keys {
+		if b.inFlight == 0 && b.tokens.TokensAt(now) >= float64(l.limit.Burst) {
+			delete(l.keys, key)
+		}
+	}
+	l.lastSweep = now
+}
+
+// size reports how many keys are tracked.
+func (l *failureLimiter) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}
+
+// limits are the app's failure limiters.
+type limits struct {
+	byUser, byAddr *failureLimiter
+	proxies        int // appConfig.TrustedProxies
+	now            func() time.Time
+}
+
+// attempt is one password check (or sign-up) under the limits.
+type attempt struct {
+	l       *limits
+	held    []heldToken
+	failing bool
+}
+
+type heldToken struct {
+	limiter *failureLimiter
+	bucket  *failureBucket
+}
+
+// beginAttempt starts an attempt counted against r's client address and,
+// unless userKey is "", against userKey. If either has no failure left it
+// answers 429 with Retry-After itself and returns false. The caller calls
+// fail if the attempt fails, and end when it is over.
+func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey string) (*attempt, bool) {
+	l := a.limits
+	now := l.now()
+	at := &attempt{l: l}
+	check := func(limiter *failureLimiter, key string) bool {
+		b, wait := limiter.begin(key, now)
+		if b == nil {
+			at.end()
+			secs := max(1, int(math.Ceil(wait.Seconds())))
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			a.errorPage(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
+			return false
+		}
+		at.held = append(at.held, heldToken{limiter, b})
+		return true
+	}
+	if !check(l.byAddr, clientAddr(r, l.proxies)) {
+		return nil, false
+	}
+	if userKey != "" && !check(l.byUser, userKey) {
+		return nil, false
+	}
+	return at, true
+}
+
+// fail marks the attempt failed: end then spends its tokens.
+func (at *attempt) fail() { at.failing = true }
+
+// end ends the attempt. Only the first call counts.
+func (at *attempt) end() {
+	now := at.l.now()
+	for _, h := range at.held {
+		h.limiter.end(h.bucket, now, at.failing)
+	}
+	at.held = nil
+}
+
+// clientAddr returns the address that r counts against: r.RemoteAddr's
+// host, or, behind proxies trusted reverse proxies that each append the
+// address they were connected from to X-Forwarded-For, the entry that the
+// outermost of them appended. Entries to its left are the client's to
+// write, so they are never read. An IPv6 address counts by its /64, which
+// one subscriber usually holds whole.
+func clientAddr(r *http.Request, proxies int) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if proxies > 0 {
+		var hops []string
+		for _, v := range r.Header.Values("X-Forwarded-For") {
+			hops = append(hops, strings.Split(v, ",")...)
+		}
+		// Fewer entries than proxies: the request did not come the
+		// configured way, so count it against the proxy that sent it.
+		if len(hops) >= proxies {
+			host = strings.TrimSpace(hops[len(hops)-proxies])
+		}
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		addrPort, err := netip.ParseAddrPort(host) // some proxies add the port
+		if err != nil {
+			return host
+		}
+		addr = addrPort.Addr()
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}

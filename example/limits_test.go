@@ -1,0 +1,355 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestFailureLimiter(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	limit := rateLimit{Every: time.Minute, Burst: 3}
+
+	t.Run("failures spend, successes do not", func(t *testing.T) {
+		l := newFailureLimiter(limit, 10)
+		for i := range 5 {
+			b, _ := l.begin("alice", start)
+			if b == nil {
+				t.Fatalf("success %d refused", i)
+			}
+			l.end(b, start, false)
+		}
+		for i := range 3 {
+			b, _ := l.begin("alice", start)
+			if b == nil {
+				t.Fatalf("failure %d refused, want %d allowed", i, limit.Burst)
+			}
+			l.end(b, start, true)
+		}
+		if b, wait := l.begin("alice", start); b != nil || wait != time.Minute {
+			t.Errorf("after %d failures: allowed %v, wait %v; want refused for a minute", limit.Burst, b != nil, wait)
+		}
+		if b, _ := l.begin("bob", start); b == nil {
+			t.Errorf("another key was refused")
+		}
+		if b, wait := l.begin("alice", start.Add(40*time.Second)); b != nil || wait != 20*time.Second {
+			t.Errorf("40s on: allowed %v, wait %v; want refused for 20s more", b != nil, wait)
+		}
+		if b, _ := l.begin("alice", start.Add(time.Minute)); b == nil {
+			t.Errorf("a minute on: still refused")
+		}
+	})
+
+	t.Run("attempts in flight hold their token", func(t *testing.T) {
+		l := newFailureLimiter(limit, 10)
+		var held []*failureBucket
+		for range 3 {
+			b, _ := l.begin("alice", start)
+			held = append(held, b)
+		}
+		if b, _ := l.begin("alice", start); b != nil {
+			t.Fatalf("a fourth concurrent attempt was let in with a burst of 3")
+		}
+		l.end(held[0], start, false) // a success gives its token back
+		if b, _ := l.begin("alice", start); b == nil {
+			t.Fatalf("refused after an attempt in flight succeeded")
+		}
+		l.end(held[1], start, true)
+		l.end(held[2], start, true)
+		if b, _ := l.begin("alice", start); b != nil {
+			t.Errorf("let in with two failures spent and one attempt in flight")
+		}
+	})
+
+	t.Run("idle keys are dropped", func(t *testing.T) {
+		l := newFailureLimiter(limit, 1000)
+		for i := range 100 {
+			b, _ := l.begin(fmt.Sprint("user", i), start)
+			l.end(b, start, true)
+		}
+		inFlight, _ := l.begin("busy", start)
+		if n := l.size(); n != 101 {
+			t.Fatalf("%d keys, want 101", n)
+		}
+		// A minute on, every bucket but the one in flight is full again.
+		later := start.Add(time.Minute)
+		l.begin("newcomer", later)
+		if n := l.size(); n != 2 {
+			t.Errorf("%d keys a minute on, want 2 (the one in flight, the newcomer)", n)
+		}
+		l.end(inFlight, later, false)
+	})
+
+	t.Run("a full map refuses new keys, not forgets old ones", func(t *testing.T) {
+		l := newFailureLimiter(limit, 2)
+		for _, key := range []string{"a", "b"} {
+			b, _ := l.begin(key, start)
+			l.end(b, start, true)
+		}
+		if b, wait := l.begin("c", start.Add(2*time.Second)); b != nil || wait != time.Minute {
+			t.Errorf("a third key with two recent failures kept: allowed %v, wait %v; want refused", b != nil, wait)
+		}
+		if b, _ := l.begin("a", start.Add(2*time.Second)); b == nil {
+			t.Errorf("a known key was refused when the map was full")
+		} else {
+			l.end(b, start.Add(2*time.Second), true)
+		}
+		// Once b's bucket has refilled, b is dropped and c fits.
+		if b, _ := l.begin("c", start.Add(61*time.Second)); b == nil {
+			t.Errorf("a new key refused after the others refilled")
+		}
+	})
+}
+
+// postFrom sends a form to the app directly, as if from remoteAddr.
+func (ta *testApp) postFrom(remoteAddr, path string, form url.Values, header ...string) *httptest.ResponseRecorder {
+	ta.t.Helper()
+	r := httptest.NewRequest("POST", path, strings.NewReader(form.Encode()))
+	r.RemoteAddr = remoteAddr
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Add(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	ta.app.ServeHTTP(w, r)
+	return w
+}
+
+func creds(username, password string) url.Values {
+	return url.Values{"username": {username}, "password": {password}}
+}
+
+func TestLoginLimitPerUsername(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 3}
+		cfg.AddrLimit = rateLimit{Every: time.Minute, Burst: 100}
+	})
+	ta.browser("A").signup("alice", "correct horse")
+	ta.browser("B").signup("bob", "battery staple")
+	const addr, other = "192.0.2.1:1234", "198.51.100.7:4321"
+
+	// Successes cost nothing.
+	for range 5 {
+		if w := ta.postFrom(addr, "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+			t.Fatalf("login: %d", w.Code)
+		}
+	}
+	for i := range 3 {
+		if w := ta.postFrom(addr, "/login", creds("alice", fmt.Sprint("guess ", i))); w.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d, want 401", i, w.Code)
+		}
+	}
+	for _, tc := range []struct {
+		name, addr, username, password string
+	}{
+		{"another guess", addr, "alice", "guess 4"},
+		{"the right password", addr, "alice", "correct horse"},
+		{"from another address", other, "alice", "correct horse"},
+		{"in another spelling", other, "ALICE ", "correct horse"},
+	} {
+		w := ta.postFrom(tc.addr, "/login", creds(tc.username, tc.password))
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "60" {
+			t.Errorf("%s after 3 failures: %d, Retry-After %q; want 429, 60", tc.name, w.Code, w.Header().Get("Retry-After"))
+		}
+		if w.Header().Get("Set-Cookie") != "" {
+			t.Errorf("%s: a refused login set a cookie", tc.name)
+		}
+	}
+	if w := ta.postFrom(addr, "/login", creds("bob", "battery staple")); w.Code != http.StatusSeeOther {
+		t.Errorf("another user from the same address: %d, want 303", w.Code)
+	}
+
+	clock.Advance(59 * time.Second)
+	if w := ta.postFrom(addr, "/login", creds("alice", "correct horse")); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("a second early: %d, Retry-After %q; want 429, 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	clock.Advance(time.Second)
+	if w := ta.postFrom(addr, "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+		t.Errorf("the right password once the window passed: %d, want 303", w.Code)
+	}
+	// One failure came back, and the success did not spend it.
+	if w := ta.postFrom(addr, "/login", creds("alice", "guess 5")); w.Code != http.StatusUnauthorized {
+		t.Errorf("a guess with one failure back: %d, want 401", w.Code)
+	}
+	if w := ta.postFrom(addr, "/login", creds("alice", "guess 6")); w.Code != http.StatusTooManyRequests {
+		t.Errorf("the next guess: %d, want 429", w.Code)
+	}
+}
+
+func TestLoginLimitPerAddress(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 100}
+		cfg.AddrLimit = rateLimit{Every: 10 * time.Second, Burst: 3}
+	})
+	ta.browser("A").signup("alice", "correct horse")
+
+	for _, tc := range []struct {
+		name           string
+		guessers       []string // three failures spread over these
+		limited, fresh string   // refused now; not
+	}{
+		{"IPv4", []string{"192.0.2.1:1"}, "192.0.2.1:2", "192.0.2.2:1"},
+		{"IPv6 by /64", []string{"[2001:db8::1]:1", "[2001:db8::2]:1", "[2001:db8::ffff:1]:1"}, "[2001:db8:0:0:1::1]:1", "[2001:db8:0:1::1]:1"},
+		{"IPv4 in IPv6", []string{"[::ffff:192.0.2.9]:1"}, "192.0.2.9:1", "192.0.2.10:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 3 {
+				from := tc.guessers[i%len(tc.guessers)]
+				if w := ta.postFrom(from, "/login", creds(fmt.Sprint("user", i), "guess")); w.Code != http.StatusUnauthorized {
+					t.Fatalf("failure %d from %s: %d, want 401", i, from, w.Code)
+				}
+			}
+			if w := ta.postFrom(tc.limited, "/login", creds("alice", "correct horse")); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "10" {
+				t.Errorf("from %s: %d, Retry-After %q; want 429, 10", tc.limited, w.Code, w.Header().Get("Retry-After"))
+			}
+			if w := ta.postFrom(tc.fresh, "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+				t.Errorf("from %s: %d, want 303", tc.fresh, w.Code)
+			}
+		})
+	}
+
+	t.Run("taken usernames at sign-up", func(t *testing.T) {
+		const from = "203.0.113.1:1"
+		for i := range 3 {
+			if w := ta.postFrom(from, "/signup", creds("alice", fmt.Sprint("probe ", i))); w.Code != http.StatusConflict {
+				t.Fatalf("sign-up %d as alice: %d, want 409", i, w.Code)
+			}
+		}
+		if w := ta.postFrom(from, "/signup", creds("carol", "pw")); w.Code != http.StatusTooManyRequests {
+			t.Errorf("sign-up after 3 taken names: %d, want 429", w.Code)
+		}
+		clock.Advance(10 * time.Second)
+		if w := ta.postFrom(from, "/signup", creds("carol", "pw")); w.Code != http.StatusSeeOther {
+			t.Errorf("sign-up once a failure came back: %d, want 303", w.Code)
+		}
+	})
+}
+
+func TestClientAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		remoteAddr string
+		xff        []string // X-Forwarded-For headers
+		proxies    int
+		want       string
+	}{
+		{"IPv4", "192.0.2.1:1234", nil, 0, "192.0.2.1"},
+		{"IPv6 by /64", "[2001:db8:1:2:3:4:5:6]:1234", nil, 0, "2001:db8:1:2::/64"},
+		{"IPv6 zone", "[fe80::1%eth0]:1234", nil, 0, "fe80::/64"},
+		{"IPv4-mapped", "[::ffff:192.0.2.1]:1234", nil, 0, "192.0.2.1"},
+		{"X-Forwarded-For ignored by default", "192.0.2.1:1234", []string{"203.0.113.5"}, 0, "192.0.2.1"},
+		{"one proxy", "10.0.0.1:1234", []string{"203.0.113.5"}, 1, "203.0.113.5"},
+		{"one proxy, spoofed entries", "10.0.0.1:1234", []string{"1.1.1.1, 203.0.113.5"}, 1, "203.0.113.5"},
+		{"two proxies, two headers", "10.0.0.2:1234", []string{"1.1.1.1, 203.0.113.5", "10.0.0.1"}, 2, "203.0.113.5"},
+		{"entry with a port", "10.0.0.1:1234", []string{"203.0.113.5:5555"}, 1, "203.0.113.5"},
+		{"IPv6 entry", "10.0.0.1:1234", []string{"[2001:db8::1]:5555"}, 1, "2001:db8::/64"},
+		{"fewer entries than proxies", "10.0.0.2:1234", []string{"203.0.113.5"}, 2, "10.0.0.2"},
+		{"no header behind a proxy", "10.0.0.1:1234", nil, 1, "10.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tc.remoteAddr
+			for _, v := range tc.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			if got := clientAddr(r, tc.proxies); got != tc.want {
+				t.Errorf("clientAddr = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTrustedProxies runs the limit behind one proxy: clients are told
+// apart by the entry the proxy appended, and what they write themselves is
+// not believed.
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.TrustedProxies = 1
+		cfg.UserLimit = rateLimit{Every: time.Hour, Burst: 100}
+		cfg.AddrLimit = rateLimit{Every: time.Hour, Burst: 2}
+	})
+	const proxy = "10.0.0.1:5555"
+	for i := range 2 {
+		// The client varies what it claims; the proxy appends the truth.
+		xff := fmt.Sprintf("192.0.2.%d, 203.0.113.5", i)
+		if w := ta.postFrom(proxy, "/login", creds("nobody", "guess"), "X-Forwarded-For", xff); w.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i, w.Code)
+		}
+	}
+	if w := ta.postFrom(proxy, "/login", creds("nobody", "guess"), "X-Forwarded-For", "192.0.2.99, 203.0.113.5"); w.Code != http.StatusTooManyRequests {
+		t.Errorf("a third failure from 203.0.113.5: %d, want 429", w.Code)
+	}
+	if w := ta.postFrom(proxy, "/login", creds("nobody", "guess"), "X-Forwarded-For", "203.0.113.6"); w.Code != http.StatusUnauthorized {
+		t.Errorf("another client behind the same proxy: %d, want 401", w.Code)
+	}
+}
+
+// TestPasswordChangeLimit: a stolen session cannot guess the current
+// password faster than a login could, and failed logins by someone else do
+// not stop the owner from changing it.
+func TestPasswordChangeLimit(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 2}
+		cfg.AddrLimit = rateLimit{Every: time.Minute, Burst: 100}
+	})
+	owner := ta.browser("owner")
+	owner.signup("alice", "old password")
+	for range 2 {
+		ta.postFrom("192.0.2.1:1", "/login", creds("alice", "guess"))
+	}
+	if w := ta.postFrom("192.0.2.1:1", "/login", creds("alice", "guess")); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("third failed login: %d, want 429", w.Code)
+	}
+
+	for i := range 2 {
+		if res := owner.post("/password", url.Values{"current": {fmt.Sprint("guess ", i)}, "new": {"x"}}); res.code != http.StatusUnauthorized {
+			t.Fatalf("wrong current password %d: %d, want 401", i, res.code)
+		}
+	}
+	res := owner.post("/password", url.Values{"current": {"old password"}, "new": {"new password"}})
+	if res.code != http.StatusTooManyRequests || res.header.Get("Retry-After") != "60" {
+		t.Errorf("password change after 2 wrong ones: %d, Retry-After %q; want 429, 60", res.code, res.header.Get("Retry-After"))
+	}
+	clock.Advance(time.Minute)
+	owner.mustPost(http.StatusSeeOther, "/password", url.Values{"current": {"old password"}, "new": {"new password"}})
+	if code := owner.meStatus(); code != http.StatusOK {
+		t.Errorf("after the change: /api/me %d, want 200", code)
+	}
+}
