@@ -172,6 +172,10 @@ func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey)
 //
 // With a custom [Config.LoadUser], the loader must return the credential in
 // U and read it, with the cutoff, in one strongly consistent read.
+//
+// verify runs within the call's StoreTimeout, between the read and the
+// writes: a slow password hash fits, a wait for one does not. An app that
+// bounds its hashing work takes its slot before calling LoginWith.
 func (m *Manager[U]) LoginWith(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
 	if verify == nil {
 		return errors.New("ddbsession: LoginWith: verify is nil")
