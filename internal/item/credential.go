@@ -88,6 +88,13 @@ func (l *Layout) ParseCredential(s string) (Credential, bool) {
 var strictB64 = base64.RawURLEncoding.Strict()
 
 func decodeKeyPart(s string) (string, bool) {
+	// Go's base64 decoders skip '\r' and '\n', even strict ones: without
+	// this check "key\n" would be a second spelling of "key".
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return "", false
+		}
+	}
 	var buf [MaxUserKey]byte
 	if strictB64.DecodedLen(len(s)) > len(buf) {
 		return "", false

@@ -141,3 +141,18 @@ func TestIDsSortByCreation(t *testing.T) {
 		t.Errorf("legacy index sort key %s, want %s", k, LegacyIndexSort+s.ID)
 	}
 }
+
+// A credential has one spelling: line breaks, which Go's base64 decoders
+// skip, make it malformed.
+func TestCredentialHasOneSpelling(t *testing.T) {
+	l := Default
+	c := l.Credential(NewToken(), "USER#alice", "PROFILE", true)
+	if _, ok := l.ParseCredential(c); !ok {
+		t.Fatalf("ParseCredential(%q) refused the credential as issued", c)
+	}
+	for _, bad := range []string{c + "\n", c[:40] + "\r\n" + c[40:], strings.Replace(c, ".", ".\n", 1)} {
+		if _, ok := l.ParseCredential(bad); ok {
+			t.Errorf("ParseCredential(%q) accepted a second spelling", bad)
+		}
+	}
+}
