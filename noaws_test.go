@@ -54,7 +54,7 @@ func TestNoAWS(t *testing.T) {
 			if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
 				t.Errorf("the run ended with %v, want a non-zero exit", err)
 			}
-			for _, want := range []string{tc.want, "./scripts/test", "npm ci && node scripts/dynalite.js 8000 &", "No test ran."} {
+			for _, want := range []string{tc.want, "./scripts/test", "npm ci --prefix internal/ddbtest/dynalite && node internal/ddbtest/dynalite/dynalite.js 8000 &", "No test ran."} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("the run's output lacks %q", want)
 				}

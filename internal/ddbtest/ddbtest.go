@@ -107,7 +107,7 @@ func Main(m *testing.M) int {
 func instructions(reason error) string {
 	return fmt.Sprintf("ddbtest: no DynamoDB engine for these tests: %v.\n"+
 		"No test ran. Run ./scripts/test, which installs and starts the pinned dynalite, or start one yourself:\n"+
-		"  npm ci && node scripts/dynalite.js 8000 &\n"+
+		"  npm ci --prefix internal/ddbtest/dynalite && node internal/ddbtest/dynalite/dynalite.js 8000 &\n"+
 		"  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...\n"+
 		"Where Docker runs, the tests start %s:%s themselves.\n",
 		reason, dynamoDBLocalImage, dynamoDBLocalTag)
