@@ -80,15 +80,16 @@ func dynaliteDirIn(cacheRoot string) (string, error) {
 // cache directory, unless it is there already, and returns that directory.
 // npm needs the npm registry (or its own cache) the first time only.
 func InstallDynalite(ctx context.Context) (dir string, err error) {
-	return installDynalite(ctx, cacheRoot(), project.Name)
+	return installDynalite(ctx, cacheRoot(), "npm", project.Name)
 }
 
-// installDynalite installs into cacheRoot, and names the package logName
-// in the line it prints when it installs. Test binaries that install at
+// installDynalite installs into cacheRoot with the command npm (tests name
+// a stand-in), and names the package logName in the line it prints when it
+// installs. Test binaries that install at
 // once (go test runs packages in parallel) each install into a directory
 // of their own and rename it into place: the directory appears whole or
 // not at all, the first rename wins, and the others use it.
-func installDynalite(ctx context.Context, cacheRoot, logName string) (string, error) {
+func installDynalite(ctx context.Context, cacheRoot, npm, logName string) (string, error) {
 	dir, err := dynaliteDirIn(cacheRoot)
 	if err != nil {
 		return "", err
@@ -96,7 +97,7 @@ func installDynalite(ctx context.Context, cacheRoot, logName string) (string, er
 	if dynaliteInstalled(dir) {
 		return dir, nil
 	}
-	npm, err := exec.LookPath("npm")
+	npm, err = exec.LookPath(npm)
 	if err != nil {
 		return "", fmt.Errorf("no npm on PATH (%v) to install dynalite %s into %s", err, dynaliteVersion(), dir)
 	}
@@ -157,7 +158,7 @@ func startDynalite(ctx context.Context, logName string) (endpoint string, stop f
 	if _, err := exec.LookPath("node"); err != nil {
 		return "", noop, fmt.Errorf("no Node.js on PATH (%v)", err)
 	}
-	dir, err := installDynalite(ctx, cacheRoot(), logName)
+	dir, err := installDynalite(ctx, cacheRoot(), "npm", logName)
 	if err != nil {
 		return "", noop, err
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,47 +62,125 @@ func installed(t *testing.T) string {
 	return dir
 }
 
-// Test binaries that install at once into an empty cache all end with the
-// same whole install, and leave no partial one behind.
-func TestInstallDynaliteConcurrently(t *testing.T) {
+// fakeNPM writes a stand-in for npm to a directory of t's and returns its
+// path: a shell script that, after a moment, leaves what npm ci leaves, or
+// fails saying so. The real npm ci takes seconds of CPU, which tests that
+// run beside these, against one engine, would feel.
+func fakeNPM(t *testing.T, fail bool) string {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in for npm is a shell script")
+	}
+	script := "#!/bin/sh\nsleep 0.2\nmkdir -p node_modules/dynalite && echo {} >node_modules/dynalite/package.json && echo {} >node_modules/.package-lock.json\n"
+	if fail {
+		script = "#!/bin/sh\necho 'npm error code E404' >&2\nexit 1\n"
+	}
+	path := filepath.Join(t.TempDir(), "npm")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestInstallDynalite(t *testing.T) {
 	t.Parallel()
-	needNode(t)
-	root := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	dirs := make([]string, 2)
-	var wg sync.WaitGroup
-	for i := range dirs {
-		wg.Go(func() {
-			dir, err := ddbtest.InstallDynaliteIn(ctx, root)
-			if err != nil {
-				t.Errorf("install %d: %v", i, err)
-			}
-			dirs[i] = dir
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	for _, dir := range dirs[1:] {
-		if dir != dirs[0] {
-			t.Errorf("installs into %q and %q, want one directory", dirs[0], dir)
+	ctx := context.Background()
+
+	// Test binaries that install at once into an empty cache all end with
+	// the same whole install, and leave no partial one behind.
+	t.Run("concurrently", func(t *testing.T) {
+		t.Parallel()
+		root, npm := t.TempDir(), fakeNPM(t, false)
+		dirs := make([]string, 4)
+		var wg sync.WaitGroup
+		for i := range dirs {
+			wg.Go(func() {
+				dir, err := ddbtest.InstallDynaliteWith(ctx, root, npm)
+				if err != nil {
+					t.Errorf("install %d: %v", i, err)
+				}
+				dirs[i] = dir
+			})
 		}
-	}
-	entries, err := os.ReadDir(filepath.Dir(dirs[0]))
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		for _, dir := range dirs[1:] {
+			if dir != dirs[0] {
+				t.Errorf("installs into %q and %q, want one directory", dirs[0], dir)
+			}
+		}
+		wantOnly(t, filepath.Dir(dirs[0]), filepath.Base(dirs[0]))
+		wantOnly(t, dirs[0], "dynalite.js", "node_modules", "package-lock.json", "package.json")
+	})
+
+	t.Run("once", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		dir, err := ddbtest.InstallDynaliteWith(ctx, root, fakeNPM(t, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ddbtest.InstallDynaliteWith(ctx, root, filepath.Join(t.TempDir(), "no-npm-here"))
+		if err != nil || again != dir {
+			t.Errorf("installing again, with no npm: %q, %v; want %q from the first install", again, err, dir)
+		}
+	})
+
+	t.Run("over an incomplete install", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		dir, err := ddbtest.InstallDynaliteWith(ctx, root, fakeNPM(t, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(dir, "node_modules", "dynalite")); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := ddbtest.InstallDynaliteWith(ctx, root, fakeNPM(t, false)); err != nil || again != dir {
+			t.Fatalf("installing again: %q, %v; want %q", again, err, dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "dynalite", "package.json")); err != nil {
+			t.Errorf("the incomplete install was not replaced: %v", err)
+		}
+	})
+
+	t.Run("npm fails", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		_, err := ddbtest.InstallDynaliteWith(ctx, root, fakeNPM(t, true))
+		if err == nil || !strings.Contains(err.Error(), "npm ci of dynalite") || !strings.Contains(err.Error(), "npm error code E404") {
+			t.Errorf("error %v, want one that says npm ci failed and shows its output", err)
+		}
+		entries, _ := os.ReadDir(filepath.Join(root, "ddbsession"))
+		if len(entries) != 0 {
+			t.Errorf("a failed install left %v behind", entries)
+		}
+	})
+
+	t.Run("no npm", func(t *testing.T) {
+		t.Parallel()
+		_, err := ddbtest.InstallDynaliteWith(ctx, t.TempDir(), filepath.Join(t.TempDir(), "npm"))
+		if err == nil || !strings.Contains(err.Error(), "no npm on PATH") {
+			t.Errorf("error %v, want one that names npm as missing", err)
+		}
+	})
+}
+
+// wantOnly fails t unless dir holds exactly the entries named.
+func wantOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var got []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		got = append(got, e.Name())
 	}
-	if want := filepath.Base(dirs[0]); len(names) != 1 || names[0] != want {
-		t.Errorf("the cache holds %q, want only %q", names, want)
-	}
-	if _, err := os.Stat(filepath.Join(dirs[0], "node_modules", "dynalite", "package.json")); err != nil {
-		t.Errorf("dynalite is not installed: %v", err)
+	if !slices.Equal(got, names) {
+		t.Errorf("%s holds %q, want %q", dir, got, names)
 	}
 }
 

@@ -2,9 +2,10 @@ package ddbtest
 
 import "context"
 
-// InstallDynaliteIn is InstallDynalite into the cache directory root.
-func InstallDynaliteIn(ctx context.Context, root string) (string, error) {
-	return installDynalite(ctx, root, project.Name)
+// InstallDynaliteWith is InstallDynalite into the cache directory root,
+// with npm as the command that installs.
+func InstallDynaliteWith(ctx context.Context, root, npm string) (string, error) {
+	return installDynalite(ctx, root, npm, project.Name)
 }
 
 var (
