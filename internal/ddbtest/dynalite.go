@@ -85,10 +85,10 @@ func InstallDynalite(ctx context.Context) (dir string, err error) {
 
 // installDynalite installs into cacheRoot with the command npm (tests name
 // a stand-in), and names the package logName in the line it prints when it
-// installs. Test binaries that install at
-// once (go test runs packages in parallel) each install into a directory
-// of their own and rename it into place: the directory appears whole or
-// not at all, the first rename wins, and the others use it.
+// installs. Test binaries that install at once (go test runs packages in
+// parallel) each install into a directory of their own and rename it into
+// place: the directory appears whole or not at all, the first rename wins,
+// and the others use it.
 func installDynalite(ctx context.Context, cacheRoot, npm, logName string) (string, error) {
 	dir, err := dynaliteDirIn(cacheRoot)
 	if err != nil {
