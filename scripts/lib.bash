@@ -92,13 +92,15 @@ run_forwarding() {
 # credentials unless they are set. Its tables live in memory only; it stops
 # when the script exits.
 start_dynalite() {
-  if [ ! -d node_modules/dynalite ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    run_forwarding npm ci --no-audit --no-fund --loglevel=error
+  # dynalite's one pin and its start script live with the Go test helpers.
+  local pin=internal/ddbtest/dynalite
+  if [ ! -d "$pin/node_modules/dynalite" ] || [ "$pin/package-lock.json" -nt "$pin/node_modules/.package-lock.json" ]; then
+    run_forwarding npm ci --prefix "$pin" --no-audit --no-fund --loglevel=error
   fi
   exit_if_signalled
   local portfile="$scratch/dynalite-port"
   starting=1
-  node scripts/dynalite.js >"$portfile" &
+  node "$pin/dynalite.js" >"$portfile" &
   dynalite_pid=$!
   starting=
   exit_if_signalled

@@ -1,5 +1,7 @@
 // Package ddbtest gives tests a DynamoDB-compatible engine, and keeps every
-// test process away from AWS and from the caller's own credentials.
+// test process away from AWS and from the caller's own credentials. It is
+// the one implementation behind this project's own tests and behind
+// ddbsessiontest, the public package that gives an app's tests the same.
 //
 // # Engines
 //
@@ -8,10 +10,20 @@
 //  1. AWS_ENDPOINT_URL_DYNAMODB, the SDK's own variable, if set (the
 //     project's scripts/test starts the pinned dynalite and sets it);
 //  2. where a Docker engine answers, amazon/dynamodb-local (a pinned tag)
-//     started through dockertest for the test binary's lifetime (users with
-//     Docker; this project's own scripts and CI use dynalite);
-//  3. otherwise Main prints how to start an engine and returns 1 before any
-//     test runs. Tests never skip for want of one.
+//     started through dockertest for the test binary's lifetime;
+//  3. where Node.js is on PATH, the pinned dynalite (the lockfile in
+//     dynalite/, which the scripts install from too): installed with npm ci,
+//     once per machine, into the user's cache directory (see
+//     [InstallDynalite]), and started on a free loopback port for the test
+//     binary's lifetime. It exits when the test binary does, however that
+//     ends, because it watches its stdin, a pipe the test binary holds;
+//  4. otherwise Main says what it tried, that Node.js is missing if it is,
+//     and how to give the tests an engine, and returns 1 before any test
+//     runs. Tests never skip for want of one.
+//
+// An engine that Main starts is published through AWS_ENDPOINT_URL_DYNAMODB,
+// so that code under test finds it the way an app finds any engine: through
+// the SDK's own configuration.
 //
 // # Never AWS
 //
@@ -42,13 +54,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/ory/dockertest/v3"
-	"github.com/ory/dockertest/v3/docker"
 )
 
 const endpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
@@ -61,56 +70,88 @@ const (
 	testRegion           = "us-east-1"
 )
 
-// DynamoDB Local is pinned, never "latest", so that a test run means the
-// same thing next month. 3.3.1 is the release of 31 July 2026 in AWS's
-// release history for DynamoDB local
-// (docs.aws.amazon.com/amazondynamodb/latest/developerguide/DynamoDBLocalHistory.html),
-// and a published amazon/dynamodb-local image tag.
-const (
-	dynamoDBLocalImage = "amazon/dynamodb-local"
-	dynamoDBLocalTag   = "3.3.1"
-)
-
 // mainRan is set by Main before the tests start, so that Client can tell a
 // package whose TestMain forgot it.
 var mainRan bool
 
+// A Harness is this package as a public package presents it: Name, that
+// package's name, is the one its messages use. ddbsessiontest is such a
+// package; this project's own tests use the package-level functions,
+// which are those of a Harness named ddbtest.
+type Harness struct {
+	Name string
+}
+
+var project = Harness{Name: "ddbtest"}
+
+// Main is [Harness.Main] for this project's own tests.
+func Main(m *testing.M) int { return project.Main(m) }
+
+// Client is [Harness.Client] for this project's own tests.
+func Client(t testing.TB) *dynamodb.Client { return project.Client(t) }
+
 // Main runs a package's tests with an engine in place: call it from
-// TestMain as os.Exit(ddbtest.Main(m)). It returns 1 without running any
-// test when there is no engine or the endpoint is an AWS one. An engine it
-// starts in Docker is published through AWS_ENDPOINT_URL_DYNAMODB, so that
-// code under test finds it the way an app finds any engine: through the
-// SDK's own configuration.
-func Main(m *testing.M) int {
+// TestMain as os.Exit(Main(m)). It returns 1 without running any test when
+// there is no engine or the endpoint is an AWS one. An engine it starts
+// runs until Main returns.
+func (h Harness) Main(m *testing.M) int {
 	isolateAWSConfig()
 	endpoint := os.Getenv(endpointEnv)
 	if endpoint == "" {
-		var purge func()
+		var stop func()
 		var err error
-		endpoint, purge, err = startDocker()
-		defer purge()
+		endpoint, stop, err = h.startEngine()
+		defer stop()
 		if err != nil {
-			fmt.Fprint(os.Stderr, instructions(err))
+			fmt.Fprint(os.Stderr, h.instructions(err))
 			return 1
 		}
 		os.Setenv(endpointEnv, endpoint)
 	}
 	if err := CheckEndpoint(endpoint); err != nil {
-		fmt.Fprint(os.Stderr, instructions(err))
+		fmt.Fprint(os.Stderr, h.instructions(err))
 		return 1
 	}
 	mainRan = true
 	return m.Run()
 }
 
-// instructions says why there is no engine and how to start one.
-func instructions(reason error) string {
-	return fmt.Sprintf("ddbtest: no DynamoDB engine for these tests: %v.\n"+
-		"No test ran. Run ./scripts/test, which installs and starts the pinned dynalite, or start one yourself:\n"+
-		"  npm ci && node scripts/dynalite.js 8000 &\n"+
-		"  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...\n"+
-		"Where Docker runs, the tests start %s:%s themselves.\n",
-		reason, dynamoDBLocalImage, dynamoDBLocalTag)
+// startEngine starts DynamoDB Local in Docker or else dynalite with Node,
+// and returns its endpoint and a function that stops it, or says what it
+// tried.
+func (h Harness) startEngine() (endpoint string, stop func(), err error) {
+	endpoint, stop, dockerAnswered, dockerErr := startDocker()
+	if dockerErr == nil {
+		return endpoint, stop, nil
+	}
+	stop()
+	if dockerAnswered {
+		// Say so now: an engine that Node starts would hide it.
+		fmt.Fprintf(os.Stderr, "%s: %v; trying dynalite with Node.js\n", h.Name, dockerErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+	defer cancel()
+	endpoint, stop, nodeErr := startDynalite(ctx, h.Name)
+	if nodeErr != nil {
+		return "", stop, fmt.Errorf("%s is not set; %v; %v", endpointEnv, dockerErr, nodeErr)
+	}
+	return endpoint, stop, nil
+}
+
+// instructions says why there is no engine and how to give the tests one.
+func (h Harness) instructions(reason error) string {
+	dir, err := dynaliteDir()
+	if err != nil {
+		dir = "the user's cache directory"
+	}
+	return fmt.Sprintf("%s: no DynamoDB engine for these tests: %v.\n"+
+		"No test ran. Any one of these gives the tests an engine:\n"+
+		"  - Node.js %s or later, with npm, on PATH: the tests install the pinned dynalite %s once,\n"+
+		"    into %s, and start it themselves;\n"+
+		"  - a running Docker engine: the tests start %s:%s in it;\n"+
+		"  - an engine you start yourself, named by the SDK's variable:\n"+
+		"    AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...\n",
+		h.Name, reason, minNodeVersion, dynaliteVersion(), dir, dynamoDBLocalImage, dynamoDBLocalTag)
 }
 
 // isolateAWSConfig replaces the process's AWS settings with dummy ones, so
@@ -174,50 +215,17 @@ func CheckEndpoint(endpoint string) error {
 	return nil
 }
 
-// startDocker starts DynamoDB Local in Docker and returns its endpoint, or
-// says why it could not.
-func startDocker() (endpoint string, purge func(), err error) {
-	purge = func() {}
-	pool, err := dockertest.NewPool("")
-	if err == nil {
-		err = pool.Client.Ping()
-	}
-	if err != nil {
-		return "", purge, fmt.Errorf("%s is not set and Docker is not available (%v)", endpointEnv, err)
-	}
-	res, err := pool.RunWithOptions(&dockertest.RunOptions{
-		Repository: dynamoDBLocalImage,
-		Tag:        dynamoDBLocalTag,
-		Cmd:        []string{"-jar", "DynamoDBLocal.jar", "-inMemory", "-sharedDb"},
-	}, func(hc *docker.HostConfig) { hc.AutoRemove = true })
-	if err != nil {
-		return "", purge, fmt.Errorf("starting %s:%s in Docker: %v", dynamoDBLocalImage, dynamoDBLocalTag, err)
-	}
-	purge = func() { _ = pool.Purge(res) }
-	_ = res.Expire(900) // a crashed test binary must not leave it running
-	endpoint = "http://" + res.GetHostPort("8000/tcp")
-	client := newClient(endpoint)
-	pool.MaxWait = time.Minute
-	if err := pool.Retry(func() error {
-		_, err := client.ListTables(context.Background(), &dynamodb.ListTablesInput{})
-		return err
-	}); err != nil {
-		return "", purge, fmt.Errorf("DynamoDB Local in Docker did not answer: %v", err)
-	}
-	return endpoint, purge, nil
-}
-
 // Client returns a client for the test engine, or fails t saying what is
 // missing.
-func Client(t testing.TB) *dynamodb.Client {
+func (h Harness) Client(t testing.TB) *dynamodb.Client {
 	t.Helper()
 	if !mainRan {
-		t.Fatalf("ddbtest: the package's TestMain does not call ddbtest.Main, which finds the engine and keeps tests off AWS:\n" +
-			"  func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }")
+		t.Fatalf("%[1]s: the package's TestMain does not call %[1]s.Main, which finds the engine and keeps tests off AWS:\n"+
+			"  func TestMain(m *testing.M) { os.Exit(%[1]s.Main(m)) }", h.Name)
 	}
 	endpoint := os.Getenv(endpointEnv)
 	if err := CheckEndpoint(endpoint); err != nil {
-		t.Fatalf("ddbtest: %v", err)
+		t.Fatalf("%s: %v", h.Name, err)
 	}
 	return newClient(endpoint)
 }

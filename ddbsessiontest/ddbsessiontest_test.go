@@ -1,0 +1,119 @@
+package ddbsessiontest_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbsessiontest"
+)
+
+// The package documentation's usage, as a test: a client and a table of
+// the test's own, and the app's Manager on them.
+func TestAccountPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := ddbsessiontest.Client(t)
+	sessions, err := ddbsession.New(ddbsession.Config[Account]{
+		Client: client,
+		Table:  ddbsessiontest.TableName(t, client),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sessions.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bob := ddbsession.UserKey{PK: "USER#bob", SK: "PROFILE"}
+	if err := sessions.CreateUser(ctx, Account{PK: bob.PK, SK: bob.SK, Name: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	page := sessions.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		account, _ := sessions.User(r.Context())
+		w.Write([]byte(account.Name))
+	}))
+
+	login := httptest.NewRecorder()
+	if err := sessions.Login(login, httptest.NewRequest("POST", "https://app.example/login", nil), bob); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		cookies  []*http.Cookie
+		wantCode int
+	}{
+		{"signed in", login.Result().Cookies(), http.StatusOK},
+		{"no cookie", nil, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "https://app.example/account", nil)
+			for _, c := range tc.cookies {
+				r.AddCookie(c)
+			}
+			w := httptest.NewRecorder()
+			page.ServeHTTP(w, r)
+			if w.Code != tc.wantCode {
+				t.Errorf("status %d, want %d; body %q", w.Code, tc.wantCode, w.Body)
+			}
+		})
+	}
+}
+
+// WithTTL gives a table TTL on any engine, so that CheckTable passes.
+func TestWithTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := ddbsessiontest.Client(t)
+	sessions, err := ddbsession.New(ddbsession.Config[Account]{
+		Client: ddbsessiontest.WithTTL(client),
+		Table:  ddbsessiontest.TableName(t, client),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sessions.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sessions.CheckTable(ctx); err != nil {
+		t.Errorf("CheckTable through WithTTL: %v", err)
+	}
+}
+
+// noEngineChildEnv marks the copy of this test binary that
+// TestMainNamesThisPackage starts.
+const noEngineChildEnv = "DDBSESSIONTEST_NO_ENGINE_CHILD"
+
+// An app's developer without an engine learns what to do, in this
+// package's name, before any test runs.
+func TestMainNamesThisPackage(t *testing.T) {
+	if os.Getenv(noEngineChildEnv) != "" {
+		t.Fatal("Main ran the tests without an engine")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMainNamesThisPackage$", "-test.count=1")
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "AWS_ENDPOINT_URL_DYNAMODB" && name != "DOCKER_HOST" && name != "PATH" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, noEngineChildEnv+"=1", "PATH="+t.TempDir(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("the run ended with %v, want exit status 1", err)
+	}
+	for _, want := range []string{"ddbsessiontest: no DynamoDB engine for these tests", "no Node.js on PATH", "No test ran."} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the run's output lacks %q:\n%s", want, out)
+		}
+	}
+}
