@@ -16,6 +16,16 @@ const args = process.argv.slice(2);
 const untilStdinCloses = args.includes('--until-stdin-closes');
 const port = Number(args.find((a) => !a.startsWith('--')) || 0);
 
+// dynalite rethrows the error of a request whose client went away (the AWS
+// SDK aborts a request when its context times out), and that would end the
+// engine for the rest of a test run. Such an error concerns one request
+// only; anything else still stops the engine.
+process.on('uncaughtException', (err) => {
+  if (err && (err.message === 'aborted' || err.code === 'ECONNRESET')) return;
+  process.stderr.write(((err && err.stack) || String(err)) + '\n');
+  process.exit(1);
+});
+
 const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
 server.listen(port, '127.0.0.1', () => {
   process.stdout.write(server.address().port + '\n');
