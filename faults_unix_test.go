@@ -1,0 +1,24 @@
+//go:build unix
+
+package ddbsession_test
+
+import (
+	"net"
+	"syscall"
+)
+
+// stopListening makes ln refuse connections. Where the system allows it
+// (Linux), it shuts the socket down but keeps it open, so that its port
+// stays taken and no other listener of the test process can get it while
+// the case expects refusals; elsewhere it closes ln.
+func stopListening(ln net.Listener) {
+	if tcp, ok := ln.(*net.TCPListener); ok {
+		if raw, err := tcp.SyscallConn(); err == nil {
+			var shut error
+			if err := raw.Control(func(fd uintptr) { shut = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }); err == nil && shut == nil {
+				return
+			}
+		}
+	}
+	ln.Close()
+}
