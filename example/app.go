@@ -100,8 +100,11 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		RefreshInterval:  cfg.RefreshInterval,
 		AbsoluteLifetime: cfg.AbsoluteLifetime,
 		StoreTimeout:     cfg.StoreTimeout,
-		Logger:           log,
-		Now:              cfg.Now,
+		// Clients without cookies (a CLI, a script) log in at POST
+		// /api/login and send the token in an Authorization header.
+		BearerTokens: true,
+		Logger:       log,
+		Now:          cfg.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -151,6 +154,10 @@ func (a *app) shutdown(ctx context.Context) error { return a.sessions.Wait(ctx) 
 
 func (a *app) routes() http.Handler {
 	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
+	// The API answers in JSON, whatever the pages do.
+	api := func(h http.HandlerFunc) http.Handler {
+		return a.sessions.RequireSessionWith(ddbsession.APIAnswers())(h)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))
@@ -162,12 +169,16 @@ func (a *app) routes() http.Handler {
 	mux.Handle("POST /logout-everywhere", signedIn(a.logoutEverywhere))
 	mux.Handle("POST /password", signedIn(a.changePassword))
 	mux.Handle("POST /sessions/revoke", signedIn(a.revokeSession))
-	mux.Handle("GET /api/me", signedIn(a.me))
-	mux.Handle("GET /api/sessions", signedIn(a.listSessions))
+	mux.HandleFunc("POST /api/login", a.apiLogin)
+	mux.Handle("GET /api/me", api(a.me))
+	mux.Handle("GET /api/sessions", api(a.listSessions))
 
 	// SameSite=Lax already keeps the cookie off most cross-site POSTs;
 	// CrossOriginProtection refuses them outright (403) from the browser's
 	// Sec-Fetch-Site and Origin headers, with no CSRF tokens to manage.
+	// A client that is no browser sends neither header, so its POST
+	// /api/login goes through; its requests then carry a bearer token,
+	// which no other site can make a browser send.
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	h = http.MaxBytesHandler(h, maxBody)
 	return securityHeaders(h, a.dev)
