@@ -84,25 +84,34 @@ func TestAnonymous(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
 		want         int
+		location     string
 	}{
-		{"GET", "/api/me", http.StatusUnauthorized},
-		{"GET", "/api/sessions", http.StatusUnauthorized},
-		{"POST", "/logout-everywhere", http.StatusUnauthorized},
-		{"POST", "/password", http.StatusUnauthorized},
-		{"POST", "/sessions/revoke", http.StatusUnauthorized},
-		{"POST", "/logout", http.StatusSeeOther}, // harmless without a session
-		{"GET", "/login", http.StatusMethodNotAllowed},
-		{"GET", "/nowhere", http.StatusNotFound},
+		// The API answers in JSON.
+		{"GET", "/api/me", http.StatusUnauthorized, ""},
+		{"GET", "/api/sessions", http.StatusUnauthorized, ""},
+		// Pages send a browser to log in, and back for a GET.
+		{"GET", "/account", http.StatusSeeOther, "/login?next=%2Faccount"},
+		{"POST", "/logout-everywhere", http.StatusSeeOther, "/login"},
+		{"POST", "/password", http.StatusSeeOther, "/login"},
+		{"POST", "/sessions/revoke", http.StatusSeeOther, "/login"},
+		{"POST", "/logout", http.StatusSeeOther, "/"}, // harmless without a session
+		{"GET", "/login", http.StatusOK, ""},
+		{"PUT", "/login", http.StatusMethodNotAllowed, ""},
+		{"GET", "/nowhere", http.StatusNotFound, ""},
 	} {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
 			var res response
-			if tc.method == "GET" {
+			switch tc.method {
+			case "GET":
 				res = anon.get(tc.path)
-			} else {
+			case "POST":
 				res = anon.post(tc.path, url.Values{"id": {"0123456789abcdef0123456789abcdef"}, "current": {"x"}, "new": {"y"}})
+			default:
+				r, _ := http.NewRequest(tc.method, ta.srv.URL+tc.path, nil)
+				res = anon.do(r)
 			}
-			if res.code != tc.want {
-				t.Errorf("%s %s: %d, want %d; body: %s", tc.method, tc.path, res.code, tc.want, res.body)
+			if res.code != tc.want || res.header.Get("Location") != tc.location {
+				t.Errorf("%s %s: %d to %q, want %d to %q; body: %s", tc.method, tc.path, res.code, res.header.Get("Location"), tc.want, tc.location, res.body)
 			}
 		})
 	}

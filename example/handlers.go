@@ -30,6 +30,18 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 	a.render(w, http.StatusOK, indexTemplate, data)
 }
 
+// loginPage is where a page that needs a session sends a browser without
+// one: the forms to log in or sign up, which send it back to the page it
+// wanted, in ReturnParam. A browser that is signed in already goes there
+// at once.
+func (a *app) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := a.sessions.User(r.Context()); ok {
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
+		return
+	}
+	a.render(w, http.StatusOK, indexTemplate, indexData{Next: ddbsession.ReturnPath(r, "")})
+}
+
 func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
@@ -92,7 +104,8 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return a.sessions.LoginWith(w, r, user, verify)
 	})
 	if signedIn {
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		// ReturnPath takes only a path on this site: no open redirect.
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
 	}
 }
 
@@ -233,7 +246,7 @@ func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession
 		a.storeError(w, r, "log in", err)
 		return
 	}
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
 }
 
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {

@@ -57,12 +57,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
+	debug := flags.Bool("debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
 	flags.IntVar(&cfg.TrustedProxies, "proxies", 0, "how many reverse proxies in front of the app append to X-Forwarded-For; 0 ignores the header and limits failed logins by the connection's address")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
 	if cfg.TrustedProxies < 0 {
 		return fmt.Errorf("-proxies %d: want 0 or more", cfg.TrustedProxies)
+	}
+	if *debug {
+		slog.SetLogLoggerLevel(slog.LevelDebug)
 	}
 
 	// The SDK's own configuration finds the region, the credentials and

@@ -19,9 +19,11 @@ var (
 )
 
 // indexData is what the index page shows: User is nil for a visitor.
+// Next is the page the forms send a visitor back to once signed in.
 type indexData struct {
 	User     *User
 	Sessions []ddbsession.SessionInfo
+	Next     string
 }
 
 // render writes the page in full or not at all: it executes into a buffer
