@@ -441,6 +441,9 @@ func TestStoreOutage(t *testing.T) {
 				t.Errorf("GET %s with Query failing: %d, want 503", path, res.code)
 			}
 		}
+		if res := a.get("/api/sessions"); !strings.HasPrefix(res.body, `{"error":`) {
+			t.Errorf("GET /api/sessions with Query failing: body %q, want JSON", res.body)
+		}
 		if !strings.Contains(ta.logs.String(), "op=\"list sessions\"") {
 			t.Errorf("the failed List was not logged; logs:\n%s", ta.logs)
 		}
@@ -465,9 +468,17 @@ func TestStoreOutage(t *testing.T) {
 				return ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
 			}},
 			{"POST /logout", func() response { return a.post("/logout", nil) }},
+			{"POST /api/login", func() response {
+				return ta.apiClient("cli/1.0").request("POST", "/api/login", credsJSON("alice", "correct horse"))
+			}},
 		} {
-			if res := tc.do(); res.code != http.StatusServiceUnavailable {
+			res := tc.do()
+			if res.code != http.StatusServiceUnavailable {
 				t.Errorf("%s in an outage: %d, want 503; body:\n%s", tc.name, res.code, res.body)
+			}
+			// The API answers in JSON.
+			if got := res.header.Get("Content-Type"); strings.Contains(tc.name, "/api/") && got != "application/json" {
+				t.Errorf("%s in an outage: Content-Type %q, want application/json", tc.name, got)
 			}
 		}
 	})

@@ -392,8 +392,7 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	s, _ := a.sessions.Session(r.Context())
 	list, err := a.sessions.List(r.Context(), s.User)
 	if err != nil {
-		a.log.ErrorContext(r.Context(), "dynamodb request failed", "op", "list sessions", "err", err)
-		http.Error(w, "session store unavailable, try again", http.StatusServiceUnavailable)
+		a.storeFailed(w, r, "list sessions", err, jsonError)
 		return
 	}
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
