@@ -1,6 +1,11 @@
 // Command example is a small web app that keeps its sessions in DynamoDB
-// with ddbsession: sign up, log in, list and revoke sessions, log out
-// everywhere, change the password.
+// with ddbsession: sign up, log in (for as long as the browser is open, or
+// longer), list and revoke sessions, log out everywhere, change the
+// password; and, for clients without cookies, log in at POST /api/login and
+// send the token it returns as "Authorization: Bearer <token>".
+//
+// -debug logs every session event: created, refreshed, ended, rejected and
+// why.
 //
 // Run it against a local engine with ./scripts/demo, or against DynamoDB
 // with the usual AWS environment (AWS_REGION, credentials, and
