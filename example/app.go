@@ -100,8 +100,18 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		RefreshInterval:  cfg.RefreshInterval,
 		AbsoluteLifetime: cfg.AbsoluteLifetime,
 		StoreTimeout:     cfg.StoreTimeout,
-		Logger:           log,
-		Now:              cfg.Now,
+		// Clients without cookies (a CLI, a script) log in at POST
+		// /api/login and send the token in an Authorization header.
+		BearerTokens: true,
+		// A page that needs a session sends the browser to log in, and
+		// back here after; the API answers in JSON instead (routes).
+		Unauthorized: ddbsession.RedirectToLogin("/login"),
+		KeepSignedIn: keepSignedIn,
+		OnEvent: func(ctx context.Context, e ddbsession.Event) {
+			logEvent(ctx, log, e)
+		},
+		Logger: log,
+		Now:    cfg.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -143,6 +153,42 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	return a, nil
 }
 
+// keepSignedIn is ddbsession's Config.KeepSignedIn: the "keep me signed in"
+// box of the log-in and sign-up forms decides whether the cookie outlives
+// the browser. The other sign-in, after a password change, has no box and
+// keeps the persistent cookie, since it cannot tell which kind the browser
+// had.
+func keepSignedIn(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/login", "/signup":
+		return r.PostFormValue("remember") == "on"
+	}
+	return true
+}
+
+// logEvent logs what ddbsession did with a session, at debug level: the
+// story of a session when one needs telling, and nothing otherwise.
+// Events never hold a token.
+func logEvent(ctx context.Context, log *slog.Logger, e ddbsession.Event) {
+	if !log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
+	if e.SessionID != "" {
+		attrs = append(attrs, slog.String("session", e.SessionID))
+	}
+	if e.User.PK != "" {
+		attrs = append(attrs, slog.String("user", e.User.PK))
+	}
+	if e.Reason != 0 {
+		attrs = append(attrs, slog.String("reason", e.Reason.String()))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.Any("err", e.Err))
+	}
+	log.LogAttrs(ctx, slog.LevelDebug, "session event", attrs...)
+}
+
 func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
 // shutdown waits for the session refreshes that requests started, which
@@ -151,9 +197,17 @@ func (a *app) shutdown(ctx context.Context) error { return a.sessions.Wait(ctx) 
 
 func (a *app) routes() http.Handler {
 	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
+	// The API answers in JSON, whatever the pages do.
+	api := func(h http.HandlerFunc) http.Handler {
+		return a.sessions.RequireSessionWith(ddbsession.APIAnswers())(h)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))
+	mux.Handle("GET /login", a.sessions.LoadSession(http.HandlerFunc(a.loginPage)))
+	// The account alone, at an address that needs a session: a link to it
+	// (or a bookmark) goes through the login page and comes back.
+	mux.Handle("GET /account", signedIn(a.index))
 	mux.HandleFunc("POST /signup", a.signup)
 	mux.HandleFunc("POST /login", a.login)
 	// Logout needs no valid session: it ends whatever the request carries,
@@ -162,12 +216,16 @@ func (a *app) routes() http.Handler {
 	mux.Handle("POST /logout-everywhere", signedIn(a.logoutEverywhere))
 	mux.Handle("POST /password", signedIn(a.changePassword))
 	mux.Handle("POST /sessions/revoke", signedIn(a.revokeSession))
-	mux.Handle("GET /api/me", signedIn(a.me))
-	mux.Handle("GET /api/sessions", signedIn(a.listSessions))
+	mux.HandleFunc("POST /api/login", a.apiLogin)
+	mux.Handle("GET /api/me", api(a.me))
+	mux.Handle("GET /api/sessions", api(a.listSessions))
 
 	// SameSite=Lax already keeps the cookie off most cross-site POSTs;
 	// CrossOriginProtection refuses them outright (403) from the browser's
 	// Sec-Fetch-Site and Origin headers, with no CSRF tokens to manage.
+	// A client that is no browser sends neither header, so its POST
+	// /api/login goes through; its requests then carry a bearer token,
+	// which no other site can make a browser send.
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	h = http.MaxBytesHandler(h, maxBody)
 	return securityHeaders(h, a.dev)

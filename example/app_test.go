@@ -84,25 +84,34 @@ func TestAnonymous(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
 		want         int
+		location     string
 	}{
-		{"GET", "/api/me", http.StatusUnauthorized},
-		{"GET", "/api/sessions", http.StatusUnauthorized},
-		{"POST", "/logout-everywhere", http.StatusUnauthorized},
-		{"POST", "/password", http.StatusUnauthorized},
-		{"POST", "/sessions/revoke", http.StatusUnauthorized},
-		{"POST", "/logout", http.StatusSeeOther}, // harmless without a session
-		{"GET", "/login", http.StatusMethodNotAllowed},
-		{"GET", "/nowhere", http.StatusNotFound},
+		// The API answers in JSON.
+		{"GET", "/api/me", http.StatusUnauthorized, ""},
+		{"GET", "/api/sessions", http.StatusUnauthorized, ""},
+		// Pages send a browser to log in, and back for a GET.
+		{"GET", "/account", http.StatusSeeOther, "/login?next=%2Faccount"},
+		{"POST", "/logout-everywhere", http.StatusSeeOther, "/login"},
+		{"POST", "/password", http.StatusSeeOther, "/login"},
+		{"POST", "/sessions/revoke", http.StatusSeeOther, "/login"},
+		{"POST", "/logout", http.StatusSeeOther, "/"}, // harmless without a session
+		{"GET", "/login", http.StatusOK, ""},
+		{"PUT", "/login", http.StatusMethodNotAllowed, ""},
+		{"GET", "/nowhere", http.StatusNotFound, ""},
 	} {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
 			var res response
-			if tc.method == "GET" {
+			switch tc.method {
+			case "GET":
 				res = anon.get(tc.path)
-			} else {
+			case "POST":
 				res = anon.post(tc.path, url.Values{"id": {"0123456789abcdef0123456789abcdef"}, "current": {"x"}, "new": {"y"}})
+			default:
+				r, _ := http.NewRequest(tc.method, ta.srv.URL+tc.path, nil)
+				res = anon.do(r)
 			}
-			if res.code != tc.want {
-				t.Errorf("%s %s: %d, want %d; body: %s", tc.method, tc.path, res.code, tc.want, res.body)
+			if res.code != tc.want || res.header.Get("Location") != tc.location {
+				t.Errorf("%s %s: %d to %q, want %d to %q; body: %s", tc.method, tc.path, res.code, res.header.Get("Location"), tc.want, tc.location, res.body)
 			}
 		})
 	}
@@ -432,6 +441,9 @@ func TestStoreOutage(t *testing.T) {
 				t.Errorf("GET %s with Query failing: %d, want 503", path, res.code)
 			}
 		}
+		if res := a.get("/api/sessions"); !strings.HasPrefix(res.body, `{"error":`) {
+			t.Errorf("GET /api/sessions with Query failing: body %q, want JSON", res.body)
+		}
 		if !strings.Contains(ta.logs.String(), "op=\"list sessions\"") {
 			t.Errorf("the failed List was not logged; logs:\n%s", ta.logs)
 		}
@@ -456,9 +468,17 @@ func TestStoreOutage(t *testing.T) {
 				return ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
 			}},
 			{"POST /logout", func() response { return a.post("/logout", nil) }},
+			{"POST /api/login", func() response {
+				return ta.apiClient("cli/1.0").request("POST", "/api/login", credsJSON("alice", "correct horse"))
+			}},
 		} {
-			if res := tc.do(); res.code != http.StatusServiceUnavailable {
+			res := tc.do()
+			if res.code != http.StatusServiceUnavailable {
 				t.Errorf("%s in an outage: %d, want 503; body:\n%s", tc.name, res.code, res.body)
+			}
+			// The API answers in JSON.
+			if got := res.header.Get("Content-Type"); strings.Contains(tc.name, "/api/") && got != "application/json" {
+				t.Errorf("%s in an outage: Content-Type %q, want application/json", tc.name, got)
 			}
 		}
 	})

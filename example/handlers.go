@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"time"
 
@@ -28,6 +30,18 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 	a.render(w, http.StatusOK, indexTemplate, data)
 }
 
+// loginPage is where a page that needs a session sends a browser without
+// one: the forms to log in or sign up, which send it back to the page it
+// wanted, in ReturnParam. A browser that is signed in already goes there
+// at once.
+func (a *app) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := a.sessions.User(r.Context()); ok {
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
+		return
+	}
+	a.render(w, http.StatusOK, indexTemplate, indexData{Next: ddbsession.ReturnPath(r, "")})
+}
+
 func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
@@ -40,13 +54,13 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	}
 	// A taken username is a failure for the client's address, so that
 	// sign-up cannot probe which names exist faster than login can.
-	at, ok := a.beginAttempt(w, r, "")
+	at, ok := a.beginAttempt(w, r, "", a.errorPage)
 	if !ok {
 		return
 	}
 	defer at.end()
 	key := userKey(username)
-	slot, ok := a.hashSlot(w, r)
+	slot, ok := a.hashSlot(w, r, a.errorPage)
 	if !ok {
 		return
 	}
@@ -86,25 +100,99 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	at, ok := a.beginAttempt(w, r, username)
-	if !ok {
+	signedIn := a.passwordLogin(w, r, username, password, a.errorPage, func(user ddbsession.UserKey, verify func(User) error) error {
+		return a.sessions.LoginWith(w, r, user, verify)
+	})
+	if signedIn {
+		// ReturnPath takes only a path on this site: no open redirect.
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
+	}
+}
+
+// loginRequest is the body of POST /api/login.
+type loginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// tokenJSON is the answer of POST /api/login: the bearer token and the
+// session's expiry, RFC 3339. A request that moves the expiry forward says
+// so in the Session-Expires header.
+type tokenJSON struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// apiLogin is login for clients without cookies: the same checks, limits
+// and hashing queue, but JSON in and out, and a bearer token instead of a
+// cookie.
+func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
+	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
+		jsonError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
 		return
+	}
+	var req loginRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("more than one JSON value")
+	}
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		jsonError(w, http.StatusRequestEntityTooLarge, "the body is too large")
+		return
+	}
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, `want one JSON object: {"username": ..., "password": ...}`)
+		return
+	}
+	username, userErr := normalizeUsername(req.Username)
+	if err := errors.Join(userErr, validatePassword("password", req.Password)); err != nil {
+		jsonError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var token ddbsession.BearerToken
+	signedIn := a.passwordLogin(w, r, username, req.Password, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
+		var err error
+		token, err = a.sessions.LoginBearer(r, user, verify)
+		return err
+	})
+	if signedIn {
+		writeJSON(w, http.StatusOK, tokenJSON{Token: token.Token, ExpiresAt: token.ExpiresAt.UTC()})
+	}
+}
+
+// answerFunc answers a request that failed with code and a message for
+// the user: errorPage for a browser, jsonError for an API client.
+type answerFunc func(w http.ResponseWriter, code int, msg string)
+
+// passwordLogin checks username's password, under the failure limits and
+// the hashing queue, and starts a session with signIn, which is
+// ddbsession's LoginWith for a browser and LoginBearer for an API client.
+// It answers a failure itself, with answer, and returns false; on success
+// it returns true and the caller answers.
+func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password string, answer answerFunc,
+	signIn func(user ddbsession.UserKey, verify func(User) error) error) bool {
+	at, ok := a.beginAttempt(w, r, username, answer)
+	if !ok {
+		return false
 	}
 	defer at.end()
-	// The slot is taken before LoginWith, not inside verify: the wait for
-	// it is bounded by the request's life, whereas LoginWith's own store
+	// The slot is taken before signIn, not inside verify: the wait for it
+	// is bounded by the request's life, whereas LoginWith's own store
 	// deadline runs from before its read and must not be spent queueing.
-	slot, ok := a.hashSlot(w, r)
+	slot, ok := a.hashSlot(w, r, answer)
 	if !ok {
-		return
+		return false
 	}
 	defer slot.release()
-	// LoginWith reads the user item and checks the password against the
-	// hash it read, in the same call that writes the session, and stamps
-	// the session with a time from before that read. A login that checked
-	// the old password therefore always predates the cutoff of a password
-	// change, however the two interleave (see changePassword).
-	err := a.sessions.LoginWith(w, r, userKey(username), func(u User) error {
+	// LoginWith (and LoginBearer) reads the user item and checks the
+	// password against the hash it read, in the same call that writes the
+	// session, and stamps the session with a time from before that read.
+	// A login that checked the old password therefore always predates the
+	// cutoff of a password change, however the two interleave (see
+	// changePassword).
+	err := signIn(userKey(username), func(u User) error {
 		match, err := slot.verify(u.PasswordHash, password)
 		slot.release() // the session writes that follow need no core
 		if err != nil {
@@ -121,18 +209,19 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		// tell who has an account.
 		slot.verify(a.dummyHash, password)
 		at.fail()
-		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
+		answer(w, http.StatusUnauthorized, "Wrong username or password.")
 	case errors.Is(err, errWrongPassword):
 		at.fail()
-		a.errorPage(w, http.StatusUnauthorized, "Wrong username or password.")
+		answer(w, http.StatusUnauthorized, "Wrong username or password.")
 	case errors.Is(err, errUnreadableHash):
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", username, "err", err)
-		a.errorPage(w, http.StatusInternalServerError, "Something went wrong.")
+		answer(w, http.StatusInternalServerError, "Something went wrong.")
 	case err != nil:
-		a.storeError(w, r, "log in", err)
+		a.storeFailed(w, r, "log in", err, answer)
 	default:
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return true
 	}
+	return false
 }
 
 // signInWith starts a session for user, whose password hash the request
@@ -157,7 +246,7 @@ func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession
 		a.storeError(w, r, "log in", err)
 		return
 	}
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
 }
 
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
@@ -197,12 +286,12 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// A stolen session must not be a way to guess the password either.
 	// The change has a bucket of its own per user, so that someone failing
 	// logins on this username cannot also keep its owner from changing it.
-	at, ok := a.beginAttempt(w, r, passwordChangeKey(u.Username))
+	at, ok := a.beginAttempt(w, r, passwordChangeKey(u.Username), a.errorPage)
 	if !ok {
 		return
 	}
 	defer at.end()
-	slot, ok := a.hashSlot(w, r)
+	slot, ok := a.hashSlot(w, r, a.errorPage)
 	if !ok {
 		return
 	}
@@ -287,7 +376,7 @@ func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
 
 func (a *app) me(w http.ResponseWriter, r *http.Request) {
 	u, _ := a.sessions.User(r.Context())
-	writeJSON(w, u)
+	writeJSON(w, http.StatusOK, u)
 }
 
 // sessionJSON is one entry of GET /api/sessions. Times are RFC 3339.
@@ -303,20 +392,28 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	s, _ := a.sessions.Session(r.Context())
 	list, err := a.sessions.List(r.Context(), s.User)
 	if err != nil {
-		a.log.ErrorContext(r.Context(), "dynamodb request failed", "op", "list sessions", "err", err)
-		http.Error(w, "session store unavailable, try again", http.StatusServiceUnavailable)
+		a.storeFailed(w, r, "list sessions", err, jsonError)
 		return
 	}
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
 	for _, e := range list {
 		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current})
 	}
-	writeJSON(w, out)
+	writeJSON(w, http.StatusOK, out)
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
+}
+
+// jsonError answers code with {"error": msg}, the shape of ddbsession's
+// APIAnswers.
+func jsonError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, struct {
+		Error string `json:"error"`
+	}{msg})
 }
 
 // parseForm reads the POST body, or answers 413 or 400 itself and returns
@@ -335,13 +432,13 @@ func (a *app) parseForm(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // hashSlot waits for a password hashing slot while the request lives. If
-// the hasher's queue is full it answers 503 itself; if the client has gone,
+// the hasher's queue is full it answers 503 itself, with answer; if the client has gone,
 // there is no one to answer. Either way it returns false.
-func (a *app) hashSlot(w http.ResponseWriter, r *http.Request) (*hashSlot, bool) {
+func (a *app) hashSlot(w http.ResponseWriter, r *http.Request, answer answerFunc) (*hashSlot, bool) {
 	slot, err := a.hasher.acquire(r.Context())
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		a.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins at once. Try again in a moment.")
+		answer(w, http.StatusServiceUnavailable, "Too many sign-ins at once. Try again in a moment.")
 		return nil, false
 	}
 	return slot, true
@@ -351,6 +448,11 @@ func (a *app) hashSlot(w http.ResponseWriter, r *http.Request) (*hashSlot, bool)
 // never holds a session token: ddbsession keeps tokens out of its errors, and
 // the app's own calls never see one.
 func (a *app) storeError(w http.ResponseWriter, r *http.Request, op string, err error) {
+	a.storeFailed(w, r, op, err, a.errorPage)
+}
+
+// storeFailed is storeError with another answer than the error page.
+func (a *app) storeFailed(w http.ResponseWriter, r *http.Request, op string, err error, answer answerFunc) {
 	a.log.ErrorContext(r.Context(), "dynamodb request failed", "op", op, "err", err)
-	a.errorPage(w, http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")
+	answer(w, http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")
 }

@@ -258,6 +258,14 @@ type faultyClient struct {
 	down     map[string]bool // operation name, or "*" for all
 	pauses   []*pausePoint
 	failures []callMatch
+	calls    int // made through the methods below, failed ones included
+}
+
+// callCount is how many DynamoDB calls of the request path were made.
+func (f *faultyClient) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
 }
 
 var errOutage = errors.New("injected DynamoDB outage")
@@ -368,6 +376,7 @@ func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
 func (f *faultyClient) fail(op string, in any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls++
 	if f.down[op] || f.down["*"] {
 		return errOutage
 	}

@@ -141,9 +141,9 @@ type heldToken struct {
 
 // beginAttempt starts an attempt counted against r's client address and,
 // unless userKey is "", against userKey. If either has no failure left it
-// answers 429 with Retry-After itself and returns false. The caller calls
+// answers 429 with Retry-After itself, with answer, and returns false. The caller calls
 // fail if the attempt fails, and end when it is over.
-func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey string) (*attempt, bool) {
+func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey string, answer answerFunc) (*attempt, bool) {
 	l := a.limits
 	now := l.now()
 	at := &attempt{l: l}
@@ -153,7 +153,7 @@ func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey strin
 			at.end()
 			secs := max(1, int(math.Ceil(wait.Seconds())))
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			a.errorPage(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
+			answer(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
 			return false
 		}
 		at.held = append(at.held, heldToken{limiter, b})

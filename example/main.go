@@ -1,6 +1,11 @@
 // Command example is a small web app that keeps its sessions in DynamoDB
-// with ddbsession: sign up, log in, list and revoke sessions, log out
-// everywhere, change the password.
+// with ddbsession: sign up, log in (for as long as the browser is open, or
+// longer), list and revoke sessions, log out everywhere, change the
+// password; and, for clients without cookies, log in at POST /api/login and
+// send the token it returns as "Authorization: Bearer <token>".
+//
+// -debug logs every session event: created, refreshed, ended, rejected and
+// why.
 //
 // Run it against a local engine with ./scripts/demo, or against DynamoDB
 // with the usual AWS environment (AWS_REGION, credentials, and
@@ -57,12 +62,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
+	debug := flags.Bool("debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
 	flags.IntVar(&cfg.TrustedProxies, "proxies", 0, "how many reverse proxies in front of the app append to X-Forwarded-For; 0 ignores the header and limits failed logins by the connection's address")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
 	if cfg.TrustedProxies < 0 {
 		return fmt.Errorf("-proxies %d: want 0 or more", cfg.TrustedProxies)
+	}
+	if *debug {
+		slog.SetLogLoggerLevel(slog.LevelDebug)
 	}
 
 	// The SDK's own configuration finds the region, the credentials and

@@ -14,14 +14,21 @@ var templateFiles embed.FS
 
 // Each page is the shared layout plus its own "content" block.
 var (
-	indexTemplate = template.Must(template.ParseFS(templateFiles, "templates/layout.html", "templates/index.html"))
-	errorTemplate = template.Must(template.ParseFS(templateFiles, "templates/layout.html", "templates/error.html"))
+	indexTemplate = parsePage("templates/index.html")
+	errorTemplate = parsePage("templates/error.html")
 )
 
+func parsePage(content string) *template.Template {
+	funcs := template.FuncMap{"device": deviceName}
+	return template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", content))
+}
+
 // indexData is what the index page shows: User is nil for a visitor.
+// Next is the page the forms send a visitor back to once signed in.
 type indexData struct {
 	User     *User
 	Sessions []ddbsession.SessionInfo
+	Next     string
 }
 
 // render writes the page in full or not at all: it executes into a buffer
