@@ -62,25 +62,43 @@ func installed(t *testing.T) string {
 	return dir
 }
 
-// fakeNPM writes a stand-in for npm to a directory of t's and returns its
-// path: a shell script that, after a moment, leaves what npm ci leaves, or
-// fails saying so. The real npm ci takes seconds of CPU, which tests that
-// run beside these, against one engine, would feel.
+// fakeNPM returns the path of a stand-in for npm: a shell script that,
+// after a moment, leaves what npm ci leaves, or fails saying so. The real
+// npm ci takes seconds of CPU, which tests that run beside these, against
+// one engine, would feel.
 func fakeNPM(t *testing.T, fail bool) string {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("the stand-in for npm is a shell script")
 	}
-	script := "#!/bin/sh\nsleep 0.2\nmkdir -p node_modules/dynalite && echo {} >node_modules/dynalite/package.json && echo {} >node_modules/.package-lock.json\n"
+	if fakeNPMErr != nil {
+		t.Fatal(fakeNPMErr)
+	}
 	if fail {
-		script = "#!/bin/sh\necho 'npm error code E404' >&2\nexit 1\n"
+		return filepath.Join(fakeNPMDir, "npm-fail")
 	}
-	path := filepath.Join(t.TempDir(), "npm")
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return filepath.Join(fakeNPMDir, "npm")
 }
+
+// The stand-ins are written once, before any test runs: executing a file
+// that was just written while another goroutine forked fails now and then
+// with "text file busy", since the child holds the written file open for a
+// moment (golang.org/issue/22315). TestMain removes them.
+var fakeNPMDir, fakeNPMErr = func() (string, error) {
+	dir, err := os.MkdirTemp("", "ddbtest-npm-")
+	if err != nil {
+		return "", err
+	}
+	for name, script := range map[string]string{
+		"npm":      "#!/bin/sh\nsleep 0.2\nmkdir -p node_modules/dynalite && echo {} >node_modules/dynalite/package.json && echo {} >node_modules/.package-lock.json\n",
+		"npm-fail": "#!/bin/sh\necho 'npm error code E404' >&2\nexit 1\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+}()
 
 func TestInstallDynalite(t *testing.T) {
 	t.Parallel()

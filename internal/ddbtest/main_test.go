@@ -7,4 +7,8 @@ import (
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := ddbtest.Main(m)
+	os.RemoveAll(fakeNPMDir)
+	os.Exit(code)
+}
