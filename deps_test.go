@@ -19,7 +19,8 @@ const rootModule = "github.com/ddbsession/ddbsession"
 
 // integrationOnly are module path prefixes that only the integration
 // modules (example, example/routers, example/scs, ddbstream, scsstore) may
-// need. The root module's graph
+// need. (The example's golang.org/x/text and x/time are not listed: the
+// AWS SDK's own graph may name them.) The root module's graph
 // names none of them, except golang.org/x/crypto through testOnlyLegacy.
 var integrationOnly = []string{
 	"github.com/chromedp/",
@@ -29,6 +30,7 @@ var integrationOnly = []string{
 	"github.com/gorilla/mux",
 	"github.com/labstack/echo",
 	"github.com/gin-gonic/",
+	"github.com/medama-io/go-useragent",
 	"golang.org/x/crypto",
 }
 
