@@ -165,26 +165,31 @@ func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.A
 
 // createSession writes a new session: first its per-user index item, then
 // the session item itself, which must not exist yet. The index goes first so
-// that a session is never live without showing in List; if the second write
-// fails, the first is undone as far as possible, and its TTL removes it
-// otherwise.
+// that a session is never live without showing in List. If either write
+// fails, the index item is deleted again as far as possible (a failed write
+// may still have been applied, its answer lost), and its TTL removes it
+// otherwise: a failed Login leaves nothing that List shows.
 func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
-	if !st.HashOnly() {
-		if err := st.putNew(ctx, st.EncodeIndex(sessionPK, s)); err != nil {
-			return fmt.Errorf("ddbsession: create session index item: %w", err)
+	if st.HashOnly() {
+		if err := st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
+			return fmt.Errorf("ddbsession: create session: %w", err)
+		}
+		return nil
+	}
+	err := st.putNew(ctx, st.EncodeIndex(sessionPK, s))
+	if err != nil {
+		err = fmt.Errorf("ddbsession: create session index item: %w", err)
+	} else if err = st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
+		err = fmt.Errorf("ddbsession: create session: %w", err)
+	}
+	if err != nil {
+		undo, cancel := detach(ctx)
+		defer cancel()
+		if uerr := st.deleteItem(undo, st.IndexKey(s)); uerr != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", uerr)
 		}
 	}
-	if err := st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
-		if !st.HashOnly() {
-			undo, cancel := detach(ctx)
-			defer cancel()
-			if err := st.deleteItem(undo, st.IndexKey(s)); err != nil {
-				st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", err)
-			}
-		}
-		return fmt.Errorf("ddbsession: create session: %w", err)
-	}
-	return nil
+	return err
 }
 
 // putNew writes an item that must not exist yet.
