@@ -50,6 +50,9 @@ func main() {
 
 func mainErr(args []string) error {
 	opts, engine, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
