@@ -65,11 +65,12 @@ func mainErr(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	mach := thisMachine(engine)
 	res, err := run(ctx, endpoint, opts, os.Stderr)
 	if err != nil {
 		return err
 	}
-	return writeReport(os.Stdout, res, thisMachine(engine))
+	return writeReport(os.Stdout, res, mach)
 }
 
 func parseFlags(args []string) (options, string, error) {

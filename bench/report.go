@@ -22,6 +22,9 @@ type machine struct {
 	OSArch string
 	Engine string // e.g. "dynalite 4.0.0", as the caller names it
 	Date   time.Time
+	// Load is the 1-minute load average before the run, where the system
+	// tells it: other work on the machine skews every figure.
+	Load string
 }
 
 func thisMachine(engine string) machine {
@@ -35,7 +38,19 @@ func thisMachine(engine string) machine {
 		OSArch: runtime.GOOS + "/" + runtime.GOARCH,
 		Engine: engine,
 		Date:   time.Now().UTC(),
+		Load:   loadAverage(),
 	}
+}
+
+// loadAverage reads the 1-minute load average on Linux; elsewhere it is
+// unknown.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	load, _, _ := strings.Cut(string(b), " ")
+	return load
 }
 
 // cpuModel reads the processor's name on Linux; elsewhere it is unknown.
@@ -58,10 +73,10 @@ func cpuModel() string {
 func writeReport(w io.Writer, res *result, mach machine) error {
 	b := &strings.Builder{}
 	o := res.opts
-	fmt.Fprintf(b, "Measured %s on %s (%d CPUs, %s), %s, against %s on loopback. "+
+	fmt.Fprintf(b, "Measured %s on %s (%d CPUs, %s; load average %s before the run), %s, against %s on loopback. "+
 		"%d alternating rounds of %d requests per variant, per delay and per concurrency; %d signed-in users per variant; "+
 		"allocations over %d rounds of %d requests.\n\n",
-		mach.Date.Format("2006-01-02"), mach.CPU, mach.CPUs, mach.OSArch, mach.Go, mach.Engine,
+		mach.Date.Format("2006-01-02"), mach.CPU, mach.CPUs, mach.OSArch, mach.Load, mach.Go, mach.Engine,
 		o.rounds, o.requests, o.sessions, o.allocRounds, o.sessions/2)
 
 	b.WriteString("#### Cost per 1,000 authenticated requests\n\n")
