@@ -45,6 +45,12 @@ var expected = map[string]perRequest{
 	"scs v2.9.0, plain DynamoDB store, IdleTimeout": {
 		Calls: map[string]float64{"GetItem": 2, "PutItem": 1}, Writes: 1, RCU: 2, WCU: 1, CookiesSent: 1,
 	},
+	"scs v2.9.0, this project's scsstore, IdleTimeout": {
+		// scsstore skips a commit that moves the expiry by less than its
+		// MinCommitInterval, a minute, longer than this test runs; scs
+		// re-sends the cookie all the same.
+		Calls: map[string]float64{"GetItem": 2}, RCU: 2, CookiesSent: 1,
+	},
 	"floor: 2 GetItems in turn (bare SDK)": {
 		Calls: map[string]float64{"GetItem": 2}, RCU: 2,
 	},

@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.21
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession/scsstore v0.0.0-00010101000000-000000000000
 	github.com/google/go-cmp v0.7.0
 )
 
@@ -48,6 +49,8 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 )
 
-// The root module is not published on any proxy; build against this
-// checkout's copy.
+// The project's modules are not published on any proxy; build against
+// this checkout's copies.
 replace github.com/ddbsession/ddbsession => ../
+
+replace github.com/ddbsession/ddbsession/scsstore => ../scsstore

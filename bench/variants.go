@@ -20,23 +20,22 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/scsstore"
 )
 
 // variants are the ways of serving an authenticated request that the
 // benchmark compares, in the order of its rounds and of the report. Adding
 // a peer is one more entry here (and its expected calls in the smoke
-// test). The project's own scs store, once its module is in the workspace,
-// is the entry
-//
-//	{name: "scs v2.9.0, scsstore, IdleTimeout", signIn: signInSCS(func(c ddbsession.Client, table string) (scs.Store, error) {
-//		return scsstore.New(scsstore.Config{Client: c, Table: table})
-//	})},
+// test).
 var variants = []variant{
 	{name: "ddbsession, one round trip", role: roleOneRoundTrip, signIn: signInDDBSession(ddbsessionSetup{})},
 	{name: "ddbsession, one round trip, refresh due on every request", role: roleRefreshDue, signIn: signInDDBSession(ddbsessionSetup{refreshEvery: 1})},
 	{name: "ddbsession, one round trip, refresh due on 1 in 10", role: roleRefreshMix, splitByCookie: true, signIn: signInDDBSession(ddbsessionSetup{refreshEvery: 10})},
 	{name: "ddbsession, two reads (HideUserKey)", role: roleTwoReads, signIn: signInDDBSession(ddbsessionSetup{hideUserKey: true})},
 	{name: "scs v2.9.0, plain DynamoDB store, IdleTimeout", signIn: signInSCS(newPlainStore)},
+	{name: "scs v2.9.0, this project's scsstore, IdleTimeout", signIn: signInSCS(func(c ddbsession.Client, table string) (scs.Store, error) {
+		return scsstore.New(scsstore.Config{Client: c, Table: table})
+	})},
 	{name: "floor: 2 GetItems in turn (bare SDK)", role: roleFloorTwoGets, signIn: signInFloor(false)},
 	{name: "floor: 1 BatchGetItem (bare SDK)", role: roleFloorBatch, signIn: signInFloor(true)},
 }
