@@ -164,7 +164,13 @@ type ddbsessionSetup struct {
 
 func signInDDBSession(s ddbsessionSetup) func(ctx context.Context, e *env, n int) (builder, error) {
 	return func(ctx context.Context, e *env, n int) (builder, error) {
-		cfg := ddbsession.Config[User]{Client: e.client, Table: e.table, HideUserKey: s.hideUserKey, Logger: e.logger}
+		cfg := ddbsession.Config[User]{
+			Client: e.client, Table: e.table, HideUserKey: s.hideUserKey, Logger: e.logger,
+			// An engine overloaded on a small machine shows as latency, as
+			// it does for the peers, which have no timeout: not as 503s
+			// that would end the run.
+			StoreTimeout: time.Minute,
+		}
 		var beforeLogin func(i int)
 		if s.refreshEvery > 0 {
 			clock := &refreshClock{start: time.Now(), sessions: n, every: s.refreshEvery}
