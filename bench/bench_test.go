@@ -1,0 +1,212 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+
+// perRequest is what one authenticated request of a variant costs, as the
+// proxy counts it.
+type perRequest struct {
+	Calls              map[string]float64
+	Writes, RCU, WCU   float64
+	CookiesSent        float64
+	CookiesSentBetween [2]float64 // instead of CookiesSent, when it varies
+}
+
+// expected holds, for every variant, what its requests must cost. A variant
+// without an entry fails the test: add its expected calls here.
+var expected = map[string]perRequest{
+	"ddbsession, one round trip": {
+		Calls: map[string]float64{"BatchGetItem": 1}, RCU: 2,
+	},
+	"ddbsession, one round trip, refresh due on every request": {
+		Calls: map[string]float64{"BatchGetItem": 1, "UpdateItem": 2}, Writes: 2, RCU: 2, WCU: 2, CookiesSent: 1,
+	},
+	"ddbsession, one round trip, refresh due on 1 in 10": {
+		// Checked apart: a tenth of the requests, give or take.
+		CookiesSentBetween: [2]float64{0.05, 0.15},
+	},
+	"ddbsession, two reads (HideUserKey)": {
+		Calls: map[string]float64{"GetItem": 2}, RCU: 2,
+	},
+	"scs v2.9.0, plain DynamoDB store, IdleTimeout": {
+		Calls: map[string]float64{"GetItem": 2, "PutItem": 1}, Writes: 1, RCU: 2, WCU: 1, CookiesSent: 1,
+	},
+	"scs v2.9.0, this project's scsstore, IdleTimeout": {
+		// scsstore skips a commit that moves the expiry by less than its
+		// MinCommitInterval, a minute, longer than this test runs; scs
+		// re-sends the cookie all the same.
+		Calls: map[string]float64{"GetItem": 2}, RCU: 2, CookiesSent: 1,
+	},
+	"floor: 2 GetItems in turn (bare SDK)": {
+		Calls: map[string]float64{"GetItem": 2}, RCU: 2,
+	},
+	"floor: 1 BatchGetItem (bare SDK)": {
+		Calls: map[string]float64{"BatchGetItem": 1}, RCU: 2,
+	},
+}
+
+// TestEveryVariant runs the whole benchmark at a tiny size, so that every
+// variant serves signed-in requests through the proxy at two delays and
+// two concurrencies, and checks what each request cost.
+func TestEveryVariant(t *testing.T) {
+	opts := options{
+		delays:      []time.Duration{0, time.Millisecond},
+		concurrency: []int{1, 3},
+		rounds:      2,
+		requests:    12,
+		sessions:    16,
+		allocRounds: 1,
+	}
+	res, err := run(t.Context(), os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), opts, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.variants) != len(variants) {
+		t.Fatalf("%d variants measured, want %d", len(res.variants), len(variants))
+	}
+	for _, v := range res.variants {
+		t.Run(v.name, func(t *testing.T) {
+			want, ok := expected[v.name]
+			if !ok {
+				t.Fatalf("no expected calls for variant %q: add them to expected", v.name)
+			}
+			got := costPerRequest(&v)
+			if want.CookiesSentBetween != [2]float64{} {
+				// Every refresh is 2 UpdateItems; the rest is the one round trip.
+				if lo, hi := want.CookiesSentBetween[0], want.CookiesSentBetween[1]; got.CookiesSent < lo || got.CookiesSent > hi {
+					t.Errorf("%.3f requests of every one sent a cookie, want between %.2f and %.2f", got.CookiesSent, lo, hi)
+				}
+				want = perRequest{
+					Calls:  map[string]float64{"BatchGetItem": 1, "UpdateItem": 2 * got.CookiesSent},
+					Writes: 2 * got.CookiesSent, RCU: 2, WCU: 2 * got.CookiesSent, CookiesSent: got.CookiesSent,
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("per request (-want +got):\n%s", diff)
+			}
+			for at := range v.samples {
+				if n := len(v.samples[at]); n != opts.rounds*opts.requests {
+					t.Errorf("%v, concurrency %d: %d requests timed, want %d", at.delay, at.concurrency, n, opts.rounds*opts.requests)
+				}
+			}
+			if len(v.allocs) != 1 || v.allocs[0] <= 0 || len(v.ownAllocs) != 1 {
+				t.Errorf("allocations %v, own %v: want one positive count each", v.allocs, v.ownAllocs)
+			}
+		})
+	}
+
+	var report strings.Builder
+	if err := writeReport(&report, res, thisMachine("test engine")); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range variants {
+		if !strings.Contains(report.String(), "| "+v.name) {
+			t.Errorf("the report has no row for %q:\n%s", v.name, report.String())
+		}
+	}
+	for _, heading := range []string{"#### Cost per 1,000", "#### Latency, no delay added", "#### Latency, 1ms added", "#### Checks"} {
+		if !strings.Contains(report.String(), heading) {
+			t.Errorf("the report has no %q:\n%s", heading, report.String())
+		}
+	}
+}
+
+// costPerRequest is a variant's tally over all its rounds, per request.
+func costPerRequest(v *variantResult) perRequest {
+	var got perRequest
+	got.Calls = map[string]float64{}
+	requests := 0
+	for _, r := range v.rounds {
+		requests += r.requests
+		for op, n := range r.tally.Calls {
+			got.Calls[op] += float64(n)
+		}
+		got.Writes += float64(r.tally.Writes)
+		got.RCU += r.tally.RCU
+		got.WCU += r.tally.WCU
+		got.CookiesSent += float64(r.cookies)
+	}
+	for op := range got.Calls {
+		got.Calls[op] /= float64(requests)
+	}
+	got.Writes /= float64(requests)
+	got.RCU /= float64(requests)
+	got.WCU /= float64(requests)
+	got.CookiesSent /= float64(requests)
+	return got
+}
+
+// The proxy holds each call for its delay, counts it by operation, and
+// counts a conditional write that fails as one write unit.
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	p, err := startProxy(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	direct := ddbtest.Client(t)
+	table := ddbtest.TableName(t, direct)
+	if _, err := direct.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            &table,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(tablePK), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(tablePK), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamodb.NewTableExistsWaiter(direct).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	const delay = 30 * time.Millisecond
+	p.setDelay(delay)
+	c := newClient(p.url)
+	item := map[string]types.AttributeValue{tablePK: &types.AttributeValueMemberS{Value: "a"}}
+	start := time.Now()
+	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("a call through the proxy took %v, want at least its delay %v", took, delay)
+	}
+	p.setDelay(0)
+	_, err = c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &table, Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		t.Fatalf("conditional PutItem on an existing item: %v, want ConditionalCheckFailedException", err)
+	}
+	if _, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: item, ConsistentRead: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	want := tally{Calls: map[string]int{"PutItem": 2, "GetItem": 1}, Writes: 2, RCU: 1, WCU: 2, FailedConditional: 1}
+	if diff := cmp.Diff(want, p.take()); diff != "" {
+		t.Errorf("tally (-want +got):\n%s", diff)
+	}
+}
+
+// testWriter sends the benchmark's progress to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
