@@ -8,10 +8,9 @@
 //
 // It serves authenticated requests of every variant in [variants]:
 // ddbsession with its one-round-trip read, the same with a refresh due on
-// every request and on 1 in 10, ddbsession's two-read path (HideUserKey),
-// scs with a plain DynamoDB store that commits every request and with this
-// project's scsstore, and the bare SDK floors (two GetItems in turn; one
-// BatchGetItem). Every call goes through a proxy on
+// every request, ddbsession's two-read path (HideUserKey), scs with a plain
+// DynamoDB store that commits every request, and the bare SDK floors (two
+// GetItems in turn; one BatchGetItem). Every call goes through a proxy on
 // 127.0.0.1 in this process, which holds it for a fixed delay (2 ms is
 // close to DynamoDB's latency within a region) and counts calls, writes and
 // capacity units per operation. Variants alternate round by round (ABCABC),
