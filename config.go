@@ -168,12 +168,51 @@ type Config[U any] struct {
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
 
+	// DeviceBinding offers Device Bound Session Credentials (DBSC) to
+	// browsers that support them: see [DeviceBinding]. Off by default.
+	DeviceBinding DeviceBinding
+
 	// Logger receives store failures. Tokens never appear in its records.
 	// Default slog.Default().
 	Logger *slog.Logger
 
 	// Now is the clock. Default time.Now. Tests inject their own.
 	Now func() time.Time
+}
+
+// DeviceBinding configures Device Bound Session Credentials (DBSC, W3C
+// webappsec-dbsc). With Enabled, a cookie Login offers the browser to bind
+// the new session to a private key that never leaves the device; a browser
+// that accepts proves possession of the key, through the handler that
+// [Manager.DeviceBindingHandler] returns, each time it needs a fresh bound
+// cookie. From then on the session is valid only with both cookies: a copy
+// of the session cookie, taken off the machine, stops working when the
+// bound cookie it came with expires. Browsers without DBSC ignore the offer.
+// See "Device-bound sessions" in the package documentation.
+type DeviceBinding struct {
+	// Enabled offers binding on cookie logins. Sessions bound while it was
+	// on stay bound when it is turned off: they then end at their bound
+	// cookie's expiry, for want of a handler to refresh it.
+	Enabled bool
+
+	// RegistrationPath and RefreshPath are the URL paths at which the
+	// handler answers, where the app mounts it. Defaults "/dbsc/register"
+	// and "/dbsc/refresh".
+	RegistrationPath string
+	RefreshPath      string
+
+	// CookieName names the bound cookie. The "__Host-" prefix is added if
+	// missing. Default "__Host-bound".
+	CookieName string
+
+	// CookieLifetime is how long a bound cookie is valid: the most that a
+	// stolen copy of the cookies stays useful. Browsers refresh it ahead of
+	// its expiry (Chromium within 2 minutes of it), signing with the device
+	// key each time, and limit how often they sign (Chromium 6 times in 9
+	// minutes per site), so below about 5 minutes a busy page refreshes on
+	// most requests and runs out of signatures. Default 10 minutes; at
+	// least 10 seconds, for tests.
+	CookieLifetime time.Duration
 }
 
 const hostPrefix = "__Host-"
@@ -294,6 +333,10 @@ func (c Config[U]) withDefaults() (Config[U], error) {
 		return c, fmt.Errorf("ddbsession: Config.ExpiryIndexShards %d: must be between 1 and 100", c.ExpiryIndexShards)
 	}
 
+	if err := c.DeviceBinding.withDefaults(c.InsecureDevMode, c.CookieName); err != nil {
+		return c, err
+	}
+
 	if c.Unauthorized == nil {
 		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")
 	}
@@ -307,6 +350,41 @@ func (c Config[U]) withDefaults() (Config[U], error) {
 		c.Now = time.Now
 	}
 	return c, nil
+}
+
+func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error {
+	setDefault(&d.RegistrationPath, "/dbsc/register")
+	setDefault(&d.RefreshPath, "/dbsc/refresh")
+	for _, p := range []string{d.RegistrationPath, d.RefreshPath} {
+		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\"?#;, \t\r\n") {
+			return fmt.Errorf("ddbsession: Config.DeviceBinding path %q: must start with / and hold no quote, query, fragment, comma, semicolon or space", p)
+		}
+	}
+	if d.RegistrationPath == d.RefreshPath {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.RegistrationPath and RefreshPath are both %q", d.RefreshPath)
+	}
+	setDefault(&d.CookieName, hostPrefix+"bound")
+	if !strings.HasPrefix(d.CookieName, hostPrefix) {
+		d.CookieName = hostPrefix + d.CookieName
+	}
+	if err := (&http.Cookie{Name: d.CookieName, Value: "x"}).Valid(); err != nil {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieName %q: %w", d.CookieName, err)
+	}
+	if d.CookieName == sessionCookie || d.CookieName == hostPrefix+sessionCookie {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieName %q is the session cookie's name", d.CookieName)
+	}
+	if d.CookieLifetime == 0 {
+		d.CookieLifetime = 10 * time.Minute
+	}
+	if d.CookieLifetime < 10*time.Second {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieLifetime %v: must be at least 10s", d.CookieLifetime)
+	}
+	if d.Enabled && insecure {
+		// Browsers bind sessions only on secure origins, and a bound
+		// cookie in clear text would be as easy to copy as the other.
+		return errors.New("ddbsession: Config.DeviceBinding.Enabled needs HTTPS; it cannot be combined with InsecureDevMode")
+	}
+	return nil
 }
 
 func setDefault(field *string, value string) {

@@ -27,17 +27,19 @@ type Event struct {
 type EventKind uint8
 
 const (
-	EventCreated     EventKind = iota + 1 // Login, LoginWith or LoginBearer made a session
-	EventRefreshed                        // a request moved the expiry forward (reported once written)
-	EventRotated                          // Login ended a session the request carried
-	EventEnded                            // Logout ended a session
-	EventRevoked                          // Revoke ended one session
-	EventRevokedAll                       // RevokeAll ended all of a user's sessions
-	EventRejected                         // a request's credential granted no session; see Reason
-	EventStoreFailed                      // DynamoDB failed or timed out; the request failed closed
+	EventCreated        EventKind = iota + 1 // Login, LoginWith or LoginBearer made a session
+	EventRefreshed                           // a request moved the expiry forward (reported once written)
+	EventRotated                             // Login ended a session the request carried
+	EventEnded                               // Logout ended a session
+	EventRevoked                             // Revoke ended one session
+	EventRevokedAll                          // RevokeAll ended all of a user's sessions
+	EventRejected                            // a request's credential granted no session; see Reason
+	EventStoreFailed                         // DynamoDB failed or timed out; the request failed closed
+	EventBound                               // a browser bound a session to its device key (DBSC)
+	EventBoundRefreshed                      // a bound session's device proved itself for a fresh bound cookie
 )
 
-var eventNames = [...]string{"", "created", "refreshed", "rotated", "ended", "revoked", "revoked-all", "rejected", "store-failed"}
+var eventNames = [...]string{"", "created", "refreshed", "rotated", "ended", "revoked", "revoked-all", "rejected", "store-failed", "bound", "bound-refreshed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {
@@ -57,9 +59,10 @@ const (
 	ReasonCutoff                             // created before the user's sessions-valid-after cutoff (RevokeAll)
 	ReasonUserMissing                        // the user item is gone
 	ReasonUserMismatch                       // the credential names another user than the session's
+	ReasonNotBound                           // a device-bound session without a valid bound cookie: a copy of its cookie
 )
 
-var reasonNames = [...]string{"", "malformed", "unknown", "expired", "absolute-lifetime", "cutoff", "user-missing", "user-mismatch"}
+var reasonNames = [...]string{"", "malformed", "unknown", "expired", "absolute-lifetime", "cutoff", "user-missing", "user-mismatch", "not-bound"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

@@ -90,10 +90,15 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 		valid, shown bool
 	}{
 		{"format 1", func(_, _ map[string]types.AttributeValue) {}, true, true},
-		{"unknown version 2", func(session, index map[string]types.AttributeValue) {
+		{"format 2: device-bound, and no bound cookie sent", func(session, index map[string]types.AttributeValue) {
 			session["v"], index["v"] = attrN(2), attrN(2)
+			session["boundKey"] = attrS(`{"kty":"EC"}`)
+			session["boundCookie"], session["boundExpires"] = attrS("digest"), attrN(start.Add(time.Hour).Unix())
+		}, false, true},
+		{"unknown version 3", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(3), attrN(3)
 		}, false, false},
-		{"index item of version 2", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(2) }, true, false},
+		{"index item of version 3", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(3) }, true, false},
 		{"no version", func(session, index map[string]types.AttributeValue) {
 			delete(session, "v")
 			delete(index, "v")
@@ -161,6 +166,7 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 				var want []ddbsession.SessionInfo
 				if tc.shown {
 					want = []ddbsession.SessionInfo{{Session: h.session()}}
+					want[0].DeviceBound = attrText(index["v"]) == "N:2"
 				}
 				if diff := cmp.Diff(want, e.mustList(alice), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("List (-want +got):\n%s", diff)
@@ -329,7 +335,7 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	// An item in an unknown format is logged about.
 	hs := newHandSession(alice)
 	session, _ := hs.items()
-	session["v"] = attrN(2)
+	session["v"] = attrN(3)
 	e.putItem(session)
 	tokens = append(tokens, hs.token)
 	if got := e.status(&http.Cookie{Name: e.m.CookieName(), Value: hs.token}); got != http.StatusUnauthorized {

@@ -116,6 +116,16 @@ func (m *Manager[U]) authenticate(w http.ResponseWriter, r *http.Request) (_ Ses
 	if err != nil {
 		return Session{}, u, bearer, err
 	}
+	if s.DeviceBound && (bearer || !m.boundCookieValid(r, s, now)) {
+		// The session cookie stays: the device's browser refreshes its
+		// bound cookie before it sends a request without one, so this is
+		// most likely a copy, and the session is not the copy's to end.
+		if m.cfg.OnEvent != nil {
+			m.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonNotBound, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
+		}
+		var zero U
+		return Session{}, zero, bearer, rejected(ReasonNotBound)
+	}
 	if next, ok := m.refresh(ctx, sessionPK, s, now); ok {
 		s = next
 		if bearer {
@@ -189,6 +199,9 @@ func (m *Manager[U]) login(w http.ResponseWriter, r *http.Request, user UserKey,
 		return err
 	}
 	m.setCookie(w, token, s, now)
+	if m.cfg.DeviceBinding.Enabled {
+		m.offerBinding(w, s)
+	}
 	return nil
 }
 
@@ -257,6 +270,11 @@ func (m *Manager[U]) signIn(r *http.Request, user UserKey, verify func(U) error,
 	created := max(now.UnixMilli(), validAfter.UnixMilli()+1)
 	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
 	s.BrowserOnly = endCarried && m.cfg.KeepSignedIn != nil && !m.cfg.KeepSignedIn(r)
+	if endCarried && m.cfg.DeviceBinding.Enabled {
+		// The challenge of the offer to bind, which the Login response
+		// makes, goes in with the session: it costs no write of its own.
+		s.Challenge = m.newChallenge(now)
+	}
 	token := item.NewToken()
 	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {
 		return "", none, now, err
@@ -275,6 +293,9 @@ func (m *Manager[U]) signIn(r *http.Request, user UserKey, verify func(U) error,
 // that hangs up at once is still signed out.
 func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	m.clearCookie(w)
+	if len(r.CookiesNamed(m.cfg.DeviceBinding.CookieName)) > 0 {
+		m.writeBoundCookie(w, "", -1)
+	}
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	return m.endRequestSessions(ctx, r, EventEnded)

@@ -47,6 +47,9 @@ type Session struct {
 	RefreshedAt time.Time
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
 	UserAgent   string
+	// DeviceBound says that the session is bound to a key on its device
+	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
+	DeviceBound bool
 }
 
 // sessionOf converts a decoded item to the public Session.
@@ -58,6 +61,7 @@ func sessionOf(s item.Session) Session {
 		RefreshedAt: s.RefreshedAt,
 		ExpiresAt:   s.ExpiresAt,
 		UserAgent:   s.UserAgent,
+		DeviceBound: s.DeviceBound,
 	}
 }
 

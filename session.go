@@ -82,7 +82,9 @@ func (l lifetimes) refreshed(s item.Session, now time.Time) (item.Session, bool)
 // another error only when the store failed. It does not refresh the session,
 // so a session used only through Check expires after [Config.IdleTimeout];
 // it never writes. A router's middleware (gin's, say) must therefore wrap
-// RequireSession, as example/routers does, not call Check.
+// RequireSession, as example/routers does, not call Check. A device-bound
+// session is never valid through Check, which has no bound cookie to see:
+// a WebSocket upgrade from its browser goes through RequireSession.
 func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error) {
 	cred, ok := m.store.ParseCredential(token)
 	if !ok {
@@ -92,6 +94,9 @@ func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
 	s, u, err := m.check(ctx, cred, m.store.SessionPK(cred.Token), m.cfg.Now())
+	if err == nil && s.DeviceBound {
+		err = rejected(ReasonNotBound) // proof of the device comes with a request only
+	}
 	switch {
 	case errors.Is(err, ErrNoSession):
 		var zero U

@@ -430,3 +430,127 @@ func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput
 	}
 	return found, nil
 }
+
+// errChallengeUsed is a device binding write's failed condition: the
+// challenge it answers was used, replaced or expired meanwhile, or the
+// session changed (bound already, or gone).
+var errChallengeUsed = errors.New("ddbsession: challenge used or session changed")
+
+// bind binds session s to a device key: it answers the challenge jti,
+// which must still be the session's and unexpired, and the session must
+// not be bound yet, so that a challenge binds once and a bound session is
+// never bound to another key. The session item becomes VersionBound with
+// the key, its first bound cookie and the next challenge; then its index
+// item becomes VersionBound too, so that List shows it. A failure there is
+// only logged: the session is bound either way.
+func (st *store) bind(ctx context.Context, sessionPK string, s item.Session, jti, key string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &st.table,
+		Key:       st.SessionKey(sessionPK),
+		UpdateExpression: aws.String("SET #v = :bound, #key = :key, #cookie = :cookie, #cookieExp = :cookieExp, " +
+			"#challenge = :next, #challengeExp = :nextExp"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :unbound AND #challenge = :jti AND #challengeExp > :now AND #ttl > :now"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#key": item.AttrBoundKey,
+			"#cookie": item.AttrBoundCookie, "#cookieExp": item.AttrBoundExpires,
+			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":bound": item.Num(item.VersionBound), ":unbound": item.Num(item.Version),
+			":key": item.Str(key), ":cookie": item.Str(cookie.Digest), ":cookieExp": item.Num(cookie.Expires.Unix()),
+			":next": item.Str(next.Value), ":nextExp": item.Num(next.Expires.Unix()),
+			":jti": item.Str(jti), ":now": item.Num(now.Unix()),
+		},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return errChallengeUsed
+	}
+	if err != nil {
+		return fmt.Errorf("ddbsession: bind session: %w", err)
+	}
+	if st.HashOnly() {
+		return nil
+	}
+	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &st.table,
+		Key:                       st.IndexKey(s),
+		UpdateExpression:          aws.String("SET #v = :bound"),
+		ConditionExpression:       aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#v": item.AttrVersion},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":bound": item.Num(item.VersionBound)},
+	})
+	if err != nil && !errors.As(err, &failed) {
+		st.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
+	}
+	return nil
+}
+
+// rebind gives bound session s a fresh bound cookie for the challenge jti,
+// which must still be the session's and unexpired: a challenge is answered
+// once. The cookie s was read with stays valid until its own expiry, for
+// requests already on their way with it; the one before it is dropped.
+func (st *store) rebind(ctx context.Context, sessionPK string, s item.Session, jti string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
+	prev := s.Binding.Cookies[0]
+	set := "SET #cookie = :cookie, #cookieExp = :cookieExp, #challenge = :next, #challengeExp = :nextExp"
+	values := map[string]types.AttributeValue{
+		":bound": item.Num(item.VersionBound), ":key": item.Str(s.Binding.Key),
+		":cookie": item.Str(cookie.Digest), ":cookieExp": item.Num(cookie.Expires.Unix()),
+		":next": item.Str(next.Value), ":nextExp": item.Num(next.Expires.Unix()),
+		":jti": item.Str(jti), ":now": item.Num(now.Unix()),
+	}
+	if prev.Digest != "" {
+		set += ", #prev = :prev, #prevExp = :prevExp"
+		values[":prev"], values[":prevExp"] = item.Str(prev.Digest), item.Num(prev.Expires.Unix())
+	}
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &st.table,
+		Key:                 st.SessionKey(sessionPK),
+		UpdateExpression:    aws.String(set),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :bound AND #key = :key AND #challenge = :jti AND #challengeExp > :now AND #ttl > :now"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#key": item.AttrBoundKey,
+			"#cookie": item.AttrBoundCookie, "#cookieExp": item.AttrBoundExpires,
+			"#prev": item.AttrBoundPrev, "#prevExp": item.AttrBoundPrevExpires,
+			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,
+		},
+		ExpressionAttributeValues: values,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return errChallengeUsed
+	}
+	if err != nil {
+		return fmt.Errorf("ddbsession: refresh bound cookie: %w", err)
+	}
+	return nil
+}
+
+// setChallenge makes next the challenge that bound session id awaits, with
+// one write and no read: the condition finds the session bound, live and
+// of that ID, or the write fails with errChallengeUsed. Whether the user
+// revoked it meanwhile is for the answer to the challenge to find out.
+func (st *store) setChallenge(ctx context.Context, sessionPK, id string, next item.Challenge, now time.Time) error {
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &st.table,
+		Key:                 st.SessionKey(sessionPK),
+		UpdateExpression:    aws.String("SET #challenge = :next, #challengeExp = :nextExp"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :bound AND #sid = :sid AND #ttl > :now"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#sid": item.AttrID,
+			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":bound": item.Num(item.VersionBound), ":sid": item.Str(id),
+			":next": item.Str(next.Value), ":nextExp": item.Num(next.Expires.Unix()), ":now": item.Num(now.Unix()),
+		},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return errChallengeUsed
+	}
+	if err != nil {
+		return fmt.Errorf("ddbsession: set challenge: %w", err)
+	}
+	return nil
+}

@@ -22,12 +22,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Version is the item format this release writes, in attribute "v".
-// Additive changes keep it; an incompatible change bumps it, and a release
-// that reads the new format ships before one that writes it. A reader that
-// meets a version it does not know treats the item as absent: failing closed
-// is safer than misreading it.
+// Version is the item format this release writes, in attribute "v", for a
+// session that is not device-bound. Additive changes keep it; an
+// incompatible change bumps it, and a release that reads the new format
+// ships before one that writes it. A reader that meets a version it does not
+// know treats the item as absent: failing closed is safer than misreading it.
 const Version = 1
+
+// VersionBound is the version of the session and index items of a
+// device-bound session (DBSC). A release that knows nothing of device
+// binding would read such a session as a plain one and accept it without
+// its bound cookie; with a version of its own, that release treats it as
+// absent instead. The version is therefore also where a bound session is
+// marked as bound: one fact in one place.
+const VersionBound = 2
 
 // Attribute names of session and index items.
 const (
@@ -42,6 +50,15 @@ const (
 	AttrSessionPK    = "sessionPK"    // index items only
 	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
 	AttrBrowserOnly  = "browserOnly"  // 1 for a session whose cookie ends with the browser
+
+	// Device binding (DBSC), session items only.
+	AttrBoundKey         = "boundKey"         // the device's public key: a JWK, in JSON
+	AttrBoundCookie      = "boundCookie"      // base64url(SHA-256(bound cookie value))
+	AttrBoundExpires     = "boundExpires"     // its expiry, epoch seconds
+	AttrBoundPrev        = "boundPrev"        // the bound cookie before the last refresh
+	AttrBoundPrevExpires = "boundPrevExpires" // its expiry, epoch seconds
+	AttrChallenge        = "challenge"        // the DBSC challenge the session awaits
+	AttrChallengeExpires = "challengeExpires" // its expiry, epoch seconds
 )
 
 // Values of [AttrKind].
@@ -56,6 +73,8 @@ var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
 	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true,
+	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
+	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true,
 }
 
 // Reserved reports whether name is one of the format's own attribute names.
@@ -127,6 +146,38 @@ type Session struct {
 	// BrowserOnly marks a session whose cookie has no Max-Age, so that it
 	// ends when the browser closes; a refresh keeps it so.
 	BrowserOnly bool
+	// DeviceBound marks a session bound to a device key (DBSC), stored as
+	// [VersionBound]. A bound session is valid only with its bound cookie.
+	DeviceBound bool
+	// Binding is what a bound session item holds of its binding; zero in
+	// an index item and in an item that is not bound.
+	Binding Binding
+	// Challenge is the DBSC challenge the session awaits, if any: for its
+	// registration, then for its next refresh. Session items only.
+	Challenge Challenge
+}
+
+// Binding is a device-bound session's key and the short-lived cookies that
+// prove, between refreshes, that a request comes from the device. The
+// table holds only the cookies' digests, as it holds only the token's.
+type Binding struct {
+	Key string // the device's public key, a JWK in JSON
+	// Cookies are the bound cookie issued at the last refresh and the one
+	// before it, which requests already on their way may still carry.
+	Cookies [2]BoundCookie
+}
+
+// BoundCookie is one bound cookie, by digest.
+type BoundCookie struct {
+	Digest  string    // base64url(SHA-256(value)); empty for none
+	Expires time.Time // whole seconds
+}
+
+// Challenge is a DBSC challenge: a random value the device signs, once,
+// before it expires.
+type Challenge struct {
+	Value   string
+	Expires time.Time // whole seconds
 }
 
 // Errors of [Layout.Decode].
@@ -239,7 +290,7 @@ func (l *Layout) EncodeIndex(sessionPK string, s Session) map[string]types.Attri
 }
 
 func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s Session) {
-	av[AttrVersion] = Num(Version)
+	av[AttrVersion] = Num(versionOf(s))
 	av[AttrKind] = Str(kind)
 	av[AttrID] = Str(s.ID)
 	av[AttrUserPK] = Str(s.UserPK)
@@ -255,20 +306,56 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.BrowserOnly {
 		av[AttrBrowserOnly] = Num(1)
 	}
+	if kind != KindSession {
+		return
+	}
+	if s.Binding.Key != "" {
+		av[AttrBoundKey] = Str(s.Binding.Key)
+	}
+	for i, names := range boundCookieAttrs {
+		if c := s.Binding.Cookies[i]; c.Digest != "" {
+			av[names[0]] = Str(c.Digest)
+			av[names[1]] = Num(c.Expires.Unix())
+		}
+	}
+	if s.Challenge.Value != "" {
+		av[AttrChallenge] = Str(s.Challenge.Value)
+		av[AttrChallengeExpires] = Num(s.Challenge.Expires.Unix())
+	}
+}
+
+// boundCookieAttrs name Binding.Cookies' digest and expiry attributes.
+var boundCookieAttrs = [2][2]string{
+	{AttrBoundCookie, AttrBoundExpires},
+	{AttrBoundPrev, AttrBoundPrevExpires},
+}
+
+func versionOf(s Session) int64 {
+	if s.DeviceBound {
+		return VersionBound
+	}
+	return Version
 }
 
 // Decode reads a session or index item (kind is [KindSession] or
 // [KindIndex]). It returns [ErrOtherKind] for any other item, and an error
 // wrapping [ErrMalformed] for an item of that kind that is not in format
-// [Version]: every attribute but userSK and userAgent is required.
+// [Version] or [VersionBound]: every attribute but userSK, userAgent,
+// browserOnly and those of device binding is required. A bound session item
+// that lacks its key or bound cookie decodes as bound all the same: no
+// bound cookie matches it, so it fails closed.
 func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Session, error) {
 	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != kind {
 		return Session{}, ErrOtherKind
 	}
 	d := decoder{av: av}
 	var s Session
-	if v := d.num(AttrVersion); d.err == nil && v != Version {
-		return Session{}, fmt.Errorf("%w: format version %d is not %d", ErrMalformed, v, Version)
+	switch v := d.num(AttrVersion); {
+	case d.err != nil:
+	case v == VersionBound:
+		s.DeviceBound = true
+	case v != Version:
+		return Session{}, fmt.Errorf("%w: format version %d is neither %d nor %d", ErrMalformed, v, Version, VersionBound)
 	}
 	s.ID = d.str(AttrID, true)
 	s.UserPK = d.str(AttrUserPK, true)
@@ -283,10 +370,28 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	if _, present := av[AttrBrowserOnly]; present {
 		s.BrowserOnly = d.num(AttrBrowserOnly) == 1
 	}
+	if kind == KindSession {
+		d.dbsc(&s)
+	}
 	if d.err != nil {
 		return Session{}, d.err
 	}
 	return s, nil
+}
+
+// dbsc reads a session item's device binding and challenge, all optional.
+func (d *decoder) dbsc(s *Session) {
+	if s.DeviceBound {
+		s.Binding.Key = d.str(AttrBoundKey, false)
+		for i, names := range boundCookieAttrs {
+			if digest := d.str(names[0], false); digest != "" {
+				s.Binding.Cookies[i] = BoundCookie{Digest: digest, Expires: time.Unix(d.num(names[1]), 0)}
+			}
+		}
+	}
+	if value := d.str(AttrChallenge, false); value != "" {
+		s.Challenge = Challenge{Value: value, Expires: time.Unix(d.num(AttrChallengeExpires), 0)}
+	}
 }
 
 // decoder reads attributes and keeps the first problem it meets.
@@ -375,9 +480,18 @@ func Bucket(hour time.Time, shard int) string {
 }
 
 // Projection lists the attributes the expiry index projects besides its
-// keys: enough to decode a session item.
+// keys: enough to decode a session item. The device binding is left out: it
+// is the middleware's alone, and a reader of the index learns whether a
+// session is bound from "v".
 func Projection() []string {
 	return []string{AttrVersion, AttrKind, AttrID, AttrUserPK, AttrUserSK, AttrCreatedAt, AttrRefreshedAt, AttrUserAgent}
+}
+
+// Digest is how the table holds a secret it must recognise but never
+// reveal, such as a bound cookie's value: base64url(SHA-256(secret)).
+func Digest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // A token is rand.Text's output: 26 characters of the RFC 4648 base32

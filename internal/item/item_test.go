@@ -71,7 +71,7 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"other kind", func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindIndex) }, ErrOtherKind},
 		{"no kind", func(av map[string]types.AttributeValue) { delete(av, AttrKind) }, ErrOtherKind},
-		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(2) }, ErrMalformed},
+		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(3) }, ErrMalformed},
 		{"no version", func(av map[string]types.AttributeValue) { delete(av, AttrVersion) }, ErrMalformed},
 		{"no refreshedAt", func(av map[string]types.AttributeValue) { delete(av, AttrRefreshedAt) }, ErrMalformed},
 		{"no TTL", func(av map[string]types.AttributeValue) { delete(av, l.TTL) }, ErrMalformed},

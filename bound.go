@@ -1,0 +1,86 @@
+package ddbsession
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file holds what device binding (DBSC) adds to a request: the bound
+// cookie that a bound session needs besides its session cookie, and the
+// offer to bind that a cookie login makes. The endpoints where the browser
+// registers its key and refreshes the bound cookie are in dbsc.go.
+
+// boundCookieValid reports whether r carries a bound cookie of session s
+// that is valid at now. It costs no DynamoDB call: the session item, read
+// anyway, holds the digests of the session's two latest bound cookies and
+// their expiries. A thief with copies of both cookies is let in until the
+// bound cookie's expiry, which the table, not the cookie's Max-Age, sets.
+func (m *Manager[U]) boundCookieValid(r *http.Request, s item.Session, now time.Time) bool {
+	for _, c := range r.CookiesNamed(m.cfg.DeviceBinding.CookieName) {
+		if !item.ValidToken(c.Value) {
+			continue
+		}
+		digest := []byte(item.Digest(c.Value))
+		for _, bound := range s.Binding.Cookies {
+			if bound.Digest != "" && now.Unix() < bound.Expires.Unix() &&
+				subtle.ConstantTimeCompare(digest, []byte(bound.Digest)) == 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// newBoundCookie returns a fresh bound cookie's value and what the table
+// keeps of it.
+func (m *Manager[U]) newBoundCookie(now time.Time) (string, item.BoundCookie) {
+	value := item.NewToken()
+	expires := time.Unix(now.Add(m.cfg.DeviceBinding.CookieLifetime).Unix(), 0)
+	return value, item.BoundCookie{Digest: item.Digest(value), Expires: expires}
+}
+
+// writeBoundCookie sends a bound cookie, with the attributes that the
+// session configuration names (see boundCookieAttributes), or clears it
+// (maxAge -1).
+func (m *Manager[U]) writeBoundCookie(w http.ResponseWriter, value string, maxAge int) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	addVaryCookie(h)
+	http.SetCookie(w, &http.Cookie{
+		Name:     m.cfg.DeviceBinding.CookieName,
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		Secure:   true,
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// boundCookieAttributes are writeBoundCookie's attributes other than
+// Max-Age, as the session configuration tells them to the browser, which
+// checks that the cookie it gets is the one it was told of.
+const boundCookieAttributes = "Path=/; Secure; HttpOnly; SameSite=Lax"
+
+// newChallenge returns a challenge for the device to sign, valid for a
+// bound cookie's lifetime and a minute more: a browser keeps the one that
+// came with a bound cookie for its next refresh, shortly before that
+// cookie expires.
+func (m *Manager[U]) newChallenge(now time.Time) item.Challenge {
+	return item.Challenge{
+		Value:   item.NewToken(),
+		Expires: time.Unix(now.Add(m.cfg.DeviceBinding.CookieLifetime+time.Minute).Unix(), 0),
+	}
+}
+
+// offerBinding asks the browser, in a login's response, to bind session s
+// to a device key: it names the algorithms the server verifies, where to
+// register, and the challenge to sign, which s already holds.
+func (m *Manager[U]) offerBinding(w http.ResponseWriter, s item.Session) {
+	w.Header().Set(headerRegistration, fmt.Sprintf("(ES256 RS256);path=%q;challenge=%q",
+		m.cfg.DeviceBinding.RegistrationPath, s.Challenge.Value))
+}

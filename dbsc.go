@@ -1,0 +1,322 @@
+package ddbsession
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/dbsc"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file holds the two endpoints of device binding (DBSC): registration,
+// where a browser binds a session to its key, and refresh, where it proves
+// possession of the key for a fresh bound cookie. The bound cookie's check
+// on every request, and the offer that Login makes, are in bound.go.
+
+// The protocol's headers (W3C webappsec-dbsc, as Chromium sends them).
+const (
+	headerRegistration = "Secure-Session-Registration" // the offer, on a login's response
+	headerResponse     = "Secure-Session-Response"     // the browser's signed JWT
+	headerChallenge    = "Secure-Session-Challenge"    // a challenge for the next proof
+	headerSessionID    = "Sec-Secure-Session-Id"       // the session a refresh is for
+)
+
+// DeviceBindingHandler returns the handler of the device binding endpoints,
+// [DeviceBinding.RegistrationPath] and [DeviceBinding.RefreshPath]; it
+// answers 404 elsewhere, and everywhere while device binding is off. Mount
+// it at those paths, and not behind [Manager.RequireSession]: the browser
+// refreshes exactly when its bound cookie is missing, which RequireSession
+// refuses. The handler checks the session cookie itself.
+//
+//	mux.Handle("POST /dbsc/", sessions.DeviceBindingHandler())
+//
+// Registration costs one read (the session and its user, as a request's
+// check does) and one write (the session item) plus one for its index
+// item. A refresh costs at most one read and one write: the browser signs
+// the challenge that came with its last bound cookie, and the answer
+// carries a fresh cookie and the next challenge. When it has no challenge
+// to sign, the answer is 403 with one, for one write and no read.
+func (m *Manager[U]) DeviceBindingHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := m.cfg.DeviceBinding
+		if !d.Enabled || (r.URL.Path != d.RegistrationPath && r.URL.Path != d.RefreshPath) {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		addVaryCookie(w.Header())
+		if r.URL.Path == d.RegistrationPath {
+			m.register(w, r)
+		} else {
+			m.refreshBound(w, r)
+		}
+	})
+}
+
+// register binds the request's session to the key in the registration
+// JWT, once the JWT is shown to be signed with that key over the challenge
+// that the login offered. Every refusal is a 4xx that changes nothing; the
+// browser then keeps the session unbound.
+func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
+	now := m.cfg.Now()
+	jwt, err := requestJWT(r)
+	if err == nil && jwt.Key == nil {
+		err = errors.New("the registration JWT has no jwk")
+	}
+	if err == nil {
+		err = jwt.Verify(jwt.Key)
+	}
+	if err != nil {
+		http.Error(w, "bad registration: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	cred, _ := m.cookieCredential(r)
+	if cred.Token == "" {
+		http.Error(w, "no session", http.StatusUnauthorized)
+		return
+	}
+	ctx, cancel := m.storeContext(r.Context())
+	defer cancel()
+	sessionPK := m.store.SessionPK(cred.Token)
+	s, _, err := m.check(ctx, cred, sessionPK, now)
+	switch {
+	case errors.Is(err, ErrNoSession):
+		http.Error(w, "no session", http.StatusUnauthorized)
+		return
+	case err != nil:
+		m.bindingStoreFailure(w, r, err)
+		return
+	case s.DeviceBound:
+		http.Error(w, "the session is bound already", http.StatusConflict)
+		return
+	case !challengeFits(s.Challenge, jwt.JTI, now):
+		http.Error(w, "the challenge is not this session's, or has expired", http.StatusBadRequest)
+		return
+	}
+	key, err := dbsc.MarshalJWK(jwt.Key)
+	if err != nil {
+		http.Error(w, "bad registration: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	value, cookie := m.newBoundCookie(now)
+	next := m.newChallenge(now)
+	switch err := m.store.bind(ctx, sessionPK, s, jwt.JTI, key, cookie, next, now); {
+	case errors.Is(err, errChallengeUsed):
+		http.Error(w, "the challenge was used, or the session changed", http.StatusBadRequest)
+		return
+	case err != nil:
+		m.bindingStoreFailure(w, r, err)
+		return
+	}
+	if m.cfg.OnEvent != nil {
+		m.emit(r.Context(), Event{Kind: EventBound, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
+	}
+	m.sendBoundCookie(w, s.ID, value, next)
+}
+
+// refreshBound answers a bound session's refresh. Without a signed
+// challenge, or with one the session no longer awaits (used, replaced,
+// expired: Chromium re-sends an old one at times), it answers 403 with a
+// fresh challenge. With a valid proof it sends a fresh bound cookie. A
+// session that is gone, revoked, expired, or not the one the browser names
+// is ended in the browser too, and a bad signature is refused with 400,
+// which also ends it there.
+func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
+	now := m.cfg.Now()
+	id := unquote(r.Header.Get(headerSessionID))
+	if !item.ValidID(id) {
+		http.Error(w, "no valid "+headerSessionID, http.StatusBadRequest)
+		return
+	}
+	var jwt *dbsc.JWT
+	if r.Header.Get(headerResponse) != "" {
+		var err error
+		if jwt, err = requestJWT(r); err == nil && jwt.Key != nil {
+			err = errors.New("a refresh JWT must not carry a key")
+		}
+		if err != nil {
+			http.Error(w, "bad refresh: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	cred, _ := m.cookieCredential(r)
+	if cred.Token == "" {
+		m.endBinding(w, id)
+		return
+	}
+	ctx, cancel := m.storeContext(r.Context())
+	defer cancel()
+	sessionPK := m.store.SessionPK(cred.Token)
+	if jwt == nil {
+		m.challenge(ctx, w, r, sessionPK, id, now)
+		return
+	}
+	s, _, err := m.check(ctx, cred, sessionPK, now)
+	switch {
+	case errors.Is(err, ErrNoSession):
+		m.endBinding(w, id)
+		return
+	case err == nil && (s.ID != id || !s.DeviceBound):
+		// The session cookie is another session's (a later login), whose
+		// bound cookie, if it has one, the browser keeps.
+		m.endBindingOnly(w, id)
+		return
+	case err != nil:
+		m.bindingStoreFailure(w, r, err)
+		return
+	}
+	key, err := dbsc.ParseJWK([]byte(s.Binding.Key))
+	if err != nil {
+		// Not a key this release stored: the session cannot prove itself.
+		m.cfg.Logger.ErrorContext(r.Context(), "ddbsession: unreadable device key, ending the binding", "sid", s.ID, "err", err)
+		m.endBinding(w, id)
+		return
+	}
+	if err := jwt.Verify(key); err != nil {
+		http.Error(w, "bad refresh: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !challengeFits(s.Challenge, jwt.JTI, now) {
+		m.challenge(ctx, w, r, sessionPK, id, now)
+		return
+	}
+	value, cookie := m.newBoundCookie(now)
+	next := m.newChallenge(now)
+	switch err := m.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now); {
+	case errors.Is(err, errChallengeUsed):
+		// A concurrent refresh used the challenge first.
+		m.challenge(ctx, w, r, sessionPK, id, now)
+		return
+	case err != nil:
+		m.bindingStoreFailure(w, r, err)
+		return
+	}
+	if m.cfg.OnEvent != nil {
+		m.emit(r.Context(), Event{Kind: EventBoundRefreshed, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
+	}
+	m.sendBoundCookie(w, s.ID, value, next)
+}
+
+// challenge answers a refresh with 403 and a fresh challenge for session
+// id, which the session item now awaits; or ends the binding in the
+// browser if the session is gone, expired or not that one.
+func (m *Manager[U]) challenge(ctx context.Context, w http.ResponseWriter, r *http.Request, sessionPK, id string, now time.Time) {
+	next := m.newChallenge(now)
+	switch err := m.store.setChallenge(ctx, sessionPK, id, next, now); {
+	case errors.Is(err, errChallengeUsed):
+		m.endBinding(w, id)
+	case err != nil:
+		m.bindingStoreFailure(w, r, err)
+	default:
+		w.Header().Set(headerChallenge, challengeHeader(next, id))
+		http.Error(w, "sign the challenge", http.StatusForbidden)
+	}
+}
+
+// challengeFits reports whether jti answers challenge c, unexpired at now.
+func challengeFits(c item.Challenge, jti string, now time.Time) bool {
+	return c.Value != "" && jti == c.Value && now.Unix() < c.Expires.Unix()
+}
+
+// sendBoundCookie answers a registration or refresh that proved the device:
+// the fresh bound cookie, the challenge for the next refresh, and the
+// session configuration.
+func (m *Manager[U]) sendBoundCookie(w http.ResponseWriter, id, value string, next item.Challenge) {
+	m.writeBoundCookie(w, value, int(m.cfg.DeviceBinding.CookieLifetime/time.Second))
+	w.Header().Set(headerChallenge, challengeHeader(next, id))
+	writeJSON(w, sessionConfig{
+		SessionIdentifier: id,
+		RefreshURL:        m.cfg.DeviceBinding.RefreshPath,
+		Scope:             &configScope{},
+		Credentials: []configCredential{{
+			Type:       "cookie",
+			Name:       m.cfg.DeviceBinding.CookieName,
+			Attributes: boundCookieAttributes,
+		}},
+	})
+}
+
+// endBinding tells the browser to stop refreshing session id, whose
+// session is no more (or never was this one), and drops its bound cookie.
+// The answer is 200, which is how DBSC ends a session in the browser.
+func (m *Manager[U]) endBinding(w http.ResponseWriter, id string) {
+	m.writeBoundCookie(w, "", -1)
+	m.endBindingOnly(w, id)
+}
+
+// endBindingOnly ends the binding in the browser and leaves the cookies.
+func (m *Manager[U]) endBindingOnly(w http.ResponseWriter, id string) {
+	end := false
+	writeJSON(w, sessionConfig{SessionIdentifier: id, Continue: &end})
+}
+
+func (m *Manager[U]) bindingStoreFailure(w http.ResponseWriter, r *http.Request, err error) {
+	// 5xx makes the browser keep the binding and try again later.
+	m.logStoreFailure(r.Context(), err)
+	if m.cfg.OnEvent != nil {
+		m.emit(r.Context(), Event{Kind: EventStoreFailed, Err: err})
+	}
+	m.cfg.StoreUnavailable.ServeHTTP(w, r)
+}
+
+// sessionConfig is DBSC's session configuration, which registration and
+// refresh answer with.
+type sessionConfig struct {
+	SessionIdentifier string             `json:"session_identifier"`
+	Continue          *bool              `json:"continue,omitempty"`
+	RefreshURL        string             `json:"refresh_url,omitempty"`
+	Scope             *configScope       `json:"scope,omitempty"`
+	Credentials       []configCredential `json:"credentials,omitempty"`
+}
+
+// configScope binds the whole origin of the registration: the bound cookie
+// is host-only, like the session cookie.
+type configScope struct {
+	IncludeSite bool `json:"include_site"`
+}
+
+type configCredential struct {
+	Type       string `json:"type"`
+	Name       string `json:"name"`
+	Attributes string `json:"attributes"`
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// challengeHeader is a Secure-Session-Challenge value: the challenge as a
+// structured-field string with the session's ID. Both are plain ASCII
+// without quotes or backslashes, so %q quotes them as RFC 9651 does.
+func challengeHeader(c item.Challenge, id string) string {
+	return fmt.Sprintf("%q;id=%q", c.Value, id)
+}
+
+// requestJWT parses the request's Secure-Session-Response header.
+func requestJWT(r *http.Request) (*dbsc.JWT, error) {
+	raw := unquote(r.Header.Get(headerResponse))
+	if raw == "" {
+		return nil, errors.New("no " + headerResponse)
+	}
+	return dbsc.Parse(raw)
+}
+
+// unquote drops one pair of surrounding double quotes: the spec sends
+// structured-field strings, Chromium sends the bare value.
+func unquote(v string) string {
+	if len(v) >= 2 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`) {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
