@@ -65,7 +65,7 @@
 //
 // Session and index items carry these attributes:
 //
-//	v            N  format version, 1
+//	v            N  format version: 1, or 2 for a device-bound session (see below)
 //	kind         S  "session" or "session-index"
 //	sid          S  public session ID: 32 lowercase hex digits, the creation time
 //	                in epoch milliseconds (12 digits) then 80 random bits, so that
@@ -83,13 +83,30 @@
 //	sessionPK    S  index items only: the session item's partition key
 //	expiryBucket S  session items only, with [Config.ExpiryIndex]: "<yyyymmddhh>#<shard>"
 //
+// Session items of [Config.DeviceBinding] carry these too (see "Device-bound
+// sessions"); all are optional, and a bound session whose item lacks its key
+// or bound cookie accepts no request:
+//
+//	challenge        S  the challenge the session awaits: 26 base32 characters,
+//	                    signed once, for its registration or its next refresh
+//	challengeExpires N  its expiry, epoch seconds
+//	boundKey         S  v 2 only: the device's public key, a JWK (EC P-256 or RSA)
+//	boundCookie      S  v 2 only: base64url(sha256(bound cookie value))
+//	boundExpires     N  its expiry, epoch seconds
+//	boundPrev        S  the bound cookie before the last refresh, as boundCookie
+//	boundPrevExpires N  its expiry, epoch seconds
+//
+// A device-bound session's session and index items are version 2. A release
+// that knows nothing of device binding would accept such a session with its
+// session cookie alone; with a version it does not know, it treats the
+// session as absent instead. Version 2 is otherwise version 1.
+//
 // Releases before this one wrote index items under the sort key
 // "SID#<session ID>" with random IDs; they stay readable (List merges them in,
 // Revoke and Logout find them) until they expire.
 //
-// Every attribute but userSK, userAgent, browserOnly and expiryBucket is
-// required; an item
-// that lacks one, has one of the wrong type, or has a fractional number is
+// Every attribute but userSK, userAgent, browserOnly, expiryBucket and
+// those of device binding is required; an item that lacks one, has one of the wrong type, or has a fractional number is
 // treated as absent. The format is stable: a release may add attributes,
 // which older releases ignore, but changes none, so that releases can run
 // side by side during a rolling deploy. An incompatible change would bump
@@ -169,6 +186,53 @@
 // once no older instance is left, unset it. To roll back past this release,
 // set HideUserKey first and wait for the session cookies to be refreshed
 // (at most [Config.RefreshInterval] of activity each).
+//
+// # Device-bound sessions
+//
+// A session cookie is a bearer credential: whoever copies it off the
+// machine (malware, a leaked HAR file, a synced profile) is the user until
+// the session ends. With [Config.DeviceBinding], browsers that implement
+// Device Bound Session Credentials (W3C webappsec-dbsc; Chrome 145 and later
+// on desktop) bind the session to a private key that never leaves the device,
+// and a copied cookie stops working within minutes:
+//
+//  1. Login's response offers binding: Secure-Session-Registration names
+//     ES256 and RS256, the registration path, and a challenge that Login
+//     wrote into the new session item (no write of its own).
+//  2. The browser makes a key pair and posts a JWT (typ "dbsc+jwt", its
+//     public key in the "jwk" header, the challenge as "jti") to the
+//     registration path. The handler of [Manager.DeviceBindingHandler]
+//     verifies it (standard library only: ES256 or RS256, nothing else), stores
+//     the public key with the session (item version 2), and answers with
+//     the session configuration, a short-lived bound cookie and the
+//     challenge for the next refresh.
+//  3. Each request of a bound session needs both cookies. The bound cookie
+//     is checked against the session item that the request reads anyway:
+//     no DynamoDB call of its own. Without a valid one the request gets the
+//     Unauthorized answer (reason "not-bound" in events) and the session
+//     cookie is left alone: the device's browser refreshes its bound cookie
+//     before it sends a request without one, so such a request is a copy's.
+//  4. Shortly before the bound cookie expires ([DeviceBinding.CookieLifetime],
+//     10 minutes by default), the browser signs the challenge it was given
+//     and posts it to the refresh path: one read and one write for a fresh
+//     bound cookie and the next challenge. A browser without a challenge to
+//     sign, or with one that was used or has expired, gets 403 and a new
+//     one (one write). Challenges are single-use and expire.
+//
+// A bound session never falls back: there is no way back to the session
+// cookie alone, and registration refuses a session that is bound already,
+// so a thief with the session cookie cannot bind it to a key of their own.
+// Revoke, RevokeAll and Logout end bound sessions as any other; the next
+// refresh then tells the browser to end the binding ("continue": false).
+// List reports [Session.DeviceBound]. [Manager.Check], which sees no bound
+// cookie, refuses bound sessions.
+//
+// What it does not protect against: malware that acts on the device itself,
+// which can use the key without extracting it, and a copy used within the
+// bound cookie's remaining lifetime. Browsers without DBSC ignore the offer
+// and keep unbound sessions, as before. DBSC needs HTTPS, so DeviceBinding
+// cannot be combined with InsecureDevMode. Enable it only once every
+// instance runs a release that knows item version 2.
 //
 // # Listing a user's sessions
 //
