@@ -209,12 +209,15 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 
 // challenge answers a refresh with 403 and a fresh challenge for session
 // id, which the session item now awaits; or ends the binding in the
-// browser if the session is gone, expired or not that one.
+// browser if the session is gone, expired or not that one. It leaves the
+// bound cookie alone then: the write cannot tell those cases apart, and
+// where the session cookie is a later login's, the bound cookie the
+// browser holds is that session's.
 func (m *Manager[U]) challenge(ctx context.Context, w http.ResponseWriter, r *http.Request, sessionPK, id string, now time.Time) {
 	next := m.newChallenge(now)
 	switch err := m.store.setChallenge(ctx, sessionPK, id, next, now); {
 	case errors.Is(err, errChallengeUsed):
-		m.endBinding(w, id)
+		m.endBindingOnly(w, id)
 	case err != nil:
 		m.bindingStoreFailure(w, r, err)
 	default:

@@ -42,6 +42,19 @@ func NewRS256() *Device {
 	return &Device{Alg: "RS256", key: key}
 }
 
+// New returns a device with key, a P-256 ECDSA or an RSA key, for tests
+// that need a key no browser would make (an RSA key of 1024 bits) or a
+// chosen one (a P-256 point whose x starts with a zero byte).
+func New(key crypto.Signer) *Device {
+	switch key.(type) {
+	case *ecdsa.PrivateKey:
+		return &Device{Alg: "ES256", key: key}
+	case *rsa.PrivateKey:
+		return &Device{Alg: "RS256", key: key}
+	}
+	panic(fmt.Sprintf("dbsctest: a %T is not a DBSC key", key))
+}
+
 var b64 = base64.RawURLEncoding
 
 // JWK is the device's public key as Chromium puts it in a registration
