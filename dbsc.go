@@ -85,7 +85,8 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no session", http.StatusUnauthorized)
 		return
 	}
-	ctx, cancel := m.storeContext(r.Context())
+	// Not cut short by the client: a binding half made helps no one.
+	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	sessionPK := m.store.SessionPK(cred.Token)
 	s, _, err := m.check(ctx, cred, sessionPK, now)
@@ -110,7 +111,17 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 	}
 	value, cookie := m.newBoundCookie(now)
 	next := m.newChallenge(now)
-	switch err := m.store.bind(ctx, sessionPK, s, jwt.JTI, key, cookie, next, now); {
+	err = m.store.bind(ctx, sessionPK, s, jwt.JTI, key, cookie, next, now)
+	if err != nil && !errors.Is(err, errChallengeUsed) && m.boundCookieLanded(ctx, sessionPK, cookie) {
+		// The answer was lost, not the write. Answering 503 would leave
+		// the session bound to a key whose browser gave up registering
+		// (Chromium does not retry), and so unusable.
+		err = nil
+	}
+	if err == nil {
+		m.store.markIndexBound(ctx, s)
+	}
+	switch {
 	case errors.Is(err, errChallengeUsed):
 		http.Error(w, "the challenge was used, or the session changed", http.StatusBadRequest)
 		return
@@ -192,7 +203,11 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 	}
 	value, cookie := m.newBoundCookie(now)
 	next := m.newChallenge(now)
-	switch err := m.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now); {
+	err = m.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now)
+	if err != nil && !errors.Is(err, errChallengeUsed) && m.boundCookieLanded(ctx, sessionPK, cookie) {
+		err = nil // the answer was lost, not the write
+	}
+	switch {
 	case errors.Is(err, errChallengeUsed):
 		// A concurrent refresh used the challenge first.
 		m.challenge(ctx, w, r, sessionPK, id, now)
@@ -224,6 +239,17 @@ func (m *Manager[U]) challenge(ctx context.Context, w http.ResponseWriter, r *ht
 		w.Header().Set(headerChallenge, challengeHeader(next, id))
 		http.Error(w, "sign the challenge", http.StatusForbidden)
 	}
+}
+
+// boundCookieLanded reports whether a binding write whose outcome is
+// unknown (an error that may have come after DynamoDB applied it) did
+// land, by reading the session back within what is left of the request's
+// deadline.
+func (m *Manager[U]) boundCookieLanded(ctx context.Context, sessionPK string, cookie item.BoundCookie) bool {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	s, found, err := m.store.getSession(ctx, sessionPK)
+	return err == nil && found && s.DeviceBound && s.Binding.Cookies[0] == cookie
 }
 
 // challengeFits reports whether jti answers challenge c, unexpired at now.

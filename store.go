@@ -440,9 +440,8 @@ var errChallengeUsed = errors.New("ddbsession: challenge used or session changed
 // which must still be the session's and unexpired, and the session must
 // not be bound yet, so that a challenge binds once and a bound session is
 // never bound to another key. The session item becomes VersionBound with
-// the key, its first bound cookie and the next challenge; then its index
-// item becomes VersionBound too, so that List shows it. A failure there is
-// only logged: the session is bound either way.
+// the key, its first bound cookie and the next challenge; markIndexBound
+// then follows.
 func (st *store) bind(ctx context.Context, sessionPK string, s item.Session, jti, key string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
 	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.table,
@@ -469,10 +468,17 @@ func (st *store) bind(ctx context.Context, sessionPK string, s item.Session, jti
 	if err != nil {
 		return fmt.Errorf("ddbsession: bind session: %w", err)
 	}
+	return nil
+}
+
+// markIndexBound makes bound session s's index item VersionBound, so that
+// List shows it bound. A failure is only logged: the session is bound
+// either way, and an index item that is gone stays gone.
+func (st *store) markIndexBound(ctx context.Context, s item.Session) {
 	if st.HashOnly() {
-		return nil
+		return
 	}
-	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &st.table,
 		Key:                       st.IndexKey(s),
 		UpdateExpression:          aws.String("SET #v = :bound"),
@@ -480,10 +486,10 @@ func (st *store) bind(ctx context.Context, sessionPK string, s item.Session, jti
 		ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#v": item.AttrVersion},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":bound": item.Num(item.VersionBound)},
 	})
-	if err != nil && !errors.As(err, &failed) {
+	var gone *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &gone) {
 		st.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
 	}
-	return nil
 }
 
 // rebind gives bound session s a fresh bound cookie for the challenge jti,
