@@ -43,6 +43,20 @@ func (m *Manager[U]) newBoundCookie(now time.Time) (string, item.BoundCookie) {
 	return value, item.BoundCookie{Digest: item.Digest(value), Expires: expires}
 }
 
+// boundCookieSlack is how much sooner than the table the browser is told
+// that a bound cookie expires. The browser refreshes a cookie only once it
+// has expired or is about to, and counts Max-Age from when the answer
+// reaches it; the table's expiry is rounded down to the second. Without
+// the slack, a request sent with a cookie in its last second could arrive
+// after the table's expiry and be refused as a copy's.
+const boundCookieSlack = 5 * time.Second
+
+// boundMaxAge is the Max-Age, in seconds, of bound cookie c sent at now:
+// boundCookieSlack short of its expiry in the table, and at least 1.
+func boundMaxAge(c item.BoundCookie, now time.Time) int {
+	return max(int(c.Expires.Sub(now.Add(boundCookieSlack))/time.Second), 1)
+}
+
 // writeBoundCookie sends a bound cookie, with the attributes that the
 // session configuration names (see boundCookieAttributes), or clears it
 // (maxAge -1).

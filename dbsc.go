@@ -132,7 +132,7 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 	if m.cfg.OnEvent != nil {
 		m.emit(r.Context(), Event{Kind: EventBound, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
 	}
-	m.sendBoundCookie(w, s.ID, value, next)
+	m.sendBoundCookie(w, s.ID, value, cookie, next, now)
 }
 
 // refreshBound answers a bound session's refresh. Without a signed
@@ -219,7 +219,7 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 	if m.cfg.OnEvent != nil {
 		m.emit(r.Context(), Event{Kind: EventBoundRefreshed, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
 	}
-	m.sendBoundCookie(w, s.ID, value, next)
+	m.sendBoundCookie(w, s.ID, value, cookie, next, now)
 }
 
 // challenge answers a refresh with 403 and a fresh challenge for session
@@ -260,8 +260,8 @@ func challengeFits(c item.Challenge, jti string, now time.Time) bool {
 // sendBoundCookie answers a registration or refresh that proved the device:
 // the fresh bound cookie, the challenge for the next refresh, and the
 // session configuration.
-func (m *Manager[U]) sendBoundCookie(w http.ResponseWriter, id, value string, next item.Challenge) {
-	m.writeBoundCookie(w, value, int(m.cfg.DeviceBinding.CookieLifetime/time.Second))
+func (m *Manager[U]) sendBoundCookie(w http.ResponseWriter, id, value string, cookie item.BoundCookie, next item.Challenge, now time.Time) {
+	m.writeBoundCookie(w, value, boundMaxAge(cookie, now))
 	w.Header().Set(headerChallenge, challengeHeader(next, id))
 	writeJSON(w, sessionConfig{
 		SessionIdentifier: id,
