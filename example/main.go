@@ -103,9 +103,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case cfg.DeviceBinding && cfg.Dev:
 		return errors.New("-dbsc needs HTTPS, and -dev is plain HTTP: drop -dev and pass -tls-cert and -tls-key")
 	case cfg.DeviceBinding && tlsConfig == nil:
-		// Browsers bind sessions only on secure origins. The app has no
-		// setting for "HTTPS ends at a proxy in front", so it asks for its
-		// own certificate.
+		// Browsers bind sessions only on secure origins, and the app
+		// cannot tell whether a proxy in front of it serves HTTPS, so -dbsc
+		// asks for a certificate of its own.
 		return errors.New("-dbsc needs HTTPS: pass -tls-cert and -tls-key")
 	case cfg.BoundLifetime != 0 && !cfg.DeviceBinding:
 		return errors.New("-bound is the lifetime of device binding's cookie: it needs -dbsc")
