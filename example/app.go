@@ -40,6 +40,14 @@ type appConfig struct {
 	// GOMAXPROCS; HashQueue how many more requests may wait for one,
 	// default 8 per slot. Past that, logins and sign-ups get 503.
 	HashSlots, HashQueue int
+	// DeviceBinding offers browsers to bind their sessions to a device key
+	// (DBSC), with bound cookies of BoundLifetime (default ddbsession's).
+	// It needs HTTPS: not with Dev.
+	DeviceBinding bool
+	BoundLifetime time.Duration
+	// OnEvent, if set, is told every session event, after the debug log.
+	// Tests watch sessions with it.
+	OnEvent func(context.Context, ddbsession.Event)
 }
 
 // maxBody caps every request body. The largest form, a password change,
@@ -107,8 +115,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// back here after; the API answers in JSON instead (routes).
 		Unauthorized: ddbsession.RedirectToLogin("/login"),
 		KeepSignedIn: keepSignedIn,
+		// A browser with DBSC that signs in with a cookie is offered to
+		// bind the session to a key of its own, and must then prove that
+		// it holds the key to refresh a short-lived bound cookie: a copy of
+		// its cookies works only until that cookie expires.
+		DeviceBinding: ddbsession.DeviceBinding{Enabled: cfg.DeviceBinding, CookieLifetime: cfg.BoundLifetime},
 		OnEvent: func(ctx context.Context, e ddbsession.Event) {
 			logEvent(ctx, log, e)
+			if cfg.OnEvent != nil {
+				cfg.OnEvent(ctx, e)
+			}
 		},
 		Logger: log,
 		Now:    cfg.Now,
@@ -219,6 +235,11 @@ func (a *app) routes() http.Handler {
 	mux.HandleFunc("POST /api/login", a.apiLogin)
 	mux.Handle("GET /api/me", api(a.me))
 	mux.Handle("GET /api/sessions", api(a.listSessions))
+	// Device binding's registration and refresh, where a browser proves it
+	// holds its key. Not behind RequireSession: a browser refreshes exactly
+	// when its bound cookie has expired, which RequireSession refuses. The
+	// handler answers 404 while device binding is off.
+	mux.Handle("POST /dbsc/", a.sessions.DeviceBindingHandler())
 
 	// SameSite=Lax already keeps the cookie off most cross-site POSTs;
 	// CrossOriginProtection refuses them outright (403) from the browser's

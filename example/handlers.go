@@ -386,6 +386,8 @@ type sessionJSON struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 	UserAgent string    `json:"userAgent"`
 	Current   bool      `json:"current"`
+	// DeviceBound: the session is bound to a key on its device (DBSC).
+	DeviceBound bool `json:"deviceBound"`
 }
 
 func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -397,7 +399,7 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
 	for _, e := range list {
-		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current})
+		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
 // cookieName is the session cookie's name outside dev mode.
 const cookieName = "__Host-session"
 
+// boundCookieName is the bound cookie's name, with -dbsc: ddbsession's
+// default.
+const boundCookieName = "__Host-bound"
+
 // testApp is the whole app on a table of its own, served over TLS so that
 // the real __Host- Secure cookie is in play (plain HTTP in dev mode).
 type testApp struct {

@@ -15,10 +15,17 @@
 //
 // Behind reverse proxies, pass -proxies with their number, so that failed
 // logins are limited per client rather than per proxy.
+//
+// -tls-cert and -tls-key serve HTTPS with that certificate. With HTTPS,
+// -dbsc offers device-bound sessions (DBSC) to browsers that support them:
+// a bound session needs, besides its cookie, a bound cookie that lives
+// -bound (default 10m) and that only the device's key can renew, so a copy
+// of the cookies stops working when it expires.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -64,11 +71,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
 	debug := flags.Bool("debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
 	flags.IntVar(&cfg.TrustedProxies, "proxies", 0, "how many reverse proxies in front of the app append to X-Forwarded-For; 0 ignores the header and limits failed logins by the connection's address")
+	certFile := flags.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM `file`; needs -tls-key")
+	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")
+	flags.BoolVar(&cfg.DeviceBinding, "dbsc", false, "offer device-bound sessions (DBSC) to browsers that support them; needs HTTPS (-tls-cert and -tls-key)")
+	flags.DurationVar(&cfg.BoundLifetime, "bound", 0, "with -dbsc, the bound cookie's lifetime: how long a copy of a bound session's cookies works (default 10m, at least 10s)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: every setting is a flag (-h lists them)", flags.Args())
+	}
 	if cfg.TrustedProxies < 0 {
 		return fmt.Errorf("-proxies %d: want 0 or more", cfg.TrustedProxies)
+	}
+	var tlsConfig *tls.Config
+	switch {
+	case (*certFile == "") != (*keyFile == ""):
+		return errors.New("-tls-cert and -tls-key go together: pass both, or neither")
+	case *certFile != "" && cfg.Dev:
+		return errors.New("-dev is plain-HTTP mode: drop it to serve HTTPS with -tls-cert and -tls-key")
+	case *certFile != "":
+		// Loaded now, so that a wrong file is an error at start-up rather
+		// than on the first connection.
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return fmt.Errorf("-tls-cert %q, -tls-key %q: %w", *certFile, *keyFile, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case cfg.DeviceBinding && cfg.Dev:
+		return errors.New("-dbsc needs HTTPS, and -dev is plain HTTP: drop -dev and pass -tls-cert and -tls-key")
+	case cfg.DeviceBinding && tlsConfig == nil:
+		// Browsers bind sessions only on secure origins, and the app
+		// cannot tell whether a proxy in front of it serves HTTPS, so -dbsc
+		// asks for a certificate of its own.
+		return errors.New("-dbsc needs HTTPS: pass -tls-cert and -tls-key")
+	case cfg.BoundLifetime != 0 && !cfg.DeviceBinding:
+		return errors.New("-bound is the lifetime of device binding's cookie: it needs -dbsc")
+	case cfg.BoundLifetime != 0 && cfg.BoundLifetime < 10*time.Second:
+		return fmt.Errorf("-bound %v: want at least 10s", cfg.BoundLifetime)
 	}
 	if *debug {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
@@ -92,19 +134,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	srv := &http.Server{
 		Handler:           a,
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
-	if !cfg.Dev {
-		slog.Warn("the session cookie is Secure: serve this behind HTTPS, or pass -dev on localhost")
+	scheme := "https"
+	if tlsConfig == nil {
+		scheme = "http"
+		if !cfg.Dev {
+			slog.Warn("the session cookie is Secure: serve this behind HTTPS, pass -tls-cert and -tls-key, or pass -dev on localhost")
+		}
 	}
-	fmt.Fprintf(stdout, "open http://%s/\n", ln.Addr())
+	fmt.Fprintf(stdout, "open %s://%s/\n", scheme, ln.Addr())
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			served <- srv.ServeTLS(ln, "", "") // the certificate is in srv.TLSConfig
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
 	select {
 	case err := <-served:
 		return err

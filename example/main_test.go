@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -14,39 +15,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/ddbsession/ddbsession/internal/dbsc/dbsctest"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // TestRun runs the app as main does, in dev mode over plain HTTP, and shuts
 // it down the way Ctrl-C does.
 func TestRun(t *testing.T) {
-	client := ddbtest.Client(t)
-	table := ddbtest.TableName(t, client)
-	// run finds the engine as main does, through the SDK's environment.
-	if ep := aws.ToString(client.Options().BaseEndpoint); ep != "" {
-		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ep)
-	}
-	for name, value := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"} {
-		if os.Getenv(name) == "" {
-			t.Setenv(name, value)
-		}
-	}
-
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	out, stdout := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-table", table, "-dev", "-idle", "1h", "-refresh", "5m"}, stdout, io.Discard)
-		stdout.Close()
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the URL that run prints: %v (run: %v)", err, <-done)
-	}
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "open ")
-	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
-		t.Fatalf("run printed %q, want \"open http://127.0.0.1:<port>/\"", line)
+	table := ddbtest.TableName(t, ddbtest.Client(t))
+	base, stop := startRun(t, "-table", table, "-dev", "-idle", "1h", "-refresh", "5m")
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("run serves at %q, want http://127.0.0.1:<port>/", base)
 	}
 
 	jar, _ := cookiejar.New(nil)
@@ -72,32 +51,139 @@ func TestRun(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("GET /api/me over plain HTTP in dev mode: %d, want 200", res.StatusCode)
 	}
-
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after its context ended: %v, want a clean shutdown", err)
+}
+
+// TestRunDeviceBinding runs the app as main does over HTTPS with -dbsc, and
+// binds a session from a Go client that signs as Chromium does.
+func TestRunDeviceBinding(t *testing.T) {
+	ca := newTestCA(t)
+	certFile, keyFile := ca.issueFiles(t, "127.0.0.1")
+	table := ddbtest.TableName(t, ddbtest.Client(t))
+	base, stop := startRun(t, "-table", table, "-tls-cert", certFile, "-tls-key", keyFile, "-dbsc", "-bound", "30s")
+	if !strings.HasPrefix(base, "https://127.0.0.1:") {
+		t.Fatalf("run serves at %q, want https://127.0.0.1:<port>/", base)
+	}
+	c := newGoClient(t, ca, strings.TrimSuffix(base, "/"))
+	res := c.postForm("/signup", url.Values{"username": {"alice"}, "password": {"correct horse"}})
+	session := findCookie(res.Cookies(), cookieName)
+	offer, err := dbsctest.ParseOffer(res.Header.Get("Secure-Session-Registration"))
+	if res.StatusCode != http.StatusSeeOther || session == nil || err != nil {
+		t.Fatalf("sign-up: %d, session cookie %v, offer: %v", res.StatusCode, session, err)
+	}
+
+	c.cookies = []*http.Cookie{session}
+	device := dbsctest.NewES256()
+	r, _ := http.NewRequest("POST", c.base+offer.Path, nil)
+	r.Header.Set("Secure-Session-Response", device.Registration(offer.Challenge))
+	res = c.send(r)
+	bound := findCookie(res.Cookies(), boundCookieName)
+	if res.StatusCode != http.StatusOK || bound == nil || bound.MaxAge != 30 {
+		t.Fatalf("POST %s: %d, bound cookie %v; want 200 and a cookie of 30s", offer.Path, res.StatusCode, bound)
+	}
+	if code := c.get("/api/me").StatusCode; code != http.StatusUnauthorized {
+		t.Errorf("GET /api/me with the session cookie alone, once bound: %d, want 401", code)
+	}
+	c.cookies = append(c.cookies, bound)
+	res = c.get("/api/sessions")
+	var list []sessionJSON
+	if err := json.NewDecoder(res.Body).Decode(&list); err != nil || len(list) != 1 || !list[0].DeviceBound {
+		t.Errorf("GET /api/sessions with both cookies: %d, %+v (%v); want one device-bound session", res.StatusCode, list, err)
+	}
+	stop()
+}
+
+func findCookie(cookies []*http.Cookie, name string) *http.Cookie {
+	for _, c := range cookies {
+		if c.Name == name {
+			return c
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not return after its context ended")
+	}
+	return nil
+}
+
+// startRun runs the app as main does with args, on a free port, until stop,
+// which checks that it shut down cleanly. It returns the URL that run
+// prints.
+func startRun(t *testing.T, args ...string) (base string, stop func()) {
+	t.Helper()
+	// run finds the engine as main does, through the SDK's environment.
+	if ep := aws.ToString(ddbtest.Client(t).Options().BaseEndpoint); ep != "" {
+		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ep)
+	}
+	for name, value := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"} {
+		if os.Getenv(name) == "" {
+			t.Setenv(name, value)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out, stdout := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), stdout, io.Discard)
+		stdout.Close()
+	}()
+	t.Cleanup(cancel)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the URL that run prints: %v (run: %v)", err, <-done)
+	}
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "open ")
+	if !ok {
+		t.Fatalf("run printed %q, want \"open <url>\"", line)
+	}
+	// Read on, so that run never blocks on its output.
+	go io.Copy(io.Discard, out)
+	return base, func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run after its context ended: %v, want a clean shutdown", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("run did not return after its context ended")
+		}
 	}
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
-	// An ended context and a free port: a run that wrongly accepted the
-	// flags returns at once instead of serving on a fixed port.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, args := range [][]string{
-		{"-idle", "1h", "-refresh", "2h"}, // refresh must be shorter than idle
-		{"-idle", "soon"},
-		{"-proxies", "-1"},
-		{"-no-such-flag"},
+	ca := newTestCA(t)
+	certFile, keyFile := ca.issueFiles(t, "127.0.0.1")
+	table := ddbtest.TableName(t, ddbtest.Client(t))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // part of the error
+	}{
+		{"refresh longer than idle", []string{"-idle", "1h", "-refresh", "2h"}, "RefreshInterval"},
+		{"bad duration", []string{"-idle", "soon"}, "invalid value"},
+		{"negative proxies", []string{"-proxies", "-1"}, "-proxies -1"},
+		{"unknown flag", []string{"-no-such-flag"}, "not defined"},
+		{"stray argument", []string{"-dbsc", "false"}, `unexpected arguments ["false"]`},
+		{"cert without key", []string{"-tls-cert", certFile}, "-tls-cert and -tls-key go together"},
+		{"key without cert", []string{"-tls-key", keyFile}, "-tls-cert and -tls-key go together"},
+		{"unreadable cert", []string{"-tls-cert", certFile + ".missing", "-tls-key", keyFile}, "no such file"},
+		{"key of another cert", []string{"-tls-cert", certFile, "-tls-key", certFile}, "-tls-key"},
+		{"dev with HTTPS", []string{"-dev", "-tls-cert", certFile, "-tls-key", keyFile}, "-dev is plain-HTTP mode"},
+		{"dbsc without HTTPS", []string{"-dbsc"}, "-dbsc needs HTTPS: pass -tls-cert and -tls-key"},
+		{"dbsc in dev mode", []string{"-dbsc", "-dev"}, "-dbsc needs HTTPS, and -dev is plain HTTP"},
+		{"bound without dbsc", []string{"-bound", "1m", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound is the lifetime of device binding's cookie: it needs -dbsc"},
+		{"bound too short", []string{"-dbsc", "-bound", "5s", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound 5s: want at least 10s"},
+		{"bound negative", []string{"-dbsc", "-bound", "-1m", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound -1m0s: want at least 10s"},
 	} {
-		args = append([]string{"-addr", "127.0.0.1:0", "-table", ddbtest.TableName(t, ddbtest.Client(t))}, args...)
-		if err := run(ctx, args, io.Discard, io.Discard); err == nil {
-			t.Errorf("run %q: no error", args)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			// An ended context and a free port: a run that wrongly accepted
+			// the flags returns at once instead of serving on a fixed port.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			args := append([]string{"-addr", "127.0.0.1:0", "-table", table}, tc.args...)
+			err := run(ctx, args, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run %q: error %v, want one that says %q", args, err, tc.want)
+			}
+		})
 	}
 }
