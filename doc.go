@@ -227,6 +227,12 @@
 // List reports [Session.DeviceBound]. [Manager.Check], which sees no bound
 // cookie, refuses bound sessions.
 //
+// One race is left to the browser: Chromium registers while it follows the
+// login's redirect, and in the rare case that the registration is written
+// before the redirected request is read, that request, sent without a bound
+// cookie, is refused once; the next one carries the cookie. Letting it
+// through would open a window in which the session cookie alone suffices.
+//
 // What it does not protect against: malware that acts on the device itself,
 // which can use the key without extracting it, and a copy used within the
 // bound cookie's remaining lifetime. Browsers without DBSC ignore the offer
