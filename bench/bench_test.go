@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
@@ -200,6 +202,55 @@ func TestProxy(t *testing.T) {
 	want := tally{Calls: map[string]int{"PutItem": 2, "GetItem": 1}, Writes: 2, RCU: 1, WCU: 2, FailedConditional: 1}
 	if diff := cmp.Diff(want, p.take()); diff != "" {
 		t.Errorf("tally (-want +got):\n%s", diff)
+	}
+}
+
+// The 1-in-k variant refreshes a k-th of its sessions on every pass round
+// them, after the allocation count as before it: the replayed rounds of that
+// count refresh nothing in the table, and must not leave sessions behind
+// their schedule to refresh in a run with the ones due after them.
+func TestRefreshSchedule(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	direct := ddbtest.Client(t)
+	e := &env{client: direct, table: ddbtest.TableName(t, direct), logger: slog.New(slog.DiscardHandler)}
+	m, err := ddbsession.New(ddbsession.Config[User]{Client: direct, Table: e.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const sessions, every = 40, 10
+	build, err := signInDDBSession(ddbsessionSetup{refreshEvery: every})(ctx, e, sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := countAllAllocs(ctx, build, direct, options{sessions: sessions, allocRounds: 3}); err != nil {
+		t.Fatal(err)
+	}
+	target, err := build(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newRecorder()
+	for pass := range every + 1 {
+		var refreshed []int
+		for i := range sessions {
+			w.reset()
+			if err := target.serve(ctx, i, w); err != nil {
+				t.Fatal(err)
+			}
+			if w.setCookie() {
+				refreshed = append(refreshed, i)
+			}
+		}
+		if err := target.wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(refreshed) != sessions/every {
+			t.Errorf("pass %d: sessions %v refreshed, want %d of the %d", pass, refreshed, sessions/every, sessions)
+		}
 	}
 }
 

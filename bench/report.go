@@ -160,23 +160,29 @@ func (res *result) checks() []string {
 		lines = append(lines, fmt.Sprintf("%s: %.3f DynamoDB calls and %.3f writes per request over all rounds (target 1 and 0): %s.",
 			one.name, calls, writes, verdict(calls == 1 && writes == 0)))
 	}
+	// ratios reports a's p50 over b's at each concurrency.
+	ratios := func(delay time.Duration, a *variantResult, pa population, b *variantResult, pb population) string {
+		var parts []string
+		for _, c := range res.opts.concurrency {
+			at := setting{delay, c}
+			parts = append(parts, fmt.Sprintf("c=%d %.2f", c, ratio(a.p50(at, pa), b.p50(at, pb))))
+		}
+		return strings.Join(parts, "; ")
+	}
 	// compare reports a's p50 over b's at each concurrency, against limit.
 	compare := func(delay time.Duration, a *variantResult, pa population, b *variantResult, pb population, limit float64) string {
-		var parts []string
 		var missed []string
 		for _, c := range res.opts.concurrency {
 			at := setting{delay, c}
-			r := ratio(a.p50(at, pa), b.p50(at, pb))
-			if !(r <= limit) {
+			if r := ratio(a.p50(at, pa), b.p50(at, pb)); !(r <= limit) {
 				missed = append(missed, fmt.Sprintf("c=%d", c))
 			}
-			parts = append(parts, fmt.Sprintf("c=%d %.2f", c, r))
 		}
 		v := "met at every concurrency"
 		if len(missed) > 0 {
 			v = "NOT met at " + strings.Join(missed, ", ")
 		}
-		return fmt.Sprintf("%s (target at most %.2f): %s", strings.Join(parts, "; "), limit, v)
+		return fmt.Sprintf("%s (target at most %.2f): %s", ratios(delay, a, pa, b, pb), limit, v)
 	}
 	for _, delay := range res.opts.delays {
 		if delay == 0 {
@@ -190,15 +196,24 @@ func (res *result) checks() []string {
 			lines = append(lines, fmt.Sprintf("%v per call, p50 of %q over %q: %s.",
 				delay, one.name, twoReads.name, compare(delay, one, allRequests, twoReads, allRequests, 0.6)))
 		}
-		if one != nil && due != nil {
-			lines = append(lines, fmt.Sprintf("%v per call, p50 of %q over %q: %s; %s of every 1,000 of its requests refreshed.",
-				delay, due.name, one.name, compare(delay, due, allRequests, one, allRequests, 1.1),
-				number(due.perThousand(func(r roundTally) float64 { return float64(r.cookies) }))))
-		}
+		// A request that refreshes is compared with those that do not
+		// under the same load: in the same rounds of the same variant.
 		if mix != nil {
 			lines = append(lines, fmt.Sprintf("%v per call, in %q, p50 of the requests that refreshed over that of the others, in the same rounds: %s; %s of every 1,000 requests refreshed.",
 				delay, mix.name, compare(delay, mix, withCookie, mix, withoutCookie, 1.1),
 				number(mix.perThousand(func(r roundTally) float64 { return float64(r.cookies) }))))
+		}
+		// The writes that refreshes leave running slow the requests
+		// served meanwhile, which refresh or not; the issue sets no target
+		// for that, but it is a cost, so it is reported.
+		if one != nil && mix != nil {
+			lines = append(lines, fmt.Sprintf("%v per call, the load of the refresh writes: p50 of the requests of %q that did not refresh over that of %q: %s.",
+				delay, mix.name, one.name, ratios(delay, mix, withoutCookie, one, allRequests)))
+		}
+		if one != nil && due != nil {
+			lines = append(lines, fmt.Sprintf("%v per call, the load of the refresh writes: p50 of %q over %q: %s; %s of every 1,000 of its requests refreshed, each also slowed by the writes of the ones before it.",
+				delay, due.name, one.name, ratios(delay, due, allRequests, one, allRequests),
+				number(due.perThousand(func(r roundTally) float64 { return float64(r.cookies) }))))
 		}
 	}
 	return lines

@@ -111,16 +111,8 @@ func run(ctx context.Context, endpoint string, opts options, logw io.Writer) (*r
 	logf("counting allocations: %d rounds", opts.allocRounds)
 	for i, v := range variants {
 		r := &res.variants[i]
-		if r.allocs, err = countAllocs(ctx, builders[i], direct, opts); err != nil {
-			return nil, fmt.Errorf("%s: allocations: %w", v.name, err)
-		}
-		rep := newReplay(direct)
-		if err := record(ctx, builders[i], rep, opts.sessions); err != nil {
-			return nil, fmt.Errorf("%s: record answers: %w", v.name, err)
-		}
-		rep.startReplaying()
-		if r.ownAllocs, err = countAllocs(ctx, builders[i], rep, opts); err != nil {
-			return nil, fmt.Errorf("%s: own allocations: %w", v.name, err)
+		if r.allocs, r.ownAllocs, err = countAllAllocs(ctx, builders[i], direct, opts); err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
 		}
 	}
 
@@ -243,6 +235,24 @@ func countAllocs(ctx context.Context, build builder, c ddbsession.Client, opts o
 		perRequest = append(perRequest, float64(after.Mallocs-before.Mallocs)/float64(half))
 	}
 	return perRequest, nil
+}
+
+// countAllAllocs returns the allocations per request of targets built on
+// direct, and of targets built on a replay of its answers, one per
+// allocation round.
+func countAllAllocs(ctx context.Context, build builder, direct ddbsession.Client, opts options) (allocs, own []float64, err error) {
+	if allocs, err = countAllocs(ctx, build, direct, opts); err != nil {
+		return nil, nil, fmt.Errorf("allocations: %w", err)
+	}
+	rep := newReplay(direct)
+	if err := record(ctx, build, rep, opts.sessions); err != nil {
+		return nil, nil, fmt.Errorf("record answers: %w", err)
+	}
+	rep.startReplaying()
+	if own, err = countAllocs(ctx, build, rep, opts); err != nil {
+		return nil, nil, fmt.Errorf("own allocations: %w", err)
+	}
+	return allocs, own, nil
 }
 
 // record serves one request per session through rep while it records.

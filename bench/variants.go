@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -172,8 +173,9 @@ func signInDDBSession(s ddbsessionSetup) func(ctx context.Context, e *env, n int
 			StoreTimeout: time.Minute,
 		}
 		var beforeLogin func(i int)
+		var clock *refreshClock
 		if s.refreshEvery > 0 {
-			clock := &refreshClock{start: time.Now(), sessions: n, every: s.refreshEvery}
+			clock = newRefreshClock(n, s.refreshEvery)
 			cfg.Now, cfg.RefreshInterval, beforeLogin = clock.Now, clock.interval(), clock.beforeLogin
 			defer clock.signedIn()
 		}
@@ -184,6 +186,16 @@ func signInDDBSession(s ddbsessionSetup) func(ctx context.Context, e *env, n int
 		return func(c ddbsession.Client) (*target, error) {
 			cfg := cfg
 			cfg.Client = c
+			if r, ok := c.(*replay); ok && r.isReplaying() && clock != nil {
+				// A replay answers writes without making them: the
+				// sessions that a target on it refreshes keep their old
+				// expiry in the table. Were it to move the shared clock,
+				// they would fall a visit behind their schedule and
+				// bunch up with the sessions due after them (one more
+				// run of adjacent sessions per replayed round), so it
+				// reads a copy.
+				cfg.Now = clock.copy().Now
+			}
 			m, err := ddbsession.New(cfg)
 			if err != nil {
 				return nil, err
@@ -235,16 +247,38 @@ func loginAll(ctx context.Context, e *env, cfg ddbsession.Config[User], n int, b
 // readings after its last request, and with a refresh interval of (k-1/2)*n
 // seconds it is due on every k-th visit; the half visit of slack absorbs
 // the jitter of concurrent requests. Sessions are created at times
-// staggered so that session i is first due on its (i mod k)-th visit: the
-// requests that refresh are spread evenly among those that do not, from
-// the first round on. A request that finds its session's last refresh
-// still being written does not refresh again; the report counts those that
-// did, which send the cookie. No session expires meanwhile: ddbsession's
-// default IdleTimeout, a day, is far longer than k*n seconds.
+// staggered so that session i is first due on its phase(i)-th visit: a k-th
+// of the sessions on each visit, from the first round on. The phases are
+// shuffled, not i mod k, so that the requests that refresh are spread among
+// the others without a period: whether a request refreshes says nothing of
+// whether the one before it did. With a period of k, the request just after
+// each refresh, whose read meets that refresh's writes at the engine, would
+// never be one that refreshes itself, and the refreshing requests would be
+// timed more kindly than the others. A request that finds its session's last
+// refresh still being written does not refresh again; the report counts
+// those that did, which send the cookie. No session expires meanwhile:
+// ddbsession's default IdleTimeout, a day, is far longer than k*n seconds.
 type refreshClock struct {
 	start           time.Time
 	sessions, every int
+	phases          []int        // by session: the visit on which it is first due
 	now             atomic.Int64 // milliseconds after start
+}
+
+func newRefreshClock(sessions, every int) *refreshClock {
+	c := &refreshClock{start: time.Now(), sessions: sessions, every: every}
+	// A fixed seed: the same schedule on every run.
+	for _, i := range rand.New(rand.NewPCG(1, uint64(every))).Perm(sessions) {
+		c.phases = append(c.phases, i%every)
+	}
+	return c
+}
+
+// copy returns a clock that starts where c is and moves on its own.
+func (c *refreshClock) copy() *refreshClock {
+	d := &refreshClock{start: c.start, sessions: c.sessions, every: c.every, phases: c.phases}
+	d.now.Store(c.now.Load())
+	return d
 }
 
 func (c *refreshClock) Now() time.Time {
@@ -258,10 +292,10 @@ func (c *refreshClock) interval() time.Duration {
 // firstVisit is when the first request after sign-in reads the clock.
 func (c *refreshClock) firstVisit() int64 { return int64(c.every*c.sessions+1) * 1000 }
 
-// beforeLogin sets the clock so that session i is created (k-1/2-(i mod k))*n
-// seconds before its first visit.
+// beforeLogin sets the clock so that session i is created
+// (k-1/2-phase(i))*n seconds before its first visit.
 func (c *refreshClock) beforeLogin(i int) {
-	created := c.firstVisit() + int64(i)*1000 - int64(2*c.every-1-2*(i%c.every))*int64(c.sessions)*500
+	created := c.firstVisit() + int64(i)*1000 - int64(2*c.every-1-2*c.phases[i])*int64(c.sessions)*500
 	c.now.Store(created - 1000)
 }
 
