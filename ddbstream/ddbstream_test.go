@@ -301,11 +301,22 @@ func TestHandler(t *testing.T) {
 			wantLog: "without an old image",
 		},
 		{
-			name: "malformed session item: unknown format version",
+			name: "device-bound session (format version 2)",
 			records: func(t *testing.T) []rec {
 				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "2"}`}), "100")}
 			},
-			wantLog: "format version 2",
+			wantCalls: func() []ddbsession.Session {
+				s := wantSession
+				s.DeviceBound = true
+				return []ddbsession.Session{s}
+			}(),
+		},
+		{
+			name: "malformed session item: unknown format version",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "3"}`}), "100")}
+			},
+			wantLog: "format version 3",
 		},
 		{
 			name: "malformed session item: no session ID",
