@@ -213,6 +213,7 @@ func (h *Handler) Decode(image map[string]events.DynamoDBAttributeValue) (ddbses
 		RefreshedAt: s.RefreshedAt,
 		ExpiresAt:   s.ExpiresAt,
 		UserAgent:   s.UserAgent,
+		DeviceBound: s.DeviceBound,
 	}, nil
 }
 
