@@ -80,15 +80,22 @@ func (m *Manager[U]) writeBoundCookie(w http.ResponseWriter, value string, maxAg
 // checks that the cookie it gets is the one it was told of.
 const boundCookieAttributes = "Path=/; Secure; HttpOnly; SameSite=Lax"
 
-// newChallenge returns a challenge for the device to sign, valid for a
-// bound cookie's lifetime and a minute more: a browser keeps the one that
-// came with a bound cookie for its next refresh, shortly before that
+// newChallenge returns a challenge for the device to sign at its next
+// refresh, valid for a bound cookie's lifetime and a minute more: a browser
+// keeps the one that came with a bound cookie until shortly before that
 // cookie expires.
 func (m *Manager[U]) newChallenge(now time.Time) item.Challenge {
-	return item.Challenge{
-		Value:   item.NewToken(),
-		Expires: time.Unix(now.Add(m.cfg.DeviceBinding.CookieLifetime+time.Minute).Unix(), 0),
-	}
+	return challengeFor(now, m.cfg.DeviceBinding.CookieLifetime+time.Minute)
+}
+
+// registrationChallengeLifetime bounds the challenge of a login's offer.
+// A browser registers at once; the challenge and the session cookie both
+// travel in the login's response, so a copy of that response (a HAR file)
+// can register a key of its own only while the challenge is open.
+const registrationChallengeLifetime = 2 * time.Minute
+
+func challengeFor(now time.Time, lifetime time.Duration) item.Challenge {
+	return item.Challenge{Value: item.NewToken(), Expires: time.Unix(now.Add(lifetime).Unix(), 0)}
 }
 
 // offerBinding asks the browser, in a login's response, to bind session s

@@ -211,7 +211,7 @@ type DeviceBinding struct {
 	// key each time, and limit how often they sign (Chromium 6 times in 9
 	// minutes per site), so below about 5 minutes a busy page refreshes on
 	// most requests and runs out of signatures. Default 10 minutes; at
-	// least 10 seconds, for tests.
+	// least 10 seconds, for tests, and at most an hour.
 	CookieLifetime time.Duration
 }
 
@@ -356,8 +356,8 @@ func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error 
 	setDefault(&d.RegistrationPath, "/dbsc/register")
 	setDefault(&d.RefreshPath, "/dbsc/refresh")
 	for _, p := range []string{d.RegistrationPath, d.RefreshPath} {
-		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\"?#;, \t\r\n") {
-			return fmt.Errorf("ddbsession: Config.DeviceBinding path %q: must start with / and hold no quote, query, fragment, comma, semicolon or space", p)
+		if !validBindingPath(p) {
+			return fmt.Errorf("ddbsession: Config.DeviceBinding path %q: must start with / and hold only letters, digits and -._~/!$&'()*+=:@%%", p)
 		}
 	}
 	if d.RegistrationPath == d.RefreshPath {
@@ -376,8 +376,8 @@ func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error 
 	if d.CookieLifetime == 0 {
 		d.CookieLifetime = 10 * time.Minute
 	}
-	if d.CookieLifetime < 10*time.Second {
-		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieLifetime %v: must be at least 10s", d.CookieLifetime)
+	if d.CookieLifetime < 10*time.Second || d.CookieLifetime > time.Hour {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieLifetime %v: must be between 10s and 1h: a stolen copy of the cookies works that long", d.CookieLifetime)
 	}
 	if d.Enabled && insecure {
 		// Browsers bind sessions only on secure origins, and a bound
@@ -385,6 +385,24 @@ func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error 
 		return errors.New("ddbsession: Config.DeviceBinding.Enabled needs HTTPS; it cannot be combined with InsecureDevMode")
 	}
 	return nil
+}
+
+// validBindingPath reports whether p is an absolute URL path of ASCII
+// path characters (RFC 3986 pchar and "/"), without query or fragment: it
+// goes into a structured-field string of the offer, which Chromium drops,
+// silently, if it is not one.
+func validBindingPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("-._~/!$&'()*+=:@%", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 func setDefault(field *string, value string) {

@@ -69,6 +69,14 @@ func (m *Manager[U]) DeviceBindingHandler() http.Handler {
 // browser then keeps the session unbound.
 func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 	now := m.cfg.Now()
+	// The session cookie's form first, the signature next, DynamoDB last:
+	// a request without a session costs no verification, and a bad JWT
+	// no call.
+	cred, _ := m.cookieCredential(r)
+	if cred.Token == "" {
+		http.Error(w, "no session", http.StatusUnauthorized)
+		return
+	}
 	jwt, err := requestJWT(r)
 	if err == nil && jwt.Key == nil {
 		err = errors.New("the registration JWT has no jwk")
@@ -78,11 +86,6 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		http.Error(w, "bad registration: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	cred, _ := m.cookieCredential(r)
-	if cred.Token == "" {
-		http.Error(w, "no session", http.StatusUnauthorized)
 		return
 	}
 	// Not cut short by the client: a binding half made helps no one.
@@ -112,10 +115,11 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 	value, cookie := m.newBoundCookie(now)
 	next := m.newChallenge(now)
 	err = m.store.bind(ctx, sessionPK, s, jwt.JTI, key, cookie, next, now)
-	if err != nil && !errors.Is(err, errChallengeUsed) && m.boundCookieLanded(ctx, sessionPK, cookie) {
-		// The answer was lost, not the write. Answering 503 would leave
-		// the session bound to a key whose browser gave up registering
-		// (Chromium does not retry), and so unusable.
+	if err != nil && m.boundCookieLanded(ctx, sessionPK, cookie) {
+		// The answer was lost, not the write; or the SDK retried the
+		// write after it landed, and the retry found its condition spent.
+		// Refusing would leave the session bound to a key whose browser
+		// gave up registering (Chromium does not retry), and so unusable.
 		err = nil
 	}
 	if err == nil {
@@ -198,14 +202,18 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !challengeFits(s.Challenge, jwt.JTI, now) {
-		m.challenge(ctx, w, r, sessionPK, id, now)
+		if challengeOpen(s.Challenge, now) {
+			sendChallenge(w, s.Challenge, id) // the one it awaits, unused
+		} else {
+			m.challenge(ctx, w, r, sessionPK, id, now)
+		}
 		return
 	}
 	value, cookie := m.newBoundCookie(now)
 	next := m.newChallenge(now)
 	err = m.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now)
-	if err != nil && !errors.Is(err, errChallengeUsed) && m.boundCookieLanded(ctx, sessionPK, cookie) {
-		err = nil // the answer was lost, not the write
+	if err != nil && m.boundCookieLanded(ctx, sessionPK, cookie) {
+		err = nil // the answer was lost, not the write (as in register)
 	}
 	switch {
 	case errors.Is(err, errChallengeUsed):
@@ -222,23 +230,47 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 	m.sendBoundCookie(w, s.ID, value, cookie, next, now)
 }
 
-// challenge answers a refresh with 403 and a fresh challenge for session
-// id, which the session item now awaits; or ends the binding in the
-// browser if the session is gone, expired or not that one. It leaves the
-// bound cookie alone then: the write cannot tell those cases apart, and
-// where the session cookie is a later login's, the bound cookie the
-// browser holds is that session's.
+// challenge answers a refresh with 403 and the challenge that session id
+// awaits: a fresh one, with one write, unless the session still awaits an
+// unused, unexpired one, which is read and sent again. A challenge is
+// replaced only once spent, so that whoever holds a copy of the session
+// cookie cannot make the device's challenge stale over and over (Chromium
+// gives a session up after 5 challenges in a row). If the session is gone,
+// expired, or not that one, the binding ends in the browser, and the bound
+// cookie stays: where the session cookie is a later login's, the bound
+// cookie the browser holds is that session's.
 func (m *Manager[U]) challenge(ctx context.Context, w http.ResponseWriter, r *http.Request, sessionPK, id string, now time.Time) {
 	next := m.newChallenge(now)
-	switch err := m.store.setChallenge(ctx, sessionPK, id, next, now); {
+	err := m.store.setChallenge(ctx, sessionPK, id, next, now)
+	if errors.Is(err, errChallengeUsed) {
+		// Gone, another session, or a challenge still open: read which.
+		s, found, rerr := m.store.getSession(ctx, sessionPK)
+		switch {
+		case rerr != nil:
+			err = rerr
+		case found && s.ID == id && s.DeviceBound && m.life.live(s, now) && challengeOpen(s.Challenge, now):
+			next, err = s.Challenge, nil
+		}
+	}
+	switch {
 	case errors.Is(err, errChallengeUsed):
 		m.endBindingOnly(w, id)
 	case err != nil:
 		m.bindingStoreFailure(w, r, err)
 	default:
-		w.Header().Set(headerChallenge, challengeHeader(next, id))
-		http.Error(w, "sign the challenge", http.StatusForbidden)
+		sendChallenge(w, next, id)
 	}
+}
+
+// sendChallenge answers a refresh with 403 and challenge c for session id.
+func sendChallenge(w http.ResponseWriter, c item.Challenge, id string) {
+	w.Header().Set(headerChallenge, challengeHeader(c, id))
+	http.Error(w, "sign the challenge", http.StatusForbidden)
+}
+
+// challengeOpen reports whether c is a challenge, unexpired at now.
+func challengeOpen(c item.Challenge, now time.Time) bool {
+	return c.Value != "" && now.Unix() < c.Expires.Unix()
 }
 
 // boundCookieLanded reports whether a binding write whose outcome is
@@ -254,7 +286,7 @@ func (m *Manager[U]) boundCookieLanded(ctx context.Context, sessionPK string, co
 
 // challengeFits reports whether jti answers challenge c, unexpired at now.
 func challengeFits(c item.Challenge, jti string, now time.Time) bool {
-	return c.Value != "" && jti == c.Value && now.Unix() < c.Expires.Unix()
+	return challengeOpen(c, now) && jti == c.Value
 }
 
 // sendBoundCookie answers a registration or refresh that proved the device:

@@ -676,8 +676,11 @@ func ecDeviceWithLeadingZero(t *testing.T, coordinate string) *dbsctest.Device {
 }
 
 // TestDeviceRefreshChallenge: a refresh without a JWT gets 403 and a
-// challenge for the session, which costs one write and no read, and the
-// session item now awaits that challenge; no cookie comes with it.
+// challenge for the session, and no cookie. While the session awaits an
+// unused, unexpired challenge, that one is sent again, and nothing is
+// written (a copy of the session cookie must not make the device's
+// challenge stale); otherwise a new one is written, with one write and no
+// read.
 func TestDeviceRefreshChallenge(t *testing.T) {
 	t.Parallel()
 	for _, alg := range algs {
@@ -685,8 +688,26 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 			t.Parallel()
 			e, p := newBoundEnv(t)
 			b := e.bound(devicesOf(alg)[0], e.putUser("alice"))
+
+			// The challenge that came with the bound cookie is open.
+			before := e.snapshot()
 			p.reset()
 			w := b.refreshWith("")
+			if w.Code != http.StatusForbidden {
+				t.Fatalf("status %d, want 403", w.Code)
+			}
+			if got := challengeOf(t, w, b.id); got != b.challenge {
+				t.Errorf("the 403 sent %q, not the open challenge %q", got, b.challenge)
+			}
+			if p.count("GetItem") != 1 || p.total() != 2 {
+				t.Errorf("%d DynamoDB calls (%d GetItem), want the failed conditional write and one read", p.total(), p.count("GetItem"))
+			}
+			e.assertUnchanged(before, "403 with a challenge open")
+
+			// Once it has expired, a new one is written.
+			e.clock.Advance(e.cfg.DeviceBinding.CookieLifetime + time.Minute)
+			p.reset()
+			w = b.refreshWith("")
 			if w.Code != http.StatusForbidden {
 				t.Fatalf("status %d, want 403", w.Code)
 			}
@@ -696,6 +717,9 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 			challenge := challengeOf(t, w, b.id)
 			if p.count("UpdateItem") != 1 || p.total() != 1 {
 				t.Errorf("%d DynamoDB calls (%d UpdateItem), want one write", p.total(), p.count("UpdateItem"))
+			}
+			if got := w.Header().Get("Secure-Session-Challenge"); !strings.HasPrefix(got, `"`) || !strings.HasSuffix(got, `";id="`+b.id+`"`) {
+				t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
 			}
 			if len(w.Result().Cookies()) != 0 {
 				t.Errorf("a 403 sets cookies %v", w.Result().Cookies())
@@ -788,8 +812,10 @@ func TestDeviceRefreshRefused(t *testing.T) {
 				if w.Code != http.StatusForbidden {
 					t.Fatalf("the same proof again: status %d, want 403", w.Code)
 				}
-				if next := challengeOf(t, w, b.id); next == b.challenge {
-					t.Errorf("the 403 sent the challenge that is pending already")
+				// The session awaits the challenge that came with the
+				// cookie the first answer sent: that one, not a new one.
+				if next := challengeOf(t, w, b.id); next != b.challenge {
+					t.Errorf("the 403 sent %q, not the open challenge %q", next, b.challenge)
 				}
 				assertNoBoundCookie(t, w, "replayed challenge")
 				if got := boundAttrs(); got != cookies {

@@ -222,6 +222,11 @@
 // A bound session never falls back: there is no way back to the session
 // cookie alone, and registration refuses a session that is bound already,
 // so a thief with the session cookie cannot bind it to a key of their own.
+// An unbound session can be bound only with the challenge of its login's
+// offer, which expires after two minutes: a copy of the login's response
+// (a HAR file) is the one way to bind it elsewhere, within that time.
+// Refreshes replace a challenge only once it is spent or expired, so a
+// copy of the session cookie cannot keep the device's challenge stale.
 // Revoke, RevokeAll and Logout end bound sessions as any other; the next
 // refresh then tells the browser to end the binding ("continue": false).
 // List reports [Session.DeviceBound]. [Manager.Check], which sees no bound

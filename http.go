@@ -273,7 +273,7 @@ func (m *Manager[U]) signIn(r *http.Request, user UserKey, verify func(U) error,
 	if endCarried && m.cfg.DeviceBinding.Enabled {
 		// The challenge of the offer to bind, which the Login response
 		// makes, goes in with the session: it costs no write of its own.
-		s.Challenge = m.newChallenge(now)
+		s.Challenge = challengeFor(now, registrationChallengeLifetime)
 	}
 	token := item.NewToken()
 	if err := m.store.createSession(ctx, m.store.SessionPK(token), s); err != nil {

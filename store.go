@@ -533,15 +533,17 @@ func (st *store) rebind(ctx context.Context, sessionPK string, s item.Session, j
 }
 
 // setChallenge makes next the challenge that bound session id awaits, with
-// one write and no read: the condition finds the session bound, live and
-// of that ID, or the write fails with errChallengeUsed. Whether the user
-// revoked it meanwhile is for the answer to the challenge to find out.
+// one write and no read: the condition finds the session bound, live, of
+// that ID, and with no challenge open (none, or expired), or the write
+// fails with errChallengeUsed. Whether the user revoked the session
+// meanwhile is for the answer to the challenge to find out.
 func (st *store) setChallenge(ctx context.Context, sessionPK, id string, next item.Challenge, now time.Time) error {
 	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           &st.table,
-		Key:                 st.SessionKey(sessionPK),
-		UpdateExpression:    aws.String("SET #challenge = :next, #challengeExp = :nextExp"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :bound AND #sid = :sid AND #ttl > :now"),
+		TableName:        &st.table,
+		Key:              st.SessionKey(sessionPK),
+		UpdateExpression: aws.String("SET #challenge = :next, #challengeExp = :nextExp"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :bound AND #sid = :sid AND #ttl > :now AND " +
+			"(attribute_not_exists(#challenge) OR #challengeExp <= :now)"),
 		ExpressionAttributeNames: map[string]string{
 			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#sid": item.AttrID,
 			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,

@@ -160,11 +160,13 @@ func AlgOf(key crypto.PublicKey) string {
 	return ""
 }
 
-// RSA moduli outside these bounds are refused: shorter ones are weak,
-// longer ones cost a server more to verify than a browser makes.
+// RSA keys outside these bounds are refused: shorter moduli are weak;
+// longer ones, and exponents other than 65537 (the one browsers use), only
+// make verifying cost the server more, for anyone who posts a token.
 const (
-	minRSABits = 2048
-	maxRSABits = 8192
+	minRSABits  = 2048
+	maxRSABits  = 4096
+	rsaExponent = 65537
 )
 
 // ParseJWK reads a public JSON Web Key: a P-256 EC key or an RSA key. The
@@ -216,8 +218,8 @@ func ParseJWK(raw []byte) (crypto.PublicKey, error) {
 		if bits := key.N.BitLen(); bits < minRSABits || bits > maxRSABits {
 			return nil, fmt.Errorf("a %d-bit modulus; want %d to %d bits", bits, minRSABits, maxRSABits)
 		}
-		if key.E < 3 || key.E%2 == 0 {
-			return nil, fmt.Errorf("exponent %d", key.E)
+		if key.E != rsaExponent {
+			return nil, fmt.Errorf("exponent %d is not %d", key.E, rsaExponent)
 		}
 		return key, nil
 	}

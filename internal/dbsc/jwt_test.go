@@ -135,6 +135,9 @@ func TestParseJWK(t *testing.T) {
 	n1024 := new(big.Int).Lsh(big.NewInt(1), 1023)
 	n1024.Add(n1024, big.NewInt(1))
 	rsa1024 := `{"kty":"RSA","e":"AQAB","n":"` + base64.RawURLEncoding.EncodeToString(n1024.Bytes()) + `"}`
+	n4097 := new(big.Int).Lsh(big.NewInt(1), 4096)
+	n4097.Add(n4097, big.NewInt(1))
+	rsa4097 := `{"kty":"RSA","e":"AQAB","n":"` + base64.RawURLEncoding.EncodeToString(n4097.Bytes()) + `"}`
 	for _, c := range []struct {
 		name string
 		jwk  map[string]string
@@ -145,6 +148,10 @@ func TestParseJWK(t *testing.T) {
 		{name: "RSA 1024", raw: rsa1024},
 		{name: "RSA e=1", jwk: with(rs256.JWK(), "e", "AQ")},
 		{name: "RSA e=65536", jwk: with(rs256.JWK(), "e", "AQAA")},
+		// Costlier to verify, and never what a browser sends.
+		{name: "RSA e=3", jwk: with(rs256.JWK(), "e", "Aw")},
+		{name: "RSA e=2^31-1", jwk: with(rs256.JWK(), "e", "f____w")},
+		{name: "RSA 4097 bits", raw: rsa4097},
 		{name: "RSA n with a leading zero", jwk: with(rs256.JWK(), "n", "AA"+rs256.JWK()["n"])},
 		{name: "EC", jwk: es256.JWK(), ok: true},
 		{name: "EC x of 33 bytes", jwk: with(es256.JWK(), "x", base64.RawURLEncoding.EncodeToString(append([]byte{0}, decode(t, es256.JWK()["x"])...)))},
