@@ -160,12 +160,14 @@ func (res *result) checks() []string {
 		lines = append(lines, fmt.Sprintf("%s: %.3f DynamoDB calls and %.3f writes per request over all rounds (target 1 and 0): %s.",
 			one.name, calls, writes, verdict(calls == 1 && writes == 0)))
 	}
-	// ratios reports a's p50 over b's at each concurrency.
+	// ratios reports a's p50 over b's at each concurrency, to three
+	// places, so that a ratio that misses a target by less than 0.005
+	// does not print as the target.
 	ratios := func(delay time.Duration, a *variantResult, pa population, b *variantResult, pb population) string {
 		var parts []string
 		for _, c := range res.opts.concurrency {
 			at := setting{delay, c}
-			parts = append(parts, fmt.Sprintf("c=%d %.2f", c, ratio(a.p50(at, pa), b.p50(at, pb))))
+			parts = append(parts, fmt.Sprintf("c=%d %.3f", c, ratio(a.p50(at, pa), b.p50(at, pb))))
 		}
 		return strings.Join(parts, "; ")
 	}
@@ -195,6 +197,13 @@ func (res *result) checks() []string {
 		if one != nil && twoReads != nil {
 			lines = append(lines, fmt.Sprintf("%v per call, p50 of %q over %q: %s.",
 				delay, one.name, twoReads.name, compare(delay, one, allRequests, twoReads, allRequests, 0.6)))
+		}
+		// What one round trip can reach on this engine, for reading the
+		// two above: the bare SDK's BatchGetItem, and nothing else.
+		if batch := res.find(roleFloorBatch); one != nil && batch != nil && floor != nil {
+			lines = append(lines, fmt.Sprintf("%v per call, for reference, no target: p50 of %q over %q: %s; of %q over %q: %s.",
+				delay, batch.name, floor.name, ratios(delay, batch, allRequests, floor, allRequests),
+				one.name, batch.name, ratios(delay, one, allRequests, batch, allRequests)))
 		}
 		// A request that refreshes is compared with those that do not
 		// under the same load: in the same rounds of the same variant.
