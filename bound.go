@@ -59,20 +59,9 @@ func boundMaxAge(c item.BoundCookie, now time.Time) int {
 
 // writeBoundCookie sends a bound cookie, with the attributes that the
 // session configuration names (see boundCookieAttributes), or clears it
-// (maxAge -1).
+// (maxAge -1). It is always Secure: device binding needs HTTPS.
 func (m *Manager[U]) writeBoundCookie(w http.ResponseWriter, value string, maxAge int) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	addVaryCookie(h)
-	http.SetCookie(w, &http.Cookie{
-		Name:     m.cfg.DeviceBinding.CookieName,
-		Value:    value,
-		Path:     "/",
-		MaxAge:   maxAge,
-		Secure:   true,
-		HttpOnly: true,
-		SameSite: http.SameSiteLaxMode,
-	})
+	writeCookie(w, m.cfg.DeviceBinding.CookieName, value, maxAge, true)
 }
 
 // boundCookieAttributes are writeBoundCookie's attributes other than

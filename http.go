@@ -439,15 +439,22 @@ func (m *Manager[U]) clearCookie(w http.ResponseWriter) { m.writeCookie(w, "", -
 // response that carries it must not be cached, or a shared cache could hand
 // one user's cookie to another.
 func (m *Manager[U]) writeCookie(w http.ResponseWriter, value string, maxAge int) {
+	writeCookie(w, m.cfg.CookieName, value, maxAge, !m.cfg.InsecureDevMode)
+}
+
+// writeCookie sets cookie name, host-only on Path=/, HttpOnly and
+// SameSite=Lax, on a response that must not be cached. The session cookie
+// and the bound cookie share it.
+func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure bool) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	addVaryCookie(h)
 	http.SetCookie(w, &http.Cookie{
-		Name:     m.cfg.CookieName,
+		Name:     name,
 		Value:    value,
 		Path:     "/",
 		MaxAge:   maxAge,
-		Secure:   !m.cfg.InsecureDevMode,
+		Secure:   secure,
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,
 	})
