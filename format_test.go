@@ -313,8 +313,18 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	bob := e.putUser("bob")
 	h := e.m.RequireSession(whoami(e.m))
 
+	// The secret is the token, the cookie's part before the user key: 26
+	// upper-case base32 characters, looked for in upper-cased text so that
+	// a lower-cased copy shows too.
 	var tokens []string
-	keep := func(c *http.Cookie) *http.Cookie { tokens = append(tokens, c.Value); return c }
+	keep := func(c *http.Cookie) *http.Cookie {
+		token, _, _ := strings.Cut(c.Value, ".")
+		if len(token) != 26 || strings.ToUpper(token) != token {
+			t.Fatalf("cookie %q does not start with a token", c.Value)
+		}
+		tokens = append(tokens, token)
+		return c
+	}
 	first := keep(e.login(alice))
 	rotated := keep(e.login(alice, first)) // rotation deletes first
 	bobs := keep(e.login(bob))
