@@ -42,7 +42,7 @@ func (e *env) members(mutate ...func(*ddbsession.Config[Member])) *ddbsession.Ma
 	e.t.Helper()
 	cfg := ddbsession.Config[Member]{
 		Client: e.cfg.Client, Table: e.table, Now: e.cfg.Now, Logger: e.cfg.Logger,
-		IdleTimeout: e.cfg.IdleTimeout, RefreshInterval: e.cfg.RefreshInterval,
+		IdleTimeout: e.cfg.IdleTimeout, RefreshInterval: e.cfg.RefreshInterval, StoreTimeout: e.cfg.StoreTimeout,
 	}
 	for _, f := range mutate {
 		f(&cfg)

@@ -69,7 +69,7 @@ func otherAlg(alg string) string {
 func newBoundEnv(t *testing.T, mutate ...func(*ddbsession.Config[User])) (*env, *probe) {
 	t.Helper()
 	var p *probe
-	e := newEnv(t, append([]func(*ddbsession.Config[User]){withProbe(&p), patientStore, withDeviceBinding(10 * time.Minute)}, mutate...)...)
+	e := newEnv(t, append([]func(*ddbsession.Config[User]){withProbe(&p), withDeviceBinding(10 * time.Minute)}, mutate...)...)
 	return e, p
 }
 

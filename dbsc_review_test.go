@@ -50,7 +50,7 @@ func (l *retryAfterLoss) UpdateItem(ctx context.Context, in *dynamodb.UpdateItem
 func TestDeviceBindingWriteRetriedAfterItLanded(t *testing.T) {
 	t.Parallel()
 	lose := &retryAfterLoss{}
-	e := newEnv(t, withDeviceBinding(10*time.Minute), patientStore, func(c *ddbsession.Config[User]) {
+	e := newEnv(t, withDeviceBinding(10*time.Minute), func(c *ddbsession.Config[User]) {
 		lose.Client = c.Client
 		c.Client = lose
 	})

@@ -18,11 +18,7 @@ func TestExpiringWindow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withExpiryIndex(c)
-		c.IdleTimeout = 24 * time.Hour
-		// A 24-hour window is 192 Queries; on a busy 2-core machine the
-		// engine may need more than the default 2s for them, which is not
-		// what this test is about.
-		c.StoreTimeout = 30 * time.Second
+		c.IdleTimeout = 24 * time.Hour // a 24-hour window: 192 Queries
 	})
 	alice := e.putUser("alice")
 	bob := e.putUser("bob")
@@ -190,7 +186,7 @@ func TestExpiringWithoutIndex(t *testing.T) {
 func TestExpiringRejectsBadWindows(t *testing.T) {
 	t.Parallel()
 	// The widest good window is 24 hours, 200 Queries: see TestExpiringWindow.
-	e := newEnv(t, withExpiryIndex, func(c *ddbsession.Config[User]) { c.StoreTimeout = 30 * time.Second })
+	e := newEnv(t, withExpiryIndex)
 	alice := e.putUser("alice")
 	e.login(alice) // expires 13:00:00
 	from := start

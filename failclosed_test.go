@@ -91,7 +91,7 @@ func testStoreFailure(t *testing.T, path func(*ddbsession.Config[User]), break_ 
 	if w.Code != http.StatusServiceUnavailable || called {
 		t.Fatalf("status %d, handler called %v; want 503 and not called", w.Code, called)
 	}
-	if elapsed := time.Since(began); elapsed > 5*time.Second {
+	if elapsed := time.Since(began); elapsed > 8*time.Second { // far above 50ms, below the hang's 10s
 		t.Errorf("took %v", elapsed)
 	}
 	if c := sessionCookie(t, w.Result(), m.CookieName()); c != nil {

@@ -186,7 +186,7 @@ func TestLoginUndoIsBounded(t *testing.T) {
 	if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice); err == nil {
 		t.Fatal("Login succeeded though its session write failed")
 	}
-	if took := time.Since(began); took > 2*time.Second {
+	if took := time.Since(began); took > 4*time.Second { // far above 100ms, below the hang's 5s
 		t.Errorf("Login took %v with StoreTimeout 100ms", took)
 	}
 }

@@ -119,8 +119,12 @@ func newEnv(t testing.TB, mutate ...func(*ddbsession.Config[User])) *env {
 		Table:           e.table,
 		IdleTimeout:     time.Hour,
 		RefreshInterval: 10 * time.Minute,
-		Now:             e.clock.Now,
-		Logger:          slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// A call that a busy test machine delays past the 2s default is no
+		// store fault; tests of the bound set a short StoreTimeout of
+		// their own, and TestFaultMatrix proves it.
+		StoreTimeout: time.Minute,
+		Now:          e.clock.Now,
+		Logger:       slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range mutate {
 		if f != nil {

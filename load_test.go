@@ -143,7 +143,7 @@ func loginLoadRun(tb testing.TB, e *env, prefix string, logins, workers, users i
 // every user's List counts exactly their sessions.
 func TestLoginLoad(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, patientStore)
+	e := newEnv(t)
 	load := loginLoadRun(t, e, "load", 2000, 32, 40)
 	t.Logf("%d logins from 32 goroutines in %v, %d lost", load.logins, load.elapsed.Round(time.Millisecond), load.lost)
 }
@@ -156,7 +156,7 @@ func TestLoginLoad(t *testing.T) {
 //	scripts/with-dynalite go test -run '^$' -bench '^BenchmarkLoginLoad$' -benchtime 3x .
 func BenchmarkLoginLoad(b *testing.B) {
 	const logins, workers, users = 10_000, 32, 100
-	e := newEnv(b, patientStore)
+	e := newEnv(b)
 	var runs int
 	var total time.Duration
 	var lost int

@@ -124,7 +124,7 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 	t.Parallel()
 	var p *probe
-	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.StoreTimeout = 10 * time.Second })
+	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	h := e.m.RequireSession(whoami(e.m))
 	e.clock.Advance(30 * time.Minute)
@@ -199,7 +199,10 @@ func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
 		mu.Unlock()
 		select {
 		case <-gate:
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
+			mu.Lock()
+			t.Errorf("only %d of %d instances reached the session write", arrived, n)
+			mu.Unlock()
 		}
 	}
 	instances := make([]*ddbsession.Manager[User], n)
