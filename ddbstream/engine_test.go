@@ -131,8 +131,10 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 				Client:      client,
 				Table:       table,
 				IdleTimeout: idle,
-				Now:         func() time.Time { return now },
-				Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+				// Calls a busy test machine delays are no store fault.
+				StoreTimeout: time.Minute,
+				Now:          func() time.Time { return now },
+				Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 			}
 			if tt.mutate != nil {
 				tt.mutate(&cfg)
