@@ -33,6 +33,17 @@ import (
 // algs are DBSC's two algorithms; the protocol tests run for both.
 var algs = []string{"ES256", "RS256"}
 
+// eachAlg runs test as a parallel subtest for each of algs.
+func eachAlg(t *testing.T, test func(t *testing.T, alg string)) {
+	t.Helper()
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			test(t, alg)
+		})
+	}
+}
+
 // deviceKeys holds three device keys per algorithm, made once: an RSA key
 // takes a while to generate, and the tests need distinct keys, not fresh
 // ones (each test has a table of its own).
@@ -431,45 +442,42 @@ var rsa1024 = sync.OnceValue(func() *dbsctest.Device {
 // JWT is sound and only the session can tell.
 func TestDeviceRegistrationRefused(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			alice := e.putUser("alice")
-			device, other := devicesOf(alg)[0], devicesOf(alg)[1]
-			for _, c := range registrationRefusals(alg) {
-				t.Run(c.name, func(t *testing.T) {
-					e.use(t)
-					b, offer := e.loginOffered(device, alice)
-					jwt := c.jwt(t, b, offer, other)
-					if c.noCookie {
-						b.session = nil
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		alice := e.putUser("alice")
+		device, other := devicesOf(alg)[0], devicesOf(alg)[1]
+		for _, c := range registrationRefusals(alg) {
+			t.Run(c.name, func(t *testing.T) {
+				e.use(t)
+				b, offer := e.loginOffered(device, alice)
+				jwt := c.jwt(t, b, offer, other)
+				if c.noCookie {
+					b.session = nil
+				}
+				before := e.snapshot()
+				p.reset()
+				w := b.registerWith(jwt)
+				if w.Code != c.status {
+					t.Errorf("status %d (%q), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
+				}
+				if got := p.total(); got != c.reads || p.count("BatchGetItem") != c.reads {
+					t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", got, p.count("BatchGetItem"), c.reads)
+				}
+				assertNoBoundCookie(t, w, "refused registration")
+				if w.Header().Get("Secure-Session-Challenge") != "" {
+					t.Errorf("refused registration sends a challenge: %q", w.Header().Get("Secure-Session-Challenge"))
+				}
+				e.assertUnchanged(before, "refused registration")
+				// The offer still stands for the real device.
+				if !c.noCookie {
+					if got := b.status(); got != http.StatusOK {
+						t.Errorf("the unbound session after the refusal: status %d", got)
 					}
-					before := e.snapshot()
-					p.reset()
-					w := b.registerWith(jwt)
-					if w.Code != c.status {
-						t.Errorf("status %d (%q), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
-					}
-					if got := p.total(); got != c.reads || p.count("BatchGetItem") != c.reads {
-						t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", got, p.count("BatchGetItem"), c.reads)
-					}
-					assertNoBoundCookie(t, w, "refused registration")
-					if w.Header().Get("Secure-Session-Challenge") != "" {
-						t.Errorf("refused registration sends a challenge: %q", w.Header().Get("Secure-Session-Challenge"))
-					}
-					e.assertUnchanged(before, "refused registration")
-					// The offer still stands for the real device.
-					if !c.noCookie {
-						if got := b.status(); got != http.StatusOK {
-							t.Errorf("the unbound session after the refusal: status %d", got)
-						}
-						b.register(offer)
-					}
-				})
-			}
-		})
-	}
+					b.register(offer)
+				}
+			})
+		}
+	})
 }
 
 // TestDeviceRegistrationChallengeExpired: the login's challenge lives for
@@ -477,26 +485,23 @@ func TestDeviceRegistrationRefused(t *testing.T) {
 // refused and changes nothing, though the session is live.
 func TestDeviceRegistrationChallengeExpired(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			b, offer := e.loginOffered(devicesOf(alg)[0], e.putUser("alice"))
-			jwt := b.device.Registration(offer.Challenge)
-			e.clock.Advance(11 * time.Minute)
-			before := e.snapshot()
-			p.reset()
-			w := b.registerWith(jwt)
-			if w.Code != http.StatusBadRequest || p.total() != 1 {
-				t.Errorf("status %d after %d DynamoDB calls, want 400 after 1", w.Code, p.total())
-			}
-			assertNoBoundCookie(t, w, "registration with an expired challenge")
-			e.assertUnchanged(before, "registration with an expired challenge")
-			if got := b.status(); got != http.StatusOK {
-				t.Errorf("the session itself: status %d, want 200", got)
-			}
-		})
-	}
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		b, offer := e.loginOffered(devicesOf(alg)[0], e.putUser("alice"))
+		jwt := b.device.Registration(offer.Challenge)
+		e.clock.Advance(11 * time.Minute)
+		before := e.snapshot()
+		p.reset()
+		w := b.registerWith(jwt)
+		if w.Code != http.StatusBadRequest || p.total() != 1 {
+			t.Errorf("status %d after %d DynamoDB calls, want 400 after 1", w.Code, p.total())
+		}
+		assertNoBoundCookie(t, w, "registration with an expired challenge")
+		e.assertUnchanged(before, "registration with an expired challenge")
+		if got := b.status(); got != http.StatusOK {
+			t.Errorf("the session itself: status %d, want 200", got)
+		}
+	})
 }
 
 // TestDeviceRegistrationOnce: a session binds once. The same JWT sent again
@@ -505,49 +510,46 @@ func TestDeviceRegistrationChallengeExpired(t *testing.T) {
 // refreshes, and the second key does not.
 func TestDeviceRegistrationOnce(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			alice := e.putUser("alice")
-			first, second := devicesOf(alg)[0], devicesOf(alg)[1]
-			b, offer := e.loginOffered(first, alice)
-			jwt := first.Registration(offer.Challenge)
-			p.reset()
-			b.take(b.registerWith(jwt))
-			if p.count("BatchGetItem") != 1 || p.count("UpdateItem") != 2 || p.total() != 3 {
-				t.Errorf("registration: %d calls (%d BatchGetItem, %d UpdateItem), want one read and two writes", p.total(), p.count("BatchGetItem"), p.count("UpdateItem"))
-			}
-			stored := attrText(e.itemOf(kindSession, b.id)["boundKey"])
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		alice := e.putUser("alice")
+		first, second := devicesOf(alg)[0], devicesOf(alg)[1]
+		b, offer := e.loginOffered(first, alice)
+		jwt := first.Registration(offer.Challenge)
+		p.reset()
+		b.take(b.registerWith(jwt))
+		if p.count("BatchGetItem") != 1 || p.count("UpdateItem") != 2 || p.total() != 3 {
+			t.Errorf("registration: %d calls (%d BatchGetItem, %d UpdateItem), want one read and two writes", p.total(), p.count("BatchGetItem"), p.count("UpdateItem"))
+		}
+		stored := attrText(e.itemOf(kindSession, b.id)["boundKey"])
 
-			for _, again := range []struct{ name, jwt string }{
-				{"the same JWT again", jwt},
-				{"another key over the same challenge", second.Registration(offer.Challenge)},
-				{"another key over the next challenge", second.Registration(b.challenge)},
-				{"the first key over the next challenge", first.Registration(b.challenge)},
-			} {
-				before := e.snapshot()
-				w := b.registerWith(again.jwt)
-				if w.Code != http.StatusConflict {
-					t.Errorf("%s: status %d, want 409", again.name, w.Code)
-				}
-				assertNoBoundCookie(t, w, again.name)
-				e.assertUnchanged(before, again.name)
+		for _, again := range []struct{ name, jwt string }{
+			{"the same JWT again", jwt},
+			{"another key over the same challenge", second.Registration(offer.Challenge)},
+			{"another key over the next challenge", second.Registration(b.challenge)},
+			{"the first key over the next challenge", first.Registration(b.challenge)},
+		} {
+			before := e.snapshot()
+			w := b.registerWith(again.jwt)
+			if w.Code != http.StatusConflict {
+				t.Errorf("%s: status %d, want 409", again.name, w.Code)
 			}
-			if got := attrText(e.itemOf(kindSession, b.id)["boundKey"]); got != stored {
-				t.Errorf("boundKey %s, want the first key's %s", got, stored)
-			}
-			thief := *b
-			thief.device = second
-			if w := thief.chromiumRefresh(); w.Code != http.StatusBadRequest || len(boundSetCookies(w)) != 0 {
-				t.Errorf("refresh with the second key: status %d, cookies %v; want 400 and none", w.Code, w.Result().Cookies())
-			}
-			b.refresh()
-			if got := b.status(); got != http.StatusOK {
-				t.Errorf("the first key's refreshed cookie: status %d", got)
-			}
-		})
-	}
+			assertNoBoundCookie(t, w, again.name)
+			e.assertUnchanged(before, again.name)
+		}
+		if got := attrText(e.itemOf(kindSession, b.id)["boundKey"]); got != stored {
+			t.Errorf("boundKey %s, want the first key's %s", got, stored)
+		}
+		thief := *b
+		thief.device = second
+		if w := thief.chromiumRefresh(); w.Code != http.StatusBadRequest || len(boundSetCookies(w)) != 0 {
+			t.Errorf("refresh with the second key: status %d, cookies %v; want 400 and none", w.Code, w.Result().Cookies())
+		}
+		b.refresh()
+		if got := b.status(); got != http.StatusOK {
+			t.Errorf("the first key's refreshed cookie: status %d", got)
+		}
+	})
 }
 
 // TestDeviceRegistrationForEndedSession: a registration whose session was
@@ -683,62 +685,59 @@ func ecDeviceWithLeadingZero(t *testing.T, coordinate string) *dbsctest.Device {
 // read.
 func TestDeviceRefreshChallenge(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			b := e.bound(devicesOf(alg)[0], e.putUser("alice"))
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		b := e.bound(devicesOf(alg)[0], e.putUser("alice"))
 
-			// The challenge that came with the bound cookie is open.
-			before := e.snapshot()
-			p.reset()
-			w := b.refreshWith("")
-			if w.Code != http.StatusForbidden {
-				t.Fatalf("status %d, want 403", w.Code)
-			}
-			if got := challengeOf(t, w, b.id); got != b.challenge {
-				t.Errorf("the 403 sent %q, not the open challenge %q", got, b.challenge)
-			}
-			if p.count("GetItem") != 1 || p.total() != 2 {
-				t.Errorf("%d DynamoDB calls (%d GetItem), want the failed conditional write and one read", p.total(), p.count("GetItem"))
-			}
-			e.assertUnchanged(before, "403 with a challenge open")
+		// The challenge that came with the bound cookie is open.
+		before := e.snapshot()
+		p.reset()
+		w := b.refreshWith("")
+		if w.Code != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", w.Code)
+		}
+		if got := challengeOf(t, w, b.id); got != b.challenge {
+			t.Errorf("the 403 sent %q, not the open challenge %q", got, b.challenge)
+		}
+		if p.count("GetItem") != 1 || p.total() != 2 {
+			t.Errorf("%d DynamoDB calls (%d GetItem), want the failed conditional write and one read", p.total(), p.count("GetItem"))
+		}
+		e.assertUnchanged(before, "403 with a challenge open")
 
-			// Once it has expired, a new one is written.
-			e.clock.Advance(e.cfg.DeviceBinding.CookieLifetime + time.Minute)
-			p.reset()
-			w = b.refreshWith("")
-			if w.Code != http.StatusForbidden {
-				t.Fatalf("status %d, want 403", w.Code)
-			}
-			if got := w.Header().Get("Secure-Session-Challenge"); !strings.HasPrefix(got, `"`) || !strings.HasSuffix(got, `";id="`+b.id+`"`) {
-				t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
-			}
-			challenge := challengeOf(t, w, b.id)
-			if p.count("UpdateItem") != 1 || p.total() != 1 {
-				t.Errorf("%d DynamoDB calls (%d UpdateItem), want one write", p.total(), p.count("UpdateItem"))
-			}
-			if got := w.Header().Get("Secure-Session-Challenge"); !strings.HasPrefix(got, `"`) || !strings.HasSuffix(got, `";id="`+b.id+`"`) {
-				t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
-			}
-			if len(w.Result().Cookies()) != 0 {
-				t.Errorf("a 403 sets cookies %v", w.Result().Cookies())
-			}
-			if got := attrText(e.itemOf(kindSession, b.id)["challenge"]); got != "S:"+challenge {
-				t.Errorf("stored challenge %s, want the one sent, %q", got, challenge)
-			}
-			if challenge == b.challenge {
-				t.Errorf("the 403 re-sent the cached challenge")
-			}
-			// The signed answer costs one read and one write.
-			p.reset()
-			b.take(b.refreshWith(b.device.Refresh(challenge)))
-			if p.count("BatchGetItem") != 1 || p.count("UpdateItem") != 1 || p.total() != 2 {
-				t.Errorf("signed refresh: %d DynamoDB calls (%d BatchGetItem, %d UpdateItem), want one read and one write",
-					p.total(), p.count("BatchGetItem"), p.count("UpdateItem"))
-			}
-		})
-	}
+		// Once it has expired, a new one is written.
+		e.clock.Advance(e.cfg.DeviceBinding.CookieLifetime + time.Minute)
+		p.reset()
+		w = b.refreshWith("")
+		if w.Code != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", w.Code)
+		}
+		if got := w.Header().Get("Secure-Session-Challenge"); !strings.HasPrefix(got, `"`) || !strings.HasSuffix(got, `";id="`+b.id+`"`) {
+			t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
+		}
+		challenge := challengeOf(t, w, b.id)
+		if p.count("UpdateItem") != 1 || p.total() != 1 {
+			t.Errorf("%d DynamoDB calls (%d UpdateItem), want one write", p.total(), p.count("UpdateItem"))
+		}
+		if got := w.Header().Get("Secure-Session-Challenge"); !strings.HasPrefix(got, `"`) || !strings.HasSuffix(got, `";id="`+b.id+`"`) {
+			t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
+		}
+		if len(w.Result().Cookies()) != 0 {
+			t.Errorf("a 403 sets cookies %v", w.Result().Cookies())
+		}
+		if got := attrText(e.itemOf(kindSession, b.id)["challenge"]); got != "S:"+challenge {
+			t.Errorf("stored challenge %s, want the one sent, %q", got, challenge)
+		}
+		if challenge == b.challenge {
+			t.Errorf("the 403 re-sent the cached challenge")
+		}
+		// The signed answer costs one read and one write.
+		p.reset()
+		b.take(b.refreshWith(b.device.Refresh(challenge)))
+		if p.count("BatchGetItem") != 1 || p.count("UpdateItem") != 1 || p.total() != 2 {
+			t.Errorf("signed refresh: %d DynamoDB calls (%d BatchGetItem, %d UpdateItem), want one read and one write",
+				p.total(), p.count("BatchGetItem"), p.count("UpdateItem"))
+		}
+	})
 }
 
 // TestDeviceRefreshRefused: refreshes that must not yield a bound cookie.
@@ -747,103 +746,100 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 // new one, which is the only write.
 func TestDeviceRefreshRefused(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			alice := e.putUser("alice")
-			devices := devicesOf(alg)
-			b := e.bound(devices[0], alice)
-			unchanged := []struct {
-				name   string
-				header http.Header
-				status int
-				reads  int
-			}{
-				{"signed with another key of " + alg, http.Header{"Secure-Session-Response": {devices[1].Refresh(b.challenge)}}, 400, 1},
-				{"signed with a key of " + otherAlg(alg), http.Header{"Secure-Session-Response": {devicesOf(otherAlg(alg))[0].Refresh(b.challenge)}}, 400, 1},
-				{"bad signature", http.Header{"Secure-Session-Response": {flipSignatureBit(t, b.device.Refresh(b.challenge))}}, 400, 1},
-				{"a jwk in the refresh JWT", http.Header{"Secure-Session-Response": {b.device.Registration(b.challenge)}}, 400, 0},
-				{"alg none", http.Header{"Secure-Session-Response": {rawJWT(`{"alg":"none","typ":"dbsc+jwt"}`, `{"jti":"`+b.challenge+`"}`, nil)}}, 400, 0},
-				{"no jti", http.Header{"Secure-Session-Response": {b.device.Sign(map[string]any{"alg": alg, "typ": "dbsc+jwt"}, map[string]any{})}}, 400, 0},
-				{"malformed JWT", http.Header{"Secure-Session-Response": {"a.b.c"}}, 400, 0},
-				{"oversized JWT", http.Header{"Secure-Session-Response": {b.device.Sign(map[string]any{"alg": alg, "typ": "dbsc+jwt"}, map[string]any{"jti": b.challenge, "pad": strings.Repeat("x", 8<<10)})}}, 400, 0},
-				{"malformed session ID", http.Header{"Sec-Secure-Session-Id": {"not-a-session-id"}, "Secure-Session-Response": {b.device.Refresh(b.challenge)}}, 400, 0},
-				{"no session ID", http.Header{"Sec-Secure-Session-Id": {""}, "Secure-Session-Response": {b.device.Refresh(b.challenge)}}, 400, 0},
-				{"no session ID nor JWT", http.Header{"Sec-Secure-Session-Id": {""}}, 400, 0},
-			}
-			for _, c := range unchanged {
-				t.Run(c.name, func(t *testing.T) {
-					e.use(t)
-					h := http.Header{"Sec-Secure-Session-Id": {b.id}}
-					for k, v := range c.header {
-						h[k] = v
-					}
-					before := e.snapshot()
-					p.reset()
-					w := b.post("/dbsc/refresh", h)
-					if w.Code != c.status {
-						t.Errorf("status %d (%q), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
-					}
-					if p.total() != c.reads || p.count("BatchGetItem") != c.reads {
-						t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", p.total(), p.count("BatchGetItem"), c.reads)
-					}
-					assertNoBoundCookie(t, w, c.name)
-					e.assertUnchanged(before, c.name)
-				})
-			}
-			if got := b.status(); got != http.StatusOK {
-				t.Fatalf("the device's own cookies after the refusals: status %d", got)
-			}
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		alice := e.putUser("alice")
+		devices := devicesOf(alg)
+		b := e.bound(devices[0], alice)
+		unchanged := []struct {
+			name   string
+			header http.Header
+			status int
+			reads  int
+		}{
+			{"signed with another key of " + alg, http.Header{"Secure-Session-Response": {devices[1].Refresh(b.challenge)}}, 400, 1},
+			{"signed with a key of " + otherAlg(alg), http.Header{"Secure-Session-Response": {devicesOf(otherAlg(alg))[0].Refresh(b.challenge)}}, 400, 1},
+			{"bad signature", http.Header{"Secure-Session-Response": {flipSignatureBit(t, b.device.Refresh(b.challenge))}}, 400, 1},
+			{"a jwk in the refresh JWT", http.Header{"Secure-Session-Response": {b.device.Registration(b.challenge)}}, 400, 0},
+			{"alg none", http.Header{"Secure-Session-Response": {rawJWT(`{"alg":"none","typ":"dbsc+jwt"}`, `{"jti":"`+b.challenge+`"}`, nil)}}, 400, 0},
+			{"no jti", http.Header{"Secure-Session-Response": {b.device.Sign(map[string]any{"alg": alg, "typ": "dbsc+jwt"}, map[string]any{})}}, 400, 0},
+			{"malformed JWT", http.Header{"Secure-Session-Response": {"a.b.c"}}, 400, 0},
+			{"oversized JWT", http.Header{"Secure-Session-Response": {b.device.Sign(map[string]any{"alg": alg, "typ": "dbsc+jwt"}, map[string]any{"jti": b.challenge, "pad": strings.Repeat("x", 8<<10)})}}, 400, 0},
+			{"malformed session ID", http.Header{"Sec-Secure-Session-Id": {"not-a-session-id"}, "Secure-Session-Response": {b.device.Refresh(b.challenge)}}, 400, 0},
+			{"no session ID", http.Header{"Sec-Secure-Session-Id": {""}, "Secure-Session-Response": {b.device.Refresh(b.challenge)}}, 400, 0},
+			{"no session ID nor JWT", http.Header{"Sec-Secure-Session-Id": {""}}, 400, 0},
+		}
+		for _, c := range unchanged {
+			t.Run(c.name, func(t *testing.T) {
+				e.use(t)
+				h := http.Header{"Sec-Secure-Session-Id": {b.id}}
+				for k, v := range c.header {
+					h[k] = v
+				}
+				before := e.snapshot()
+				p.reset()
+				w := b.post("/dbsc/refresh", h)
+				if w.Code != c.status {
+					t.Errorf("status %d (%q), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
+				}
+				if p.total() != c.reads || p.count("BatchGetItem") != c.reads {
+					t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", p.total(), p.count("BatchGetItem"), c.reads)
+				}
+				assertNoBoundCookie(t, w, c.name)
+				e.assertUnchanged(before, c.name)
+			})
+		}
+		if got := b.status(); got != http.StatusOK {
+			t.Fatalf("the device's own cookies after the refusals: status %d", got)
+		}
 
-			// Bound cookies as they are, for the 403 cases: only the
-			// challenge may change.
-			boundAttrs := func() string {
-				item := e.itemOf(kindSession, b.id)
-				return itemText(map[string]types.AttributeValue{"boundKey": item["boundKey"], "boundCookie": item["boundCookie"],
-					"boundExpires": item["boundExpires"], "boundPrev": item["boundPrev"], "boundPrevExpires": item["boundPrevExpires"], "v": item["v"]})
+		// Bound cookies as they are, for the 403 cases: only the
+		// challenge may change.
+		boundAttrs := func() string {
+			item := e.itemOf(kindSession, b.id)
+			return itemText(map[string]types.AttributeValue{"boundKey": item["boundKey"], "boundCookie": item["boundCookie"],
+				"boundExpires": item["boundExpires"], "boundPrev": item["boundPrev"], "boundPrevExpires": item["boundPrevExpires"], "v": item["v"]})
+		}
+		t.Run("replayed challenge", func(t *testing.T) {
+			e.use(t)
+			jwt := b.device.Refresh(b.challenge)
+			b.take(b.refreshWith(jwt))
+			cookies := boundAttrs()
+			w := b.refreshWith(jwt)
+			if w.Code != http.StatusForbidden {
+				t.Fatalf("the same proof again: status %d, want 403", w.Code)
 			}
-			t.Run("replayed challenge", func(t *testing.T) {
-				e.use(t)
-				jwt := b.device.Refresh(b.challenge)
-				b.take(b.refreshWith(jwt))
-				cookies := boundAttrs()
-				w := b.refreshWith(jwt)
-				if w.Code != http.StatusForbidden {
-					t.Fatalf("the same proof again: status %d, want 403", w.Code)
-				}
-				// The session awaits the challenge that came with the
-				// cookie the first answer sent: that one, not a new one.
-				if next := challengeOf(t, w, b.id); next != b.challenge {
-					t.Errorf("the 403 sent %q, not the open challenge %q", next, b.challenge)
-				}
-				assertNoBoundCookie(t, w, "replayed challenge")
-				if got := boundAttrs(); got != cookies {
-					t.Errorf("bound cookies changed: %s, were %s", got, cookies)
-				}
-				// Chromium then signs the new challenge: that works.
-				b.take(b.refreshWith(b.device.Refresh(challengeOf(t, w, b.id))))
-			})
-			t.Run("expired challenge", func(t *testing.T) {
-				e.use(t)
-				jwt := b.device.Refresh(b.challenge)
-				e.clock.Advance(11 * time.Minute) // the challenge's lifetime: the cookie's and a minute
-				cookies := boundAttrs()
-				w := b.refreshWith(jwt)
-				if w.Code != http.StatusForbidden {
-					t.Fatalf("status %d, want 403", w.Code)
-				}
-				assertNoBoundCookie(t, w, "expired challenge")
-				if got := boundAttrs(); got != cookies {
-					t.Errorf("bound cookies changed: %s, were %s", got, cookies)
-				}
-				b.take(b.refreshWith(b.device.Refresh(challengeOf(t, w, b.id))))
-				if got := b.status(); got != http.StatusOK {
-					t.Errorf("after the new challenge: status %d", got)
-				}
-			})
+			// The session awaits the challenge that came with the
+			// cookie the first answer sent: that one, not a new one.
+			if next := challengeOf(t, w, b.id); next != b.challenge {
+				t.Errorf("the 403 sent %q, not the open challenge %q", next, b.challenge)
+			}
+			assertNoBoundCookie(t, w, "replayed challenge")
+			if got := boundAttrs(); got != cookies {
+				t.Errorf("bound cookies changed: %s, were %s", got, cookies)
+			}
+			// Chromium then signs the new challenge: that works.
+			b.take(b.refreshWith(b.device.Refresh(challengeOf(t, w, b.id))))
 		})
-	}
+		t.Run("expired challenge", func(t *testing.T) {
+			e.use(t)
+			jwt := b.device.Refresh(b.challenge)
+			e.clock.Advance(11 * time.Minute) // the challenge's lifetime: the cookie's and a minute
+			cookies := boundAttrs()
+			w := b.refreshWith(jwt)
+			if w.Code != http.StatusForbidden {
+				t.Fatalf("status %d, want 403", w.Code)
+			}
+			assertNoBoundCookie(t, w, "expired challenge")
+			if got := boundAttrs(); got != cookies {
+				t.Errorf("bound cookies changed: %s, were %s", got, cookies)
+			}
+			b.take(b.refreshWith(b.device.Refresh(challengeOf(t, w, b.id))))
+			if got := b.status(); got != http.StatusOK {
+				t.Errorf("after the new challenge: status %d", got)
+			}
+		})
+	})
 }
 
 // TestDeviceRefreshPreviousCookie: a refresh keeps the bound cookie before
@@ -851,44 +847,41 @@ func TestDeviceRefreshRefused(t *testing.T) {
 // it; the one before that is dropped at once, expired or not.
 func TestDeviceRefreshPreviousCookie(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, _ := newBoundEnv(t)
-			b := e.bound(devicesOf(alg)[0], e.putUser("alice")) // c0, until 10m
-			c0 := b.bound
-			e.clock.Advance(5 * time.Minute)
-			b.refresh() // c1, until 15m
-			c1 := b.bound
-			if c1.Value == c0.Value {
-				t.Fatal("the refresh re-sent the same bound cookie")
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, _ := newBoundEnv(t)
+		b := e.bound(devicesOf(alg)[0], e.putUser("alice")) // c0, until 10m
+		c0 := b.bound
+		e.clock.Advance(5 * time.Minute)
+		b.refresh() // c1, until 15m
+		c1 := b.bound
+		if c1.Value == c0.Value {
+			t.Fatal("the refresh re-sent the same bound cookie")
+		}
+		if got := e.statusWith(b.session, c0); got != http.StatusOK {
+			t.Errorf("the previous bound cookie, unexpired: status %d, want 200", got)
+		}
+		e.clock.Advance(5 * time.Minute) // 10m: c0's expiry
+		if got := e.statusWith(b.session, c0); got != http.StatusUnauthorized {
+			t.Errorf("the previous bound cookie at its expiry: status %d, want 401", got)
+		}
+		if got := e.statusWith(b.session, c1); got != http.StatusOK {
+			t.Errorf("the current bound cookie: status %d, want 200", got)
+		}
+		b.refresh() // c2, until 20m; c1 is the previous one
+		c2 := b.bound
+		if got := e.statusWith(b.session, c1); got != http.StatusOK {
+			t.Errorf("the previous bound cookie after a refresh: status %d, want 200", got)
+		}
+		b.refresh() // c3; c2 is the previous one, c1 is dropped
+		if got := e.statusWith(b.session, c1); got != http.StatusUnauthorized {
+			t.Errorf("the bound cookie two refreshes back, unexpired: status %d, want 401", got)
+		}
+		for _, c := range []*http.Cookie{c2, b.bound} {
+			if got := e.statusWith(b.session, c); got != http.StatusOK {
+				t.Errorf("bound cookie %s: status %d, want 200", c.Value, got)
 			}
-			if got := e.statusWith(b.session, c0); got != http.StatusOK {
-				t.Errorf("the previous bound cookie, unexpired: status %d, want 200", got)
-			}
-			e.clock.Advance(5 * time.Minute) // 10m: c0's expiry
-			if got := e.statusWith(b.session, c0); got != http.StatusUnauthorized {
-				t.Errorf("the previous bound cookie at its expiry: status %d, want 401", got)
-			}
-			if got := e.statusWith(b.session, c1); got != http.StatusOK {
-				t.Errorf("the current bound cookie: status %d, want 200", got)
-			}
-			b.refresh() // c2, until 20m; c1 is the previous one
-			c2 := b.bound
-			if got := e.statusWith(b.session, c1); got != http.StatusOK {
-				t.Errorf("the previous bound cookie after a refresh: status %d, want 200", got)
-			}
-			b.refresh() // c3; c2 is the previous one, c1 is dropped
-			if got := e.statusWith(b.session, c1); got != http.StatusUnauthorized {
-				t.Errorf("the bound cookie two refreshes back, unexpired: status %d, want 401", got)
-			}
-			for _, c := range []*http.Cookie{c2, b.bound} {
-				if got := e.statusWith(b.session, c); got != http.StatusOK {
-					t.Errorf("bound cookie %s: status %d, want 200", c.Value, got)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestDeviceRefreshOtherSession: a refresh that names a session other than
@@ -899,46 +892,43 @@ func TestDeviceRefreshPreviousCookie(t *testing.T) {
 // session's. Nothing in the table changes.
 func TestDeviceRefreshOtherSession(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, _ := newBoundEnv(t)
-			alice := e.putUser("alice")
-			earlier := e.bound(devicesOf(alg)[0], alice)
-			current := e.bound(devicesOf(alg)[1], alice)
-			unknown := "0000000000000000000000000000beef"
-			for _, c := range []struct {
-				name, id string
-				signer   *boundBrowser
-			}{
-				{"an earlier session's ID, with its proof", earlier.id, earlier},
-				{"an earlier session's ID, no proof", earlier.id, nil},
-				{"an unknown ID, with a proof", unknown, current},
-				{"an unknown ID, no proof", unknown, nil},
-			} {
-				t.Run(c.name, func(t *testing.T) {
-					e.use(t)
-					h := http.Header{"Sec-Secure-Session-Id": {c.id}}
-					if c.signer != nil {
-						h.Set("Secure-Session-Response", c.signer.device.Refresh(c.signer.challenge))
-					}
-					before := e.snapshot()
-					w := current.post("/dbsc/refresh", h) // current's session and bound cookies
-					assertEnded(t, w, c.id, c.name)
-					if got := boundSetCookies(w); len(got) != 0 {
-						t.Errorf("the answer touches the current session's bound cookie: %v", got)
-					}
-					if sessionCookie(t, w.Result(), e.m.CookieName()) != nil {
-						t.Errorf("the answer touches the session cookie: %v", w.Result().Cookies())
-					}
-					e.assertUnchanged(before, c.name)
-					if got := current.status(); got != http.StatusOK {
-						t.Errorf("the current session afterwards: status %d", got)
-					}
-				})
-			}
-		})
-	}
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, _ := newBoundEnv(t)
+		alice := e.putUser("alice")
+		earlier := e.bound(devicesOf(alg)[0], alice)
+		current := e.bound(devicesOf(alg)[1], alice)
+		unknown := "0000000000000000000000000000beef"
+		for _, c := range []struct {
+			name, id string
+			signer   *boundBrowser
+		}{
+			{"an earlier session's ID, with its proof", earlier.id, earlier},
+			{"an earlier session's ID, no proof", earlier.id, nil},
+			{"an unknown ID, with a proof", unknown, current},
+			{"an unknown ID, no proof", unknown, nil},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				e.use(t)
+				h := http.Header{"Sec-Secure-Session-Id": {c.id}}
+				if c.signer != nil {
+					h.Set("Secure-Session-Response", c.signer.device.Refresh(c.signer.challenge))
+				}
+				before := e.snapshot()
+				w := current.post("/dbsc/refresh", h) // current's session and bound cookies
+				assertEnded(t, w, c.id, c.name)
+				if got := boundSetCookies(w); len(got) != 0 {
+					t.Errorf("the answer touches the current session's bound cookie: %v", got)
+				}
+				if sessionCookie(t, w.Result(), e.m.CookieName()) != nil {
+					t.Errorf("the answer touches the session cookie: %v", w.Result().Cookies())
+				}
+				e.assertUnchanged(before, c.name)
+				if got := current.status(); got != http.StatusOK {
+					t.Errorf("the current session afterwards: status %d", got)
+				}
+			})
+		}
+	})
 }
 
 // TestDeviceRefreshEndedSession: a refresh of a session that was signed
@@ -1001,52 +991,49 @@ func TestDeviceRefreshEndedSession(t *testing.T) {
 func TestDeviceBindingStoreFailure(t *testing.T) {
 	t.Parallel()
 	down := errors.New("InternalServerError: down")
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			alice := e.putUser("alice")
-			b := e.bound(devicesOf(alg)[0], alice)
-			fresh, offer := e.loginOffered(devicesOf(alg)[1], alice)
-			for _, c := range []struct {
-				name string
-				op   string
-				send func() *httptest.ResponseRecorder
-			}{
-				{"refresh, the read fails", "BatchGetItem", func() *httptest.ResponseRecorder { return b.refreshWith(b.device.Refresh(b.challenge)) }},
-				{"refresh, the write fails", "UpdateItem", func() *httptest.ResponseRecorder { return b.refreshWith(b.device.Refresh(b.challenge)) }},
-				{"challenge, the write fails", "UpdateItem", func() *httptest.ResponseRecorder { return b.refreshWith("") }},
-				{"registration, the read fails", "BatchGetItem", func() *httptest.ResponseRecorder {
-					return fresh.registerWith(fresh.device.Registration(offer.Challenge))
-				}},
-				{"registration, the write fails", "UpdateItem", func() *httptest.ResponseRecorder {
-					return fresh.registerWith(fresh.device.Registration(offer.Challenge))
-				}},
-			} {
-				t.Run(c.name, func(t *testing.T) {
-					e.use(t)
-					before := e.snapshot()
-					failOn(p, c.op, down)
-					w := c.send()
-					p.fail = nil
-					if w.Code != http.StatusServiceUnavailable {
-						t.Errorf("status %d, want 503", w.Code)
-					}
-					assertNoBoundCookie(t, w, c.name)
-					if got := w.Header().Get("Secure-Session-Challenge"); got != "" {
-						t.Errorf("a failed request sends a challenge: %q", got)
-					}
-					e.assertUnchanged(before, c.name)
-				})
-			}
-			// Once the store is back, both go through.
-			b.refresh()
-			fresh.register(offer)
-			for _, x := range []*boundBrowser{b, fresh} {
-				if got := x.status(); got != http.StatusOK {
-					t.Errorf("after the outage: status %d", got)
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		alice := e.putUser("alice")
+		b := e.bound(devicesOf(alg)[0], alice)
+		fresh, offer := e.loginOffered(devicesOf(alg)[1], alice)
+		for _, c := range []struct {
+			name string
+			op   string
+			send func() *httptest.ResponseRecorder
+		}{
+			{"refresh, the read fails", "BatchGetItem", func() *httptest.ResponseRecorder { return b.refreshWith(b.device.Refresh(b.challenge)) }},
+			{"refresh, the write fails", "UpdateItem", func() *httptest.ResponseRecorder { return b.refreshWith(b.device.Refresh(b.challenge)) }},
+			{"challenge, the write fails", "UpdateItem", func() *httptest.ResponseRecorder { return b.refreshWith("") }},
+			{"registration, the read fails", "BatchGetItem", func() *httptest.ResponseRecorder {
+				return fresh.registerWith(fresh.device.Registration(offer.Challenge))
+			}},
+			{"registration, the write fails", "UpdateItem", func() *httptest.ResponseRecorder {
+				return fresh.registerWith(fresh.device.Registration(offer.Challenge))
+			}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				e.use(t)
+				before := e.snapshot()
+				failOn(p, c.op, down)
+				w := c.send()
+				p.fail = nil
+				if w.Code != http.StatusServiceUnavailable {
+					t.Errorf("status %d, want 503", w.Code)
 				}
+				assertNoBoundCookie(t, w, c.name)
+				if got := w.Header().Get("Secure-Session-Challenge"); got != "" {
+					t.Errorf("a failed request sends a challenge: %q", got)
+				}
+				e.assertUnchanged(before, c.name)
+			})
+		}
+		// Once the store is back, both go through.
+		b.refresh()
+		fresh.register(offer)
+		for _, x := range []*boundBrowser{b, fresh} {
+			if got := x.status(); got != http.StatusOK {
+				t.Errorf("after the outage: status %d", got)
 			}
-		})
-	}
+		}
+	})
 }

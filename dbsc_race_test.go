@@ -50,35 +50,32 @@ func boundValues(ws ...*httptest.ResponseRecorder) []string {
 // cookie is issued, and it is the one the table holds.
 func TestDeviceRefreshesRacingOneChallenge(t *testing.T) {
 	t.Parallel()
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			t.Parallel()
-			e, p := newBoundEnv(t)
-			b := e.bound(devicesOf(alg)[0], e.putUser("alice"))
-			jwt := b.device.Refresh(b.challenge)
-			var inner *httptest.ResponseRecorder
-			fired := pauseBefore(p, "SESSION#", func() { inner = b.refreshWith(jwt) })
-			outer := b.refreshWith(jwt)
-			p.before = nil
-			if !fired.Load() {
-				t.Fatal("the race did not run")
-			}
-			issued := boundValues(outer, inner)
-			if len(issued) != 1 {
-				t.Fatalf("%d bound cookies issued (statuses %d and %d), want exactly 1", len(issued), outer.Code, inner.Code)
-			}
-			if inner.Code != http.StatusOK || outer.Code != http.StatusForbidden {
-				t.Errorf("statuses: %d for the refresh that wrote first, %d for the other; want 200 and 403", inner.Code, outer.Code)
-			}
-			challengeOf(t, outer, b.id)
-			if got := attrText(e.itemOf(kindSession, b.id)["boundCookie"]); got != "S:"+tokenHash(issued[0]) {
-				t.Errorf("stored bound cookie %s is not the issued one's digest", got)
-			}
-			if got := e.statusWith(b.session, &http.Cookie{Name: "__Host-bound", Value: issued[0]}); got != http.StatusOK {
-				t.Errorf("the issued bound cookie: status %d", got)
-			}
-		})
-	}
+	eachAlg(t, func(t *testing.T, alg string) {
+		e, p := newBoundEnv(t)
+		b := e.bound(devicesOf(alg)[0], e.putUser("alice"))
+		jwt := b.device.Refresh(b.challenge)
+		var inner *httptest.ResponseRecorder
+		fired := pauseBefore(p, "SESSION#", func() { inner = b.refreshWith(jwt) })
+		outer := b.refreshWith(jwt)
+		p.before = nil
+		if !fired.Load() {
+			t.Fatal("the race did not run")
+		}
+		issued := boundValues(outer, inner)
+		if len(issued) != 1 {
+			t.Fatalf("%d bound cookies issued (statuses %d and %d), want exactly 1", len(issued), outer.Code, inner.Code)
+		}
+		if inner.Code != http.StatusOK || outer.Code != http.StatusForbidden {
+			t.Errorf("statuses: %d for the refresh that wrote first, %d for the other; want 200 and 403", inner.Code, outer.Code)
+		}
+		challengeOf(t, outer, b.id)
+		if got := attrText(e.itemOf(kindSession, b.id)["boundCookie"]); got != "S:"+tokenHash(issued[0]) {
+			t.Errorf("stored bound cookie %s is not the issued one's digest", got)
+		}
+		if got := e.statusWith(b.session, &http.Cookie{Name: "__Host-bound", Value: issued[0]}); got != http.StatusOK {
+			t.Errorf("the issued bound cookie: status %d", got)
+		}
+	})
 }
 
 // TestDeviceRegistrationRacingEnd: a registration whose session is signed
