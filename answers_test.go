@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/ddbsession/ddbsession"
@@ -34,17 +35,32 @@ func TestReturnPathRefusesOpenRedirects(t *testing.T) {
 }
 
 // One Manager guards pages with a redirect that remembers the page, and an
-// API with JSON, without a second Manager.
+// API with JSON, without a second Manager: the Config's answers tell the
+// two apart, as RedirectToLogin's documentation shows.
 func TestAnswersForPagesAndAPI(t *testing.T) {
 	t.Parallel()
 	var p *probe
-	e := newEnv(t, withProbe(&p))
-	pages := e.m.RequireSessionWith(ddbsession.Answers{Unauthorized: ddbsession.RedirectToLogin("/login")})
-	api := e.m.RequireSessionWith(ddbsession.APIAnswers())
+	apiOr := func(api, page http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				api.ServeHTTP(w, r)
+				return
+			}
+			page.ServeHTTP(w, r)
+		})
+	}
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
+		c.Unauthorized = apiOr(jsonError(http.StatusUnauthorized, "unauthorized"), ddbsession.RedirectToLogin("/login"))
+		c.StoreUnavailable = apiOr(jsonError(http.StatusServiceUnavailable, "session store unavailable, try again"), http.HandlerFunc(
+			func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "try again", http.StatusServiceUnavailable)
+			}))
+	})
+	guard := e.m.RequireSession
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 
 	w := httptest.NewRecorder()
-	pages(ok).ServeHTTP(w, httptest.NewRequest("GET", "/account/settings?tab=2", nil))
+	guard(ok).ServeHTTP(w, httptest.NewRequest("GET", "/account/settings?tab=2", nil))
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login?next=%2Faccount%2Fsettings%3Ftab%3D2" {
 		t.Errorf("page: %d Location %q", w.Code, w.Header().Get("Location"))
 	}
@@ -54,57 +70,43 @@ func TestAnswersForPagesAndAPI(t *testing.T) {
 		t.Errorf("ReturnPath after the redirect = %q", got)
 	}
 	w = httptest.NewRecorder()
-	pages(ok).ServeHTTP(w, httptest.NewRequest("POST", "/account/delete", nil))
+	guard(ok).ServeHTTP(w, httptest.NewRequest("POST", "/account/delete", nil))
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login" {
 		t.Errorf("page POST: %d Location %q, want /login without next", w.Code, w.Header().Get("Location"))
 	}
 
 	w = httptest.NewRecorder()
-	api(ok).ServeHTTP(w, httptest.NewRequest("GET", "/api/me", nil))
+	guard(ok).ServeHTTP(w, httptest.NewRequest("GET", "/api/me", nil))
 	assertJSONError(t, w, http.StatusUnauthorized, "unauthorized")
 
-	// The store down: JSON for the API, the Config's answer for pages.
+	// The store down: JSON for the API, plain text for pages.
 	cookie := e.login(e.putUser("alice"))
 	p.fail = func(context.Context, string) error { return errors.New("down") }
 	w = httptest.NewRecorder()
 	r := httptest.NewRequest("GET", "/api/me", nil)
 	r.AddCookie(cookie)
-	api(ok).ServeHTTP(w, r)
+	guard(ok).ServeHTTP(w, r)
 	assertJSONError(t, w, http.StatusServiceUnavailable, "session store unavailable, try again")
 	w = httptest.NewRecorder()
 	r = httptest.NewRequest("GET", "/account", nil)
 	r.AddCookie(cookie)
-	pages(ok).ServeHTTP(w, r)
+	guard(ok).ServeHTTP(w, r)
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Content-Type") == "application/json" {
 		t.Errorf("page in an outage: %d %q, want the plain 503", w.Code, w.Header().Get("Content-Type"))
 	}
 }
 
-// Negotiate picks JSON for clients that ask for it.
-func TestNegotiate(t *testing.T) {
-	t.Parallel()
-	h := ddbsession.Negotiate(ddbsession.RedirectToLogin("/login"), ddbsession.JSONError(http.StatusUnauthorized, "unauthorized"))
-	for _, tc := range []struct {
-		accept, authorization string
-		json                  bool
-	}{
-		{"text/html,application/xhtml+xml,*/*;q=0.8", "", false},
-		{"", "", false},
-		{"application/json", "", true},
-		{"application/problem+json, */*", "", true},
-		{"*/*", "Bearer x", true},
-	} {
-		r := httptest.NewRequest("GET", "/x", nil)
-		r.Header.Set("Accept", tc.accept)
-		if tc.authorization != "" {
-			r.Header.Set("Authorization", tc.authorization)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if got := w.Code == http.StatusUnauthorized; got != tc.json {
-			t.Errorf("Accept %q, Authorization %q: status %d, want JSON %v", tc.accept, tc.authorization, w.Code, tc.json)
-		}
-	}
+// jsonError answers with status and the body {"error": msg}, as an app's
+// API does.
+func jsonError(status int, msg string) http.Handler {
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(append(body, '\n'))
+	})
 }
 
 func assertJSONError(t *testing.T, w *httptest.ResponseRecorder, status int, msg string) {

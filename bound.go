@@ -2,25 +2,122 @@ package ddbsession
 
 import (
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file holds what device binding (DBSC) adds to a request: the bound
-// cookie that a bound session needs besides its session cookie, and the
-// offer to bind that a cookie login makes. The endpoints where the browser
-// registers its key and refreshes the bound cookie are in dbsc.go.
+// This file holds what device binding (DBSC) adds to a request: its
+// configuration, the bound cookie that a bound session needs besides its
+// session cookie, and the offer to bind that a cookie login makes. The
+// endpoints where the browser registers its key and refreshes the bound
+// cookie are in dbsc.go.
 
-// boundCookieValid reports whether r carries a bound cookie of session s
-// that is valid at now. It costs no DynamoDB call: the session item, read
-// anyway, holds the digests of the session's two latest bound cookies and
-// their expiries. A thief with copies of both cookies is let in until the
-// bound cookie's expiry, which the table, not the cookie's Max-Age, sets.
-func (m *Manager[U]) boundCookieValid(r *http.Request, s item.Session, now time.Time) bool {
-	for _, c := range r.CookiesNamed(m.cfg.DeviceBinding.CookieName) {
+// DeviceBinding configures Device Bound Session Credentials (DBSC, W3C
+// webappsec-dbsc). With Enabled, a cookie Login offers the browser to bind
+// the new session to a private key that never leaves the device; a browser
+// that accepts proves possession of the key, through the handler that
+// [Manager.DeviceBindingHandler] returns, each time it needs a fresh bound
+// cookie. From then on the session is valid only with both cookies: a copy
+// of the session cookie, taken off the machine, stops working when the
+// bound cookie it came with expires. Browsers without DBSC ignore the offer.
+// See "Device-bound sessions" in the package documentation.
+type DeviceBinding struct {
+	// Enabled offers binding on cookie logins. Sessions bound while it was
+	// on stay bound when it is turned off: they then end at their bound
+	// cookie's expiry, for want of a handler to refresh it.
+	Enabled bool
+
+	// RegistrationPath and RefreshPath are the URL paths at which the
+	// handler answers, where the app mounts it. Defaults "/dbsc/register"
+	// and "/dbsc/refresh".
+	RegistrationPath string
+	RefreshPath      string
+
+	// CookieName names the bound cookie. The "__Host-" prefix is added if
+	// missing. Default "__Host-bound".
+	CookieName string
+
+	// CookieLifetime is how long a bound cookie is valid: the most that a
+	// stolen copy of the cookies stays useful. Browsers refresh it ahead of
+	// its expiry (Chromium within 2 minutes of it), signing with the device
+	// key each time, and limit how often they sign (Chromium 6 times in 9
+	// minutes per site), so below about 5 minutes a busy page refreshes on
+	// most requests and runs out of signatures. Default 10 minutes; at
+	// least 10 seconds, for tests, and at most an hour.
+	CookieLifetime time.Duration
+}
+
+// The protocol's headers (W3C webappsec-dbsc, as Chromium sends them).
+const (
+	headerRegistration = "Secure-Session-Registration" // the offer, on a login's response
+	headerResponse     = "Secure-Session-Response"     // the browser's signed JWT
+	headerChallenge    = "Secure-Session-Challenge"    // a challenge for the next proof
+	headerSessionID    = "Sec-Secure-Session-Id"       // the session a refresh is for
+)
+
+func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error {
+	setDefault(&d.RegistrationPath, "/dbsc/register")
+	setDefault(&d.RefreshPath, "/dbsc/refresh")
+	for _, p := range []string{d.RegistrationPath, d.RefreshPath} {
+		if !validBindingPath(p) {
+			return fmt.Errorf("ddbsession: Config.DeviceBinding path %q: must start with / and hold only letters, digits and -._~/!$&'()*+=:@%%", p)
+		}
+	}
+	if d.RegistrationPath == d.RefreshPath {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.RegistrationPath and RefreshPath are both %q", d.RefreshPath)
+	}
+	setDefault(&d.CookieName, hostPrefix+"bound")
+	d.CookieName = cookieName(d.CookieName, false)
+	if err := (&http.Cookie{Name: d.CookieName, Value: "x"}).Valid(); err != nil {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieName %q: %w", d.CookieName, err)
+	}
+	if d.CookieName == sessionCookie || d.CookieName == hostPrefix+sessionCookie {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieName %q is the session cookie's name", d.CookieName)
+	}
+	if d.CookieLifetime == 0 {
+		d.CookieLifetime = 10 * time.Minute
+	}
+	if d.CookieLifetime < 10*time.Second || d.CookieLifetime > time.Hour {
+		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieLifetime %v: must be between 10s and 1h: a stolen copy of the cookies works that long", d.CookieLifetime)
+	}
+	if d.Enabled && insecure {
+		// Browsers bind sessions only on secure origins, and a bound
+		// cookie in clear text would be as easy to copy as the other.
+		return errors.New("ddbsession: Config.DeviceBinding.Enabled needs HTTPS; it cannot be combined with InsecureDevMode")
+	}
+	return nil
+}
+
+// validBindingPath reports whether p is an absolute URL path of ASCII
+// path characters (RFC 3986 pchar and "/"), without query or fragment: it
+// goes into a structured-field string of the offer, which Chromium drops,
+// silently, if it is not one.
+func validBindingPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("-._~/!$&'()*+=:@%", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// validCookie reports whether r carries a bound cookie of session s that is
+// valid at now. It costs no DynamoDB call: the session item, read anyway,
+// holds the digests of the session's two latest bound cookies and their
+// expiries. A thief with copies of both cookies is let in until the bound
+// cookie's expiry, which the table, not the cookie's Max-Age, sets.
+func (d *DeviceBinding) validCookie(r *http.Request, s item.Session, now time.Time) bool {
+	for _, c := range r.CookiesNamed(d.CookieName) {
 		if !item.ValidToken(c.Value) {
 			continue
 		}
@@ -35,11 +132,11 @@ func (m *Manager[U]) boundCookieValid(r *http.Request, s item.Session, now time.
 	return false
 }
 
-// newBoundCookie returns a fresh bound cookie's value and what the table
-// keeps of it.
-func (m *Manager[U]) newBoundCookie(now time.Time) (string, item.BoundCookie) {
+// newCookie returns a fresh bound cookie's value and what the table keeps
+// of it.
+func (d *DeviceBinding) newCookie(now time.Time) (string, item.BoundCookie) {
 	value := item.NewToken()
-	expires := time.Unix(now.Add(m.cfg.DeviceBinding.CookieLifetime).Unix(), 0)
+	expires := time.Unix(now.Add(d.CookieLifetime).Unix(), 0)
 	return value, item.BoundCookie{Digest: item.Digest(value), Expires: expires}
 }
 
@@ -57,14 +154,14 @@ func boundMaxAge(c item.BoundCookie, now time.Time) int {
 	return max(int(c.Expires.Sub(now.Add(boundCookieSlack))/time.Second), 1)
 }
 
-// writeBoundCookie sends a bound cookie, with the attributes that the
-// session configuration names (see boundCookieAttributes), or clears it
-// (maxAge -1). It is always Secure: device binding needs HTTPS.
-func (m *Manager[U]) writeBoundCookie(w http.ResponseWriter, value string, maxAge int) {
-	writeCookie(w, m.cfg.DeviceBinding.CookieName, value, maxAge, true)
+// writeCookie sends a bound cookie, with the attributes that the session
+// configuration names (see boundCookieAttributes), or clears it (maxAge
+// -1). It is always Secure: device binding needs HTTPS.
+func (d *DeviceBinding) writeCookie(w http.ResponseWriter, value string, maxAge int) {
+	writeCookie(w, d.CookieName, value, maxAge, true)
 }
 
-// boundCookieAttributes are writeBoundCookie's attributes other than
+// boundCookieAttributes are the bound cookie's attributes other than
 // Max-Age, as the session configuration tells them to the browser, which
 // checks that the cookie it gets is the one it was told of.
 const boundCookieAttributes = "Path=/; Secure; HttpOnly; SameSite=Lax"
@@ -73,8 +170,8 @@ const boundCookieAttributes = "Path=/; Secure; HttpOnly; SameSite=Lax"
 // refresh, valid for a bound cookie's lifetime and a minute more: a browser
 // keeps the one that came with a bound cookie until shortly before that
 // cookie expires.
-func (m *Manager[U]) newChallenge(now time.Time) item.Challenge {
-	return challengeFor(now, m.cfg.DeviceBinding.CookieLifetime+time.Minute)
+func (d *DeviceBinding) newChallenge(now time.Time) item.Challenge {
+	return challengeFor(now, d.CookieLifetime+time.Minute)
 }
 
 // registrationChallengeLifetime bounds the challenge of a login's offer.
@@ -87,10 +184,15 @@ func challengeFor(now time.Time, lifetime time.Duration) item.Challenge {
 	return item.Challenge{Value: item.NewToken(), Expires: time.Unix(now.Add(lifetime).Unix(), 0)}
 }
 
-// offerBinding asks the browser, in a login's response, to bind session s
-// to a device key: it names the algorithms the server verifies, where to
+// offer asks the browser, in a login's response, to bind session s to a
+// device key: it names the algorithms the server verifies, where to
 // register, and the challenge to sign, which s already holds.
-func (m *Manager[U]) offerBinding(w http.ResponseWriter, s item.Session) {
-	w.Header().Set(headerRegistration, fmt.Sprintf("(ES256 RS256);path=%q;challenge=%q",
-		m.cfg.DeviceBinding.RegistrationPath, s.Challenge.Value))
+func (d *DeviceBinding) offer(w http.ResponseWriter, s item.Session) {
+	w.Header().Set(headerRegistration, fmt.Sprintf("(ES256 RS256);path=%q;challenge=%q", d.RegistrationPath, s.Challenge.Value))
+}
+
+func setDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
 }

@@ -18,14 +18,6 @@ import (
 // possession of the key for a fresh bound cookie. The bound cookie's check
 // on every request, and the offer that Login makes, are in bound.go.
 
-// The protocol's headers (W3C webappsec-dbsc, as Chromium sends them).
-const (
-	headerRegistration = "Secure-Session-Registration" // the offer, on a login's response
-	headerResponse     = "Secure-Session-Response"     // the browser's signed JWT
-	headerChallenge    = "Secure-Session-Challenge"    // a challenge for the next proof
-	headerSessionID    = "Sec-Secure-Session-Id"       // the session a refresh is for
-)
-
 // DeviceBindingHandler returns the handler of the device binding endpoints,
 // [DeviceBinding.RegistrationPath] and [DeviceBinding.RefreshPath]; it
 // answers 404 elsewhere, and everywhere while device binding is off. Mount
@@ -42,37 +34,39 @@ const (
 // carries a fresh cookie and the next challenge. When it has no challenge
 // to sign, the answer is 403 with one, for one write and no read.
 func (m *Manager[U]) DeviceBindingHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d := m.cfg.DeviceBinding
-		if !d.Enabled || (r.URL.Path != d.RegistrationPath && r.URL.Path != d.RefreshPath) {
-			http.NotFound(w, r)
-			return
-		}
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		addVaryCookie(w.Header())
-		if r.URL.Path == d.RegistrationPath {
-			m.register(w, r)
-		} else {
-			m.refreshBound(w, r)
-		}
-	})
+	return http.HandlerFunc(m.serveBinding)
+}
+
+func (c *core) serveBinding(w http.ResponseWriter, r *http.Request) {
+	d := c.binding
+	if !d.Enabled || (r.URL.Path != d.RegistrationPath && r.URL.Path != d.RefreshPath) {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	addVaryCookie(w.Header())
+	if r.URL.Path == d.RegistrationPath {
+		c.register(w, r)
+	} else {
+		c.refreshBound(w, r)
+	}
 }
 
 // register binds the request's session to the key in the registration
 // JWT, once the JWT is shown to be signed with that key over the challenge
 // that the login offered. Every refusal is a 4xx that changes nothing; the
 // browser then keeps the session unbound.
-func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
-	now := m.cfg.Now()
+func (c *core) register(w http.ResponseWriter, r *http.Request) {
+	now := c.now()
 	// The session cookie's form first, the signature next, DynamoDB last:
 	// a request without a session costs no verification, and a bad JWT
 	// no call.
-	cred, _ := m.cookieCredential(r)
+	cred, _ := c.cookies.fromCookie(r)
 	if cred.Token == "" {
 		http.Error(w, "no session", http.StatusUnauthorized)
 		return
@@ -89,16 +83,16 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Not cut short by the client: a binding half made helps no one.
-	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
+	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	sessionPK := m.store.SessionPK(cred.Token)
-	s, _, err := m.check(ctx, cred, sessionPK, now)
+	sessionPK := c.store.SessionPK(cred.Token)
+	s, err := c.check(ctx, cred, sessionPK, now, nil)
 	switch {
 	case errors.Is(err, ErrNoSession):
 		http.Error(w, "no session", http.StatusUnauthorized)
 		return
 	case err != nil:
-		m.bindingStoreFailure(w, r, err)
+		c.bindingStoreFailure(w, r, err)
 		return
 	case s.DeviceBound:
 		http.Error(w, "the session is bound already", http.StatusConflict)
@@ -112,10 +106,10 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad registration: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	value, cookie := m.newBoundCookie(now)
-	next := m.newChallenge(now)
-	err = m.store.bind(ctx, sessionPK, s, jwt.JTI, key, cookie, next, now)
-	if err != nil && m.boundCookieLanded(ctx, sessionPK, cookie) {
+	value, cookie := c.binding.newCookie(now)
+	next := c.binding.newChallenge(now)
+	err = c.store.bind(ctx, sessionPK, jwt.JTI, key, cookie, next, now)
+	if err != nil && c.boundCookieLanded(ctx, sessionPK, cookie) {
 		// The answer was lost, not the write; or the SDK retried the
 		// write after it landed, and the retry found its condition spent.
 		// Refusing would leave the session bound to a key whose browser
@@ -123,20 +117,18 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 		err = nil
 	}
 	if err == nil {
-		m.store.markIndexBound(ctx, s)
+		c.store.markIndexBound(ctx, s)
 	}
 	switch {
 	case errors.Is(err, errChallengeUsed):
 		http.Error(w, "the challenge was used, or the session changed", http.StatusBadRequest)
 		return
 	case err != nil:
-		m.bindingStoreFailure(w, r, err)
+		c.bindingStoreFailure(w, r, err)
 		return
 	}
-	if m.cfg.OnEvent != nil {
-		m.emit(r.Context(), Event{Kind: EventBound, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
-	}
-	m.sendBoundCookie(w, s.ID, value, cookie, next, now)
+	c.events.emit(r.Context(), Event{Kind: EventBound, SessionID: s.ID, User: userOf(s)})
+	c.sendBoundCookie(w, s.ID, value, cookie, next, now)
 }
 
 // refreshBound answers a bound session's refresh. Without a signed
@@ -146,8 +138,8 @@ func (m *Manager[U]) register(w http.ResponseWriter, r *http.Request) {
 // session that is gone, revoked, expired, or not the one the browser names
 // is ended in the browser too, and a bad signature is refused with 400,
 // which also ends it there.
-func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
-	now := m.cfg.Now()
+func (c *core) refreshBound(w http.ResponseWriter, r *http.Request) {
+	now := c.now()
 	id := unquote(r.Header.Get(headerSessionID))
 	if !item.ValidID(id) {
 		http.Error(w, "no valid "+headerSessionID, http.StatusBadRequest)
@@ -164,37 +156,37 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cred, _ := m.cookieCredential(r)
+	cred, _ := c.cookies.fromCookie(r)
 	if cred.Token == "" {
-		m.endBinding(w, id)
+		c.endBinding(w, id)
 		return
 	}
-	ctx, cancel := m.storeContext(r.Context())
+	ctx, cancel := c.storeContext(r.Context())
 	defer cancel()
-	sessionPK := m.store.SessionPK(cred.Token)
+	sessionPK := c.store.SessionPK(cred.Token)
 	if jwt == nil {
-		m.challenge(ctx, w, r, sessionPK, id, now)
+		c.challenge(ctx, w, r, sessionPK, id, now)
 		return
 	}
-	s, _, err := m.check(ctx, cred, sessionPK, now)
+	s, err := c.check(ctx, cred, sessionPK, now, nil)
 	switch {
 	case errors.Is(err, ErrNoSession):
-		m.endBinding(w, id)
+		c.endBinding(w, id)
 		return
 	case err == nil && (s.ID != id || !s.DeviceBound):
 		// The session cookie is another session's (a later login), whose
 		// bound cookie, if it has one, the browser keeps.
-		m.endBindingOnly(w, id)
+		c.endBindingOnly(w, id)
 		return
 	case err != nil:
-		m.bindingStoreFailure(w, r, err)
+		c.bindingStoreFailure(w, r, err)
 		return
 	}
 	key, err := dbsc.ParseJWK([]byte(s.Binding.Key))
 	if err != nil {
 		// Not a key this release stored: the session cannot prove itself.
-		m.cfg.Logger.ErrorContext(r.Context(), "ddbsession: unreadable device key, ending the binding", "sid", s.ID, "err", err)
-		m.endBinding(w, id)
+		c.logger.ErrorContext(r.Context(), "ddbsession: unreadable device key, ending the binding", "sid", s.ID, "err", err)
+		c.endBinding(w, id)
 		return
 	}
 	if err := jwt.Verify(key); err != nil {
@@ -205,29 +197,27 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 		if challengeOpen(s.Challenge, now) {
 			sendChallenge(w, s.Challenge, id) // the one it awaits, unused
 		} else {
-			m.challenge(ctx, w, r, sessionPK, id, now)
+			c.challenge(ctx, w, r, sessionPK, id, now)
 		}
 		return
 	}
-	value, cookie := m.newBoundCookie(now)
-	next := m.newChallenge(now)
-	err = m.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now)
-	if err != nil && m.boundCookieLanded(ctx, sessionPK, cookie) {
+	value, cookie := c.binding.newCookie(now)
+	next := c.binding.newChallenge(now)
+	err = c.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now)
+	if err != nil && c.boundCookieLanded(ctx, sessionPK, cookie) {
 		err = nil // the answer was lost, not the write (as in register)
 	}
 	switch {
 	case errors.Is(err, errChallengeUsed):
 		// A concurrent refresh used the challenge first.
-		m.challenge(ctx, w, r, sessionPK, id, now)
+		c.challenge(ctx, w, r, sessionPK, id, now)
 		return
 	case err != nil:
-		m.bindingStoreFailure(w, r, err)
+		c.bindingStoreFailure(w, r, err)
 		return
 	}
-	if m.cfg.OnEvent != nil {
-		m.emit(r.Context(), Event{Kind: EventBoundRefreshed, SessionID: s.ID, User: UserKey{PK: s.UserPK, SK: s.UserSK}})
-	}
-	m.sendBoundCookie(w, s.ID, value, cookie, next, now)
+	c.events.emit(r.Context(), Event{Kind: EventBoundRefreshed, SessionID: s.ID, User: userOf(s)})
+	c.sendBoundCookie(w, s.ID, value, cookie, next, now)
 }
 
 // challenge answers a refresh with 403 and the challenge that session id
@@ -239,24 +229,24 @@ func (m *Manager[U]) refreshBound(w http.ResponseWriter, r *http.Request) {
 // expired, or not that one, the binding ends in the browser, and the bound
 // cookie stays: where the session cookie is a later login's, the bound
 // cookie the browser holds is that session's.
-func (m *Manager[U]) challenge(ctx context.Context, w http.ResponseWriter, r *http.Request, sessionPK, id string, now time.Time) {
-	next := m.newChallenge(now)
-	err := m.store.setChallenge(ctx, sessionPK, id, next, now)
+func (c *core) challenge(ctx context.Context, w http.ResponseWriter, r *http.Request, sessionPK, id string, now time.Time) {
+	next := c.binding.newChallenge(now)
+	err := c.store.setChallenge(ctx, sessionPK, id, next, now)
 	if errors.Is(err, errChallengeUsed) {
 		// Gone, another session, or a challenge still open: read which.
-		s, found, rerr := m.store.getSession(ctx, sessionPK)
+		s, found, rerr := c.store.getSession(ctx, sessionPK)
 		switch {
 		case rerr != nil:
 			err = rerr
-		case found && s.ID == id && s.DeviceBound && m.life.live(s, now) && challengeOpen(s.Challenge, now):
+		case found && s.ID == id && s.DeviceBound && c.life.live(s, now) && challengeOpen(s.Challenge, now):
 			next, err = s.Challenge, nil
 		}
 	}
 	switch {
 	case errors.Is(err, errChallengeUsed):
-		m.endBindingOnly(w, id)
+		c.endBindingOnly(w, id)
 	case err != nil:
-		m.bindingStoreFailure(w, r, err)
+		c.bindingStoreFailure(w, r, err)
 	default:
 		sendChallenge(w, next, id)
 	}
@@ -277,10 +267,10 @@ func challengeOpen(c item.Challenge, now time.Time) bool {
 // unknown (an error that may have come after DynamoDB applied it) did
 // land, by reading the session back within what is left of the request's
 // deadline.
-func (m *Manager[U]) boundCookieLanded(ctx context.Context, sessionPK string, cookie item.BoundCookie) bool {
+func (c *core) boundCookieLanded(ctx context.Context, sessionPK string, cookie item.BoundCookie) bool {
 	ctx, cancel := detach(ctx)
 	defer cancel()
-	s, found, err := m.store.getSession(ctx, sessionPK)
+	s, found, err := c.store.getSession(ctx, sessionPK)
 	return err == nil && found && s.DeviceBound && s.Binding.Cookies[0] == cookie
 }
 
@@ -292,16 +282,16 @@ func challengeFits(c item.Challenge, jti string, now time.Time) bool {
 // sendBoundCookie answers a registration or refresh that proved the device:
 // the fresh bound cookie, the challenge for the next refresh, and the
 // session configuration.
-func (m *Manager[U]) sendBoundCookie(w http.ResponseWriter, id, value string, cookie item.BoundCookie, next item.Challenge, now time.Time) {
-	m.writeBoundCookie(w, value, boundMaxAge(cookie, now))
+func (c *core) sendBoundCookie(w http.ResponseWriter, id, value string, cookie item.BoundCookie, next item.Challenge, now time.Time) {
+	c.binding.writeCookie(w, value, boundMaxAge(cookie, now))
 	w.Header().Set(headerChallenge, challengeHeader(next, id))
 	writeJSON(w, sessionConfig{
 		SessionIdentifier: id,
-		RefreshURL:        m.cfg.DeviceBinding.RefreshPath,
+		RefreshURL:        c.binding.RefreshPath,
 		Scope:             &configScope{},
 		Credentials: []configCredential{{
 			Type:       "cookie",
-			Name:       m.cfg.DeviceBinding.CookieName,
+			Name:       c.binding.CookieName,
 			Attributes: boundCookieAttributes,
 		}},
 	})
@@ -310,24 +300,21 @@ func (m *Manager[U]) sendBoundCookie(w http.ResponseWriter, id, value string, co
 // endBinding tells the browser to stop refreshing session id, whose
 // session is no more (or never was this one), and drops its bound cookie.
 // The answer is 200, which is how DBSC ends a session in the browser.
-func (m *Manager[U]) endBinding(w http.ResponseWriter, id string) {
-	m.writeBoundCookie(w, "", -1)
-	m.endBindingOnly(w, id)
+func (c *core) endBinding(w http.ResponseWriter, id string) {
+	c.binding.writeCookie(w, "", -1)
+	c.endBindingOnly(w, id)
 }
 
 // endBindingOnly ends the binding in the browser and leaves the cookies.
-func (m *Manager[U]) endBindingOnly(w http.ResponseWriter, id string) {
+func (c *core) endBindingOnly(w http.ResponseWriter, id string) {
 	end := false
 	writeJSON(w, sessionConfig{SessionIdentifier: id, Continue: &end})
 }
 
-func (m *Manager[U]) bindingStoreFailure(w http.ResponseWriter, r *http.Request, err error) {
+func (c *core) bindingStoreFailure(w http.ResponseWriter, r *http.Request, err error) {
 	// 5xx makes the browser keep the binding and try again later.
-	m.logStoreFailure(r.Context(), err)
-	if m.cfg.OnEvent != nil {
-		m.emit(r.Context(), Event{Kind: EventStoreFailed, Err: err})
-	}
-	m.cfg.StoreUnavailable.ServeHTTP(w, r)
+	c.events.storeFailed(r.Context(), err)
+	c.storeUnavailable.ServeHTTP(w, r)
 }
 
 // sessionConfig is DBSC's session configuration, which registration and

@@ -47,10 +47,11 @@
 // Sessions live in one table with string keys, by default "pk" and "sk", and
 // TTL on the Number attribute "expiresAt". They can share the app's single
 // table, where the user items already are, or live in a hash-only table
-// ([Config.HashOnly]). [Manager.CreateTable] creates a fitting table and
+// ([Layout.HashOnly]). [Manager.CreateTable] creates a fitting table and
 // [Manager.CheckTable] checks an existing one at startup. The key names, the
-// two prefixes and both attribute names of the app's choosing (TTL and
-// cutoff) are configurable in [Config]; the rest is fixed.
+// two prefixes, both attribute names of the app's choosing (TTL and cutoff)
+// and the optional expiry index make up the [Layout], which scsstore and
+// ddbstream take too; the rest is fixed.
 //
 // # Item format
 //
@@ -81,7 +82,7 @@
 //	browserOnly  N  1 for a session whose cookie ends with the browser
 //	                ([Config.KeepSignedIn]); absent otherwise
 //	sessionPK    S  index items only: the session item's partition key
-//	expiryBucket S  session items only, with [Config.ExpiryIndex]: "<yyyymmddhh>#<shard>"
+//	expiryBucket S  session items only, with [Layout.ExpiryIndex]: "<yyyymmddhh>#<shard>"
 //
 // Session items of [Config.DeviceBinding] carry these too (see "Device-bound
 // sessions"); all are optional, and a bound session whose item lacks its key
@@ -169,7 +170,7 @@
 // by Logout, like any other. A request that carries both a session cookie
 // and a bearer token is refused with 400. A refresh cannot re-send a
 // cookie to such a client, so the response says the new expiry in the
-// Session-Expires header ([SessionExpiresHeader], RFC 3339).
+// Session-Expires response header (RFC 3339).
 //
 // Bearer requests need no cross-origin protection, cookie requests do: a
 // browser attaches cookies to requests that other sites make it send, but
@@ -269,7 +270,8 @@
 //     ID, and IDs with their creation time, so List's Query starts at the
 //     user's sessions-valid-after cutoff. After RevokeAll it reads only the
 //     sessions created since, newest first, without sorting.
-//   - Both need a sort key, so a hash-only table gets [ErrNoSortKey].
+//   - Both need a sort key: in a hash-only table they return an error that
+//     says so.
 //
 // Revoking one session finds its index item in the caller's own index
 // partition; another user's session ID is not there, so it gets the same
@@ -277,11 +279,11 @@
 //
 // # Sessions about to expire
 //
-// With [Config.ExpiryIndex] set, session items also carry expiryBucket, and
+// With [Layout.ExpiryIndex] set, session items also carry expiryBucket, and
 // a global secondary index on (expiryBucket, expiresAt) lets
 // [Manager.Expiring] find the sessions that expire in a window. The bucket
 // is the expiry's UTC hour plus a shard suffix, so one hour's sessions spread
-// over [Config.ExpiryIndexShards] index partitions, queried in parallel. The
+// over [Layout.ExpiryIndexShards] index partitions, queried in parallel. The
 // index is opt-in because each refresh moves the session within it: a
 // delete and a put on the index, two more write units per refresh. Without
 // it, no item carries expiryBucket and writes stay cheaper.
@@ -295,9 +297,9 @@
 //
 //	sessionEvents, _ := otel.Meter("app").Int64Counter("sessions.events")
 //	cfg.OnEvent = func(ctx context.Context, e ddbsession.Event) {
-//		attrs := []attribute.KeyValue{attribute.String("kind", e.Kind.String())}
-//		if e.Reason != 0 {
-//			attrs = append(attrs, attribute.String("reason", e.Reason.String()))
+//		attrs := []attribute.KeyValue{attribute.String("kind", string(e.Kind))}
+//		if e.Reason != "" {
+//			attrs = append(attrs, attribute.String("reason", string(e.Reason)))
 //		}
 //		sessionEvents.Add(ctx, 1, metric.WithAttributes(attrs...))
 //	}
@@ -325,6 +327,28 @@
 // two interleave. New user items carry a cutoff of their creation time
 // ([Manager.CreateUser]), so that a deleted user's sessions never come back
 // for a new account under the same key.
+//
+// # Reading the code
+//
+// A request passes through the files from the top down, and no file refers
+// to one above it:
+//
+//	middleware.go  RequireSession, LoadSession, Check: the credential, the
+//	               rules a session must pass, the context accessors
+//	manager.go     Config, New, and the Manager that holds the parts below
+//	bound.go       device binding's bound cookie and the login's offer
+//	refresh.go     sliding the expiry, after the response
+//	users.go       the user item and its cutoff
+//	cookie.go      the session cookie and the bearer token, read and written
+//	store.go       every DynamoDB call
+//	internal/item  the item format: one encoder, one decoder
+//
+// Beside the path, at the top: login.go signs users up, in and out;
+// revoke.go lists and ends sessions; dbsc.go serves device binding's
+// endpoints; table.go creates and checks the table. At the bottom, the
+// words they all share: session.go, events.go, layout.go and answers.go.
+// The Manager's type parameter stops at its methods: everything below them
+// decodes the user through a pointer.
 //
 // # Engines
 //

@@ -3,10 +3,14 @@ package ddbsession
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 )
 
 // This file reports what sessions do, for operators' counters and audit
-// logs: Config.OnEvent receives an Event for each.
+// logs (Config.OnEvent receives an Event for each), and logs the failures
+// that fail a request closed.
 
 // An Event is something that happened to a session. It never holds a token
 // or a token's hash.
@@ -23,80 +27,70 @@ type Event struct {
 	Err error
 }
 
-// EventKind is what happened.
-type EventKind uint8
+// EventKind is what happened. Its values are short lowercase names, fit
+// for a metric's attribute as they are.
+type EventKind string
 
 const (
-	EventCreated        EventKind = iota + 1 // Login, LoginWith or LoginBearer made a session
-	EventRefreshed                           // a request moved the expiry forward (reported once written)
-	EventRotated                             // Login ended a session the request carried
-	EventEnded                               // Logout ended a session
-	EventRevoked                             // Revoke ended one session
-	EventRevokedAll                          // RevokeAll ended all of a user's sessions
-	EventRejected                            // a request's credential granted no session; see Reason
-	EventStoreFailed                         // DynamoDB failed or timed out; the request failed closed
-	EventBound                               // a browser bound a session to its device key (DBSC)
-	EventBoundRefreshed                      // a bound session's device proved itself for a fresh bound cookie
+	EventCreated        EventKind = "created"         // Login, LoginWith or LoginBearer made a session
+	EventRefreshed      EventKind = "refreshed"       // a request moved the expiry forward (reported once written)
+	EventRotated        EventKind = "rotated"         // Login ended a session the request carried
+	EventEnded          EventKind = "ended"           // Logout ended a session
+	EventRevoked        EventKind = "revoked"         // Revoke ended one session
+	EventRevokedAll     EventKind = "revoked-all"     // RevokeAll ended all of a user's sessions
+	EventRejected       EventKind = "rejected"        // a request's credential granted no session; see Reason
+	EventStoreFailed    EventKind = "store-failed"    // DynamoDB failed or timed out; the request failed closed
+	EventBound          EventKind = "bound"           // a browser bound a session to its device key (DBSC)
+	EventBoundRefreshed EventKind = "bound-refreshed" // a bound session's device proved itself for a fresh bound cookie
 )
 
-var eventNames = [...]string{"", "created", "refreshed", "rotated", "ended", "revoked", "revoked-all", "rejected", "store-failed", "bound", "bound-refreshed"}
-
-func (k EventKind) String() string {
-	if int(k) < len(eventNames) {
-		return eventNames[k]
-	}
-	return "unknown"
+// events tells the app's OnEvent, if it has one, and logs store failures.
+type events struct {
+	on     func(context.Context, Event) // Config.OnEvent, or nil
+	logger *slog.Logger
 }
 
-// Reason is why a request was rejected.
-type Reason uint8
-
-const (
-	ReasonMalformed        Reason = iota + 1 // not a credential this Manager could have issued; no DynamoDB call
-	ReasonUnknown                            // no such session (never issued, logged out, revoked, or TTL-deleted)
-	ReasonExpired                            // past its expiry, though TTL has not deleted it yet
-	ReasonAbsoluteLifetime                   // past Config.AbsoluteLifetime since it was created
-	ReasonCutoff                             // created before the user's sessions-valid-after cutoff (RevokeAll)
-	ReasonUserMissing                        // the user item is gone
-	ReasonUserMismatch                       // the credential names another user than the session's
-	ReasonNotBound                           // a device-bound session without a valid bound cookie: a copy of its cookie
-)
-
-var reasonNames = [...]string{"", "malformed", "unknown", "expired", "absolute-lifetime", "cutoff", "user-missing", "user-mismatch", "not-bound"}
-
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
+// emit reports e if the app asked for events; without a listener it costs
+// a comparison.
+func (ev events) emit(ctx context.Context, e Event) {
+	if ev.on != nil {
+		ev.on(ctx, e)
 	}
-	return "unknown"
 }
 
-// emit reports e if the app asked for events. Callers build e only after
-// checking m.cfg.OnEvent, so that an app without a hook pays nothing.
-func (m *Manager[U]) emit(ctx context.Context, e Event) { m.cfg.OnEvent(ctx, e) }
-
-// rejection is ErrNoSession with its reason. One value per reason exists,
-// so that a rejection allocates nothing.
-type rejection struct{ reason Reason }
-
-func (r *rejection) Error() string        { return ErrNoSession.Error() }
-func (r *rejection) Is(target error) bool { return target == ErrNoSession }
-
-var rejections = func() (all [len(reasonNames)]*rejection) {
-	for i := range all {
-		all[i] = &rejection{Reason(i)}
+// storeFailed logs and reports why a request failed closed. A client that
+// hung up is no store outage: it stays refused, but must not flood the
+// error log. A panic is logged with the stack where it happened.
+func (ev events) storeFailed(ctx context.Context, err error) {
+	level := slog.LevelError
+	if ctx.Err() != nil {
+		level = slog.LevelDebug
 	}
-	return all
-}()
-
-// rejected returns the ErrNoSession of reason.
-func rejected(reason Reason) error { return rejections[reason] }
-
-// reasonOf returns the reason of a rejection, or 0.
-func reasonOf(err error) Reason {
-	var r *rejection
-	if errors.As(err, &r) {
-		return r.reason
+	attrs := []any{"err", err}
+	var p *panicError
+	if errors.As(err, &p) {
+		attrs = append(attrs, "stack", string(p.stack))
 	}
-	return 0
+	ev.logger.Log(ctx, level, "ddbsession: cannot check session, failing closed", attrs...)
+	ev.emit(ctx, Event{Kind: EventStoreFailed, Err: err})
+}
+
+// panicError is a panic recovered while checking a session, with the stack
+// where it happened, which storeFailed logs.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string {
+	return fmt.Sprintf("ddbsession: panic while checking a session: %v", p.value)
+}
+
+// recovered turns a panic, if there is one, into *errp: a panic in a
+// LoadUser of the app's, say, fails the request closed instead of escaping.
+// Call it deferred.
+func recovered(errp *error) {
+	if p := recover(); p != nil {
+		*errp = &panicError{value: p, stack: debug.Stack()}
+	}
 }

@@ -16,10 +16,48 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/ddbsession/ddbsession"
+	"github.com/google/go-cmp/cmp"
 )
+
+// FuzzRequireSessionCookie feeds arbitrary cookie values to the middleware.
+// Whatever the value, a request without a well-formed token never reaches
+// DynamoDB and is refused; a well-formed one reaches a store that is down
+// and is refused too. Nothing lets a request through. It needs no engine.
+func FuzzRequireSessionCookie(f *testing.F) {
+	for _, seed := range []string{"", "AAAAAAAAAAAAAAAAAAAAAAAAAA", "aaaaaaaaaaaaaaaaaaaaaaaaaa", "A=B", "\"quoted\"", strings.Repeat("7", 27), "%00",
+		"AAAAAAAAAAAAAAAAAAAAAAAAAA.VVNFUiNhbGljZQ.UFJPRklMRQ", "AAAAAAAAAAAAAAAAAAAAAAAAAA.VVNFUiNhbGljZQ", "AAAAAAAAAAAAAAAAAAAAAAAAAA..",
+		"AAAAAAAAAAAAAAAAAAAAAAAAAA.U0VTU0lPTiN4.eA"} {
+		f.Add(seed)
+	}
+	p := newProbe(nil)
+	p.fail = func(context.Context, string) error { return errors.New("store down") }
+	m, err := ddbsession.New(ddbsession.Config[User]{Client: p, Table: "fuzz"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("request let through")
+	}))
+	f.Fuzz(func(t *testing.T, value string) {
+		p.reset()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", cookieName+"="+value)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		// What the request carried after Go's own cookie parsing.
+		var wellFormed bool
+		for _, c := range r.CookiesNamed(cookieName) {
+			wellFormed = wellFormed || wellFormedCookie(c.Value)
+		}
+		switch {
+		case wellFormed && (w.Code != http.StatusServiceUnavailable || p.total() != 1):
+			t.Errorf("well-formed %q: status %d after %d calls, want 503 after 1", value, w.Code, p.total())
+		case !wellFormed && (w.Code != http.StatusUnauthorized || p.total() != 0):
+			t.Errorf("malformed %q: status %d after %d calls, want 401 after 0", value, w.Code, p.total())
+		}
+	})
+}
 
 // The fuzz targets. FuzzRequireSessionCookie (cookie_test.go) feeds one
 // cookie value to the middleware; the targets here widen it to whole
@@ -113,7 +151,7 @@ func FuzzRequestHeaders(f *testing.F) {
 		h.ServeHTTP(w, r)
 
 		present, wellFormed := false, false
-		for _, c := range r.CookiesNamed(m.CookieName()) {
+		for _, c := range r.CookiesNamed(cookieName) {
 			present = true
 			wellFormed = wellFormed || documentedCredential(c.Value)
 		}
@@ -206,14 +244,14 @@ func FuzzLogin(f *testing.F) {
 		var live string
 		if carry {
 			live = fuzzLogin(t, e.m, key, httptest.NewRequest("POST", "/login", nil))
-			r.Header.Add("Cookie", e.m.CookieName()+"="+live)
+			r.Header.Add("Cookie", cookieName+"="+live)
 		}
 		for _, line := range strings.Split(cookies, "\n") {
 			r.Header.Add("Cookie", line)
 		}
 		r.Header.Set("User-Agent", agent)
 		var want []string
-		for _, c := range r.CookiesNamed(e.m.CookieName()) {
+		for _, c := range r.CookiesNamed(cookieName) {
 			if documentedCredential(c.Value) && len(want) < 4 {
 				want = append(want, "SESSION#"+tokenHash(c.Value))
 			}
@@ -263,7 +301,7 @@ func fuzzLogin(t *testing.T, m *ddbsession.Manager[User], key ddbsession.UserKey
 	}
 	var values []string
 	for _, c := range w.Result().Cookies() {
-		if c.Name == m.CookieName() {
+		if c.Name == cookieName {
 			if err := c.Valid(); err != nil {
 				t.Errorf("cookie not valid: %v", err)
 			}

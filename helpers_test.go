@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -22,12 +24,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
-
-	"go.uber.org/goleak"
-
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 )
 
 // TestMain runs the tests against the test engine, then checks that they
@@ -152,7 +152,7 @@ func withProbe(p **probe) func(*ddbsession.Config[User]) {
 	}
 }
 
-func withExpiryIndex(c *ddbsession.Config[User]) { c.ExpiryIndex = "expiry" }
+func withExpiryIndex(c *ddbsession.Config[User]) { c.Layout.ExpiryIndex = "expiry" }
 
 // failOn makes the probe answer op with err, and leaves the rest alone.
 func failOn(p *probe, op string, err error) {
@@ -191,7 +191,7 @@ func failNth(p *probe, op string, n int, err error) {
 func (e *env) putUser(name string) ddbsession.UserKey {
 	e.t.Helper()
 	key := ddbsession.UserKey{PK: "USER#" + name, SK: "PROFILE"}
-	if e.cfg.HashOnly {
+	if e.cfg.Layout.HashOnly {
 		key.SK = ""
 	}
 	e.putUserAt(key, name)
@@ -227,6 +227,9 @@ func (e *env) deleteItem(key map[string]types.AttributeValue) {
 
 // Requests.
 
+// cookieName is the session cookie's name under the default Config.
+const cookieName = "__Host-session"
+
 // testAgent is the User-Agent that e.login sends.
 const testAgent = "test-agent/1.0"
 
@@ -243,7 +246,7 @@ func (e *env) login(key ddbsession.UserKey, carried ...*http.Cookie) *http.Cooki
 	if err := e.m.Login(w, r, key); err != nil {
 		e.t.Fatalf("Login: %v", err)
 	}
-	c := sessionCookie(e.t, w.Result(), e.m.CookieName())
+	c := sessionCookie(e.t, w.Result(), cookieName)
 	if c == nil || c.Value == "" {
 		e.t.Fatalf("Login set no session cookie; headers %v", w.Header())
 	}
@@ -460,6 +463,7 @@ const (
 )
 
 func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
 func attrN(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
@@ -606,3 +610,218 @@ func updateKey(in any) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// needsSortKey reports whether err is List's or Revoke's refusal in a
+// hash-only table, which says what it needs.
+func needsSortKey(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "need a table with a sort key")
+}
+
+// needsExpiryIndex reports whether err is Expiring's refusal without an
+// expiry index, which says what it needs.
+func needsExpiryIndex(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "needs an expiry index")
+}
+
+// probe is the one fake client of these tests: it wraps a real client (or
+// none) to count the calls a Manager makes and, for fault paths only, to act
+// on chosen calls through its hooks. Everything a hook does not take goes to
+// the real engine. The hooks, each optional:
+//
+//   - fail answers a call with an error instead of the engine;
+//   - before runs before a call reaches the engine, and may block it there
+//     (a pause, for races);
+//   - answer answers a call with a canned output instead of the engine
+//     (unprocessed keys, a TTL the engine lacks, a replayed read);
+//   - after runs once the engine answered, and may replace the answer with
+//     an error: an applied write whose answer is lost.
+type probe struct {
+	next ddbsession.Client
+
+	mu     sync.Mutex
+	calls  map[string]int
+	fail   func(ctx context.Context, op string) error
+	before func(ctx context.Context, op string, in any)
+	answer func(ctx context.Context, op string, in any) (out any, ok bool)
+	after  func(ctx context.Context, op string, in, out any, err error) error
+}
+
+func newProbe(next ddbsession.Client) *probe { return &probe{next: next, calls: map[string]int{}} }
+
+// count returns how many calls of op were made, and resets nothing.
+func (p *probe) count(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[op]
+}
+
+// total returns the number of calls of every operation.
+func (p *probe) total() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		n += c
+	}
+	return n
+}
+
+func (p *probe) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.calls)
+}
+
+// errLost is the error of an applied write whose answer was lost.
+var errLost = errors.New("InternalServerError: the answer was lost")
+
+// loseAnswer makes the probe lose the answer of the calls of op that match
+// says, once the engine has applied them: for the n-th matching call only,
+// or every one for n 0. It returns how many it lost so far.
+func loseAnswer(p *probe, op string, n int, match func(in any) bool) func() int {
+	var mu sync.Mutex
+	seen, lost := 0, 0
+	p.after = func(_ context.Context, o string, in, _ any, err error) error {
+		if o != op || err != nil || (match != nil && !match(in)) {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen++; n != 0 && seen != n {
+			return nil
+		}
+		lost++
+		return errLost
+	}
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return lost
+	}
+}
+
+// unprocessedKeys makes the probe answer BatchGetItems with all their keys
+// unprocessed, as DynamoDB may under throttling: the next one only, if
+// once, or every one.
+func unprocessedKeys(p *probe, once bool) {
+	var done atomic.Bool
+	p.answer = func(_ context.Context, op string, in any) (any, bool) {
+		if op != "BatchGetItem" || (once && !done.CompareAndSwap(false, true)) {
+			return nil, false
+		}
+		return &dynamodb.BatchGetItemOutput{UnprocessedKeys: in.(*dynamodb.BatchGetItemInput).RequestItems}, true
+	}
+}
+
+// queriesRead makes the probe add up the items that Queries read
+// (ScannedCount, which is what DynamoDB bills), before any filter. The
+// function it returns gives the items and Queries since its last call.
+func queriesRead(p *probe) func() (items int32, queries int) {
+	var (
+		mu      sync.Mutex
+		scanned int32
+		n       int
+	)
+	p.after = func(_ context.Context, op string, _, out any, err error) error {
+		if op == "Query" && err == nil {
+			mu.Lock()
+			scanned += out.(*dynamodb.QueryOutput).ScannedCount
+			n++
+			mu.Unlock()
+		}
+		return nil
+	}
+	return func() (int32, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		items, queries := scanned, n
+		scanned, n = 0, 0
+		return items, queries
+	}
+}
+
+type opts = func(*dynamodb.Options)
+
+// call is every operation's way through the probe: count, hooks, engine.
+func call[I, O any](p *probe, ctx context.Context, op string, in *I, engine func() (*O, error)) (*O, error) {
+	p.mu.Lock()
+	p.calls[op]++
+	fail, before, answer, after := p.fail, p.before, p.answer, p.after
+	p.mu.Unlock()
+	if fail != nil {
+		if err := fail(ctx, op); err != nil {
+			return nil, err
+		}
+	}
+	if before != nil {
+		before(ctx, op, in)
+	}
+	if answer != nil {
+		if out, ok := answer(ctx, op, in); ok {
+			return out.(*O), nil
+		}
+	}
+	out, err := engine()
+	if after != nil {
+		if lost := after(ctx, op, in, out, err); lost != nil {
+			return nil, lost
+		}
+	}
+	return out, err
+}
+
+func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opts) (*dynamodb.GetItemOutput, error) {
+	return call(p, ctx, "GetItem", in, func() (*dynamodb.GetItemOutput, error) { return p.next.GetItem(ctx, in, o...) })
+}
+
+func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opts) (*dynamodb.BatchGetItemOutput, error) {
+	return call(p, ctx, "BatchGetItem", in, func() (*dynamodb.BatchGetItemOutput, error) { return p.next.BatchGetItem(ctx, in, o...) })
+}
+
+func (p *probe) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...opts) (*dynamodb.PutItemOutput, error) {
+	return call(p, ctx, "PutItem", in, func() (*dynamodb.PutItemOutput, error) { return p.next.PutItem(ctx, in, o...) })
+}
+
+func (p *probe) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...opts) (*dynamodb.UpdateItemOutput, error) {
+	return call(p, ctx, "UpdateItem", in, func() (*dynamodb.UpdateItemOutput, error) { return p.next.UpdateItem(ctx, in, o...) })
+}
+
+func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...opts) (*dynamodb.DeleteItemOutput, error) {
+	return call(p, ctx, "DeleteItem", in, func() (*dynamodb.DeleteItemOutput, error) { return p.next.DeleteItem(ctx, in, o...) })
+}
+
+func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...opts) (*dynamodb.QueryOutput, error) {
+	return call(p, ctx, "Query", in, func() (*dynamodb.QueryOutput, error) { return p.next.Query(ctx, in, o...) })
+}
+
+func (p *probe) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...opts) (*dynamodb.CreateTableOutput, error) {
+	return call(p, ctx, "CreateTable", in, func() (*dynamodb.CreateTableOutput, error) { return p.next.CreateTable(ctx, in, o...) })
+}
+
+func (p *probe) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...opts) (*dynamodb.DescribeTableOutput, error) {
+	return call(p, ctx, "DescribeTable", in, func() (*dynamodb.DescribeTableOutput, error) { return p.next.DescribeTable(ctx, in, o...) })
+}
+
+func (p *probe) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...opts) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	return call(p, ctx, "UpdateTimeToLive", in, func() (*dynamodb.UpdateTimeToLiveOutput, error) { return p.next.UpdateTimeToLive(ctx, in, o...) })
+}
+
+func (p *probe) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, o ...opts) (*dynamodb.DescribeTimeToLiveOutput, error) {
+	return call(p, ctx, "DescribeTimeToLive", in, func() (*dynamodb.DescribeTimeToLiveOutput, error) { return p.next.DescribeTimeToLive(ctx, in, o...) })
+}
+
+// Device binding's races, made deterministic: the probe pauses one side
+// just before a write reaches the engine and runs the other side to the
+// end there, so that the paused write meets the table the other left.
+
+// pauseBefore runs other, once, when the first UpdateItem of an item whose
+// partition key starts with prefix is about to reach the engine.
+func pauseBefore(p *probe, prefix string, other func()) *atomic.Bool {
+	var fired atomic.Bool
+	p.before = func(_ context.Context, op string, in any) {
+		if op == "UpdateItem" && strings.HasPrefix(updateKey(in), prefix) && fired.CompareAndSwap(false, true) {
+			other()
+		}
+	}
+	return &fired
+}

@@ -71,7 +71,7 @@ func loginLoadRun(tb testing.TB, e *env, prefix string, logins, workers, users i
 			return
 		}
 		for _, c := range w.Result().Cookies() {
-			if c.Name == e.m.CookieName() && c.Value != "" {
+			if c.Name == cookieName && c.Value != "" {
 				cookies[i] = c
 			}
 		}

@@ -3,6 +3,9 @@ package ddbsession
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -13,123 +16,265 @@ import (
 // Manager keeps sessions for users of type U in one DynamoDB table and guards
 // handlers with them. It is safe for concurrent use. [New] makes one.
 //
-// A request flows through the files of this package in one direction:
-// http.go (the middleware reads the cookie) → session.go (the validity
-// rules: expiry, lifetime, the user's cutoff, when to refresh) → store.go
-// (the DynamoDB calls) → internal/item (the item format).
+// U appears at the surface only: in the user that the middleware puts in
+// the context, in LoginWith's check and in Check's result. Everything below
+// works on the non-generic core, which decodes users through a pointer.
 type Manager[U any] struct {
-	cfg      Config[U]
-	store    *store
-	life     lifetimes
-	loadUser func(ctx context.Context, key UserKey) (U, time.Time, error)
-	// decoder decodes user items into U; one for all requests, as
-	// attributevalue.UnmarshalMap would make one per call.
-	decoder *attributevalue.Decoder
-
-	refreshes refreshes
+	core
 }
 
-// UserKey is the primary key of the user's item: the app's own PK and, in a
-// table with a sort key, SK. A session stores it so that authenticating a
-// request needs no secondary index.
-type UserKey struct {
-	PK string
-	SK string
-}
+// core is a Manager without its user type: the validated Config, in the
+// parts that do the work. The package documentation maps how a request
+// passes through them.
+type core struct {
+	store   *store
+	users   users
+	cookies cookies
+	life    lifetimes
+	refresh *refresher
+	events  events
+	binding DeviceBinding
 
-// Session describes one signed-in session. It never holds the token.
-type Session struct {
-	// ID is the session's public identifier: random, unrelated to the
-	// token and its hash, and safe to show on a "your devices" page.
-	ID          string
-	User        UserKey
-	CreatedAt   time.Time
-	RefreshedAt time.Time
-	ExpiresAt   time.Time // whole seconds, as stored for TTL
-	UserAgent   string
-	// DeviceBound says that the session is bound to a key on its device
-	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
-	DeviceBound bool
-}
-
-// sessionOf converts a decoded item to the public Session.
-func sessionOf(s item.Session) Session {
-	return Session{
-		ID:          s.ID,
-		User:        UserKey{PK: s.UserPK, SK: s.UserSK},
-		CreatedAt:   s.CreatedAt,
-		RefreshedAt: s.RefreshedAt,
-		ExpiresAt:   s.ExpiresAt,
-		UserAgent:   s.UserAgent,
-		DeviceBound: s.DeviceBound,
-	}
-}
-
-// ErrNoSession is returned by [Manager.Check] for a token that is malformed,
-// unknown, expired or revoked, or whose user no longer exists. It does not
-// say which: callers treat them all as "signed out".
-var ErrNoSession = errors.New("ddbsession: no valid session")
-
-// CookieName returns the name of the session cookie, with the "__Host-"
-// prefix unless in dev mode.
-func (m *Manager[U]) CookieName() string { return m.cfg.CookieName }
-
-// ctxKey keys the request state by its Manager, so that an app with two
-// Managers (users and admins, say) never reads one's user through the other.
-type ctxKey[U any] struct{ m *Manager[U] }
-
-// requestState is what the middleware puts in the request context.
-type requestState[U any] struct {
-	session Session
-	user    U
-}
-
-// User returns the signed-in user that [Manager.RequireSession] or
-// [Manager.LoadSession] put in ctx.
-func (m *Manager[U]) User(ctx context.Context) (U, bool) {
-	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
-	if st == nil {
-		var zero U
-		return zero, false
-	}
-	return st.user, true
-}
-
-// Session returns the session that [Manager.RequireSession] or
-// [Manager.LoadSession] put in ctx.
-func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
-	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
-	if st == nil {
-		return Session{}, false
-	}
-	return st.session, true
-}
-
-// NewContext returns ctx carrying s and u as the signed-in session and
-// user, as [Manager.RequireSession] puts them there, so that [Manager.User]
-// and [Manager.Session] find them. It is for an app's handler unit tests,
-// which then need no DynamoDB:
-//
-//	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
-//	handler.ServeHTTP(w, r)
-func (m *Manager[U]) NewContext(ctx context.Context, s Session, u U) context.Context {
-	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{session: s, user: u})
+	keepSignedIn                   func(*http.Request) bool // Config.KeepSignedIn, or nil
+	unauthorized, storeUnavailable http.Handler
+	timeout                        time.Duration // Config.StoreTimeout
+	now                            func() time.Time
+	logger                         *slog.Logger
 }
 
 // storeContext bounds the DynamoDB work of one call by StoreTimeout. It is
-// the only place that starts that bound: everything below it shares its
-// deadline.
-func (m *Manager[U]) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, m.cfg.StoreTimeout)
+// the only place that starts that bound for a call: everything below it
+// shares its deadline.
+func (c *core) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
 }
 
-// detach keeps ctx's deadline but drops its cancellation, for writes that
-// must not be lost to a client that hangs up (Logout, a refresh's second
-// write, an undo) and must still end within the request's one bound.
-func detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return context.WithoutCancel(ctx), func() {}
+// Config configures a [Manager]. Client and Table have no default and must
+// be set; every other field may be left zero for a secure default, which
+// [New] fills in when it validates the Config, once.
+type Config[U any] struct {
+	// Client talks to DynamoDB. Build it from the SDK's own configuration
+	// (config.LoadDefaultConfig), which also honours AWS_ENDPOINT_URL_DYNAMODB.
+	Client Client
+
+	// Table is the name of the table that holds sessions.
+	Table string
+
+	// Layout is where sessions live in Table: key names, prefixes, the
+	// TTL attribute, the user's cutoff attribute and the optional expiry
+	// index. The zero Layout is the default of each.
+	Layout Layout
+
+	// LoadUser loads the user a session belongs to, with the user's
+	// sessions-valid-after cutoff. It returns [ErrUserNotFound] for a user
+	// that does not exist, which rejects the session; any other error fails
+	// the request closed. The default reads the user's item from Table with
+	// one strongly consistent GetItem, decodes it into U with
+	// attributevalue.UnmarshalMap, and takes the cutoff from
+	// Layout.ValidAfterAttribute. Set it when users live elsewhere.
+	LoadUser func(ctx context.Context, key UserKey) (user U, validAfter time.Time, err error)
+
+	// HideUserKey keeps the user's key out of the session cookie. By
+	// default, when users live in Table (LoadUser is nil), the cookie
+	// carries the user item's key next to the token, so that a request
+	// reads the session and the user in one BatchGetItem: one round trip
+	// instead of two. The key is visible to whoever holds the cookie, who
+	// holds the session anyway; set HideUserKey where user keys are
+	// themselves sensitive (an email address, say), and requests make two
+	// sequential GetItems. Cookies of either form are accepted whatever
+	// the setting, which also makes it the switch for a rolling deploy:
+	// see "Rolling deploys" in the package documentation.
+	HideUserKey bool
+
+	// BearerTokens makes RequireSession and LoadSession also accept a
+	// session credential in an "Authorization: Bearer" header, for clients
+	// without cookies; [Manager.LoginBearer] issues them. A request with
+	// both a session cookie and a bearer token is refused with 400. Off by
+	// default, so that an Authorization header meant for something else is
+	// never read.
+	BearerTokens bool
+
+	// CookieName is the session cookie's name. The "__Host-" prefix is
+	// added if missing, because it makes browsers refuse the cookie unless
+	// it is Secure, host-only and on Path=/. Default "__Host-session".
+	CookieName string
+
+	// InsecureDevMode drops the Secure attribute and the "__Host-" prefix
+	// so that the cookie works on plain-HTTP localhost. Never in production:
+	// the cookie then travels in clear text. The package does not read
+	// APP_ENV or any other variable to switch this on; a production host with
+	// a stray variable must not silently downgrade its cookies.
+	InsecureDevMode bool
+
+	// IdleTimeout is how long a session lives without requests. Default 24h.
+	IdleTimeout time.Duration
+
+	// RefreshInterval is how often, at most, a request moves a session's
+	// expiry forward. Requests in between cost no writes. Default
+	// IdleTimeout/24 (an hour for the default IdleTimeout). It must be
+	// shorter than IdleTimeout.
+	RefreshInterval time.Duration
+
+	// AbsoluteLifetime caps a session's life from its creation, however
+	// active it is (OWASP's absolute timeout). Default 30 days.
+	AbsoluteLifetime time.Duration
+
+	// StoreTimeout bounds the DynamoDB work of one request. A refresh's
+	// writes run after the response, each of its steps (the session item;
+	// a check of it when its write's answer was lost; the index item)
+	// bounded by StoreTimeout on its own. Default 2s.
+	StoreTimeout time.Duration
+
+	// Unauthorized answers a request without a valid session. The cookie
+	// has already been cleared, and a request with a bearer token has been
+	// told WWW-Authenticate: Bearer error="invalid_token". Default: 401
+	// with a short body. [RedirectToLogin] sends browsers to a login page
+	// and back; its documentation shows one handler for pages and an API.
+	Unauthorized http.Handler
+
+	// StoreUnavailable answers a request whose session could not be checked
+	// because DynamoDB failed or timed out. The request is never let
+	// through. Default: 503 with a short body.
+	StoreUnavailable http.Handler
+
+	// OnEvent, if set, is told what sessions do: created, refreshed,
+	// rotated, ended, revoked, rejected (with the reason) and store
+	// failures, with the session's public ID where there is one and never
+	// a token or its hash. It runs on the request's goroutine (a refresh's,
+	// after the response), so it must be quick and must not block; it adds
+	// no DynamoDB call, and nothing at all when unset. See the package
+	// documentation for OpenTelemetry counters.
+	OnEvent func(context.Context, Event)
+
+	// KeepSignedIn, if set, decides per login whether the cookie outlives
+	// the browser: true gives a persistent cookie (Max-Age, as without
+	// KeepSignedIn), false a browser-session cookie (no Max-Age, no
+	// Expires) that the browser drops when it closes. The server-side idle
+	// and absolute limits hold either way, and a refresh keeps the kind
+	// the session started with. A "keep me signed in" box:
+	//
+	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
+	KeepSignedIn func(r *http.Request) bool
+
+	// DeviceBinding offers Device Bound Session Credentials (DBSC) to
+	// browsers that support them: see [DeviceBinding]. Off by default.
+	DeviceBinding DeviceBinding
+
+	// Logger receives store failures. Tokens never appear in its records.
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// Now is the clock. Default time.Now. Tests inject their own.
+	Now func() time.Time
+}
+
+// New validates cfg once, fills in its defaults and returns a Manager. The
+// error names the first invalid field.
+func New[U any](cfg Config[U]) (*Manager[U], error) {
+	cfg, layout, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	st := newStore(cfg.Client, cfg.Table, layout, cfg.Logger)
+	ev := events{on: cfg.OnEvent, logger: cfg.Logger}
+	life := lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime}
+	m := &Manager[U]{core{
+		store: st,
+		users: users{store: st, decoder: attributevalue.NewDecoder()},
+		cookies: cookies{
+			name:     cfg.CookieName,
+			secure:   !cfg.InsecureDevMode,
+			withUser: cfg.LoadUser == nil && !cfg.HideUserKey,
+			bearer:   cfg.BearerTokens,
+			layout:   &st.Layout,
+		},
+		life:             life,
+		refresh:          &refresher{store: st, life: life, timeout: cfg.StoreTimeout, events: ev, logger: cfg.Logger},
+		events:           ev,
+		binding:          cfg.DeviceBinding,
+		keepSignedIn:     cfg.KeepSignedIn,
+		unauthorized:     cfg.Unauthorized,
+		storeUnavailable: cfg.StoreUnavailable,
+		timeout:          cfg.StoreTimeout,
+		now:              cfg.Now,
+		logger:           cfg.Logger,
+	}}
+	if load := cfg.LoadUser; load != nil {
+		m.users.custom = func(ctx context.Context, key UserKey, out any) (time.Time, error) {
+			u, validAfter, err := load(ctx, key)
+			if p, ok := out.(*U); ok && err == nil {
+				*p = u
+			}
+			return validAfter, err
+		}
+	}
+	return m, nil
+}
+
+// withDefaults returns c with every unset field filled in, and its layout
+// as the store uses it, or an error naming the first field that is invalid.
+func (c Config[U]) withDefaults() (Config[U], item.Layout, error) {
+	if c.Client == nil {
+		return c, item.Layout{}, errors.New("ddbsession: Config.Client is nil")
+	}
+	if c.Table == "" {
+		return c, item.Layout{}, errors.New("ddbsession: Config.Table is empty")
+	}
+	layout, err := item.Layout(c.Layout).WithDefaults()
+	if err != nil {
+		return c, layout, fmt.Errorf("ddbsession: Config.%w", err)
+	}
+	setDefault(&c.CookieName, hostPrefix+"session")
+	c.CookieName = cookieName(c.CookieName, c.InsecureDevMode)
+	if err := (&http.Cookie{Name: c.CookieName, Value: "x"}).Valid(); err != nil {
+		return c, layout, fmt.Errorf("ddbsession: Config.CookieName %q: %w", c.CookieName, err)
+	}
+	if err := c.lifetimesWithDefaults(); err != nil {
+		return c, layout, err
+	}
+	if err := c.DeviceBinding.withDefaults(c.InsecureDevMode, c.CookieName); err != nil {
+		return c, layout, err
+	}
+	if c.Unauthorized == nil {
+		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")
+	}
+	if c.StoreUnavailable == nil {
+		c.StoreUnavailable = textHandler(http.StatusServiceUnavailable, "session store unavailable, try again")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, layout, nil
+}
+
+// lifetimesWithDefaults fills in and checks the durations.
+func (c *Config[U]) lifetimesWithDefaults() error {
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 24 * time.Hour
+	}
+	if c.IdleTimeout < time.Second {
+		return fmt.Errorf("ddbsession: Config.IdleTimeout %v: must be at least a second", c.IdleTimeout)
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = c.IdleTimeout / 24
+	}
+	if c.RefreshInterval < 0 || c.RefreshInterval >= c.IdleTimeout {
+		return fmt.Errorf("ddbsession: Config.RefreshInterval %v: must be positive and shorter than IdleTimeout %v", c.RefreshInterval, c.IdleTimeout)
+	}
+	if c.AbsoluteLifetime == 0 {
+		c.AbsoluteLifetime = 30 * 24 * time.Hour
+	}
+	if c.AbsoluteLifetime < time.Second {
+		return fmt.Errorf("ddbsession: Config.AbsoluteLifetime %v: must be at least a second", c.AbsoluteLifetime)
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = 2 * time.Second
+	}
+	if c.StoreTimeout < 0 {
+		return fmt.Errorf("ddbsession: Config.StoreTimeout %v: must be positive", c.StoreTimeout)
+	}
+	return nil
 }

@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/ddbsession/ddbsession"
+	"github.com/google/go-cmp/cmp"
 )
 
 // The two read paths: by default the cookie names the user and a request
@@ -153,7 +152,7 @@ func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p.reset()
 			r := httptest.NewRequest("GET", "/", nil)
-			r.Header.Set("Cookie", e.m.CookieName()+"="+value)
+			r.Header.Set("Cookie", cookieName+"="+value)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
 			if w.Code != http.StatusUnauthorized {
@@ -222,7 +221,7 @@ func TestRequireSessionRejects(t *testing.T) {
 			if body := w.Body.String(); len(body) > 64 {
 				t.Errorf("rejection body is not short: %q", body)
 			}
-			cleared := sessionCookie(t, w.Result(), e.m.CookieName())
+			cleared := sessionCookie(t, w.Result(), cookieName)
 			if cookie != nil && (cleared == nil || cleared.MaxAge >= 0) {
 				t.Errorf("rejected session's cookie not cleared: %v", cleared)
 			}
@@ -259,8 +258,8 @@ func TestLoadSessionLetsAnonymousThrough(t *testing.T) {
 	}{
 		{"signed in", cookie, "user:alice", false},
 		{"no cookie", nil, "anonymous\n", false},
-		{"unknown token", &http.Cookie{Name: e.m.CookieName(), Value: strings.Repeat("B", 26)}, "anonymous\n", true},
-		{"malformed", &http.Cookie{Name: e.m.CookieName(), Value: "nope"}, "anonymous\n", true},
+		{"unknown token", &http.Cookie{Name: cookieName, Value: strings.Repeat("B", 26)}, "anonymous\n", true},
+		{"malformed", &http.Cookie{Name: cookieName, Value: "nope"}, "anonymous\n", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,7 +272,7 @@ func TestLoadSessionLetsAnonymousThrough(t *testing.T) {
 			if w.Code != http.StatusOK || w.Body.String() != tc.want {
 				t.Errorf("got %d %q, want 200 %q", w.Code, w.Body, tc.want)
 			}
-			c := sessionCookie(t, w.Result(), e.m.CookieName())
+			c := sessionCookie(t, w.Result(), cookieName)
 			if cleared := c != nil && c.MaxAge < 0; cleared != tc.cleared {
 				t.Errorf("cookie cleared = %v, want %v", cleared, tc.cleared)
 			}
@@ -307,67 +306,6 @@ func TestCheckWithoutHTTP(t *testing.T) {
 	}
 }
 
-// A service whose users live elsewhere plugs in its own loader: its user is
-// what the handler sees, and its cutoff decides.
-func TestCustomLoadUser(t *testing.T) {
-	t.Parallel()
-	directory := map[string]struct {
-		user   User
-		cutoff time.Time
-	}{
-		"EXT#carol": {User{Name: "carol from the directory"}, time.Time{}},
-		"EXT#dave":  {User{Name: "dave"}, time.Time{}}, // revoked after login, below
-	}
-	var p *probe
-	e := newEnv(t, func(c *ddbsession.Config[User]) {
-		withProbe(&p)(c)
-		c.LoadUser = func(_ context.Context, key ddbsession.UserKey) (User, time.Time, error) {
-			d, ok := directory[key.PK]
-			if !ok {
-				return User{}, time.Time{}, ddbsession.ErrUserNotFound
-			}
-			return d.user, d.cutoff, nil
-		}
-	})
-	carol := e.login(ddbsession.UserKey{PK: "EXT#carol", SK: "-"})
-	dave := e.login(ddbsession.UserKey{PK: "EXT#dave", SK: "-"})
-	directory["EXT#dave"] = struct {
-		user   User
-		cutoff time.Time
-	}{User{Name: "dave"}, start.Add(time.Second)}
-	// Login asks the loader too: a user it does not know gets no session.
-	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), ddbsession.UserKey{PK: "EXT#erin", SK: "-"}); !errors.Is(err, ddbsession.ErrUserNotFound) {
-		t.Errorf("Login of a user unknown to the loader = %v, want ErrUserNotFound", err)
-	}
-	if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
-		t.Errorf("refused Login sent Set-Cookie %q", c)
-	}
-	// A token that was never issued: carol's with its last character changed
-	// (rand.Text ends in "A" one time in 32, so "A" alone would sometimes be carol's).
-	last := "A"
-	if strings.HasSuffix(carol.Value, last) {
-		last = "B"
-	}
-	erin := &http.Cookie{Name: e.m.CookieName(), Value: carol.Value[:25] + last}
-	h := e.m.RequireSession(whoami(e.m))
-
-	p.reset()
-	if w := e.get(h, carol); w.Code != http.StatusOK || w.Body.String() != "user:carol from the directory" {
-		t.Errorf("carol: %d %q", w.Code, w.Body)
-	}
-	// The table is read for the session only; the user comes from the loader.
-	if diff := cmp.Diff(map[string]int{"GetItem": 1}, p.calls); diff != "" {
-		t.Errorf("calls with a custom loader (-want +got):\n%s", diff)
-	}
-	if w := e.get(h, dave); w.Code != http.StatusUnauthorized {
-		t.Errorf("dave, created before his cutoff: %d, want 401", w.Code)
-	}
-	if w := e.get(h, erin); w.Code != http.StatusUnauthorized {
-		t.Errorf("erin, unknown to the loader: %d, want 401", w.Code)
-	}
-}
-
 // Several cookies may share the session cookie's name. The middleware
 // ignores malformed ones and decides by the first well-formed token alone:
 // a valid session behind an unknown token is not looked up.
@@ -376,8 +314,8 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 	var p *probe
 	e := newEnv(t, withProbe(&p))
 	valid := e.login(e.putUser("alice"))
-	malformed := &http.Cookie{Name: e.m.CookieName(), Value: "nope"}
-	unknown := &http.Cookie{Name: e.m.CookieName(), Value: strings.Repeat("A", 26)}
+	malformed := &http.Cookie{Name: cookieName, Value: "nope"}
+	unknown := &http.Cookie{Name: cookieName, Value: strings.Repeat("A", 26)}
 	h := e.m.RequireSession(whoami(e.m))
 
 	for _, tc := range []struct {
@@ -405,7 +343,7 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 			if reads := p.count("GetItem") + p.count("BatchGetItem"); reads != tc.reads || p.total() != reads {
 				t.Errorf("%d DynamoDB calls, %d of them reads; want %d reads only", p.total(), reads, tc.reads)
 			}
-			c := sessionCookie(t, w.Result(), e.m.CookieName())
+			c := sessionCookie(t, w.Result(), cookieName)
 			if cleared := c != nil && c.MaxAge < 0; cleared != (tc.want != http.StatusOK) {
 				t.Errorf("cookie cleared = %v, want %v", cleared, tc.want != http.StatusOK)
 			}
@@ -449,5 +387,299 @@ func TestCheckNeverWrites(t *testing.T) {
 	p.reset()
 	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || p.count("UpdateItem") == 0 {
 		t.Errorf("request after Check: status %d, %d UpdateItems; want 200 and a refresh", w.Code, p.count("UpdateItem"))
+	}
+}
+
+// A valid token can never be paired with someone else's user: a cookie
+// that carries alice's token with bob's key is refused, though both items
+// exist, and it costs the one read.
+func TestCookieUserMustBeTheSessions(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice, bob := e.putUser("alice"), e.putUser("bob")
+	cookie := e.login(alice)
+	e.login(bob)
+
+	p.reset()
+	w := e.get(e.m.RequireSession(whoami(e.m)), withUser(cookie, bob))
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("alice's token with bob's key: status %d %q, want 401", w.Code, w.Body)
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if c := sessionCookie(t, w.Result(), cookieName); c == nil || c.MaxAge >= 0 {
+		t.Errorf("cookie not cleared: %v", c)
+	}
+	// Through Check, and through the two-read path (a custom loader), too.
+	if _, _, err := e.m.Check(context.Background(), withUser(cookie, bob).Value); err != ddbsession.ErrNoSession {
+		t.Errorf("Check of alice's token with bob's key = %v, want ErrNoSession", err)
+	}
+	cfg := e.cfg
+	cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
+		return User{Name: "loaded"}, time.Time{}, nil
+	}
+	custom, err := ddbsession.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := e.get(custom.RequireSession(whoami(custom)), withUser(cookie, bob)); w.Code != http.StatusUnauthorized {
+		t.Errorf("with a custom loader: status %d, want 401", w.Code)
+	}
+	// And the cookie as issued still works.
+	if got := e.status(cookie); got != http.StatusOK {
+		t.Errorf("alice's own cookie: %d", got)
+	}
+}
+
+// A well-formed but unknown credential costs one call at most, with a user
+// key or without; a user item alone grants nothing.
+func TestUnknownCredentialCostsOneCall(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	unknown := &http.Cookie{Name: cookieName, Value: strings.Repeat("A", 26)}
+	for _, c := range []*http.Cookie{unknown, withUser(unknown, alice), withUser(unknown, ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"})} {
+		p.reset()
+		if got := e.status(c); got != http.StatusUnauthorized {
+			t.Errorf("%q: status %d, want 401", c.Value, got)
+		}
+		if p.total() != 1 {
+			t.Errorf("%q: %d calls %v, want 1", c.Value, p.total(), p.calls)
+		}
+	}
+}
+
+// A session whose user item is gone is refused on the one-round-trip path.
+func TestOneRoundTripUserGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	e.deleteItem(userItemKey(alice))
+	if got := e.status(cookie); got != http.StatusUnauthorized {
+		t.Errorf("status %d, want 401", got)
+	}
+}
+
+// Keys that DynamoDB leaves unprocessed are asked for again within the
+// request's deadline.
+func TestOneRoundTripRetriesUnprocessedKeys(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	cookie := e.login(e.putUser("alice"))
+	unprocessedKeys(p, true)
+	p.reset()
+	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || w.Body.String() != "user:alice" {
+		t.Errorf("status %d %q, want 200 after the retry", w.Code, w.Body)
+	}
+	if got := p.count("BatchGetItem"); got != 2 {
+		t.Errorf("%d BatchGetItems, want 2 (the first left its keys unprocessed)", got)
+	}
+}
+
+// Two Managers in one app (users and admins, say) must not read each other's
+// signed-in user from a request context.
+func TestManagersDoNotShareContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	adminCfg := e.cfg
+	adminCfg.CookieName = "admin"
+	admins, err := ddbsession.New(adminCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := e.login(e.putUser("mallory"))
+	var asUser, asAdmin, adminSession bool
+	e.get(e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, asUser = e.m.User(r.Context())
+		_, asAdmin = admins.User(r.Context())
+		_, adminSession = admins.Session(r.Context())
+	})), cookie)
+	if !asUser {
+		t.Fatal("the Manager that checked the session does not see its user")
+	}
+	if asAdmin || adminSession {
+		t.Errorf("another Manager reports the user (%v) or session (%v) as its own", asAdmin, adminSession)
+	}
+}
+
+func TestClientHangUpIsNotAnError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	cookie := e.login(e.putUser("alice"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+	r.AddCookie(cookie)
+	w := httptest.NewRecorder()
+	called := false
+	e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })).ServeHTTP(w, r)
+	if called || w.Code != http.StatusServiceUnavailable {
+		t.Errorf("status %d, handler called %v; want 503, not called", w.Code, called)
+	}
+	if strings.Contains(e.logs.String(), "level=ERROR") {
+		t.Errorf("a client hang-up was logged as an error:\n%s", e.logs)
+	}
+}
+
+// Lowering AbsoluteLifetime ends older sessions at once, not at their
+// stored expiry.
+func TestAbsoluteLifetimeCheckedOnRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	cookie := e.login(e.putUser("alice"))
+	e.clock.Advance(50 * time.Minute)
+	stricter := e.cfg
+	stricter.AbsoluteLifetime = 45 * time.Minute
+	m, err := ddbsession.New(stricter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Check(context.Background(), cookie.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("50-minute-old session under a 45-minute AbsoluteLifetime: %v, want ErrNoSession", err)
+	}
+	if _, _, err := e.m.Check(context.Background(), cookie.Value); err != nil {
+		t.Errorf("the same session under the default lifetime: %v", err)
+	}
+}
+
+func TestStoreFailureFailsClosed(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("InternalServerError: boom")
+	const twoReads, oneTrip = "HideUserKey", "one round trip"
+	cases := []struct {
+		name   string
+		path   string // the read path it applies to; both if empty
+		break_ func(p *probe, cfg *ddbsession.Config[User])
+	}{
+		{"session read fails", twoReads, func(p *probe, _ *ddbsession.Config[User]) { failOn(p, "GetItem", boom) }},
+		{"user read fails", twoReads, func(p *probe, _ *ddbsession.Config[User]) { failNth(p, "GetItem", 2, boom) }},
+		{"batch read fails", oneTrip, func(p *probe, _ *ddbsession.Config[User]) { failOn(p, "BatchGetItem", boom) }},
+		{"keys left unprocessed past StoreTimeout", oneTrip, func(p *probe, cfg *ddbsession.Config[User]) {
+			cfg.StoreTimeout = 50 * time.Millisecond
+			unprocessedKeys(p, false)
+		}},
+		{"store hangs past StoreTimeout", "", func(p *probe, cfg *ddbsession.Config[User]) {
+			cfg.StoreTimeout = 50 * time.Millisecond
+			p.fail = func(ctx context.Context, op string) error {
+				if op != "GetItem" && op != "BatchGetItem" {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(10 * time.Second):
+					return errors.New("StoreTimeout did not bound the request")
+				}
+			}
+		}},
+		{"custom loader fails", "", func(_ *probe, cfg *ddbsession.Config[User]) {
+			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
+				return User{}, time.Time{}, boom
+			}
+		}},
+		{"custom loader panics", "", func(_ *probe, cfg *ddbsession.Config[User]) {
+			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
+				panic("loader bug")
+			}
+		}},
+	}
+	for _, path := range readPaths {
+		for _, tc := range cases {
+			if tc.path != "" && tc.path != path.name {
+				continue
+			}
+			for _, mw := range []string{"RequireSession", "LoadSession"} {
+				t.Run(path.name+"/"+tc.name+"/"+mw, func(t *testing.T) {
+					t.Parallel()
+					testStoreFailure(t, path.mutate, tc.break_, mw)
+				})
+			}
+		}
+	}
+}
+
+func testStoreFailure(t *testing.T, path func(*ddbsession.Config[User]), break_ func(*probe, *ddbsession.Config[User]), mw string) {
+	var p *probe
+	var cfg *ddbsession.Config[User]
+	e := newEnv(t, path, func(c *ddbsession.Config[User]) { withProbe(&p)(c); cfg = c })
+	cookie := e.login(e.putUser("alice"))
+	broken := *cfg
+	break_(p, &broken)
+	m, err := ddbsession.New(broken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
+	h := m.RequireSession(next)
+	if mw == "LoadSession" {
+		h = m.LoadSession(next)
+	}
+	began := time.Now()
+	w := e.get(h, cookie)
+	if w.Code != http.StatusServiceUnavailable || called {
+		t.Fatalf("status %d, handler called %v; want 503 and not called", w.Code, called)
+	}
+	if elapsed := time.Since(began); elapsed > 8*time.Second { // far above 50ms, below the hang's 10s
+		t.Errorf("took %v", elapsed)
+	}
+	if c := sessionCookie(t, w.Result(), cookieName); c != nil {
+		t.Errorf("a store failure cleared a possibly valid session's cookie: %v", c)
+	}
+	token, _, _ := strings.Cut(cookie.Value, ".")
+	for _, leak := range []string{"boom", "loader bug", token} {
+		if strings.Contains(w.Body.String(), leak) {
+			t.Errorf("response body %q reveals %q", w.Body, leak)
+		}
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "failing closed") {
+		t.Errorf("failure not logged as an error:\n%s", logs)
+	}
+	if strings.Contains(logs, token) || strings.Contains(logs, tokenHash(token)) {
+		t.Errorf("log contains the token or its hash:\n%s", logs)
+	}
+}
+
+func TestStoreFailureCustomResponse(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		withProbe(&p)(c)
+		c.StoreUnavailable = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		})
+	})
+	cookie := e.login(e.putUser("alice"))
+	p.fail = func(context.Context, string) error { return errors.New("down") }
+	w := e.get(e.m.RequireSession(whoami(e.m)), cookie)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "5" {
+		t.Errorf("got %d Retry-After %q, want the custom 503", w.Code, w.Header().Get("Retry-After"))
+	}
+}
+
+// An app's handler unit test puts a session and user in the context
+// without DynamoDB.
+func TestNewContextForHandlerTests(t *testing.T) {
+	t.Parallel()
+	m, err := ddbsession.New(ddbsession.Config[User]{Client: newProbe(nil), Table: "unused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r = r.WithContext(m.NewContext(r.Context(), ddbsession.Session{ID: "s1"}, User{Name: "alice"}))
+	w := httptest.NewRecorder()
+	whoami(m).ServeHTTP(w, r)
+	if w.Body.String() != "user:alice" {
+		t.Errorf("handler saw %q, want user:alice", w.Body)
+	}
+	if s, ok := m.Session(r.Context()); !ok || s.ID != "s1" {
+		t.Errorf("Session = %+v, %v", s, ok)
 	}
 }

@@ -13,10 +13,148 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/ddbsession/ddbsession"
+	"github.com/google/go-cmp/cmp"
 )
+
+// A refresh whose index-item write fails leaves the index item stale, with
+// the login's expiry. Once TTL has removed it there, the session lives on
+// but is missing from List, until its next refresh writes the index item
+// anew.
+func TestRefreshRepairsIndexItem(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	id := e.sessionFor(cookie).ID
+	loginExpiry := time.Unix(start.Add(time.Hour).Unix(), 0)
+	h := e.m.RequireSession(whoami(e.m))
+
+	// The session's UpdateItem succeeds, the index item's fails.
+	e.clock.Advance(30 * time.Minute)
+	failNth(p, "UpdateItem", 2, errors.New("throttled"))
+	p.reset()
+	w := e.get(h, cookie)
+	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
+		t.Fatalf("refresh with a failed index write: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2}, p.calls); diff != "" {
+		t.Errorf("calls of the refresh with a failed index write (-want +got):\n%s", diff)
+	}
+	refreshed := time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)
+	if got := itemExpiry(t, e.itemOf(kindSession, id)); !got.Equal(refreshed) {
+		t.Errorf("session item expires %v, want the refreshed %v", got, refreshed)
+	}
+	stale := e.itemOf(kindIndex, id)
+	if got := itemExpiry(t, stale); !got.Equal(loginExpiry) {
+		t.Fatalf("index item expires %v, want the stale %v: the failure missed the index write", got, loginExpiry)
+	}
+	if !strings.Contains(e.logs.String(), "refresh session index item") {
+		t.Errorf("failed index write not logged:\n%s", e.logs)
+	}
+	if list := e.mustList(alice); len(list) != 1 || !list[0].ExpiresAt.Equal(loginExpiry) {
+		t.Errorf("List with the stale index item = %+v, want the session with expiry %v", list, loginExpiry)
+	}
+
+	// Past the stale expiry, TTL removes the index item; the session,
+	// refreshed, lives on, and its next refresh is due.
+	p.fail = nil
+	e.clock.Advance(45 * time.Minute)
+	e.deleteItem(map[string]types.AttributeValue{"pk": stale["pk"], "sk": stale["sk"]})
+	if n := len(e.itemsOf(kindIndex, id)); n != 0 {
+		t.Fatalf("%d index items after TTL's delete, want 0", n)
+	}
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List without the index item = %+v, want none", list)
+	}
+
+	// That refresh finds the index item missing, writes it anew, and reads
+	// the session again to be sure it was not deleted meanwhile.
+	p.reset()
+	w = e.get(h, cookie)
+	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
+		t.Fatalf("repairing refresh: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 2, "PutItem": 1, "GetItem": 1}, p.calls); diff != "" {
+		t.Errorf("calls of the repairing refresh (-want +got):\n%s", diff)
+	}
+	now := e.clock.Now()
+	want := loggedIn(id, alice, start, time.Hour)
+	want.RefreshedAt = time.UnixMilli(now.UnixMilli())
+	want.ExpiresAt = time.Unix(now.Add(time.Hour).Unix(), 0)
+	repaired := e.itemOf(kindIndex, id)
+	if got := itemExpiry(t, repaired); !got.Equal(want.ExpiresAt) {
+		t.Errorf("repaired index item expires %v, want %v", got, want.ExpiresAt)
+	}
+	// Revoke finds the session item through this attribute.
+	if got, want := attrText(repaired["sessionPK"]), "S:SESSION#"+tokenHash(cookie.Value); got != want {
+		t.Errorf("repaired index item's sessionPK = %s, want %s", got, want)
+	}
+	if diff := cmp.Diff([]ddbsession.SessionInfo{{Session: want}}, e.mustList(alice)); diff != "" {
+		t.Errorf("List after the repairing refresh (-want +got):\n%s", diff)
+	}
+}
+
+// A refresh racing a Logout must not leave an index item behind for the
+// deleted session: the refresh has written the session item, and the
+// Logout deletes both items before the refresh reaches the index item,
+// which it then finds missing and would write anew.
+func TestRefreshRacingLogoutLeavesNoIndexItem(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	e.clock.Advance(30 * time.Minute)
+	var once sync.Once
+	p.before = func(_ context.Context, op string, in any) {
+		if op == "UpdateItem" && strings.HasPrefix(updateKey(in), "USERSESSIONS#") {
+			once.Do(func() {
+				if err := e.m.Logout(newRecorder(), newRequest(cookie)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	if got := e.status(cookie); got != http.StatusOK {
+		t.Fatalf("the refreshing request: status %d", got)
+	}
+	if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
+		t.Errorf("index items of the logged-out session: %v", itemsText(items))
+	}
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List after Logout raced a refresh = %v, want none", list)
+	}
+}
+
+// A refresh whose session write landed but whose response was lost still
+// moves the index item's expiry, or List would hide the live session once
+// the index item's old expiry passed.
+func TestRefreshWithLostResponseKeepsIndexItem(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	cookie := e.login(alice)
+	e.clock.Advance(30 * time.Minute)
+	lost := loseAnswer(p, "UpdateItem", 1, func(in any) bool { return strings.HasPrefix(updateKey(in), "SESSION#") })
+	if got := e.status(cookie); got != http.StatusOK {
+		t.Fatalf("status %d", got)
+	}
+	if lost() != 1 {
+		t.Fatal("no session write lost its response")
+	}
+	want := time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)
+	if got := itemExpiry(t, e.itemOf(kindIndex, "")); !got.Equal(want) {
+		t.Errorf("index item's expiry %v, want the session's new one %v", got, want)
+	}
+	// Past the old expiry, the session is live and listed.
+	e.clock.Advance(45 * time.Minute)
+	if list := e.mustList(alice); len(list) != 1 || !list[0].ExpiresAt.Equal(want) {
+		t.Errorf("List past the index item's old expiry = %v, want the session", list)
+	}
+}
 
 func TestRefreshIsThrottled(t *testing.T) {
 	t.Parallel()
@@ -50,7 +188,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != want {
 		t.Errorf("stored expiresAt = %d, want %d (epoch seconds, now+IdleTimeout)", got, want)
 	}
-	c := sessionCookie(t, w.Result(), e.m.CookieName())
+	c := sessionCookie(t, w.Result(), cookieName)
 	if c == nil || c.Value != cookie.Value || c.MaxAge != 3600 {
 		t.Fatalf("refresh cookie = %v, want the same token with Max-Age 3600", c)
 	}
@@ -151,7 +289,7 @@ func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 			if w.Code != http.StatusOK {
 				t.Errorf("status %d", w.Code)
 			}
-			if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil {
+			if c := sessionCookie(t, w.Result(), cookieName); c != nil {
 				mu.Lock()
 				cookies++
 				mu.Unlock()
@@ -264,7 +402,7 @@ func TestRefreshNeverRevivesDeletedSession(t *testing.T) {
 	}
 	// The refresh runs after the response is decided, so its cookie went
 	// out; it carries the same credential, which is dead.
-	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil && c.Value != cookie.Value {
+	if c := sessionCookie(t, w.Result(), cookieName); c != nil && c.Value != cookie.Value {
 		t.Errorf("a refresh sent another credential: %v", c)
 	}
 	if items := e.scanAll(); len(items) != 1 {
@@ -327,7 +465,7 @@ func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 	}
 	// The cookie went out before the write failed, with the same
 	// credential: the table, not the cookie, decides.
-	if c := sessionCookie(t, w.Result(), e.m.CookieName()); c != nil && c.Value != cookie.Value {
+	if c := sessionCookie(t, w.Result(), cookieName); c != nil && c.Value != cookie.Value {
 		t.Errorf("a refresh sent another credential: %v", c)
 	}
 	if !strings.Contains(e.logs.String(), "refresh session") || !strings.Contains(e.logs.String(), "throttled") {
@@ -362,7 +500,7 @@ func TestWaitForRefreshWrites(t *testing.T) {
 	r.AddCookie(cookie)
 	w := httptest.NewRecorder()
 	e.m.RequireSession(whoami(e.m)).ServeHTTP(w, r) // answered while the write is held
-	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
+	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
 		t.Fatalf("status %d, cookie %v: want 200 and the refreshed cookie before the write", w.Code, w.Header().Values("Set-Cookie"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -376,5 +514,68 @@ func TestWaitForRefreshWrites(t *testing.T) {
 	}
 	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
 		t.Errorf("expiresAt after Wait = %d, want %d", got, want)
+	}
+}
+
+// A refresh has two writes: the session item, then its index item. A
+// Logout (or a Revoke, or a Login that rotates the session) that lands
+// between them deletes both items; the refresh's second write must then
+// not write the index item anew, or List shows the signed-out session
+// (until TTL removes it, an idle timeout plus up to 48 hours later) on
+// the user's "where you're signed in" page.
+func TestRefreshRacingLogoutLeavesNoListedSession(t *testing.T) {
+	t.Parallel()
+	for _, end := range []struct {
+		name string
+		run  func(e *env, user ddbsession.UserKey, cookie *http.Cookie, id string) error
+	}{
+		{"Logout", func(e *env, _ ddbsession.UserKey, cookie *http.Cookie, _ string) error {
+			return e.m.Logout(newRecorder(), newRequest(cookie))
+		}},
+		{"Revoke", func(e *env, user ddbsession.UserKey, _ *http.Cookie, id string) error {
+			return e.m.Revoke(context.Background(), user, id)
+		}},
+		{"Login rotating it", func(e *env, user ddbsession.UserKey, cookie *http.Cookie, _ string) error {
+			return e.m.Login(newRecorder(), newRequest(cookie), user)
+		}},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			t.Parallel()
+			var p *probe
+			e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
+			alice := e.putUser("alice")
+			cookie := e.login(alice)
+			id := e.sessionFor(cookie).ID
+			e.clock.Advance(30 * time.Minute) // a refresh is due
+			var once sync.Once
+			p.before = func(_ context.Context, _ string, in any) {
+				if _, ok := in.(*dynamodb.UpdateItemInput); ok && strings.HasPrefix(updateKey(in), "USERSESSIONS#") {
+					// The session item is refreshed; its index item is next.
+					once.Do(func() {
+						if err := end.run(e, alice, cookie, id); err != nil {
+							t.Errorf("%s: %v", end.name, err)
+						}
+					})
+				}
+			}
+			if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK {
+				t.Fatalf("the request that read a live session: status %d, want 200", w.Code)
+			}
+			p.before = nil
+			if got := e.status(cookie); got != http.StatusUnauthorized {
+				t.Errorf("after %s: status %d, want 401", end.name, got)
+			}
+			for _, s := range e.mustList(alice) {
+				if s.ID == id {
+					t.Errorf("List shows the session that %s ended: %+v", end.name, s)
+				}
+			}
+			if items := e.itemsOf(kindIndex, id); len(items) != 0 {
+				t.Errorf("index items of the ended session: %v", itemsText(items))
+			}
+			if items := e.itemsOf(kindSession, id); len(items) != 0 {
+				t.Errorf("session items of the ended session: %v", itemsText(items))
+			}
+		})
 	}
 }

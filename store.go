@@ -12,13 +12,36 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
+// Client is the part of the DynamoDB client that a [Manager] uses.
+// *dynamodb.Client satisfies it; tests may wrap it to count calls or inject
+// faults.
+type Client interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+}
+
 // store makes the DynamoDB calls, and nothing else: the rules that decide
-// what to call are in session.go, and the items' format is in internal/item.
-// Every call runs under the caller's context and its one deadline.
+// what to call are in the files above it, and the items' format is in
+// internal/item. Every call runs under the caller's context and its one
+// deadline.
+//
+// Every call goes through one of the primitives at the end of this file,
+// which name the table in their errors: the engine's do not, and a Login
+// that fails with "ResourceNotFoundException: Requested resource not found"
+// leaves a newcomer to guess which table is missing.
 //
 // The package uses no transactions (dynalite, a test engine, has no
 // TransactWriteItems): writes that touch two items are ordered so that a
@@ -31,31 +54,44 @@ type store struct {
 	pairs  sync.Pool // of *pairRead
 }
 
-// errRefreshLost is the refresh write's failed condition: the session was
-// deleted, expired, or refreshed by a concurrent request meanwhile.
-var errRefreshLost = errors.New("ddbsession: session changed before its refresh")
+func newStore(client Client, table string, layout item.Layout, logger *slog.Logger) *store {
+	st := &store{Layout: layout, client: client, table: table, logger: logger}
+	st.pairs.New = func() any { return st.newPairRead() }
+	return st
+}
+
+// Failed conditions that callers act on.
+var (
+	// errRefreshLost is the refresh write's failed condition: the session
+	// was deleted, expired, or refreshed by a concurrent request meanwhile.
+	errRefreshLost = errors.New("ddbsession: session changed before its refresh")
+	// errChallengeUsed is a device binding write's failed condition: the
+	// challenge it answers was used, replaced or expired meanwhile, or the
+	// session changed (bound already, or gone).
+	errChallengeUsed = errors.New("ddbsession: challenge used or session changed")
+)
+
+// detach keeps ctx's deadline but drops its cancellation, for writes that
+// must not be lost to a client that hangs up (Logout, a refresh's second
+// write, an undo) and must still end within the request's one bound.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithoutCancel(ctx), func() {}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
 
 // getSession reads the session item under sessionPK with one strongly
 // consistent GetItem. It reports false, with no error, for a missing item or
 // one it cannot read.
 func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
-	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &st.table,
-		Key:            st.SessionKey(sessionPK),
-		ConsistentRead: consistent,
-	})
+	av, err := st.get(ctx, st.SessionKey(sessionPK))
 	if err != nil {
 		return item.Session{}, false, fmt.Errorf("ddbsession: get session: %w", err)
 	}
-	if out.Item == nil {
-		return item.Session{}, false, nil
-	}
-	s, err := st.Decode(out.Item, item.KindSession)
-	if err != nil {
-		st.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
-		return item.Session{}, false, nil
-	}
-	return s, true, nil
+	s, found := st.decodeSession(ctx, av)
+	return s, found, nil
 }
 
 // getSessionAndUser reads the session item under sessionPK and the user
@@ -80,15 +116,22 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 			user = av
 		}
 	}
-	if sessionItem == nil {
-		return s, false, user, nil
+	s, found = st.decodeSession(ctx, sessionItem)
+	return s, found, user, nil
+}
+
+// decodeSession decodes a session item read from the table; false for none,
+// or one in a format this release cannot read, which is logged.
+func (st *store) decodeSession(ctx context.Context, av map[string]types.AttributeValue) (item.Session, bool) {
+	if av == nil {
+		return item.Session{}, false
 	}
-	s, err = st.Decode(sessionItem, item.KindSession)
+	s, err := st.Decode(av, item.KindSession)
 	if err != nil {
 		st.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
-		return s, false, user, nil
+		return item.Session{}, false
 	}
-	return s, true, user, nil
+	return s, true
 }
 
 // pairRead is the hot path's BatchGetItem input, built once and reused
@@ -104,7 +147,7 @@ func (st *store) newPairRead() *pairRead {
 	r := &pairRead{}
 	session := map[string]types.AttributeValue{st.PartitionKey: &r.sessionPK}
 	user := map[string]types.AttributeValue{st.PartitionKey: &r.userPK}
-	if !st.HashOnly() {
+	if !st.HashOnly {
 		session[st.SortKey] = st.SessionKey("")[st.SortKey]
 		user[st.SortKey] = &r.userSK
 	}
@@ -114,53 +157,14 @@ func (st *store) newPairRead() *pairRead {
 	return r
 }
 
-// batchGet reads items with strongly consistent BatchGetItems: one call,
-// unless DynamoDB leaves keys unprocessed (under throttling); those are
-// asked for again, after a short pause, until ctx ends. It returns the
-// items found, in no particular order.
-func (st *store) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) ([]map[string]types.AttributeValue, error) {
-	var found []map[string]types.AttributeValue
-	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		out, err := st.client.BatchGetItem(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		found = append(found, out.Responses[st.table]...)
-		if len(out.UnprocessedKeys[st.table].Keys) == 0 {
-			return found, nil
-		}
-		in = &dynamodb.BatchGetItemInput{RequestItems: out.UnprocessedKeys}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("unprocessed keys: %w", ctx.Err())
-		case <-time.After(pause):
-		}
-	}
-}
-
-// batchInput asks for keys of the table, strongly consistent.
-func (st *store) batchInput(keys ...map[string]types.AttributeValue) *dynamodb.BatchGetItemInput {
-	return &dynamodb.BatchGetItemInput{
-		RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}},
-	}
-}
-
-// consistent asks for a strongly consistent read; shared, since the SDK
-// only reads it.
-var consistent = aws.Bool(true)
-
 // getUser reads a user item with one strongly consistent GetItem; nil if
 // there is none.
 func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
-	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &st.table,
-		Key:            st.Key(pk, sk),
-		ConsistentRead: consistent,
-	})
+	av, err := st.get(ctx, st.Key(pk, sk))
 	if err != nil {
 		return nil, fmt.Errorf("get user item: %w", err)
 	}
-	return out.Item, nil
+	return av, nil
 }
 
 // createSession writes a new session: first its per-user index item, then
@@ -170,36 +174,25 @@ func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.A
 // may still have been applied, its answer lost), and its TTL removes it
 // otherwise: a failed Login leaves nothing that List shows.
 func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
-	if st.HashOnly() {
-		if err := st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
+	if st.HashOnly {
+		if _, err := st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
 			return fmt.Errorf("ddbsession: create session: %w", err)
 		}
 		return nil
 	}
-	err := st.putNew(ctx, st.EncodeIndex(sessionPK, s))
+	_, err := st.putNew(ctx, st.EncodeIndex(sessionPK, s))
 	if err != nil {
 		err = fmt.Errorf("ddbsession: create session index item: %w", err)
-	} else if err = st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
+	} else if _, err = st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
 		err = fmt.Errorf("ddbsession: create session: %w", err)
 	}
 	if err != nil {
 		undo, cancel := detach(ctx)
 		defer cancel()
-		if uerr := st.deleteItem(undo, st.IndexKey(s)); uerr != nil {
+		if _, uerr := st.delete(undo, st.IndexKey(s), false); uerr != nil {
 			st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", uerr)
 		}
 	}
-	return err
-}
-
-// putNew writes an item that must not exist yet.
-func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) error {
-	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                &st.table,
-		Item:                     av,
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
-	})
 	return err
 }
 
@@ -209,60 +202,35 @@ func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue)
 // to delete the index item is only logged: the item lingers in List until
 // TTL or a Revoke removes it.
 func (st *store) deleteSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
-	out, err := st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:    &st.table,
-		Key:          st.SessionKey(sessionPK),
-		ReturnValues: types.ReturnValueAllOld,
-	})
+	old, err := st.delete(ctx, st.SessionKey(sessionPK), true)
 	if err != nil {
 		return item.Session{}, false, fmt.Errorf("ddbsession: delete session: %w", err)
 	}
-	s, err := st.Decode(out.Attributes, item.KindSession)
+	s, err := st.Decode(old, item.KindSession)
 	if err != nil {
 		return item.Session{}, false, nil
 	}
-	if !st.HashOnly() {
-		if err := st.deleteItem(ctx, st.IndexKey(s)); err != nil {
+	if !st.HashOnly {
+		if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
 			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
 		}
 	}
 	return s, true, nil
 }
 
-func (st *store) deleteItem(ctx context.Context, key map[string]types.AttributeValue) error {
-	_, err := st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key})
+// deleteIndex deletes session s's index item, where nothing else is left
+// of the session.
+func (st *store) deleteIndex(ctx context.Context, s item.Session) error {
+	_, err := st.delete(ctx, st.IndexKey(s), false)
 	return err
 }
 
-// refreshSession writes next's expiry over old's. The write is conditional
-// on the expiry old was read with, and on that expiry still being ahead of
-// now. So it never revives an item that was deleted or has expired
-// meanwhile, and of concurrent writers that read the same expiry at most one
-// writes; the others get errRefreshLost.
+// refreshSession writes next's expiry over old's, unless the session was
+// deleted, expired or refreshed meanwhile (see item.Layout.Refresh): then
+// it returns errRefreshLost.
 func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) error {
-	set := "SET #ttl = :exp, #refreshed = :refreshed"
-	names := map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt}
-	values := map[string]types.AttributeValue{
-		":exp":       item.Num(next.ExpiresAt.Unix()),
-		":refreshed": item.Num(next.RefreshedAt.UnixMilli()),
-		":old":       item.Num(old.ExpiresAt.Unix()),
-		":now":       item.Num(now.Unix()),
-	}
-	if st.ExpiryShards > 0 {
-		set += ", #bucket = :bucket"
-		names["#bucket"] = item.AttrExpiryBucket
-		values[":bucket"] = item.Str(st.ExpiryBucket(next.ID, next.ExpiresAt))
-	}
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &st.table,
-		Key:                       st.SessionKey(sessionPK),
-		UpdateExpression:          aws.String(set),
-		ConditionExpression:       aws.String("attribute_exists(#pk) AND #ttl = :old AND #ttl > :now"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
-	var lost *types.ConditionalCheckFailedException
-	if errors.As(err, &lost) {
+	lost, err := st.update(ctx, st.SessionKey(sessionPK), st.Refresh(old, next, now))
+	if lost {
 		return errRefreshLost
 	}
 	return err
@@ -276,72 +244,41 @@ func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next
 // again, and if it is gone the index item goes too. So List may show such a
 // session for the moment between the two, never after.
 func (st *store) refreshIndex(ctx context.Context, sessionPK string, next item.Session) error {
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &st.table,
-		Key:                      st.IndexKey(next),
-		UpdateExpression:         aws.String("SET #ttl = :exp, #refreshed = :refreshed"),
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#ttl": st.TTL, "#refreshed": item.AttrRefreshedAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":exp":       item.Num(next.ExpiresAt.Unix()),
-			":refreshed": item.Num(next.RefreshedAt.UnixMilli()),
-		},
-	})
-	var missing *types.ConditionalCheckFailedException
-	if !errors.As(err, &missing) {
+	missing, err := st.update(ctx, st.IndexKey(next), st.RefreshIndex(next))
+	if !missing {
 		return err
 	}
-	if err := st.putNew(ctx, st.EncodeIndex(sessionPK, next)); err != nil && !errors.As(err, &missing) {
+	if _, err := st.putNew(ctx, st.EncodeIndex(sessionPK, next)); err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
 	if _, live, err := st.getSession(ctx, sessionPK); err != nil || live {
 		return err
 	}
-	return st.deleteItem(ctx, st.IndexKey(next))
+	return st.deleteIndex(ctx, next)
 }
 
 // createUser writes a new user item av with its cutoff at ms, unless an
-// item with its key exists (ErrUserExists).
-func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) error {
-	av[st.ValidAfter] = item.Num(ms)
-	err := st.putNew(ctx, av)
-	var exists *types.ConditionalCheckFailedException
-	if errors.As(err, &exists) {
-		return ErrUserExists
-	}
-	return err
+// item with its key exists: then it reports false.
+func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) (created bool, err error) {
+	av[st.ValidAfterAttribute] = item.Num(ms)
+	taken, err := st.putNew(ctx, av)
+	return !taken && err == nil, err
 }
 
 // raiseCutoff moves a user item's sessions-valid-after cutoff forward to ms
 // (epoch milliseconds), or, if it is already there or later, by one
 // millisecond: it never moves back, and each call ends the sessions created
-// up to it even where a clock lags the cutoff. It returns ErrUserNotFound if
-// the user has no item.
-func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int64) error {
-	update := func(set, condition string, values map[string]types.AttributeValue) error {
-		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 &st.table,
-			Key:                       st.Key(userPK, userSK),
-			UpdateExpression:          aws.String(set),
-			ConditionExpression:       aws.String(condition),
-			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#cutoff": st.ValidAfter},
-			ExpressionAttributeValues: values,
-		})
-		return err
-	}
-	now := map[string]types.AttributeValue{":now": item.Num(ms)}
-	var failed *types.ConditionalCheckFailedException
-	err := update("SET #cutoff = :now", "attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)", now)
-	if !errors.As(err, &failed) {
-		return err
+// up to it even where a clock lags the cutoff. It reports false if the user
+// has no item.
+func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int64) (found bool, err error) {
+	key := st.Key(userPK, userSK)
+	failed, err := st.update(ctx, key, st.RaiseCutoff(ms))
+	if !failed {
+		return err == nil, err
 	}
 	// Either the user is missing, or a cutoff at or after ms is in place.
-	err = update("SET #cutoff = #cutoff + :one", "attribute_exists(#pk) AND attribute_exists(#cutoff)",
-		map[string]types.AttributeValue{":one": item.Num(1)})
-	if errors.As(err, &failed) {
-		return ErrUserNotFound
-	}
-	return err
+	failed, err = st.update(ctx, key, st.BumpCutoff())
+	return !failed && err == nil, err
 }
 
 // getIndex reads the index item of session id in a user's own index
@@ -349,7 +286,9 @@ func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int6
 // BatchGetItem; false if there is none, or none this release can read.
 func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
 	keys := st.IndexKeys(userPK, userSK, id)
-	items, err := st.batchGet(ctx, st.batchInput(keys[0], keys[1]))
+	items, err := st.batchGet(ctx, &dynamodb.BatchGetItemInput{
+		RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys[:], ConsistentRead: consistent}},
+	})
 	if err != nil || len(items) == 0 {
 		return item.Session{}, false, err
 	}
@@ -371,12 +310,11 @@ func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, no
 		values[":pk"] = item.Str(st.IndexPK(userPK, userSK))
 		values[":now"] = item.Num(now.Unix())
 		return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
-			TableName:                 &st.table,
 			ConsistentRead:            consistent,
 			KeyConditionExpression:    aws.String(keyCondition),
 			FilterExpression:          aws.String("#ttl > :now"),
 			ScanIndexForward:          aws.Bool(!newestFirst),
-			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTL},
+			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
 			ExpressionAttributeValues: values,
 		})
 	}
@@ -402,25 +340,230 @@ func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, no
 // expiry in epoch seconds is in [from, to].
 func (st *store) queryExpiry(ctx context.Context, index, bucket string, from, to int64) ([]item.Session, error) {
 	return st.query(ctx, item.KindSession, &dynamodb.QueryInput{
-		TableName:                &st.table,
 		IndexName:                &index,
 		KeyConditionExpression:   aws.String("#bucket = :bucket AND #ttl BETWEEN :from AND :to"),
-		ExpressionAttributeNames: map[string]string{"#bucket": item.AttrExpiryBucket, "#ttl": st.TTL},
+		ExpressionAttributeNames: map[string]string{"#bucket": item.AttrExpiryBucket, "#ttl": st.TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":bucket": item.Str(bucket), ":from": item.Num(from), ":to": item.Num(to),
 		},
 	})
 }
 
+// bind binds session s to a device key with the challenge jti (see
+// item.Layout.Bind); markIndexBound then follows.
+func (st *store) bind(ctx context.Context, sessionPK, jti, key string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
+	return st.bindingUpdate(ctx, "bind session", st.SessionKey(sessionPK), st.Bind(jti, key, cookie, next, now))
+}
+
+// markIndexBound makes bound session s's index item VersionBound, so that
+// List shows it bound. A failure is only logged: the session is bound
+// either way, and an index item that is gone stays gone.
+func (st *store) markIndexBound(ctx context.Context, s item.Session) {
+	if st.HashOnly {
+		return
+	}
+	if _, err := st.update(ctx, st.IndexKey(s), st.MarkBound()); err != nil {
+		st.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
+	}
+}
+
+// rebind gives bound session s a fresh bound cookie for the challenge jti
+// (see item.Layout.Rebind).
+func (st *store) rebind(ctx context.Context, sessionPK string, s item.Session, jti string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
+	return st.bindingUpdate(ctx, "refresh bound cookie", st.SessionKey(sessionPK), st.Rebind(s, jti, cookie, next, now))
+}
+
+// setChallenge makes next the challenge that bound session id awaits, with
+// one write and no read (see item.Layout.SetChallenge). Whether the user
+// revoked the session meanwhile is for the answer to the challenge to find
+// out.
+func (st *store) setChallenge(ctx context.Context, sessionPK, id string, next item.Challenge, now time.Time) error {
+	return st.bindingUpdate(ctx, "set challenge", st.SessionKey(sessionPK), st.SetChallenge(id, next, now))
+}
+
+// bindingUpdate makes a device binding write: its failed condition is
+// errChallengeUsed, and other errors say what failed.
+func (st *store) bindingUpdate(ctx context.Context, what string, key map[string]types.AttributeValue, w item.Writes) error {
+	failed, err := st.update(ctx, key, w)
+	switch {
+	case failed:
+		return errChallengeUsed
+	case err != nil:
+		return fmt.Errorf("ddbsession: %s: %w", what, err)
+	}
+	return nil
+}
+
+// The table itself: CreateTable and CheckTable (table.go) decide, these
+// calls ask. They name the table in their errors themselves.
+
+// createTable asks for the table in; it reports false, with no error, if
+// a table of that name exists.
+func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
+	in.TableName = &st.table
+	_, err = st.client.CreateTable(ctx, in)
+	var exists *types.ResourceInUseException
+	switch {
+	case errors.As(err, &exists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("ddbsession: create table %q: %w", st.table, err)
+	}
+	return true, nil
+}
+
+func (st *store) waitForTable(ctx context.Context) error {
+	waiter := dynamodb.NewTableExistsWaiter(st.client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute); err != nil {
+		return fmt.Errorf("ddbsession: wait for table %q: %w", st.table, err)
+	}
+	return nil
+}
+
+func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
+	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	if err != nil {
+		return nil, fmt.Errorf("ddbsession: describe table %q: %w", st.table, err)
+	}
+	return out.Table, nil
+}
+
+// describeTTL returns the table's TTL attribute and whether TTL is enabled
+// (or being enabled). An engine without DescribeTimeToLive has TTL off.
+func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
+	out, err := st.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
+	if unsupported(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", st.table, err)
+	}
+	d := out.TimeToLiveDescription
+	if d == nil {
+		return "", false, nil
+	}
+	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
+	return aws.ToString(d.AttributeName), on, nil
+}
+
+// enableTTL turns TTL on for the layout's TTL attribute. It reports false,
+// with no error, on an engine that lacks UpdateTimeToLive.
+func (st *store) enableTTL(ctx context.Context) (bool, error) {
+	_, err := st.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: &st.table,
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: &st.TTLAttribute,
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if unsupported(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ddbsession: enable TTL on %q: %w", st.table, err)
+	}
+	return true, nil
+}
+
+// unsupported reports whether err says the engine lacks the operation, as
+// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
+func unsupported(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
+}
+
+// The primitives: every item call goes through one of them, and each names
+// the table in its errors.
+
+// consistent asks for a strongly consistent read; shared, since the SDK
+// only reads it.
+var consistent = aws.Bool(true)
+
+// get reads the item under key with one strongly consistent GetItem; nil
+// if there is none.
+func (st *store) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: key, ConsistentRead: consistent})
+	if err != nil {
+		return nil, st.named(err)
+	}
+	return out.Item, nil
+}
+
+// batchGet reads items with strongly consistent BatchGetItems: one call,
+// unless DynamoDB leaves keys unprocessed (under throttling); those are
+// asked for again, after a short pause, until ctx ends. It returns the
+// items found, in no particular order.
+func (st *store) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) ([]map[string]types.AttributeValue, error) {
+	var found []map[string]types.AttributeValue
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		out, err := st.client.BatchGetItem(ctx, in)
+		if err != nil {
+			return nil, st.named(err)
+		}
+		found = append(found, out.Responses[st.table]...)
+		if len(out.UnprocessedKeys[st.table].Keys) == 0 {
+			return found, nil
+		}
+		in = &dynamodb.BatchGetItemInput{RequestItems: out.UnprocessedKeys}
+		select {
+		case <-ctx.Done():
+			return nil, st.named(fmt.Errorf("unprocessed keys: %w", ctx.Err()))
+		case <-time.After(pause):
+		}
+	}
+}
+
+// putNew writes an item that must not exist yet; taken reports that one
+// did.
+func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) (taken bool, err error) {
+	_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                &st.table,
+		Item:                     av,
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+	})
+	return st.failed(err)
+}
+
+// update makes the conditional UpdateItem w of the item under key and
+// reports a failed condition as failed, apart from other errors.
+func (st *store) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
+	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &st.table,
+		Key:                       key,
+		UpdateExpression:          &w.Update,
+		ConditionExpression:       &w.Condition,
+		ExpressionAttributeNames:  w.Names,
+		ExpressionAttributeValues: w.Values,
+	})
+	return st.failed(err)
+}
+
+// delete deletes the item under key and, if old, returns what it held.
+func (st *store) delete(ctx context.Context, key map[string]types.AttributeValue, old bool) (map[string]types.AttributeValue, error) {
+	in := &dynamodb.DeleteItemInput{TableName: &st.table, Key: key}
+	if old {
+		in.ReturnValues = types.ReturnValueAllOld
+	}
+	out, err := st.client.DeleteItem(ctx, in)
+	if err != nil {
+		return nil, st.named(err)
+	}
+	return out.Attributes, nil
+}
+
 // query runs in through every page and decodes the items of kind; items it
 // cannot read are left out.
 func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput) ([]item.Session, error) {
+	in.TableName = &st.table
 	var found []item.Session
 	pages := dynamodb.NewQueryPaginator(st.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return found, err
+			return found, st.named(err)
 		}
 		for _, av := range page.Items {
 			if s, err := st.Decode(av, kind); err == nil {
@@ -431,134 +574,19 @@ func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput
 	return found, nil
 }
 
-// errChallengeUsed is a device binding write's failed condition: the
-// challenge it answers was used, replaced or expired meanwhile, or the
-// session changed (bound already, or gone).
-var errChallengeUsed = errors.New("ddbsession: challenge used or session changed")
-
-// bind binds session s to a device key: it answers the challenge jti,
-// which must still be the session's and unexpired, and the session must
-// not be bound yet, so that a challenge binds once and a bound session is
-// never bound to another key. The session item becomes VersionBound with
-// the key, its first bound cookie and the next challenge; markIndexBound
-// then follows.
-func (st *store) bind(ctx context.Context, sessionPK string, s item.Session, jti, key string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &st.table,
-		Key:       st.SessionKey(sessionPK),
-		UpdateExpression: aws.String("SET #v = :bound, #key = :key, #cookie = :cookie, #cookieExp = :cookieExp, " +
-			"#challenge = :next, #challengeExp = :nextExp"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :unbound AND #challenge = :jti AND #challengeExp > :now AND #ttl > :now"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#key": item.AttrBoundKey,
-			"#cookie": item.AttrBoundCookie, "#cookieExp": item.AttrBoundExpires,
-			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":bound": item.Num(item.VersionBound), ":unbound": item.Num(item.Version),
-			":key": item.Str(key), ":cookie": item.Str(cookie.Digest), ":cookieExp": item.Num(cookie.Expires.Unix()),
-			":next": item.Str(next.Value), ":nextExp": item.Num(next.Expires.Unix()),
-			":jti": item.Str(jti), ":now": item.Num(now.Unix()),
-		},
-	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
-		return errChallengeUsed
+// failed tells a write's failed condition apart from other errors.
+func (st *store) failed(err error) (bool, error) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true, nil
 	}
-	if err != nil {
-		return fmt.Errorf("ddbsession: bind session: %w", err)
-	}
-	return nil
+	return false, st.named(err)
 }
 
-// markIndexBound makes bound session s's index item VersionBound, so that
-// List shows it bound. A failure is only logged: the session is bound
-// either way, and an index item that is gone stays gone.
-func (st *store) markIndexBound(ctx context.Context, s item.Session) {
-	if st.HashOnly() {
-		return
+// named wraps a call's error, if any, with the name of the table.
+func (st *store) named(err error) error {
+	if err == nil {
+		return nil
 	}
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &st.table,
-		Key:                       st.IndexKey(s),
-		UpdateExpression:          aws.String("SET #v = :bound"),
-		ConditionExpression:       aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#v": item.AttrVersion},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":bound": item.Num(item.VersionBound)},
-	})
-	var gone *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &gone) {
-		st.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
-	}
-}
-
-// rebind gives bound session s a fresh bound cookie for the challenge jti,
-// which must still be the session's and unexpired: a challenge is answered
-// once. The cookie s was read with stays valid until its own expiry, for
-// requests already on their way with it; the one before it is dropped.
-func (st *store) rebind(ctx context.Context, sessionPK string, s item.Session, jti string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
-	prev := s.Binding.Cookies[0]
-	set := "SET #cookie = :cookie, #cookieExp = :cookieExp, #challenge = :next, #challengeExp = :nextExp"
-	values := map[string]types.AttributeValue{
-		":bound": item.Num(item.VersionBound), ":key": item.Str(s.Binding.Key),
-		":cookie": item.Str(cookie.Digest), ":cookieExp": item.Num(cookie.Expires.Unix()),
-		":next": item.Str(next.Value), ":nextExp": item.Num(next.Expires.Unix()),
-		":jti": item.Str(jti), ":now": item.Num(now.Unix()),
-	}
-	if prev.Digest != "" {
-		set += ", #prev = :prev, #prevExp = :prevExp"
-		values[":prev"], values[":prevExp"] = item.Str(prev.Digest), item.Num(prev.Expires.Unix())
-	}
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           &st.table,
-		Key:                 st.SessionKey(sessionPK),
-		UpdateExpression:    aws.String(set),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :bound AND #key = :key AND #challenge = :jti AND #challengeExp > :now AND #ttl > :now"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#key": item.AttrBoundKey,
-			"#cookie": item.AttrBoundCookie, "#cookieExp": item.AttrBoundExpires,
-			"#prev": item.AttrBoundPrev, "#prevExp": item.AttrBoundPrevExpires,
-			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,
-		},
-		ExpressionAttributeValues: values,
-	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
-		return errChallengeUsed
-	}
-	if err != nil {
-		return fmt.Errorf("ddbsession: refresh bound cookie: %w", err)
-	}
-	return nil
-}
-
-// setChallenge makes next the challenge that bound session id awaits, with
-// one write and no read: the condition finds the session bound, live, of
-// that ID, and with no challenge open (none, or expired), or the write
-// fails with errChallengeUsed. Whether the user revoked the session
-// meanwhile is for the answer to the challenge to find out.
-func (st *store) setChallenge(ctx context.Context, sessionPK, id string, next item.Challenge, now time.Time) error {
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        &st.table,
-		Key:              st.SessionKey(sessionPK),
-		UpdateExpression: aws.String("SET #challenge = :next, #challengeExp = :nextExp"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #v = :bound AND #sid = :sid AND #ttl > :now AND " +
-			"(attribute_not_exists(#challenge) OR #challengeExp <= :now)"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": st.PartitionKey, "#v": item.AttrVersion, "#ttl": st.TTL, "#sid": item.AttrID,
-			"#challenge": item.AttrChallenge, "#challengeExp": item.AttrChallengeExpires,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":bound": item.Num(item.VersionBound), ":sid": item.Str(id),
-			":next": item.Str(next.Value), ":nextExp": item.Num(next.Expires.Unix()), ":now": item.Num(now.Unix()),
-		},
-	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
-		return errChallengeUsed
-	}
-	if err != nil {
-		return fmt.Errorf("ddbsession: set challenge: %w", err)
-	}
-	return nil
+	return fmt.Errorf("table %q: %w", st.table, err)
 }

@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
+
+// This file creates the table a Manager needs, and checks one at startup.
 
 // Sentinel errors of [Manager.CheckTable] and [Manager.CreateTable].
 var (
@@ -35,28 +35,58 @@ var (
 // anyway, so only the clean-up is missing. Against DynamoDB, a failure to
 // enable TTL is an error.
 func (m *Manager[U]) CreateTable(ctx context.Context) error {
-	c := m.cfg
-	attrs := []types.AttributeDefinition{{AttributeName: &c.PartitionKey, AttributeType: types.ScalarAttributeTypeS}}
-	schema := []types.KeySchemaElement{{AttributeName: &c.PartitionKey, KeyType: types.KeyTypeHash}}
-	if !c.HashOnly {
-		attrs = append(attrs, types.AttributeDefinition{AttributeName: &c.SortKey, AttributeType: types.ScalarAttributeTypeS})
-		schema = append(schema, types.KeySchemaElement{AttributeName: &c.SortKey, KeyType: types.KeyTypeRange})
+	created, err := m.store.createTable(ctx, tableInput(m.store.Layout))
+	if err != nil {
+		return err
 	}
-	in := &dynamodb.CreateTableInput{
-		TableName:            &c.Table,
-		AttributeDefinitions: attrs,
-		KeySchema:            schema,
-		BillingMode:          types.BillingModePayPerRequest,
+	if !created {
+		// Made by hand, maybe: it must fit the configuration, or the
+		// first Login fails with the engine's "Missing the key ...".
+		t, err := m.store.describeTable(ctx)
+		if err != nil {
+			return err
+		}
+		if err := schemaMismatch(m.store.table, m.store.Layout, t); err != nil {
+			return err
+		}
 	}
-	if c.ExpiryIndex != "" {
+	if err := m.store.waitForTable(ctx); err != nil {
+		return err
+	}
+	attr, enabled, err := m.store.describeTTL(ctx)
+	switch {
+	case err != nil:
+		return err
+	case enabled && attr == m.store.TTLAttribute:
+		return nil
+	case enabled:
+		return fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.store.TTLAttribute)
+	}
+	supported, err := m.store.enableTTL(ctx)
+	if err == nil && !supported {
+		m.logger.WarnContext(ctx, "ddbsession: this DynamoDB engine does not implement UpdateTimeToLive; expired sessions stay in the table (they are still rejected)", "table", m.store.table)
+	}
+	return err
+}
+
+// tableInput is the table that layout l needs.
+func tableInput(l item.Layout) *dynamodb.CreateTableInput {
+	attrs := []types.AttributeDefinition{{AttributeName: &l.PartitionKey, AttributeType: types.ScalarAttributeTypeS}}
+	schema := []types.KeySchemaElement{{AttributeName: &l.PartitionKey, KeyType: types.KeyTypeHash}}
+	if !l.HashOnly {
+		attrs = append(attrs, types.AttributeDefinition{AttributeName: &l.SortKey, AttributeType: types.ScalarAttributeTypeS})
+		schema = append(schema, types.KeySchemaElement{AttributeName: &l.SortKey, KeyType: types.KeyTypeRange})
+	}
+	in := &dynamodb.CreateTableInput{AttributeDefinitions: attrs, KeySchema: schema, BillingMode: types.BillingModePayPerRequest}
+	if l.ExpiryIndex != "" {
 		in.AttributeDefinitions = append(in.AttributeDefinitions,
 			types.AttributeDefinition{AttributeName: aws.String(item.AttrExpiryBucket), AttributeType: types.ScalarAttributeTypeS},
-			types.AttributeDefinition{AttributeName: &c.TTLAttribute, AttributeType: types.ScalarAttributeTypeN})
+			types.AttributeDefinition{AttributeName: &l.TTLAttribute, AttributeType: types.ScalarAttributeTypeN})
 		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
-			IndexName: &c.ExpiryIndex,
+			IndexName: &l.ExpiryIndex,
 			KeySchema: []types.KeySchemaElement{
 				{AttributeName: aws.String(item.AttrExpiryBucket), KeyType: types.KeyTypeHash},
-				{AttributeName: &c.TTLAttribute, KeyType: types.KeyTypeRange},
+				{AttributeName: &l.TTLAttribute, KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{
 				ProjectionType:   types.ProjectionTypeInclude,
@@ -64,81 +94,7 @@ func (m *Manager[U]) CreateTable(ctx context.Context) error {
 			},
 		}}
 	}
-	_, err := c.Client.CreateTable(ctx, in)
-	var exists *types.ResourceInUseException
-	switch {
-	case errors.As(err, &exists):
-		// Made by hand, maybe: it must fit the configuration, or the
-		// first Login fails with the engine's "Missing the key ...".
-		t, err := m.describeTable(ctx)
-		if err != nil {
-			return err
-		}
-		if err := m.schemaMismatch(t); err != nil {
-			return err
-		}
-	case err != nil:
-		return fmt.Errorf("ddbsession: create table %q: %w", c.Table, err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(c.Client, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
-	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &c.Table}, 5*time.Minute); err != nil {
-		return fmt.Errorf("ddbsession: wait for table %q: %w", c.Table, err)
-	}
-	return m.enableTTL(ctx)
-}
-
-func (m *Manager[U]) enableTTL(ctx context.Context) error {
-	attr, enabled, err := m.describeTTL(ctx)
-	switch {
-	case err != nil:
-		return err
-	case enabled && attr == m.cfg.TTLAttribute:
-		return nil
-	case enabled:
-		return fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.cfg.TTLAttribute)
-	}
-	_, err = m.cfg.Client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: &m.cfg.Table,
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: &m.cfg.TTLAttribute,
-			Enabled:       aws.Bool(true),
-		},
-	})
-	if unsupported(err) {
-		m.cfg.Logger.WarnContext(ctx, "ddbsession: this DynamoDB engine does not implement UpdateTimeToLive; expired sessions stay in the table (they are still rejected)", "table", m.cfg.Table)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("ddbsession: enable TTL on %q: %w", m.cfg.Table, err)
-	}
-	return nil
-}
-
-// unsupported reports whether err says the engine lacks the operation, as
-// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
-func unsupported(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
-}
-
-// describeTTL returns the table's TTL attribute and whether TTL is enabled
-// (or being enabled). An engine without DescribeTimeToLive has TTL off.
-func (m *Manager[U]) describeTTL(ctx context.Context) (string, bool, error) {
-	out, err := m.cfg.Client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &m.cfg.Table})
-	if unsupported(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", m.cfg.Table, err)
-	}
-	d := out.TimeToLiveDescription
-	if d == nil {
-		return "", false, nil
-	}
-	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
-	return aws.ToString(d.AttributeName), on, nil
+	return in
 }
 
 // CheckTable reports, at startup, whether the table fits the configuration:
@@ -155,42 +111,33 @@ func (m *Manager[U]) describeTTL(ctx context.Context) (string, bool, error) {
 //		log.Fatal(err)
 //	}
 func (m *Manager[U]) CheckTable(ctx context.Context) error {
-	c := m.cfg
-	t, err := m.describeTable(ctx)
+	table := m.store.table
+	t, err := m.store.describeTable(ctx)
 	if err != nil {
 		return err
 	}
-	errs := []error{m.schemaMismatch(t)}
-	attr, enabled, err := m.describeTTL(ctx)
+	errs := []error{schemaMismatch(table, m.store.Layout, t)}
+	attr, enabled, err := m.store.describeTTL(ctx)
 	switch {
 	case err != nil:
 		errs = append(errs, err)
 	case !enabled:
-		errs = append(errs, fmt.Errorf("%w: TTL is off on table %q", ErrTTLOff, c.Table))
-	case attr != c.TTLAttribute:
-		errs = append(errs, fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, c.TTLAttribute))
+		errs = append(errs, fmt.Errorf("%w: TTL is off on table %q", ErrTTLOff, table))
+	case attr != m.store.TTLAttribute:
+		errs = append(errs, fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.store.TTLAttribute))
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Manager[U]) describeTable(ctx context.Context) (*types.TableDescription, error) {
-	out, err := m.cfg.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &m.cfg.Table})
-	if err != nil {
-		return nil, fmt.Errorf("ddbsession: describe table %q: %w", m.cfg.Table, err)
-	}
-	return out.Table, nil
-}
-
-// schemaMismatch tells how table t differs from the configuration in its
-// key schema (names and String types) and, if configured, its expiry
-// index, in errors wrapping [ErrTableSchema]; nil if it does not.
-func (m *Manager[U]) schemaMismatch(t *types.TableDescription) error {
-	c := m.cfg
+// schemaMismatch tells how table t differs from layout l in its key schema
+// (names and String types) and, if configured, its expiry index, in errors
+// wrapping [ErrTableSchema]; nil if it does not.
+func schemaMismatch(table string, l item.Layout, t *types.TableDescription) error {
 	attrTypes := map[string]types.ScalarAttributeType{}
 	for _, a := range t.AttributeDefinitions {
 		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
 	}
-	want := keySchema{hash: c.PartitionKey, rng: c.SortKey}
+	want := keySchema{hash: l.PartitionKey, rng: l.SortKey}
 	got := schemaOf(t.KeySchema)
 	keyTypes := []types.ScalarAttributeType{attrTypes[want.hash]}
 	if want.rng != "" {
@@ -199,24 +146,24 @@ func (m *Manager[U]) schemaMismatch(t *types.TableDescription) error {
 	var errs []error
 	switch {
 	case got != want:
-		errs = append(errs, fmt.Errorf("%w: table %q has key %s, want %s", ErrTableSchema, c.Table, got, want))
+		errs = append(errs, fmt.Errorf("%w: table %q has key %s, want %s", ErrTableSchema, table, got, want))
 	case slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }):
-		errs = append(errs, fmt.Errorf("%w: table %q has key %s of types %s, want String (S)", ErrTableSchema, c.Table, got, keyTypes))
+		errs = append(errs, fmt.Errorf("%w: table %q has key %s of types %s, want String (S)", ErrTableSchema, table, got, keyTypes))
 	}
-	if c.ExpiryIndex != "" {
-		want := keySchema{hash: item.AttrExpiryBucket, rng: c.TTLAttribute}
+	if l.ExpiryIndex != "" {
+		want := keySchema{hash: item.AttrExpiryBucket, rng: l.TTLAttribute}
 		var got keySchema
 		found := false
 		for _, gsi := range t.GlobalSecondaryIndexes {
-			if aws.ToString(gsi.IndexName) == c.ExpiryIndex {
+			if aws.ToString(gsi.IndexName) == l.ExpiryIndex {
 				got, found = schemaOf(gsi.KeySchema), true
 			}
 		}
 		switch {
 		case !found:
-			errs = append(errs, fmt.Errorf("%w: table %q has no expiry index %q", ErrTableSchema, c.Table, c.ExpiryIndex))
+			errs = append(errs, fmt.Errorf("%w: table %q has no expiry index %q", ErrTableSchema, table, l.ExpiryIndex))
 		case got != want:
-			errs = append(errs, fmt.Errorf("%w: expiry index %q of table %q has key %s, want %s", ErrTableSchema, c.ExpiryIndex, c.Table, got, want))
+			errs = append(errs, fmt.Errorf("%w: expiry index %q of table %q has key %s, want %s", ErrTableSchema, l.ExpiryIndex, table, got, want))
 		}
 	}
 	return errors.Join(errs...)
@@ -242,54 +189,4 @@ func schemaOf(elems []types.KeySchemaElement) keySchema {
 		}
 	}
 	return k
-}
-
-// namedTableClient is the Client that the store calls through: it names
-// the table in every error of the item operations. The engine's errors do
-// not, and a Login that fails with "ResourceNotFoundException: Requested
-// resource not found" leaves a newcomer to guess which table is missing.
-// Naming it here, once, covers every call the store makes, whatever error
-// its caller wraps around it. CreateTable and CheckTable, which call the
-// configured Client directly, name the table themselves.
-type namedTableClient struct {
-	Client
-	table string
-}
-
-func (c namedTableClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	out, err := c.Client.GetItem(ctx, in, opts...)
-	return out, c.named(err)
-}
-
-func (c namedTableClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	out, err := c.Client.BatchGetItem(ctx, in, opts...)
-	return out, c.named(err)
-}
-
-func (c namedTableClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	out, err := c.Client.PutItem(ctx, in, opts...)
-	return out, c.named(err)
-}
-
-func (c namedTableClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := c.Client.UpdateItem(ctx, in, opts...)
-	return out, c.named(err)
-}
-
-func (c namedTableClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	out, err := c.Client.DeleteItem(ctx, in, opts...)
-	return out, c.named(err)
-}
-
-func (c namedTableClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	out, err := c.Client.Query(ctx, in, opts...)
-	return out, c.named(err)
-}
-
-// named wraps a call's error, if any, with the name of the table.
-func (c namedTableClient) named(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("table %q: %w", c.table, err)
 }

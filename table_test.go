@@ -2,21 +2,23 @@ package ddbsession_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // engines runs f against the test engine as it is, and against the same
@@ -113,10 +115,10 @@ func TestCheckTable(t *testing.T) {
 			name   string
 			mutate func(*ddbsession.Config[User])
 		}{
-			{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.HashOnly = true }},
-			{"other partition key name", func(c *ddbsession.Config[User]) { c.PartitionKey = "PK" }},
-			{"other sort key name", func(c *ddbsession.Config[User]) { c.SortKey = "SK" }},
-			{"missing expiry index", func(c *ddbsession.Config[User]) { c.ExpiryIndex = "expiry" }},
+			{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }},
+			{"other partition key name", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "PK" }},
+			{"other sort key name", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "SK" }},
+			{"missing expiry index", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndex = "expiry" }},
 		}
 		for _, tc := range mismatched {
 			t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +136,7 @@ func TestCheckTable(t *testing.T) {
 		if ttl {
 			// TTL on another attribute than the configured one.
 			cfg := e.cfg
-			cfg.TTLAttribute = "ttl"
+			cfg.Layout.TTLAttribute = "ttl"
 			m, err := ddbsession.New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -159,7 +161,7 @@ func TestCheckTableNumberKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: table, HashOnly: true})
+	m, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: table, Layout: ddbsession.Layout{HashOnly: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,24 +179,17 @@ func ttlEngine(p *probe, attr string, status types.TimeToLiveStatus, updateErr e
 		}
 		return nil
 	}
-	// DescribeTimeToLive goes to the wrapped fake below.
-	p.next = ttlFake{Client: p.next, attr: attr, status: status}
-}
-
-type ttlFake struct {
-	ddbsession.Client
-	attr   string
-	status types.TimeToLiveStatus
-}
-
-func (f ttlFake) DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
-	return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{
-		AttributeName: aws.String(f.attr), TimeToLiveStatus: f.status,
-	}}, nil
-}
-
-func (f ttlFake) UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	return &dynamodb.UpdateTimeToLiveOutput{}, nil
+	p.answer = func(_ context.Context, op string, _ any) (any, bool) {
+		switch op {
+		case "DescribeTimeToLive":
+			return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{
+				AttributeName: aws.String(attr), TimeToLiveStatus: status,
+			}}, true
+		case "UpdateTimeToLive":
+			return &dynamodb.UpdateTimeToLiveOutput{}, true
+		}
+		return nil, false
+	}
 }
 
 func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
@@ -228,97 +223,182 @@ func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
 	}
 }
 
-func TestHashOnlyTable(t *testing.T) {
+// A table created by hand with other keys than the configured ones is a
+// mistake CreateTable reports, instead of the first Login failing with
+// "Missing the key id".
+func TestCreateTableOnOtherSchema(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *ddbsession.Config[User]) { c.HashOnly = true })
-	if err := e.m.CheckTable(context.Background()); errors.Is(err, ddbsession.ErrTableSchema) {
-		t.Fatalf("CheckTable: %v", err)
+	s, n := types.ScalarAttributeTypeS, types.ScalarAttributeTypeN
+	cases := []struct {
+		name   string
+		keys   []tableKey // of the existing table
+		mutate func(*ddbsession.Config[User])
+	}{
+		{"hash key id", []tableKey{{"id", s, types.KeyTypeHash}}, nil},
+		{"other key names", []tableKey{{"PK", s, types.KeyTypeHash}, {"SK", s, types.KeyTypeRange}}, nil},
+		{"Number partition key", []tableKey{{"pk", n, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}}, nil},
+		{"sort key, hash-only config", []tableKey{{"pk", s, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}},
+			func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }},
+		{"no expiry index", []tableKey{{"pk", s, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}},
+			withExpiryIndex},
 	}
-	alice := e.putUser("alice")
-	cookie := e.login(alice)
-	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || w.Body.String() != "user:alice" {
-		t.Fatalf("got %d %q", w.Code, w.Body)
-	}
-	for _, item := range e.scanAll() {
-		if _, ok := item["sk"]; ok {
-			t.Errorf("hash-only table got an item with sk: %v", item)
-		}
-	}
-	if n := len(e.scanAll()); n != 2 {
-		t.Errorf("%d items, want 2 (user and session; no index item without a sort key)", n)
-	}
-	if _, err := e.m.List(context.Background(), alice); !errors.Is(err, ddbsession.ErrNoSortKey) {
-		t.Errorf("List in a hash-only table = %v, want ErrNoSortKey", err)
-	}
-	r := newRequest(cookie)
-	if err := e.m.Logout(newRecorder(), r); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.status(cookie); got != http.StatusUnauthorized {
-		t.Errorf("after Logout: %d", got)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := ddbtest.Client(t)
+			table := ddbtest.TableName(t, client)
+			createTable(t, client, table, tc.keys)
+			cfg := ddbsession.Config[User]{Client: client, Table: table}
+			if tc.mutate != nil {
+				tc.mutate(&cfg)
+			}
+			m, err := ddbsession.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = m.CreateTable(context.Background())
+			if !errors.Is(err, ddbsession.ErrTableSchema) {
+				t.Fatalf("CreateTable on an existing table with other keys = %v, want ErrTableSchema", err)
+			}
+			if !strings.Contains(err.Error(), table) {
+				t.Errorf("CreateTable's error does not name table %q: %v", table, err)
+			}
+		})
 	}
 }
 
-// Sessions can share an app's single table with its own names and prefixes.
-func TestCustomKeyNamesAndPrefixes(t *testing.T) {
+type tableKey struct {
+	name     string
+	attrType types.ScalarAttributeType
+	keyType  types.KeyType
+}
+
+// createTable creates a table with the given keys behind the Manager's
+// back, as a newcomer might by hand.
+func createTable(t *testing.T, client *dynamodb.Client, table string, keys []tableKey) {
+	t.Helper()
+	in := &dynamodb.CreateTableInput{TableName: &table, BillingMode: types.BillingModePayPerRequest}
+	for _, k := range keys {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(k.name), AttributeType: k.attrType})
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(k.name), KeyType: k.keyType})
+	}
+	if _, err := client.CreateTable(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
+	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every operation on a table that does not exist fails with an error that
+// names the table: the engine's "Requested resource not found" does not.
+func TestMissingTableErrorsNameIt(t *testing.T) {
 	t.Parallel()
-	client := ddbtest.Client(t)
-	table := ddbtest.TableName(t, client)
-	m, err := ddbsession.New(ddbsession.Config[map[string]any]{
-		Client: client, Table: table,
-		PartitionKey: "PK", SortKey: "SK",
-		SessionPrefix: "S#", UserSessionsPrefix: "US#",
-		TTLAttribute: "ttl", ValidAfterAttribute: "cutoff",
-	})
-	if err != nil {
-		t.Fatal(err)
+	token := rand.Text()
+	user := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	ctx := context.Background()
+	// call makes one call on m and returns the text that must name the
+	// table: an error's, or the log's.
+	type call func(t *testing.T, m *ddbsession.Manager[User], logs *syncBuffer) string
+	carrying := func(m *ddbsession.Manager[User]) *http.Request {
+		return newRequest(&http.Cookie{Name: cookieName, Value: token})
 	}
-	if err := m.CreateTable(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	user := ddbsession.UserKey{PK: "TENANT#1", SK: "USER#bob"}
-	_, err = client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
-		"PK": attrS(user.PK), "SK": attrS(user.SK),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newRecorder()
-	if err := m.Login(w, newRequest(), user); err != nil {
-		t.Fatal(err)
-	}
-	cookie := sessionCookie(t, w.Result(), m.CookieName())
-	var got string
-	h := m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, _ := m.User(r.Context())
-		got = u["SK"].(string)
-	}))
-	r := newRequest(cookie)
-	h.ServeHTTP(newRecorder(), r)
-	if got != user.SK {
-		t.Fatalf("user in context has SK %q, want %q", got, user.SK)
-	}
-	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, item := range out.Items {
-		pk := item["PK"].(*types.AttributeValueMemberS).Value
-		keys = append(keys, pk[:strings.IndexByte(pk, '#')+1])
-		if _, ok := item["ttl"]; pk != user.PK && !ok {
-			t.Errorf("item %q has no ttl attribute", pk)
+	// middleware sends a request with a well-formed session cookie through
+	// a middleware, which must answer 503 and log why.
+	middleware := func(h func(*ddbsession.Manager[User], http.Handler) http.Handler) call {
+		return func(t *testing.T, m *ddbsession.Manager[User], logs *syncBuffer) string {
+			w := newRecorder()
+			h(m, whoami(m)).ServeHTTP(w, carrying(m))
+			if w.Code != http.StatusServiceUnavailable {
+				t.Errorf("status %d, want 503", w.Code)
+			}
+			if !strings.Contains(logs.String(), "level=ERROR") {
+				t.Errorf("no error logged:\n%s", logs)
+			}
+			return logs.String()
 		}
 	}
-	if diff := cmp.Diff([]string{"S#", "TENANT#", "US#"}, keys, cmpopts.SortSlices(strings.Compare)); diff != "" {
-		t.Errorf("item key prefixes (-want +got):\n%s", diff)
+	cases := []struct {
+		name string
+		call call
+	}{
+		{"RequireSession", middleware((*ddbsession.Manager[User]).RequireSession)},
+		{"LoadSession", middleware((*ddbsession.Manager[User]).LoadSession)},
+		{"Check", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			_, _, err := m.Check(ctx, token)
+			return missingTableError(t, err)
+		}},
+		{"Login", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.Login(newRecorder(), newRequest(), user))
+		}},
+		{"Login carrying a session", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.Login(newRecorder(), carrying(m), user))
+		}},
+		{"LoginWith", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.LoginWith(newRecorder(), newRequest(), user, func(User) error { return nil }))
+		}},
+		{"LoginBearer", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			_, _, err := m.LoginBearer(newRequest(), user, nil)
+			return missingTableError(t, err)
+		}},
+		{"CreateUser", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.CreateUser(ctx, User{PK: user.PK, SK: user.SK, Name: "alice"}))
+		}},
+		{"Logout", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.Logout(newRecorder(), carrying(m)))
+		}},
+		{"RevokeAll", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.RevokeAll(ctx, user))
+		}},
+		{"List", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			_, err := m.List(ctx, user)
+			return missingTableError(t, err)
+		}},
+		{"Revoke", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.Revoke(ctx, user, strings.Repeat("0f", 16)))
+		}},
+		{"Expiring", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			_, err := m.Expiring(ctx, start, start.Add(time.Hour))
+			return missingTableError(t, err)
+		}},
+		{"CheckTable", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.CheckTable(ctx))
+		}},
 	}
-	if err := m.RevokeAll(context.Background(), user); err != nil {
-		t.Fatal(err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := ddbtest.Client(t)
+			table := ddbtest.TableName(t, client) // never created
+			logs := &syncBuffer{}
+			m, err := ddbsession.New(ddbsession.Config[User]{
+				Client: client,
+				Table:  table,
+				Layout: ddbsession.Layout{ExpiryIndex: "expiry"},
+				Now:    func() time.Time { return start },
+				Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.call(t, m, logs); !strings.Contains(got, table) {
+				t.Errorf("does not name table %q:\n%s", table, got)
+			}
+		})
 	}
-	rec := newRecorder()
-	h.ServeHTTP(rec, newRequest(cookie))
-	if rec.Code != http.StatusUnauthorized {
-		t.Errorf("after RevokeAll with a custom cutoff attribute: %d, want 401", rec.Code)
+}
+
+// missingTableError returns err's text, and fails unless err is the
+// engine's answer for a missing table, which callers can still tell.
+func missingTableError(t *testing.T, err error) string {
+	t.Helper()
+	var notFound *types.ResourceNotFoundException
+	if !errors.As(err, &notFound) {
+		t.Errorf("error %v, want one wrapping a ResourceNotFoundException", err)
 	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// This file is about the user item: the app's own item, in the sessions
-// table unless Config.LoadUser says otherwise, that carries the user's
-// sessions-valid-after cutoff.
+// This file reads the user item: the app's own item, in the sessions table
+// unless Config.LoadUser says otherwise, that carries the user's
+// sessions-valid-after cutoff. The user is decoded into the app's type
+// through a pointer (out, an any), as attributevalue decodes, so that
+// nothing below the Manager carries its type parameter.
 
 // ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
 // not exist, by [Manager.Login] and [Manager.LoginWith] for a user without an
@@ -29,59 +32,66 @@ var ErrUserNotFound = errors.New("ddbsession: user not found")
 // holds an item.
 var ErrUserExists = errors.New("ddbsession: user already exists")
 
-// CreateUser writes a new user item: item is the app's own value (a struct
-// or a map, encoded with attributevalue.MarshalMap, holding the table's key
-// attributes), and CreateUser adds the sessions-valid-after cutoff at the
-// current time, so that no session created before this user existed, such as
-// one of a deleted user with the same key, is valid for it. It returns
-// [ErrUserExists], and writes nothing, if an item with that key exists.
-//
-// An app that writes user items itself must do the same: set
-// [Config.ValidAfterAttribute] to the creation time in epoch milliseconds.
-func (m *Manager[U]) CreateUser(ctx context.Context, item any) error {
-	av, err := attributevalue.MarshalMap(item)
-	if err != nil {
-		return fmt.Errorf("ddbsession: CreateUser: encode %T: %w", item, err)
-	}
-	for _, key := range []string{m.cfg.PartitionKey, m.cfg.SortKey} {
-		if _, ok := av[key].(*types.AttributeValueMemberS); key != "" && !ok {
-			return fmt.Errorf("ddbsession: CreateUser: %T has no String attribute %q, the table's key", item, key)
-		}
-	}
-	ctx, cancel := m.storeContext(ctx)
-	defer cancel()
-	err = m.store.createUser(ctx, av, m.cfg.Now().UnixMilli())
-	if err != nil && !errors.Is(err, ErrUserExists) {
-		return fmt.Errorf("ddbsession: CreateUser: %w", err)
-	}
-	return err
+// users loads a session's user and the user's cutoff.
+type users struct {
+	store *store
+	// decoder decodes user items; one for all requests, as
+	// attributevalue.UnmarshalMap would make one per call.
+	decoder *attributevalue.Decoder
+	// custom is Config.LoadUser, adapted to decode into out; nil for the
+	// default, the user item in the sessions table.
+	custom func(ctx context.Context, key UserKey, out any) (validAfter time.Time, err error)
 }
 
-// loadUserItem is the default [Config.LoadUser]: one strongly consistent
-// GetItem of the user's item in the sessions table.
-func (m *Manager[U]) loadUserItem(ctx context.Context, key UserKey) (u U, validAfter time.Time, err error) {
-	av, err := m.store.getUser(ctx, key.PK, key.SK)
+// inTable reports whether users live in the sessions table, where a
+// request can read the session and its user together.
+func (u *users) inTable() bool { return u.custom == nil }
+
+// load reads user key into out (nil to read the cutoff alone) and returns
+// the user's cutoff, or ErrUserNotFound. The default is one strongly
+// consistent GetItem of the user item.
+func (u *users) load(ctx context.Context, key UserKey, out any) (time.Time, error) {
+	if u.custom != nil {
+		return u.custom(ctx, key, out)
+	}
+	av, err := u.store.getUser(ctx, key.PK, key.SK)
 	if err != nil {
-		return u, validAfter, err
+		return time.Time{}, err
 	}
 	if av == nil {
-		return u, validAfter, ErrUserNotFound
+		return time.Time{}, ErrUserNotFound
 	}
-	return m.decodeUser(av)
+	return u.decode(av, out)
 }
 
-// decodeUser decodes a user item into U and reads its cutoff. An item that
-// does not decode is the app's bug, not an outage: the error is a
-// *userDecodeError, which the middleware answers with 500.
-func (m *Manager[U]) decodeUser(av map[string]types.AttributeValue) (u U, validAfter time.Time, err error) {
-	if err := m.decoder.Decode(&types.AttributeValueMemberM{Value: av}, &u); err != nil {
-		return u, validAfter, &userDecodeError{typ: fmt.Sprintf("%T", u), attr: m.failingAttribute(av), err: err}
+// decode decodes a user item into out, unless out is nil, and reads its
+// cutoff. An item that does not decode is the app's bug, not an outage: the
+// error is a *userDecodeError, which the middleware answers with 500.
+func (u *users) decode(av map[string]types.AttributeValue, out any) (time.Time, error) {
+	if out != nil {
+		if err := u.decoder.Decode(&types.AttributeValueMemberM{Value: av}, out); err != nil {
+			return time.Time{}, &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(av, out), err: err}
+		}
 	}
-	validAfter, err = m.store.ValidAfterOf(av)
+	validAfter, err := u.store.ValidAfterOf(av)
 	if err != nil {
-		return u, validAfter, fmt.Errorf("user item's cutoff: %w", err)
+		return time.Time{}, fmt.Errorf("user item's cutoff: %w", err)
 	}
-	return u, validAfter, nil
+	return validAfter, nil
+}
+
+// failingAttribute names the first attribute of av that does not decode
+// on its own into what out points to: the one to fix. It runs on the error
+// path only.
+func (u *users) failingAttribute(av map[string]types.AttributeValue, out any) string {
+	typ := reflect.TypeOf(out).Elem()
+	for name, v := range av {
+		fresh := reflect.New(typ).Interface()
+		if u.decoder.Decode(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{name: v}}, fresh) != nil {
+			return name
+		}
+	}
+	return "?"
 }
 
 // userDecodeError is a user item that does not decode into U.
@@ -95,15 +105,3 @@ func (e *userDecodeError) Error() string {
 }
 
 func (e *userDecodeError) Unwrap() error { return e.err }
-
-// failingAttribute names the first attribute of av that does not decode
-// into U on its own: the one to fix. It runs on the error path only.
-func (m *Manager[U]) failingAttribute(av map[string]types.AttributeValue) string {
-	for name, v := range av {
-		var u U
-		if m.decoder.Decode(&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{name: v}}, &u) != nil {
-			return name
-		}
-	}
-	return "?"
-}

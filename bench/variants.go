@@ -227,7 +227,7 @@ func loginAll(ctx context.Context, e *env, cfg ddbsession.Config[User], n int, b
 			return nil, err
 		}
 		for _, c := range w.Result().Cookies() {
-			if c.Name == m.CookieName() {
+			if c.Name == "__Host-session" { // the default Config.CookieName
 				cookies[i] = &http.Cookie{Name: c.Name, Value: c.Value}
 			}
 		}

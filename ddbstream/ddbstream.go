@@ -33,17 +33,17 @@
 //     failure and returns no error; without ReportBatchItemFailures Lambda
 //     ignores the report and counts the whole batch as done, and the failed
 //     clean-ups are not retried.
-//   - If the table's TTL attribute is not "expiresAt", set
-//     [Config.TTLAttribute] to the same name as ddbsession's
-//     Config.TTLAttribute.
+//   - [Config.Layout] is the table's layout: the same value as ddbsession's
+//     Config.Layout (its TTL attribute, above all, where that is not
+//     "expiresAt").
 //   - To spare invocations in a busy shared table, the mapping may filter
 //     on the old image's kind, with the pattern
 //     {"dynamodb": {"OldImage": {"kind": {"S": ["session"]}}}}. Lambda
 //     filters DynamoDB events on the dynamodb key only, so the TTL check on
 //     userIdentity stays in Handle.
 //
-// Items are decoded by the same decoder as ddbsession's own, in the format
-// its package documentation describes under "Item format".
+// Items are decoded by ddbsession's own decoder ([ddbsession.Layout.DecodeSession]),
+// in the format its package documentation describes under "Item format".
 //
 // Only TTL deletions of session items reach the clean-up function. Inserts,
 // updates, deletions by the application (Logout, Revoke, the rotation in
@@ -78,10 +78,10 @@ type Config struct {
 	// holds the token.
 	Cleanup func(context.Context, ddbsession.Session) error
 
-	// TTLAttribute names the Number attribute that holds a session's
-	// expiry in epoch seconds. It must match ddbsession's
-	// Config.TTLAttribute. Default "expiresAt".
-	TTLAttribute string
+	// Layout is the session table's layout, the same value as
+	// ddbsession's Config.Layout: the zero Layout for a table with the
+	// default names.
+	Layout ddbsession.Layout
 
 	// Logger receives skipped malformed items, records without an old
 	// image and failed clean-ups. Default slog.Default().
@@ -91,8 +91,7 @@ type Config struct {
 // Handler turns TTL deletions on a session table's stream into Cleanup
 // calls. It is safe for concurrent use.
 type Handler struct {
-	cfg    Config
-	layout item.Layout
+	cfg Config
 }
 
 // New validates cfg, fills in its defaults and returns a Handler.
@@ -100,18 +99,15 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Cleanup == nil {
 		return nil, errors.New("ddbstream: Config.Cleanup is nil")
 	}
-	if cfg.TTLAttribute == "" {
-		cfg.TTLAttribute = item.Default.TTL
+	layout, err := item.Layout(cfg.Layout).WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("ddbstream: Config.%w", err)
 	}
-	if item.Reserved(cfg.TTLAttribute) {
-		return nil, fmt.Errorf("ddbstream: Config.TTLAttribute %q clashes with a session attribute", cfg.TTLAttribute)
-	}
+	cfg.Layout = ddbsession.Layout(layout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	layout := item.Default
-	layout.TTL = cfg.TTLAttribute
-	return &Handler{cfg: cfg, layout: layout}, nil
+	return &Handler{cfg: cfg}, nil
 }
 
 // ErrNotSession is returned by [Handler.Decode] for an item that is not a
@@ -121,7 +117,7 @@ var ErrNotSession = errors.New("ddbstream: not a session item")
 
 // ErrMalformed is wrapped by the error that [Handler.Decode] returns for an
 // item that says it is a session (kind "session") but that is not in a
-// format this release knows: a required attribute, such as the configured
+// format this release knows: a required attribute, such as the layout's
 // TTL attribute, is missing or has the wrong type, or the format version is
 // unknown.
 var ErrMalformed = item.ErrMalformed
@@ -166,8 +162,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			continue
 		}
 		if err != nil {
-			log.ErrorContext(ctx, "ddbstream: skipping a TTL-deleted session item; does Config.TTLAttribute match the table's TTL attribute?",
-				"ttlAttribute", h.cfg.TTLAttribute, "err", err)
+			log.ErrorContext(ctx, "ddbstream: skipping a TTL-deleted session item; does Config.Layout.TTLAttribute match the table's TTL attribute?",
+				"ttlAttribute", h.cfg.Layout.TTLAttribute, "err", err)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -199,22 +195,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 //		}
 //	}
 func (h *Handler) Decode(image map[string]events.DynamoDBAttributeValue) (ddbsession.Session, error) {
-	s, err := h.layout.Decode(attributes(image), item.KindSession)
+	s, err := h.cfg.Layout.DecodeSession(attributes(image))
 	if errors.Is(err, item.ErrOtherKind) {
 		return ddbsession.Session{}, ErrNotSession
 	}
-	if err != nil {
-		return ddbsession.Session{}, err
-	}
-	return ddbsession.Session{
-		ID:          s.ID,
-		User:        ddbsession.UserKey{PK: s.UserPK, SK: s.UserSK},
-		CreatedAt:   s.CreatedAt,
-		RefreshedAt: s.RefreshedAt,
-		ExpiresAt:   s.ExpiresAt,
-		UserAgent:   s.UserAgent,
-		DeviceBound: s.DeviceBound,
-	}, nil
+	return s, err
 }
 
 // attributes converts a stream image to the SDK's attribute values, which

@@ -184,7 +184,7 @@ func newHandler(t *testing.T, cfg ddbstream.Config) *ddbstream.Handler {
 func TestNewRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]ddbstream.Config{
 		"no cleanup":                  {},
-		"TTL attribute of the format": {Cleanup: (&recorder{}).cleanup, TTLAttribute: "sid"},
+		"TTL attribute of the format": {Cleanup: (&recorder{}).cleanup, Layout: ddbsession.Layout{TTLAttribute: "sid"}},
 	} {
 		if _, err := ddbstream.New(cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)
@@ -210,7 +210,7 @@ func TestHandler(t *testing.T) {
 	tests := []struct {
 		name         string
 		records      func(t *testing.T) []rec
-		ttl          string   // Config.TTLAttribute
+		ttl          string   // Config.Layout.TTLAttribute
 		fail         []string // session IDs whose cleanup fails
 		wantCalls    []ddbsession.Session
 		wantFailures []string // sequence numbers
@@ -382,7 +382,7 @@ func TestHandler(t *testing.T) {
 				c.fail[id] = true
 			}
 			logger, logs := newLogger()
-			h := newHandler(t, ddbstream.Config{Cleanup: c.cleanup, TTLAttribute: tt.ttl, Logger: logger})
+			h := newHandler(t, ddbstream.Config{Cleanup: c.cleanup, Layout: ddbsession.Layout{TTLAttribute: tt.ttl}, Logger: logger})
 
 			resp, err := h.Handle(context.Background(), event(t, tt.records(t)...))
 			if err != nil {

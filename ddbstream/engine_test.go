@@ -103,7 +103,6 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(*ddbsession.Config[User])
-		ttl    string // ddbstream.Config.TTLAttribute
 		user   ddbsession.UserKey
 	}{
 		{
@@ -112,13 +111,12 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 		},
 		{
 			name:   "custom TTL attribute",
-			mutate: func(c *ddbsession.Config[User]) { c.TTLAttribute = "ttl" },
-			ttl:    "ttl",
+			mutate: func(c *ddbsession.Config[User]) { c.Layout.TTLAttribute = "ttl" },
 			user:   ddbsession.UserKey{PK: "USER#bob", SK: "PROFILE"},
 		},
 		{
 			name:   "hash-only table",
-			mutate: func(c *ddbsession.Config[User]) { c.HashOnly = true },
+			mutate: func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true },
 			user:   ddbsession.UserKey{PK: "USER#carol"},
 		},
 	}
@@ -162,7 +160,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			}
 			var token string
 			for _, c := range w.Result().Cookies() {
-				if c.Name == m.CookieName() {
+				if c.Name == "__Host-session" {
 					token = c.Value
 				}
 			}
@@ -180,7 +178,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 				records = append(records, ttlRemove(t, item, fmt.Sprint(100+i)))
 			}
 			wantItems := 3 // user, session, index
-			if cfg.HashOnly {
+			if cfg.Layout.HashOnly {
 				wantItems = 2
 			}
 			if len(records) != wantItems {
@@ -194,8 +192,8 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 					calls = append(calls, s)
 					return nil
 				},
-				TTLAttribute: tt.ttl,
-				Logger:       logger,
+				Layout: cfg.Layout, // one layout for the Manager and the handler
+				Logger: logger,
 			})
 			resp, err := h.Handle(ctx, events.DynamoDBEvent{Records: records})
 			if err != nil || len(resp.BatchItemFailures) != 0 {

@@ -112,8 +112,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// /api/login and send the token in an Authorization header.
 		BearerTokens: true,
 		// A page that needs a session sends the browser to log in, and
-		// back here after; the API answers in JSON instead (routes).
-		Unauthorized: ddbsession.RedirectToLogin("/login"),
+		// back here after; the API answers in JSON instead.
+		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), ddbsession.RedirectToLogin("/login")),
+		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
+			textAnswer(http.StatusServiceUnavailable, "session store unavailable, try again")),
 		KeepSignedIn: keepSignedIn,
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
@@ -189,15 +191,15 @@ func logEvent(ctx context.Context, log *slog.Logger, e ddbsession.Event) {
 	if !log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
+	attrs := []slog.Attr{slog.String("kind", string(e.Kind))}
 	if e.SessionID != "" {
 		attrs = append(attrs, slog.String("session", e.SessionID))
 	}
 	if e.User.PK != "" {
 		attrs = append(attrs, slog.String("user", e.User.PK))
 	}
-	if e.Reason != 0 {
-		attrs = append(attrs, slog.String("reason", e.Reason.String()))
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String("reason", string(e.Reason)))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.Any("err", e.Err))
@@ -212,11 +214,10 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.Serv
 func (a *app) shutdown(ctx context.Context) error { return a.sessions.Wait(ctx) }
 
 func (a *app) routes() http.Handler {
+	// Pages and the API share the guard; the Config's answers tell them
+	// apart by path (apiOr).
 	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
-	// The API answers in JSON, whatever the pages do.
-	api := func(h http.HandlerFunc) http.Handler {
-		return a.sessions.RequireSessionWith(ddbsession.APIAnswers())(h)
-	}
+	api := signedIn
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))

@@ -404,7 +404,7 @@ func (w *watcher) event(ctx context.Context, e ddbsession.Event) {
 	if r, ok := ctx.Value(requestKey{}).(*request); ok && !r.done {
 		r.events = append(r.events, e.Kind)
 	}
-	if e.Reason != 0 {
+	if e.Reason != "" {
 		w.logf("  event %v: %v", e.Kind, e.Reason)
 	} else {
 		w.logf("  event %v", e.Kind)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ddbsession/ddbsession"
@@ -32,7 +33,7 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 
 // loginPage is where a page that needs a session sends a browser without
 // one: the forms to log in or sign up, which send it back to the page it
-// wanted, in ReturnParam. A browser that is signed in already goes there
+// wanted, in its "next" parameter. A browser that is signed in already goes there
 // at once.
 func (a *app) loginPage(w http.ResponseWriter, r *http.Request) {
 	if _, ok := a.sessions.User(r.Context()); ok {
@@ -151,14 +152,15 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var token ddbsession.BearerToken
+	var token tokenJSON
 	signedIn := a.passwordLogin(w, r, username, req.Password, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
 		var err error
-		token, err = a.sessions.LoginBearer(r, user, verify)
+		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, verify)
 		return err
 	})
 	if signedIn {
-		writeJSON(w, http.StatusOK, tokenJSON{Token: token.Token, ExpiresAt: token.ExpiresAt.UTC()})
+		token.ExpiresAt = token.ExpiresAt.UTC()
+		writeJSON(w, http.StatusOK, token)
 	}
 }
 
@@ -410,12 +412,37 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// jsonError answers code with {"error": msg}, the shape of ddbsession's
-// APIAnswers.
+// jsonError answers code with {"error": msg}, the API's one shape of an
+// error.
 func jsonError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	writeJSON(w, code, struct {
 		Error string `json:"error"`
 	}{msg})
+}
+
+// apiAnswer is jsonError as a handler, for the answers of the session
+// guard.
+func apiAnswer(code int, msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { jsonError(w, code, msg) })
+}
+
+// apiOr answers requests for the API (paths under /api/) with api and the
+// others with page: the session guard has one Unauthorized and one
+// StoreUnavailable answer, for pages and the API alike.
+func apiOr(api, page http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			api.ServeHTTP(w, r)
+			return
+		}
+		page.ServeHTTP(w, r)
+	})
+}
+
+// textAnswer answers code with a line of plain text.
+func textAnswer(code int, msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, msg, code) })
 }
 
 // parseForm reads the POST body, or answers 413 or 400 itself and returns

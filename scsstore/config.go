@@ -9,6 +9,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -23,8 +24,7 @@ type Client interface {
 
 // Config configures a [Store]. Client and Table have no default and must be
 // set; every other field may be left zero for its default, which [New]
-// fills in when it validates the Config, once. The layout fields must agree
-// with the core's ddbsession.Config where both share a table.
+// fills in when it validates the Config, once.
 type Config struct {
 	// Client talks to DynamoDB. Build it from the SDK's own configuration
 	// (config.LoadDefaultConfig), which also honours AWS_ENDPOINT_URL_DYNAMODB.
@@ -33,21 +33,16 @@ type Config struct {
 	// Table is the name of the table that holds the sessions.
 	Table string
 
-	// PartitionKey and SortKey name the table's key attributes, "pk" and
-	// "sk" by default. Set HashOnly for a table without a sort key.
-	PartitionKey string
-	SortKey      string
-	HashOnly     bool
+	// Layout is the table's layout, the same value as ddbsession's
+	// Config.Layout where both share a table: its key names (or a hash key
+	// alone), its TTL attribute, and the core's prefixes, which Prefix must
+	// not be. The zero Layout is the default of each.
+	Layout ddbsession.Layout
 
 	// Prefix starts the partition key of every scs session item, which is
 	// Prefix followed by base64url(SHA-256(token)). Default "SCS#". Change
 	// it only where the app's own items in a shared table already use it.
 	Prefix string
-
-	// TTLAttribute names the Number attribute that holds the expiry in
-	// epoch seconds and on which the table's TTL is enabled. Default
-	// "expiresAt", as in the core.
-	TTLAttribute string
 
 	// MinCommitInterval is how far, at least, a commit must move a
 	// session's expiry forward to be written when its data did not change.
@@ -87,29 +82,12 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		return nil, errors.New("scsstore: Config.Table is empty")
 	}
-	d := item.Default
-	setDefault(&cfg.PartitionKey, d.PartitionKey)
-	if cfg.HashOnly {
-		if cfg.SortKey != "" {
-			return nil, fmt.Errorf("scsstore: Config.SortKey %q is set but Config.HashOnly is true", cfg.SortKey)
-		}
-	} else {
-		setDefault(&cfg.SortKey, d.SortKey)
-	}
-	if cfg.PartitionKey == cfg.SortKey {
-		return nil, fmt.Errorf("scsstore: Config.PartitionKey and Config.SortKey are both %q", cfg.SortKey)
-	}
-	setDefault(&cfg.TTLAttribute, d.TTL)
-	for _, name := range []string{cfg.PartitionKey, cfg.SortKey, cfg.TTLAttribute} {
-		if item.Reserved(name) {
-			return nil, fmt.Errorf("scsstore: attribute name %q clashes with a session attribute", name)
-		}
-	}
-	if cfg.TTLAttribute == cfg.PartitionKey || cfg.TTLAttribute == cfg.SortKey {
-		return nil, fmt.Errorf("scsstore: Config.TTLAttribute %q is a key attribute", cfg.TTLAttribute)
+	layout, err := item.Layout(cfg.Layout).WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("scsstore: Config.%w", err)
 	}
 	setDefault(&cfg.Prefix, item.DefaultSCSPrefix)
-	if cfg.Prefix == d.SessionPrefix || cfg.Prefix == d.IndexPrefix {
+	if cfg.Prefix == layout.SessionPrefix || cfg.Prefix == layout.UserSessionsPrefix {
 		return nil, fmt.Errorf("scsstore: Config.Prefix %q is one of the core's own prefixes", cfg.Prefix)
 	}
 	if cfg.MinCommitInterval == 0 {
@@ -130,8 +108,6 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	layout := item.Default
-	layout.PartitionKey, layout.SortKey, layout.TTL = cfg.PartitionKey, cfg.SortKey, cfg.TTLAttribute
 	return &Store{
 		client:   cfg.Client,
 		table:    cfg.Table,

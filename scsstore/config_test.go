@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/scsstore"
 )
 
@@ -20,14 +21,14 @@ func TestNewValidates(t *testing.T) {
 		want string // in the error; "" for a valid Config
 	}{
 		{"defaults", scsstore.Config{Client: client, Table: "app"}, ""},
-		{"hash-only", scsstore.Config{Client: client, Table: "app", HashOnly: true}, ""},
+		{"hash-only", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{HashOnly: true}}, ""},
 		{"no client", scsstore.Config{Table: "app"}, "Config.Client"},
 		{"no table", scsstore.Config{Client: client}, "Config.Table"},
-		{"sort key and hash-only", scsstore.Config{Client: client, Table: "app", SortKey: "sk", HashOnly: true}, "Config.SortKey"},
-		{"same keys", scsstore.Config{Client: client, Table: "app", PartitionKey: "k", SortKey: "k"}, "Config.PartitionKey"},
-		{"key named data", scsstore.Config{Client: client, Table: "app", SortKey: "data"}, `"data"`},
-		{"TTL named kind", scsstore.Config{Client: client, Table: "app", TTLAttribute: "kind"}, `"kind"`},
-		{"TTL on a key", scsstore.Config{Client: client, Table: "app", TTLAttribute: "pk"}, "Config.TTLAttribute"},
+		{"sort key and hash-only", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{SortKey: "sk", HashOnly: true}}, "Config.Layout.SortKey"},
+		{"same keys", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{PartitionKey: "k", SortKey: "k"}}, "Config.Layout.PartitionKey"},
+		{"key named data", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{SortKey: "data"}}, `"data"`},
+		{"TTL named kind", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{TTLAttribute: "kind"}}, `"kind"`},
+		{"TTL on a key", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{TTLAttribute: "pk"}}, `"pk"`},
 		{"core's prefix", scsstore.Config{Client: client, Table: "app", Prefix: "SESSION#"}, "Config.Prefix"},
 		{"interval below a second", scsstore.Config{Client: client, Table: "app", MinCommitInterval: time.Millisecond}, "Config.MinCommitInterval"},
 		{"negative interval", scsstore.Config{Client: client, Table: "app", MinCommitInterval: -time.Minute}, "Config.MinCommitInterval"},

@@ -41,24 +41,18 @@
 // # Table and item
 //
 // The table is the core's: string keys "pk" and "sk" by default (or a hash
-// key alone, [Config.HashOnly]), TTL on the Number attribute "expiresAt".
-// ddbsession's Manager.CreateTable creates it and Manager.CheckTable checks
-// it; the key and TTL attribute names must agree with ddbsession's where
-// both share a table. One scs session is one item, which never holds the
-// token, only its SHA-256 digest:
-//
-//	pk         S  "SCS#" + base64url(sha256(token))   (prefix: Config.Prefix)
-//	sk         S  "SCS"                               (absent in a hash-only table)
-//	v          N  format version, 1
-//	kind       S  "scs-session"; "scs-destroyed" once deleted
-//	data       B  the session data, as scs's Codec encoded it
-//	expiresAt  N  expiry, epoch seconds: the TTL attribute
-//
-// The prefix, the sort key and the kind keep these items apart from the
-// core's sessions and the app's own items in a shared single table, and the
-// module's one encoder and decoder (shared with the core) write and read
-// them. An item that lacks an attribute, has one of the wrong type, or has
-// a format version the release does not know is not found.
+// key alone), TTL on the Number attribute "expiresAt", as [Config.Layout]
+// says, which must be the same value as ddbsession's Config.Layout where
+// both share a table. ddbsession's Manager.CreateTable creates it and
+// Manager.CheckTable checks it. One scs session is one item, which never
+// holds the token, only its SHA-256 digest; its attributes are described
+// once, with the core's, under "Item format" in ddbsession's package
+// documentation, and written and read by the module's one encoder and
+// decoder. The prefix ([Config.Prefix]), the sort key and the kind keep
+// these items apart from the core's sessions and the app's own items in a
+// shared single table. An item that lacks an attribute, has one of the
+// wrong type, or has a format version the release does not know is not
+// found.
 //
 // Delete does not remove the item but turns it into a tombstone: kind
 // "scs-destroyed", no data, and an expiry an hour ahead for TTL to remove

@@ -32,7 +32,7 @@ func newTable(t *testing.T, hashOnly bool) (*dynamodb.Client, string) {
 	client := ddbtest.Client(t)
 	table := ddbtest.TableName(t, client)
 	m, err := ddbsession.New(ddbsession.Config[struct{}]{
-		Client: client, Table: table, HashOnly: hashOnly,
+		Client: client, Table: table, Layout: ddbsession.Layout{HashOnly: hashOnly},
 		Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL; the warning is expected
 	})
 	if err != nil {

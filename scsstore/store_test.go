@@ -568,7 +568,7 @@ func TestItemAsDocumented(t *testing.T) {
 func TestHashOnlyTable(t *testing.T) {
 	t.Parallel()
 	client, table := newTable(t, true)
-	store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.HashOnly = true })
+	store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout.HashOnly = true })
 	one, two := newInstance(t, store, time.Hour), newInstance(t, store, time.Hour)
 	b := newBrowser(t)
 	b.expect(one, "POST", "/put", msg("hash only"), http.StatusNoContent, "")

@@ -139,7 +139,7 @@ func TestLoginRoundTrip(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			b, clk, sessions := serve(t, r.handler)
-			cookie := sessions.CookieName()
+			const cookie = "__Host-session" // the default Config.CookieName
 			alice := url.Values{"name": {"alice"}, "password": {demoPassword}}
 
 			if a := b.do("GET", "/", nil, nil); a.status != http.StatusOK || !strings.HasPrefix(a.body, "public page") {

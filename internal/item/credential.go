@@ -41,7 +41,7 @@ func (l *Layout) Credential(token, userPK, userSK string, withUser bool) string 
 	}
 	enc := base64.RawURLEncoding
 	s := token + "." + enc.EncodeToString([]byte(userPK))
-	if !l.HashOnly() {
+	if !l.HashOnly {
 		s += "." + enc.EncodeToString([]byte(userSK))
 	}
 	return s
@@ -65,7 +65,7 @@ func (l *Layout) ParseCredential(s string) (Credential, bool) {
 		return Credential{}, false
 	}
 	pk, sk, hasSK := strings.Cut(rest, ".")
-	if hasSK == l.HashOnly() {
+	if hasSK == l.HashOnly {
 		return Credential{}, false
 	}
 	var ok bool
@@ -78,7 +78,7 @@ func (l *Layout) ParseCredential(s string) (Credential, bool) {
 		}
 	}
 	if len(c.UserPK)+len(c.UserSK) > MaxUserKey ||
-		strings.HasPrefix(c.UserPK, l.SessionPrefix) || strings.HasPrefix(c.UserPK, l.IndexPrefix) {
+		strings.HasPrefix(c.UserPK, l.SessionPrefix) || strings.HasPrefix(c.UserPK, l.UserSessionsPrefix) {
 		return Credential{}, false
 	}
 	return c, true

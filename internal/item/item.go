@@ -95,41 +95,82 @@ const (
 // MaxUserAgent bounds the stored User-Agent, which the client controls.
 const MaxUserAgent = 256
 
-// Layout is where the items live in a table: the key attribute names, the
-// prefixes that keep sessions apart from an application's own items in a
-// shared table, and the names of the two attributes a table may already use
-// for something (TTL) or an app may want to name (the user's cutoff).
+// Layout is where the items live in a table. It is ddbsession.Layout field
+// for field, which converts to it, and is documented there; this copy is the
+// one the encoder, the decoder and [Layout.WithDefaults] work on, for the
+// core and every integration alike.
 type Layout struct {
-	PartitionKey string
-	SortKey      string // empty in a hash-only table
-	// SessionPrefix starts a session item's partition key; the token's
-	// digest follows. IndexPrefix starts a user's index partition.
-	SessionPrefix string
-	IndexPrefix   string
-	// TTL names the Number attribute with the expiry in epoch seconds.
-	TTL string
-	// ValidAfter names the user item's Number attribute with the
-	// sessions-valid-after cutoff in epoch milliseconds.
-	ValidAfter string
-	// ExpiryShards is the number of expiry index partitions per hour; 0
-	// means no expiry index, and no item carries [AttrExpiryBucket].
-	ExpiryShards int
+	PartitionKey        string
+	SortKey             string // empty in a hash-only table
+	HashOnly            bool
+	SessionPrefix       string
+	UserSessionsPrefix  string
+	TTLAttribute        string
+	ValidAfterAttribute string
+	ExpiryIndex         string // empty: no expiry index, and no item carries AttrExpiryBucket
+	ExpiryIndexShards   int
 }
 
-// Default is the layout with every name at its default. Packages fill a
-// zero field from it, so that the defaults are written down once.
+// Default is the layout with every name at its default. The defaults are
+// written down here, once.
 var Default = Layout{
-	PartitionKey:  "pk",
-	SortKey:       "sk",
-	SessionPrefix: "SESSION#",
-	IndexPrefix:   "USERSESSIONS#",
-	TTL:           "expiresAt",
-	ValidAfter:    "sessionsValidAfter",
+	PartitionKey:        "pk",
+	SortKey:             "sk",
+	SessionPrefix:       "SESSION#",
+	UserSessionsPrefix:  "USERSESSIONS#",
+	TTLAttribute:        "expiresAt",
+	ValidAfterAttribute: "sessionsValidAfter",
+	ExpiryIndexShards:   8,
 }
 
-// HashOnly reports whether the table has no sort key. Such a table cannot
-// hold the per-user index.
-func (l *Layout) HashOnly() bool { return l.SortKey == "" }
+// WithDefaults returns l with every unset field at its default, or an error
+// naming the first invalid field as "Layout.<Field>", which each caller
+// prefixes with its own package and Config. It is the one validation of a
+// layout, for the core, scsstore and ddbstream alike.
+func (l Layout) WithDefaults() (Layout, error) {
+	d := Default
+	setDefault(&l.PartitionKey, d.PartitionKey)
+	if l.HashOnly {
+		if l.SortKey != "" {
+			return l, fmt.Errorf("Layout.SortKey %q is set but Layout.HashOnly is true", l.SortKey)
+		}
+	} else {
+		setDefault(&l.SortKey, d.SortKey)
+	}
+	if l.PartitionKey == l.SortKey {
+		return l, fmt.Errorf("Layout.PartitionKey and Layout.SortKey are both %q", l.SortKey)
+	}
+	for _, key := range []string{l.PartitionKey, l.SortKey} {
+		if Reserved(key) {
+			return l, fmt.Errorf("Layout: key attribute name %q clashes with a session attribute", key)
+		}
+	}
+	setDefault(&l.SessionPrefix, d.SessionPrefix)
+	setDefault(&l.UserSessionsPrefix, d.UserSessionsPrefix)
+	if l.SessionPrefix == l.UserSessionsPrefix {
+		return l, fmt.Errorf("Layout.SessionPrefix and Layout.UserSessionsPrefix are both %q", l.SessionPrefix)
+	}
+	setDefault(&l.TTLAttribute, d.TTLAttribute)
+	setDefault(&l.ValidAfterAttribute, d.ValidAfterAttribute)
+	for _, name := range []string{l.TTLAttribute, l.ValidAfterAttribute} {
+		if name == l.PartitionKey || name == l.SortKey || Reserved(name) {
+			return l, fmt.Errorf("Layout: attribute name %q clashes with a key or a session attribute", name)
+		}
+	}
+	if l.ExpiryIndexShards == 0 {
+		l.ExpiryIndexShards = d.ExpiryIndexShards
+	}
+	if l.ExpiryIndexShards < 1 || l.ExpiryIndexShards > 100 {
+		return l, fmt.Errorf("Layout.ExpiryIndexShards %d: must be between 1 and 100", l.ExpiryIndexShards)
+	}
+	return l, nil
+}
+
+func setDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}
 
 // Session is a session or index item, decoded. It never holds the token.
 type Session struct {
@@ -194,7 +235,7 @@ var (
 // Key builds a primary key; sk is dropped in a hash-only table.
 func (l *Layout) Key(pk, sk string) map[string]types.AttributeValue {
 	k := map[string]types.AttributeValue{l.PartitionKey: Str(pk)}
-	if !l.HashOnly() {
+	if !l.HashOnly {
 		k[l.SortKey] = Str(sk)
 	}
 	return k
@@ -204,7 +245,7 @@ func (l *Layout) Key(pk, sk string) map[string]types.AttributeValue {
 // sessionPK.
 func (l *Layout) SessionKey(sessionPK string) map[string]types.AttributeValue {
 	k := map[string]types.AttributeValue{l.PartitionKey: Str(sessionPK)}
-	if !l.HashOnly() {
+	if !l.HashOnly {
 		k[l.SortKey] = sessionSortValue
 	}
 	return k
@@ -217,7 +258,7 @@ var sessionSortValue = Str(sessionSort)
 // length-prefixed, so that no two users share an index partition whatever
 // characters their keys hold.
 func (l *Layout) IndexPK(userPK, userSK string) string {
-	return l.IndexPrefix + strconv.Itoa(len(userPK)) + "#" + userPK + userSK
+	return l.UserSessionsPrefix + strconv.Itoa(len(userPK)) + "#" + userPK + userSK
 }
 
 // IndexKey addresses the index item of session s.
@@ -274,7 +315,7 @@ func (l *Layout) SessionPK(token string) string {
 func (l *Layout) EncodeSession(sessionPK string, s Session) map[string]types.AttributeValue {
 	av := l.SessionKey(sessionPK)
 	l.encodeCommon(av, KindSession, s)
-	if l.ExpiryShards > 0 {
+	if l.ExpiryIndex != "" {
 		av[AttrExpiryBucket] = Str(l.ExpiryBucket(s.ID, s.ExpiresAt))
 	}
 	return av
@@ -299,7 +340,7 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	}
 	av[AttrCreatedAt] = Num(s.CreatedAt.UnixMilli())
 	av[AttrRefreshedAt] = Num(s.RefreshedAt.UnixMilli())
-	av[l.TTL] = Num(s.ExpiresAt.Unix())
+	av[l.TTLAttribute] = Num(s.ExpiresAt.Unix())
 	if s.UserAgent != "" {
 		av[AttrUserAgent] = Str(s.UserAgent)
 	}
@@ -362,7 +403,7 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	s.UserSK = d.str(AttrUserSK, false)
 	s.CreatedAt = time.UnixMilli(d.num(AttrCreatedAt))
 	s.RefreshedAt = time.UnixMilli(d.num(AttrRefreshedAt))
-	s.ExpiresAt = time.Unix(d.num(l.TTL), 0)
+	s.ExpiresAt = time.Unix(d.num(l.TTLAttribute), 0)
 	s.UserAgent = d.str(AttrUserAgent, false)
 	if kind == KindIndex {
 		s.SessionPK = d.str(AttrSessionPK, true)
@@ -457,7 +498,7 @@ func GetNum(av map[string]types.AttributeValue, name string) (n int64, ok bool, 
 // ValidAfterOf reads the sessions-valid-after cutoff from a user item; zero if
 // the user has none.
 func (l *Layout) ValidAfterOf(user map[string]types.AttributeValue) (time.Time, error) {
-	ms, ok, err := GetNum(user, l.ValidAfter)
+	ms, ok, err := GetNum(user, l.ValidAfterAttribute)
 	if err != nil || !ok {
 		return time.Time{}, err
 	}
@@ -471,7 +512,7 @@ func (l *Layout) ValidAfterOf(user map[string]types.AttributeValue) (time.Time, 
 func (l *Layout) ExpiryBucket(id string, expires time.Time) string {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return Bucket(expires, int(h.Sum32()%uint32(l.ExpiryShards)))
+	return Bucket(expires, int(h.Sum32()%uint32(l.ExpiryIndexShards)))
 }
 
 // Bucket names shard of the expiry index partition for hour.

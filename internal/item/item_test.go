@@ -29,13 +29,13 @@ func testSession() Session {
 // hash-only table with a custom TTL attribute.
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	custom := Default
-	custom.SortKey = ""
-	custom.TTL = "ttl"
-	custom.ExpiryShards = 4
+	custom.SortKey, custom.HashOnly = "", true
+	custom.TTLAttribute = "ttl"
+	custom.ExpiryIndex, custom.ExpiryIndexShards = "expiry", 4
 	for name, l := range map[string]Layout{"default": Default, "hash-only, custom TTL, expiry index": custom} {
 		t.Run(name, func(t *testing.T) {
 			s := testSession()
-			if l.HashOnly() {
+			if l.HashOnly {
 				s.UserSK = ""
 			}
 			sessionPK := l.SessionPK(NewToken())
@@ -74,9 +74,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(3) }, ErrMalformed},
 		{"no version", func(av map[string]types.AttributeValue) { delete(av, AttrVersion) }, ErrMalformed},
 		{"no refreshedAt", func(av map[string]types.AttributeValue) { delete(av, AttrRefreshedAt) }, ErrMalformed},
-		{"no TTL", func(av map[string]types.AttributeValue) { delete(av, l.TTL) }, ErrMalformed},
+		{"no TTL", func(av map[string]types.AttributeValue) { delete(av, l.TTLAttribute) }, ErrMalformed},
 		{"fractional TTL", func(av map[string]types.AttributeValue) {
-			av[l.TTL] = &types.AttributeValueMemberN{Value: "1796044200.5"}
+			av[l.TTLAttribute] = &types.AttributeValueMemberN{Value: "1796044200.5"}
 		}, ErrMalformed},
 		{"empty sid", func(av map[string]types.AttributeValue) { av[AttrID] = Str("") }, ErrMalformed},
 		{"userSK a number", func(av map[string]types.AttributeValue) { av[AttrUserSK] = Num(1) }, ErrMalformed},

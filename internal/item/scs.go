@@ -12,18 +12,11 @@ import (
 // kept by the scsstore module. It shares the table layout, the version
 // attribute, the TTL attribute and the token hashing of the core's session
 // item, and is told apart from it by its kind, its partition key prefix and
-// its sort key:
-//
-//	pk  <SCS prefix><base64url(sha256(token))>   (default prefix "SCS#")
-//	sk  SCS                                      (absent in a hash-only table)
-//	v          N  format version, 1
-//	kind       S  "scs-session", or "scs-destroyed" once deleted
-//	data       B  the session data as scs's Codec encoded it (scs-session only)
-//	expiresAt  N  expiry, epoch seconds: the TTL attribute
-//
-// A deleted session is not removed but turned into an "scs-destroyed"
-// tombstone that TTL removes later, so that a request that loaded the
-// session before it was deleted cannot write it back (see scsstore).
+// its sort key. Its attributes are described once, for readers, under "Item
+// format" in ddbsession's package documentation. A deleted session is not
+// removed but turned into a tombstone that TTL removes later, so that a
+// request that loaded the session before it was deleted cannot write it
+// back (see scsstore).
 const (
 	KindSCS          = "scs-session"
 	KindSCSDestroyed = "scs-destroyed"
@@ -65,7 +58,7 @@ func (l *SCSLayout) Encode(pk string, s SCSSession) map[string]types.AttributeVa
 	av[AttrVersion] = Num(Version)
 	av[AttrKind] = Str(KindSCS)
 	av[AttrData] = &types.AttributeValueMemberB{Value: s.Data}
-	av[l.TTL] = Num(s.ExpiresAt.Unix())
+	av[l.TTLAttribute] = Num(s.ExpiresAt.Unix())
 	return av
 }
 
@@ -80,18 +73,11 @@ func (l *SCSLayout) Decode(av map[string]types.AttributeValue) (SCSSession, erro
 	if v := d.num(AttrVersion); d.err == nil && v != Version {
 		return SCSSession{}, fmt.Errorf("%w: format version %d is not %d", ErrMalformed, v, Version)
 	}
-	s := SCSSession{Data: d.bin(AttrData), ExpiresAt: time.Unix(d.num(l.TTL), 0)}
+	s := SCSSession{Data: d.bin(AttrData), ExpiresAt: time.Unix(d.num(l.TTLAttribute), 0)}
 	if d.err != nil {
 		return SCSSession{}, d.err
 	}
 	return s, nil
-}
-
-// Writes is the expression part of a write to an scs session item.
-type Writes struct {
-	Update, Condition string
-	Names             map[string]string
-	Values            map[string]types.AttributeValue
 }
 
 // CommitCondition is the condition of every put of an scs session item: the
@@ -114,7 +100,7 @@ func (l *SCSLayout) Destroy(until time.Time) Writes {
 	return Writes{
 		Update:    "SET #kind = :dead, #ttl = :until REMOVE #data",
 		Condition: "#kind = :live",
-		Names:     map[string]string{"#kind": AttrKind, "#ttl": l.TTL, "#data": AttrData},
+		Names:     map[string]string{"#kind": AttrKind, "#ttl": l.TTLAttribute, "#data": AttrData},
 		Values: map[string]types.AttributeValue{
 			":live":  Str(KindSCS),
 			":dead":  Str(KindSCSDestroyed),

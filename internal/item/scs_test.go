@@ -27,8 +27,8 @@ func scsToken() string {
 // hash-only one with another TTL attribute.
 func TestSCSEncodeDecode(t *testing.T) {
 	hashOnly := SCSLayout{Layout: Default, Prefix: "S#"}
-	hashOnly.SortKey = ""
-	hashOnly.TTL = "ttl"
+	hashOnly.SortKey, hashOnly.HashOnly = "", true
+	hashOnly.TTLAttribute = "ttl"
 	for _, tc := range []struct {
 		name   string
 		layout SCSLayout

@@ -9,9 +9,36 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/ddbsession/ddbsession"
 )
+
+func TestDeviceBindingConfigRefused(t *testing.T) {
+	t.Parallel()
+	client := &probe{}
+	for _, d := range []ddbsession.DeviceBinding{
+		{Enabled: true, RegistrationPath: "/dbsc/régister"},
+		{Enabled: true, RefreshPath: "/dbsc/refresh\x01"},
+		{Enabled: true, RefreshPath: `/dbsc\refresh`},
+		{Enabled: true, RefreshPath: "/dbsc/refresh?x=1"},
+		{Enabled: true, RefreshPath: "dbsc/refresh"},
+		{Enabled: true, RegistrationPath: "/dbsc/x", RefreshPath: "/dbsc/x"},
+		{Enabled: true, CookieLifetime: 9 * time.Second},
+		{Enabled: true, CookieLifetime: time.Hour + time.Second},
+		{Enabled: true, CookieName: "__Host-session"},
+	} {
+		if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t", DeviceBinding: d}); err == nil {
+			t.Errorf("New accepted DeviceBinding %+v", d)
+		}
+	}
+	if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t", InsecureDevMode: true, DeviceBinding: ddbsession.DeviceBinding{Enabled: true}}); err == nil {
+		t.Error("New accepted DeviceBinding with InsecureDevMode")
+	}
+	if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t", DeviceBinding: ddbsession.DeviceBinding{
+		Enabled: true, RegistrationPath: "/a-b_c.d~e/r!$&'()*+=:@%20", CookieLifetime: time.Hour,
+	}}); err != nil {
+		t.Errorf("New refused a valid DeviceBinding: %v", err)
+	}
+}
 
 // A bound session on the request path: what gets in, what does not, what
 // it costs, and how the session's own sliding expiry and the device list
@@ -152,7 +179,7 @@ func TestBoundSessionSlidingExpiry(t *testing.T) {
 			b.refresh()
 			expiry := itemExpiry(t, e.itemOf(kindSession, b.id))
 			w := e.get(e.m.RequireSession(whoami(e.m)), b.session, b.bound)
-			if w.Code != http.StatusOK || sessionCookie(t, w.Result(), e.m.CookieName()) == nil {
+			if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
 				t.Fatalf("round %d: status %d, cookies %v; want 200 and a refreshed session cookie", round, w.Code, w.Result().Cookies())
 			}
 			if got := itemExpiry(t, e.itemOf(kindSession, b.id)); !got.After(expiry) {

@@ -1,17 +1,17 @@
 //go:build unix
 
-package ddbsession_test
+package ddbtest
 
 import (
 	"net"
 	"syscall"
 )
 
-// stopListening makes ln refuse connections. Where the system allows it
+// StopListening makes ln refuse connections. Where the system allows it
 // (Linux), it shuts the socket down but keeps it open, so that its port
 // stays taken and no other listener of the test process can get it while
-// the case expects refusals; elsewhere it closes ln.
-func stopListening(ln net.Listener) {
+// a test expects refusals; elsewhere it closes ln.
+func StopListening(ln net.Listener) {
 	if tcp, ok := ln.(*net.TCPListener); ok {
 		if raw, err := tcp.SyscallConn(); err == nil {
 			var shut error

@@ -1,23 +1,28 @@
 package ddbsession
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file serves a "where you're signed in" page: list a user's sessions,
-// end one of them, or end them all.
+// This file serves a "where you're signed in" page and its operators: list
+// a user's sessions, end one of them, end them all, and find the sessions
+// about to expire.
 
 // ErrSessionNotFound is returned by [Manager.Revoke] for a session ID that is
 // unknown, malformed or another user's: the three are not told apart.
 var ErrSessionNotFound = errors.New("ddbsession: session not found")
 
-// ErrNoSortKey is returned by [Manager.List] and [Manager.Revoke] in a
-// hash-only table, which cannot hold the per-user index they read.
-var ErrNoSortKey = errors.New("ddbsession: listing and revoking single sessions need a table with a sort key")
+// errNoSortKey is List's and Revoke's answer in a hash-only table, which
+// cannot hold the per-user index they read.
+var errNoSortKey = errors.New("ddbsession: listing and revoking single sessions need a table with a sort key (Layout.HashOnly is set)")
 
 // SessionInfo is one entry of [Manager.List].
 type SessionInfo struct {
@@ -40,20 +45,20 @@ type SessionInfo struct {
 //		fmt.Fprintln(w, e.ID, e.UserAgent, e.ExpiresAt, e.Current)
 //	}
 func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, error) {
-	if m.cfg.HashOnly {
-		return nil, ErrNoSortKey
+	if m.store.HashOnly {
+		return nil, errNoSortKey
 	}
 	current, _ := m.Session(ctx)
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	_, validAfter, err := m.loadUser(ctx, user)
+	validAfter, err := m.users.load(ctx, user, nil)
 	if errors.Is(err, ErrUserNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: load user: %w", err)
 	}
-	now := m.cfg.Now()
+	now := m.now()
 	found, err := m.store.queryIndex(ctx, user.PK, user.SK, validAfter, now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: %w", err)
@@ -62,7 +67,7 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 	for _, s := range found { // newest first
 		// The query's filter ran at the engine's "now"; this check runs at
 		// ours, and also drops legacy sessions that RevokeAll has ended.
-		if s.UserPK != user.PK || s.UserSK != user.SK || !m.life.live(s, now) || !s.CreatedAt.After(validAfter) {
+		if userOf(s) != user || !m.life.live(s, now) || !s.CreatedAt.After(validAfter) {
 			continue
 		}
 		list = append(list, SessionInfo{Session: sessionOf(s), Current: s.ID == current.ID})
@@ -80,8 +85,8 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 //	err := sessions.Revoke(r.Context(), s.User, r.FormValue("id"))
 //	if errors.Is(err, ddbsession.ErrSessionNotFound) { /* 404 */ }
 func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error {
-	if m.cfg.HashOnly {
-		return ErrNoSortKey
+	if m.store.HashOnly {
+		return errNoSortKey
 	}
 	if !item.ValidID(id) {
 		return ErrSessionNotFound
@@ -100,12 +105,12 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 	_, found, err := m.store.deleteSession(ctx, s.SessionPK)
 	if err == nil && !found {
 		// The session item was already gone; drop its stale index item too.
-		if err = m.store.deleteItem(ctx, m.store.IndexKey(s)); err != nil {
+		if err = m.store.deleteIndex(ctx, s); err != nil {
 			err = fmt.Errorf("ddbsession: revoke session: %w", err)
 		}
 	}
-	if err == nil && m.cfg.OnEvent != nil {
-		m.emit(ctx, Event{Kind: EventRevoked, SessionID: id, User: user})
+	if err == nil {
+		m.events.emit(ctx, Event{Kind: EventRevoked, SessionID: id, User: user})
 	}
 	return err
 }
@@ -135,12 +140,93 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	err := m.store.raiseCutoff(ctx, user.PK, user.SK, m.cfg.Now().UnixMilli())
-	if err != nil && !errors.Is(err, ErrUserNotFound) {
+	found, err := m.store.raiseCutoff(ctx, user.PK, user.SK, m.now().UnixMilli())
+	switch {
+	case err != nil:
 		return fmt.Errorf("ddbsession: revoke all sessions: %w", err)
+	case !found:
+		return ErrUserNotFound
 	}
-	if err == nil && m.cfg.OnEvent != nil {
-		m.emit(ctx, Event{Kind: EventRevokedAll, User: user})
+	m.events.emit(ctx, Event{Kind: EventRevokedAll, User: user})
+	return nil
+}
+
+// errNoExpiryIndex is Expiring's answer without Layout.ExpiryIndex.
+var errNoExpiryIndex = errors.New("ddbsession: Expiring needs an expiry index, and Config.Layout.ExpiryIndex is not set")
+
+// maxParallelQueries bounds how many index partitions Expiring reads at once.
+const maxParallelQueries = 16
+
+// maxExpiringWindow bounds the hours, and so the index partitions, that one
+// call to Expiring may read.
+const maxExpiringWindow = 24 * time.Hour
+
+// Expiring returns the sessions whose expiry falls in [from, to], soonest
+// first, for warm-up or pre-expiry notices. It needs the opt-in
+// [Layout.ExpiryIndex] and queries each hour's shards in parallel, so a
+// window may span at most 24 hours. It reads the index alone: a session that
+// RevokeAll ended but that has not expired can still be listed.
+//
+//	soon, err := sessions.Expiring(ctx, time.Now(), time.Now().Add(15*time.Minute))
+//	for _, s := range soon {
+//		notify(s.User, s.ExpiresAt)
+//	}
+//
+// The index costs writes: Login writes one more index entry, Logout deletes
+// it, and every refresh moves the session to a new sort key (and, across an
+// hour, a new partition), which DynamoDB bills as a delete and a put on the
+// index: two extra write units per refresh for items under 1 KB.
+func (m *Manager[U]) Expiring(ctx context.Context, from, to time.Time) ([]Session, error) {
+	if m.store.ExpiryIndex == "" {
+		return nil, errNoExpiryIndex
 	}
-	return err
+	if to.Before(from) || to.Sub(from) > maxExpiringWindow {
+		return nil, fmt.Errorf("ddbsession: Expiring window %v to %v: must be ordered and at most %v", from, to, maxExpiringWindow)
+	}
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+
+	// Expiries are whole seconds: the first one in the window is from
+	// rounded up, or a session that expired a fraction before from, and is
+	// already rejected, would be listed.
+	first := from.Unix()
+	if from.After(time.Unix(first, 0)) {
+		first++
+	}
+	var buckets []string
+	for hour := from.UTC().Truncate(time.Hour); !hour.After(to); hour = hour.Add(time.Hour) {
+		for shard := range m.store.ExpiryIndexShards {
+			buckets = append(buckets, item.Bucket(hour, shard))
+		}
+	}
+	var (
+		mu       sync.Mutex
+		sessions []Session
+		errs     []error
+		wg       sync.WaitGroup
+	)
+	limit := make(chan struct{}, maxParallelQueries)
+	for _, bucket := range buckets {
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			found, err := m.store.queryExpiry(ctx, m.store.ExpiryIndex, bucket, first, to.Unix())
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range found {
+				sessions = append(sessions, sessionOf(s))
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("ddbsession: expiring sessions: %w", err)
+	}
+	slices.SortFunc(sessions, func(a, b Session) int {
+		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), cmp.Compare(a.ID, b.ID))
+	})
+	return sessions, nil
 }

@@ -2,189 +2,17 @@ package ddbsession_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/ddbsession/ddbsession"
+	"github.com/google/go-cmp/cmp"
 )
-
-// handSession is a session written by hand in the documented item format,
-// as another release or another language's implementation would write it.
-type handSession struct {
-	token       string
-	sid         string
-	user        ddbsession.UserKey
-	createdMs   int64
-	refreshedMs int64
-	expiresSec  int64
-	agent       string
-}
-
-func newHandSession(user ddbsession.UserKey) handSession {
-	var id [16]byte
-	rand.Read(id[:])
-	return handSession{
-		token:       rand.Text(),
-		sid:         hex.EncodeToString(id[:]),
-		user:        user,
-		createdMs:   start.Add(-5*time.Minute - 123*time.Millisecond).UnixMilli(),
-		refreshedMs: start.Add(-2*time.Minute + 77*time.Millisecond).UnixMilli(),
-		expiresSec:  start.Add(40 * time.Minute).Unix(),
-		agent:       "Mozilla/5.0 (hand written)",
-	}
-}
-
-// items returns the session item and its per-user index item.
-func (h handSession) items() (session, index map[string]types.AttributeValue) {
-	common := func(kind string) map[string]types.AttributeValue {
-		return map[string]types.AttributeValue{
-			"v":           attrN(1),
-			"kind":        attrS(kind),
-			"sid":         attrS(h.sid),
-			"userPK":      attrS(h.user.PK),
-			"userSK":      attrS(h.user.SK),
-			"createdAt":   attrN(h.createdMs),
-			"refreshedAt": attrN(h.refreshedMs),
-			"expiresAt":   attrN(h.expiresSec),
-			"userAgent":   attrS(h.agent),
-		}
-	}
-	sessionPK := "SESSION#" + tokenHash(h.token)
-	session = common("session")
-	session["pk"] = attrS(sessionPK)
-	session["sk"] = attrS("SESSION")
-	index = common("session-index")
-	index["pk"] = attrS("USERSESSIONS#" + strconv.Itoa(len(h.user.PK)) + "#" + h.user.PK + h.user.SK)
-	index["sk"] = attrS("SID#" + h.sid)
-	index["sessionPK"] = attrS(sessionPK)
-	return session, index
-}
-
-func (h handSession) session() ddbsession.Session {
-	return ddbsession.Session{
-		ID:          h.sid,
-		User:        h.user,
-		CreatedAt:   time.UnixMilli(h.createdMs),
-		RefreshedAt: time.UnixMilli(h.refreshedMs),
-		ExpiresAt:   time.Unix(h.expiresSec, 0),
-		UserAgent:   h.agent,
-	}
-}
-
-func TestHandWrittenItemsAreRead(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name         string
-		mutate       func(session, index map[string]types.AttributeValue)
-		valid, shown bool
-	}{
-		{"format 1", func(_, _ map[string]types.AttributeValue) {}, true, true},
-		{"format 2: device-bound, and no bound cookie sent", func(session, index map[string]types.AttributeValue) {
-			session["v"], index["v"] = attrN(2), attrN(2)
-			session["boundKey"] = attrS(`{"kty":"EC"}`)
-			session["boundCookie"], session["boundExpires"] = attrS("digest"), attrN(start.Add(time.Hour).Unix())
-		}, false, true},
-		{"unknown version 3", func(session, index map[string]types.AttributeValue) {
-			session["v"], index["v"] = attrN(3), attrN(3)
-		}, false, false},
-		{"index item of version 3", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(3) }, true, false},
-		{"no version", func(session, index map[string]types.AttributeValue) {
-			delete(session, "v")
-			delete(index, "v")
-		}, false, false},
-		{"version as a string", func(session, index map[string]types.AttributeValue) {
-			session["v"], index["v"] = attrS("1"), attrS("1")
-		}, false, false},
-		{"kinds swapped", func(session, index map[string]types.AttributeValue) {
-			session["kind"], index["kind"] = attrS("session-index"), attrS("session")
-		}, false, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, nil) // clock at start, RefreshInterval 10m: no refresh
-			alice := e.putUser("alice")
-			h := newHandSession(alice)
-			session, index := h.items()
-			tc.mutate(session, index)
-			e.putItem(index)
-			e.putItem(session)
-			cookie := &http.Cookie{Name: e.m.CookieName(), Value: h.token}
-
-			if !tc.valid {
-				if got := e.status(cookie); got != http.StatusUnauthorized {
-					t.Errorf("status %d, want 401", got)
-				}
-			} else {
-				var (
-					gotSession ddbsession.Session
-					gotUser    User
-					gotList    []ddbsession.SessionInfo
-					listErr    error
-				)
-				h2 := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					gotSession, _ = e.m.Session(r.Context())
-					gotUser, _ = e.m.User(r.Context())
-					gotList, listErr = e.m.List(r.Context(), alice)
-				}))
-				w := e.get(h2, cookie)
-				if w.Code != http.StatusOK {
-					t.Fatalf("status %d, want 200", w.Code)
-				}
-				if c := w.Header().Get("Set-Cookie"); c != "" {
-					t.Errorf("request refreshed a session refreshed 2 minutes ago: Set-Cookie %q", c)
-				}
-				if diff := cmp.Diff(h.session(), gotSession); diff != "" {
-					t.Errorf("Session in the request (-want +got):\n%s", diff)
-				}
-				if diff := cmp.Diff(User{PK: alice.PK, SK: alice.SK, Name: "alice"}, gotUser); diff != "" {
-					t.Errorf("User in the request (-want +got):\n%s", diff)
-				}
-				var want []ddbsession.SessionInfo
-				if tc.shown {
-					want = []ddbsession.SessionInfo{{Session: h.session(), Current: true}}
-				}
-				if listErr != nil {
-					t.Fatalf("List: %v", listErr)
-				}
-				if diff := cmp.Diff(want, gotList, cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("List in the request (-want +got):\n%s", diff)
-				}
-			}
-
-			if !tc.valid || !tc.shown {
-				var want []ddbsession.SessionInfo
-				if tc.shown {
-					want = []ddbsession.SessionInfo{{Session: h.session()}}
-					want[0].DeviceBound = attrText(index["v"]) == "N:2"
-				}
-				if diff := cmp.Diff(want, e.mustList(alice), cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("List (-want +got):\n%s", diff)
-				}
-			}
-
-			if tc.valid && tc.shown {
-				// The index item's sessionPK leads Revoke to the session item.
-				if err := e.m.Revoke(context.Background(), alice, h.sid); err != nil {
-					t.Fatalf("Revoke of the hand-written session: %v", err)
-				}
-				if got := e.status(cookie); got != http.StatusUnauthorized {
-					t.Errorf("after Revoke: status %d, want 401", got)
-				}
-			}
-		})
-	}
-}
 
 func TestLoginItemFormat(t *testing.T) {
 	t.Parallel()
@@ -211,7 +39,7 @@ func TestLoginItemFormat(t *testing.T) {
 	}{
 		{"default", nil, sessionAttrs, indexAttrs},
 		{"with expiry index", withExpiryIndex, withBucket, indexAttrs},
-		{"hash-only table", func(c *ddbsession.Config[User]) { c.HashOnly = true }, hashOnly, nil},
+		{"hash-only table", func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }, hashOnly, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -348,7 +176,7 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	session["v"] = attrN(3)
 	e.putItem(session)
 	tokens = append(tokens, hs.token)
-	if got := e.status(&http.Cookie{Name: e.m.CookieName(), Value: hs.token}); got != http.StatusUnauthorized {
+	if got := e.status(&http.Cookie{Name: cookieName, Value: hs.token}); got != http.StatusUnauthorized {
 		t.Errorf("unknown-format session: status %d, want 401", got)
 	}
 	// A store failure is logged about.

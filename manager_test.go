@@ -28,16 +28,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"negative absolute", func(c *ddbsession.Config[User]) { c.AbsoluteLifetime = -time.Hour }, "Config.AbsoluteLifetime"},
 		{"negative store timeout", func(c *ddbsession.Config[User]) { c.StoreTimeout = -time.Second }, "Config.StoreTimeout"},
 		{"sort key on hash-only", func(c *ddbsession.Config[User]) {
-			c.HashOnly = true
-			c.SortKey = "sk"
-		}, "Config.SortKey"},
-		{"same key names", func(c *ddbsession.Config[User]) { c.SortKey = "pk" }, "Config.PartitionKey"},
-		{"TTL attribute is a key", func(c *ddbsession.Config[User]) { c.TTLAttribute = "pk" }, `"pk"`},
-		{"TTL attribute clashes", func(c *ddbsession.Config[User]) { c.TTLAttribute = "createdAt" }, `"createdAt"`},
-		{"same prefixes", func(c *ddbsession.Config[User]) { c.UserSessionsPrefix = "SESSION#" }, "Config.SessionPrefix"},
-		{"sort key is a session attribute", func(c *ddbsession.Config[User]) { c.SortKey = "kind" }, `"kind"`},
-		{"partition key is a session attribute", func(c *ddbsession.Config[User]) { c.PartitionKey = "sid" }, `"sid"`},
-		{"too many shards", func(c *ddbsession.Config[User]) { c.ExpiryIndexShards = 1000 }, "Config.ExpiryIndexShards"},
+			c.Layout.HashOnly = true
+			c.Layout.SortKey = "sk"
+		}, "Config.Layout.SortKey"},
+		{"same key names", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "pk" }, "Config.Layout.PartitionKey"},
+		{"TTL attribute is a key", func(c *ddbsession.Config[User]) { c.Layout.TTLAttribute = "pk" }, `"pk"`},
+		{"TTL attribute clashes", func(c *ddbsession.Config[User]) { c.Layout.TTLAttribute = "createdAt" }, `"createdAt"`},
+		{"same prefixes", func(c *ddbsession.Config[User]) { c.Layout.UserSessionsPrefix = "SESSION#" }, "Config.Layout.SessionPrefix"},
+		{"sort key is a session attribute", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "kind" }, `"kind"`},
+		{"partition key is a session attribute", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "sid" }, `"sid"`},
+		{"too many shards", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndexShards = 1000 }, "Config.Layout.ExpiryIndexShards"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,167 @@
+package ddbsession
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file reads a request's session credential, from its cookie or, for
+// clients without cookies, its bearer token, and writes the session cookie.
+// The bound cookie of device binding is written here too, and checked in
+// bound.go. A credential's form is internal/item's.
+
+// cookies reads and writes the session cookie and the bearer token.
+type cookies struct {
+	name   string // Config.CookieName, prefix and all
+	secure bool   // not Config.InsecureDevMode
+	// withUser says whether the cookie carries the user's key next to the
+	// token: when users live in the table and HideUserKey is not set.
+	withUser bool
+	bearer   bool // Config.BearerTokens
+	layout   *item.Layout
+}
+
+const hostPrefix = "__Host-"
+
+// sessionExpiresHeader is the response header that tells a client with a
+// bearer token the session's new expiry, in RFC 3339, when a request moved
+// it forward: such a client has no cookie for the server to re-send.
+const sessionExpiresHeader = "Session-Expires"
+
+// errBothCredentials is a request with a session cookie and a bearer token:
+// refused, never guessed at.
+var errBothCredentials = errors.New("ddbsession: a session cookie and a bearer token")
+
+// credential returns the request's credential: the first well-formed one
+// among its cookies of our name or, with Config.BearerTokens, its bearer
+// token. present says whether there was a cookie of our name or a bearer
+// token at all, well-formed or not, and bearer which of the two it was.
+func (c *cookies) credential(r *http.Request) (cred item.Credential, bearer, present bool, err error) {
+	cred, present = c.fromCookie(r)
+	if !c.bearer {
+		return cred, false, present, nil
+	}
+	token, ok := bearerToken(r)
+	switch {
+	case !ok:
+		return cred, false, present, nil
+	case present:
+		return item.Credential{}, true, true, errBothCredentials
+	}
+	cred, _ = c.layout.ParseCredential(token)
+	return cred, true, true, nil
+}
+
+// fromCookie returns the first well-formed credential among the request's
+// cookies of our name, and whether there was any such cookie at all.
+// Several cookies may share a name; malformed ones are ignored.
+func (c *cookies) fromCookie(r *http.Request) (cred item.Credential, present bool) {
+	for _, ck := range r.CookiesNamed(c.name) {
+		present = true
+		if cred, ok := c.layout.ParseCredential(ck.Value); ok {
+			return cred, true
+		}
+	}
+	return item.Credential{}, present
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header (the
+// scheme is case-insensitive, RFC 9110), and whether there was one.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return token, true
+}
+
+// maxCarriedTokens bounds how many of a request's session cookies Login and
+// Logout end. A browser sends one, or a few where cookies were tossed; a
+// client that sends hundreds must not turn one request into hundreds of
+// deletes.
+const maxCarriedTokens = 4
+
+// tokens returns the well-formed session tokens the request carries in
+// cookies and, with Config.BearerTokens, as a bearer token, for Login and
+// Logout to end them.
+func (c *cookies) tokens(r *http.Request) []string {
+	var values, tokens []string
+	for _, ck := range r.CookiesNamed(c.name) {
+		values = append(values, ck.Value)
+	}
+	if token, ok := bearerToken(r); ok && c.bearer {
+		values = append(values, token)
+	}
+	for _, v := range values {
+		if cred, ok := c.layout.ParseCredential(v); ok && len(tokens) < maxCarriedTokens {
+			tokens = append(tokens, cred.Token)
+		}
+	}
+	return tokens
+}
+
+// value is what a client presents for session s: the token, and the
+// user's key where cookies carry it.
+func (c *cookies) value(token string, s item.Session) string {
+	return c.layout.Credential(token, s.UserPK, s.UserSK, c.withUser)
+}
+
+// set sends the cookie of session s with a Max-Age that ends at its
+// expiry, or none for a session that KeepSignedIn kept to the browser's.
+func (c *cookies) set(w http.ResponseWriter, token string, s item.Session, now time.Time) {
+	maxAge := max(int(s.ExpiresAt.Unix()-now.Unix()), 1)
+	if s.BrowserOnly {
+		maxAge = 0 // no Max-Age: the cookie ends with the browser
+	}
+	writeCookie(w, c.name, c.value(token, s), maxAge, c.secure)
+}
+
+// clear tells the browser to drop the session cookie.
+func (c *cookies) clear(w http.ResponseWriter) { writeCookie(w, c.name, "", -1, c.secure) }
+
+// writeCookie sets cookie name with the attributes that browsers enforce
+// for the __Host- prefix: Secure, Path=/ and no Domain. HttpOnly keeps it
+// from scripts; SameSite=Lax keeps it off cross-site subrequests and POSTs.
+// A response that carries it must not be cached, or a shared cache could
+// hand one user's cookie to another. The session cookie and the bound
+// cookie share it.
+func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure bool) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	addVaryCookie(h)
+	http.SetCookie(w, &http.Cookie{
+		Name:     name,
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		Secure:   secure,
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// addVaryCookie says that the response depends on the request's cookies.
+func addVaryCookie(h http.Header) {
+	for _, v := range h.Values("Vary") {
+		if v == "Cookie" {
+			return
+		}
+	}
+	h.Add("Vary", "Cookie")
+}
+
+// cookieName is a configured cookie name as sent: with the "__Host-" prefix,
+// or without it in dev mode.
+func cookieName(name string, insecure bool) string {
+	if insecure {
+		return strings.TrimPrefix(name, hostPrefix)
+	}
+	if !strings.HasPrefix(name, hostPrefix) {
+		return hostPrefix + name
+	}
+	return name
+}

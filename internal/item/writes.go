@@ -1,0 +1,160 @@
+package item
+
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Writes is the expression part of a conditional write to an item: what it
+// sets and on which condition. The writes of the format live here, next to
+// the attributes they name; the calls that carry them are ddbsession's
+// store and scsstore's.
+type Writes struct {
+	Update, Condition string
+	Names             map[string]string
+	Values            map[string]types.AttributeValue
+}
+
+// Refresh slides a session item's expiry from old's to next's. It is
+// conditional on the expiry old was read with, and on that expiry still
+// being ahead of now: so it never revives an item that was deleted or has
+// expired meanwhile, and of concurrent writers that read the same expiry at
+// most one writes. With an expiry index, the session moves to its new
+// bucket too.
+func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
+	w := Writes{
+		Update:    "SET #ttl = :exp, #refreshed = :refreshed",
+		Condition: "attribute_exists(#pk) AND #ttl = :old AND #ttl > :now",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#refreshed": AttrRefreshedAt},
+		Values: map[string]types.AttributeValue{
+			":exp":       Num(next.ExpiresAt.Unix()),
+			":refreshed": Num(next.RefreshedAt.UnixMilli()),
+			":old":       Num(old.ExpiresAt.Unix()),
+			":now":       Num(now.Unix()),
+		},
+	}
+	if l.ExpiryIndex != "" {
+		w.Update += ", #bucket = :bucket"
+		w.Names["#bucket"] = AttrExpiryBucket
+		w.Values[":bucket"] = Str(l.ExpiryBucket(next.ID, next.ExpiresAt))
+	}
+	return w
+}
+
+// RefreshIndex copies a refreshed session's expiry to its index item, if
+// the item exists.
+func (l *Layout) RefreshIndex(next Session) Writes {
+	return Writes{
+		Update:    "SET #ttl = :exp, #refreshed = :refreshed",
+		Condition: "attribute_exists(#pk)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#refreshed": AttrRefreshedAt},
+		Values: map[string]types.AttributeValue{
+			":exp":       Num(next.ExpiresAt.Unix()),
+			":refreshed": Num(next.RefreshedAt.UnixMilli()),
+		},
+	}
+}
+
+// RaiseCutoff moves an existing user item's sessions-valid-after cutoff to
+// ms, epoch milliseconds, if it is not there or later already.
+func (l *Layout) RaiseCutoff(ms int64) Writes {
+	return Writes{
+		Update:    "SET #cutoff = :now",
+		Condition: "attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.ValidAfterAttribute},
+		Values:    map[string]types.AttributeValue{":now": Num(ms)},
+	}
+}
+
+// BumpCutoff moves an existing user item's cutoff one millisecond on: for
+// a cutoff that RaiseCutoff found at or after its time.
+func (l *Layout) BumpCutoff() Writes {
+	return Writes{
+		Update:    "SET #cutoff = #cutoff + :one",
+		Condition: "attribute_exists(#pk) AND attribute_exists(#cutoff)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.ValidAfterAttribute},
+		Values:    map[string]types.AttributeValue{":one": Num(1)},
+	}
+}
+
+// Bind binds a session item to a device key: it answers the challenge jti,
+// which must still be the session's and unexpired, and the session must
+// not be bound yet, so that a challenge binds once and a bound session is
+// never bound to another key. The item becomes VersionBound with the key,
+// its first bound cookie and the next challenge.
+func (l *Layout) Bind(jti, key string, cookie BoundCookie, next Challenge, now time.Time) Writes {
+	return Writes{
+		Update: "SET #v = :bound, #key = :key, #cookie = :cookie, #cookieExp = :cookieExp, " +
+			"#challenge = :next, #challengeExp = :nextExp",
+		Condition: "attribute_exists(#pk) AND #v = :unbound AND #challenge = :jti AND #challengeExp > :now AND #ttl > :now",
+		Names: map[string]string{
+			"#pk": l.PartitionKey, "#v": AttrVersion, "#ttl": l.TTLAttribute, "#key": AttrBoundKey,
+			"#cookie": AttrBoundCookie, "#cookieExp": AttrBoundExpires,
+			"#challenge": AttrChallenge, "#challengeExp": AttrChallengeExpires,
+		},
+		Values: map[string]types.AttributeValue{
+			":bound": Num(VersionBound), ":unbound": Num(Version),
+			":key": Str(key), ":cookie": Str(cookie.Digest), ":cookieExp": Num(cookie.Expires.Unix()),
+			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()),
+			":jti": Str(jti), ":now": Num(now.Unix()),
+		},
+	}
+}
+
+// MarkBound makes an existing index item VersionBound, as its session is.
+func (l *Layout) MarkBound() Writes {
+	return Writes{
+		Update:    "SET #v = :bound",
+		Condition: "attribute_exists(#pk)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#v": AttrVersion},
+		Values:    map[string]types.AttributeValue{":bound": Num(VersionBound)},
+	}
+}
+
+// Rebind gives bound session s a fresh bound cookie for the challenge jti,
+// which must still be the session's and unexpired: a challenge is answered
+// once. The cookie s was read with stays valid until its own expiry, for
+// requests already on their way with it; the one before it is dropped.
+func (l *Layout) Rebind(s Session, jti string, cookie BoundCookie, next Challenge, now time.Time) Writes {
+	w := Writes{
+		Update:    "SET #cookie = :cookie, #cookieExp = :cookieExp, #challenge = :next, #challengeExp = :nextExp",
+		Condition: "attribute_exists(#pk) AND #v = :bound AND #key = :key AND #challenge = :jti AND #challengeExp > :now AND #ttl > :now",
+		Names: map[string]string{
+			"#pk": l.PartitionKey, "#v": AttrVersion, "#ttl": l.TTLAttribute, "#key": AttrBoundKey,
+			"#cookie": AttrBoundCookie, "#cookieExp": AttrBoundExpires,
+			"#challenge": AttrChallenge, "#challengeExp": AttrChallengeExpires,
+		},
+		Values: map[string]types.AttributeValue{
+			":bound": Num(VersionBound), ":key": Str(s.Binding.Key),
+			":cookie": Str(cookie.Digest), ":cookieExp": Num(cookie.Expires.Unix()),
+			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()),
+			":jti": Str(jti), ":now": Num(now.Unix()),
+		},
+	}
+	if prev := s.Binding.Cookies[0]; prev.Digest != "" {
+		w.Update += ", #prev = :prev, #prevExp = :prevExp"
+		w.Names["#prev"], w.Names["#prevExp"] = AttrBoundPrev, AttrBoundPrevExpires
+		w.Values[":prev"], w.Values[":prevExp"] = Str(prev.Digest), Num(prev.Expires.Unix())
+	}
+	return w
+}
+
+// SetChallenge makes next the challenge that bound session id awaits: the
+// condition finds the session bound, live, of that ID, and with no
+// challenge open (none, or expired).
+func (l *Layout) SetChallenge(id string, next Challenge, now time.Time) Writes {
+	return Writes{
+		Update: "SET #challenge = :next, #challengeExp = :nextExp",
+		Condition: "attribute_exists(#pk) AND #v = :bound AND #sid = :sid AND #ttl > :now AND " +
+			"(attribute_not_exists(#challenge) OR #challengeExp <= :now)",
+		Names: map[string]string{
+			"#pk": l.PartitionKey, "#v": AttrVersion, "#ttl": l.TTLAttribute, "#sid": AttrID,
+			"#challenge": AttrChallenge, "#challengeExp": AttrChallengeExpires,
+		},
+		Values: map[string]types.AttributeValue{
+			":bound": Num(VersionBound), ":sid": Str(id),
+			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()), ":now": Num(now.Unix()),
+		},
+	}
+}

@@ -1,0 +1,235 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file signs users up, in and out: CreateUser, Login, LoginWith,
+// LoginBearer and Logout, and what they share.
+
+// CreateUser writes a new user item: v is the app's own value (a struct or
+// a map, encoded with attributevalue.MarshalMap, holding the table's key
+// attributes), and CreateUser adds the sessions-valid-after cutoff at the
+// current time, so that no session created before this user existed, such as
+// one of a deleted user with the same key, is valid for it. It returns
+// [ErrUserExists], and writes nothing, if an item with that key exists.
+//
+// An app that writes user items itself must do the same: set
+// [Layout.ValidAfterAttribute] to the creation time in epoch milliseconds.
+func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
+	av, err := attributevalue.MarshalMap(v)
+	if err != nil {
+		return fmt.Errorf("ddbsession: CreateUser: encode %T: %w", v, err)
+	}
+	for _, key := range []string{m.store.PartitionKey, m.store.SortKey} {
+		if _, ok := av[key].(*types.AttributeValueMemberS); key != "" && !ok {
+			return fmt.Errorf("ddbsession: CreateUser: %T has no String attribute %q, the table's key", v, key)
+		}
+	}
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+	created, err := m.store.createUser(ctx, av, m.now().UnixMilli())
+	switch {
+	case err != nil:
+		return fmt.Errorf("ddbsession: CreateUser: %w", err)
+	case !created:
+		return ErrUserExists
+	}
+	return nil
+}
+
+// Login signs user in on this browser, for flows whose credentials are not
+// read from the user item (a single sign-on callback, a magic link): a
+// password login should use [Manager.LoginWith]. It reads the user item
+// (strongly consistent), and returns [ErrUserNotFound], writing nothing,
+// for a user without one. It rotates the session: every session the request
+// carries is deleted first, so a token planted before sign-in (session
+// fixation) dies with it, and a new session with a fresh token is created
+// and sent in the cookie. The new session item is written with
+// attribute_not_exists, so it can never overwrite another. If deleting a
+// carried session fails, Login stops there and writes nothing.
+func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey) error {
+	return m.signInBrowser(w, r, user, nil, nil)
+}
+
+// LoginWith signs user in after verify accepts the user as read, in the
+// same call, from the user item: verify checks the password (or other
+// credential) against it and returns an error, which LoginWith returns,
+// to refuse. Otherwise it is [Manager.Login].
+//
+// It is race-free against a credential change that writes the new
+// credential and then calls [Manager.RevokeAll]: the session is stamped with
+// a time taken before the user item was read, so a login that read the old
+// credential is always created before the cutoff and dies with the others,
+// and a login that read after the change saw the new credential, and the
+// cutoff, and is stamped after it. A plain Login after the app's own read
+// cannot promise that, since it cannot know when the app read.
+//
+// With a custom [Config.LoadUser], the loader must return the credential in
+// U and read it, with the cutoff, in one strongly consistent read.
+//
+// verify runs within the call's StoreTimeout, between the read and the
+// writes: a slow password hash fits, a wait for one does not. An app that
+// bounds its hashing work takes its slot before calling LoginWith.
+func (m *Manager[U]) LoginWith(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
+	if verify == nil {
+		return errors.New("ddbsession: LoginWith: verify is nil")
+	}
+	var u U
+	return m.signInBrowser(w, r, user, &u, func() error { return verify(u) })
+}
+
+// signInBrowser is Login's and LoginWith's: a session in a cookie, offered
+// for device binding if configured.
+func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, user UserKey, out any, verify func() error) error {
+	token, s, now, err := c.signIn(r, user, out, verify, true)
+	if err != nil {
+		return err
+	}
+	c.cookies.set(w, token, s, now)
+	if c.binding.Enabled {
+		c.binding.offer(w, s)
+	}
+	return nil
+}
+
+// LoginBearer signs user in for a client without cookies (a CLI, a mobile
+// app, a script) and returns the session's credential instead of setting a
+// cookie, with the session's expiry: the client sends the credential in
+// each request's Authorization header as "Bearer <token>", and a request
+// that moves the expiry forward says so in the Session-Expires response
+// header (RFC 3339). The session is like any other: hashed at rest,
+// expiring and refreshed, listed with the request's User-Agent, revocable,
+// and ended by RevokeAll. verify, if not nil, is [Manager.LoginWith]'s. It
+// returns [ErrUserNotFound] for a user without an item. RequireSession
+// accepts the token when [Config.BearerTokens] is set.
+//
+// Bearer requests need no cross-origin protection: a browser never adds an
+// Authorization header to a request on its own, as it adds cookies, so
+// another site cannot make a browser send one. Cookie requests do need it
+// (SameSite=Lax, and http.CrossOriginProtection for state changes).
+func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error) (token string, expires time.Time, err error) {
+	var u U
+	var check func() error
+	if verify != nil {
+		check = func() error { return verify(u) }
+	}
+	token, s, _, err := m.signIn(r, user, &u, check, false)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return m.cookies.value(token, s), s.ExpiresAt, nil
+}
+
+// signIn reads the user into out, has verify, if not nil, check it, ends
+// the sessions the request carries in cookies if asked, and creates a new
+// session. It returns the new token, the session and the time it took as
+// now.
+func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() error, endCarried bool) (string, item.Session, time.Time, error) {
+	var none item.Session
+	if user.PK == "" || (user.SK == "") != c.store.HashOnly {
+		return "", none, time.Time{}, fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
+	}
+	// Not cut short by the client: a half-done rotation helps no one.
+	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	now := c.now() // before the user is read: see LoginWith
+	validAfter, err := c.users.load(ctx, user, out)
+	if errors.Is(err, ErrUserNotFound) {
+		return "", none, now, err
+	}
+	if err != nil {
+		return "", none, now, fmt.Errorf("ddbsession: Login: load user: %w", err)
+	}
+	if verify != nil {
+		if err := verify(); err != nil {
+			return "", none, now, err
+		}
+	}
+	if endCarried {
+		if err := c.endRequestSessions(ctx, r, EventRotated); err != nil {
+			return "", none, now, err
+		}
+	}
+	// A cutoff newer than now was read with the user, so the credential
+	// the login rests on is at least that new: stamp the session after it.
+	created := max(now.UnixMilli(), validAfter.UnixMilli()+1)
+	s := c.life.newSession(user, userAgent(r), time.UnixMilli(created))
+	s.BrowserOnly = endCarried && c.keepSignedIn != nil && !c.keepSignedIn(r)
+	if endCarried && c.binding.Enabled {
+		// The challenge of the offer to bind, which the Login response
+		// makes, goes in with the session: it costs no write of its own.
+		s.Challenge = challengeFor(now, registrationChallengeLifetime)
+	}
+	token := item.NewToken()
+	if err := c.store.createSession(ctx, c.store.SessionPK(token), s); err != nil {
+		return "", none, now, err
+	}
+	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: user})
+	return token, s, now, nil
+}
+
+// Logout ends every session the request carries, in cookies or (with
+// [Config.BearerTokens]) as a bearer token: it deletes them from the table,
+// so their tokens are dead on every instance, and clears the cookie.
+// The cookie is cleared even when a delete fails, and the error is returned
+// so that the app can tell the user the sign-out did not complete. A client
+// that hangs up at once is still signed out.
+func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
+	m.cookies.clear(w)
+	if len(r.CookiesNamed(m.binding.CookieName)) > 0 {
+		m.binding.writeCookie(w, "", -1)
+	}
+	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	return m.endRequestSessions(ctx, r, EventEnded)
+}
+
+// endRequestSessions deletes the sessions the request carries, and reports
+// each as kind.
+func (c *core) endRequestSessions(ctx context.Context, r *http.Request, kind EventKind) error {
+	var errs []error
+	for _, token := range c.cookies.tokens(r) {
+		s, found, err := c.store.deleteSession(ctx, c.store.SessionPK(token))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if found {
+			c.events.emit(ctx, Event{Kind: kind, SessionID: s.ID, User: userOf(s)})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// userAgent returns the request's User-Agent as stored, which the client
+// controls: valid UTF-8 without control or format characters (bidi
+// overrides, zero-width characters), so that a stolen session cannot
+// disguise itself in the device list, and at most item.MaxUserAgent bytes.
+func userAgent(r *http.Request) string {
+	s := strings.ToValidUTF8(r.UserAgent(), "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return -1
+		}
+		return r
+	}, s)
+	n := item.MaxUserAgent
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n-- // do not split a UTF-8 sequence
+	}
+	return s[:n]
+}

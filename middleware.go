@@ -1,0 +1,289 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file is the request path, top down: the middleware, its check of the
+// credential, the rules that make a session valid, and the accessors that
+// hand the session and its user to the handler.
+
+// RequireSession lets a request through only with a valid session, and puts
+// the session and its user in the request context. Any other request gets
+// [Config.Unauthorized], and a store failure gets [Config.StoreUnavailable].
+//
+// A request costs one strongly consistent BatchGetItem of the session and
+// its user (two GetItems in turn with [Config.HideUserKey], a custom
+// [Config.LoadUser], or a cookie without the user key; see "The cookie" in
+// the package documentation). Once per [Config.RefreshInterval] a request
+// also moves the session's expiry forward: it re-sends the cookie at once,
+// and two UpdateItems (the session and its per-user index item) follow after
+// the response, one per session per process however many requests find it
+// due ([Manager.Wait] waits for them on shutdown). A malformed cookie costs
+// no call at all.
+func (m *Manager[U]) RequireSession(next http.Handler) http.Handler { return m.guard(next, true) }
+
+// LoadSession is [Manager.RequireSession] for pages that anonymous visitors
+// may see too: a request without a valid session goes through without a
+// user in its context. A store failure still fails the request closed, since
+// the session it carries might be valid.
+func (m *Manager[U]) LoadSession(next http.Handler) http.Handler { return m.guard(next, false) }
+
+func (m *Manager[U]) guard(next http.Handler, required bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The response depends on the cookie whatever happens next.
+		addVaryCookie(w.Header())
+		st := new(requestState[U])
+		s, bearer, err := m.authenticate(w, r, &st.user)
+		switch {
+		case err == nil:
+			st.session = s
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
+		case errors.Is(err, ErrNoSession) && !required:
+			next.ServeHTTP(w, r)
+		default:
+			m.refuse(w, r, bearer, err)
+		}
+	})
+}
+
+// authenticate checks the request's session, decoding its user into user,
+// refreshes it when due, and clears the cookie of a session that is not
+// valid. It reports whether the credential was a bearer token.
+func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any) (_ Session, bearer bool, err error) {
+	cred, bearer, present, err := c.cookies.credential(r)
+	if err != nil {
+		return Session{}, bearer, err
+	}
+	if cred.Token == "" {
+		if !present {
+			return Session{}, bearer, ErrNoSession
+		}
+		if !bearer {
+			c.cookies.clear(w)
+		}
+		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonMalformed})
+		return Session{}, bearer, rejected(ReasonMalformed)
+	}
+	ctx, cancel := c.storeContext(r.Context())
+	defer cancel()
+	now := c.now()
+	sessionPK := c.store.SessionPK(cred.Token)
+	s, err := c.check(ctx, cred, sessionPK, now, user)
+	if errors.Is(err, ErrNoSession) {
+		if !bearer {
+			c.cookies.clear(w)
+		}
+		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: reasonOf(err), SessionID: s.ID, User: userOf(s)})
+	}
+	if err != nil {
+		return Session{}, bearer, err
+	}
+	if s.DeviceBound && (bearer || !c.binding.validCookie(r, s, now)) {
+		// The session cookie stays: the device's browser refreshes its
+		// bound cookie before it sends a request without one, so this is
+		// most likely a copy, and the session is not the copy's to end.
+		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonNotBound, SessionID: s.ID, User: userOf(s)})
+		return Session{}, bearer, rejected(ReasonNotBound)
+	}
+	if next, ok := c.refresh.start(ctx, sessionPK, s, now); ok {
+		s = next
+		if bearer {
+			w.Header().Set(sessionExpiresHeader, s.ExpiresAt.UTC().Format(time.RFC3339))
+		} else {
+			c.cookies.set(w, cred.Token, s, now)
+		}
+	}
+	return sessionOf(s), bearer, nil
+}
+
+// refuse answers a request that authenticate did not let through.
+func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err error) {
+	switch {
+	case errors.Is(err, errBothCredentials):
+		http.Error(w, "send a session cookie or a bearer token, not both", http.StatusBadRequest)
+	case errors.Is(err, ErrNoSession):
+		if bearer {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		}
+		c.unauthorized.ServeHTTP(w, r)
+	case errors.As(err, new(*userDecodeError)):
+		// The app's type does not fit its own items: a bug to fix, not an
+		// outage to wait out.
+		c.logger.ErrorContext(r.Context(), "ddbsession: cannot decode the user item, failing closed", "err", err)
+		http.Error(w, "internal server error", http.StatusInternalServerError)
+	default:
+		c.events.storeFailed(r.Context(), err)
+		c.storeUnavailable.ServeHTTP(w, r)
+	}
+}
+
+// Check does the middleware's work without HTTP, for a session cookie's
+// value or token that arrived some other way (a WebSocket upgrade, a test).
+// It returns [ErrNoSession] for any value that does not grant a session, and
+// another error only when the store failed. It does not refresh the session,
+// so a session used only through Check expires after [Config.IdleTimeout];
+// it never writes. A router's middleware (gin's, say) must therefore wrap
+// RequireSession, as example/routers does, not call Check. A device-bound
+// session is never valid through Check, which has no bound cookie to see:
+// a WebSocket upgrade from its browser goes through RequireSession.
+func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error) {
+	var u U
+	s, err := m.checkToken(ctx, token, &u)
+	if err != nil {
+		var zero U
+		return Session{}, zero, err
+	}
+	return s, u, nil
+}
+
+func (c *core) checkToken(ctx context.Context, token string, user any) (Session, error) {
+	cred, ok := c.store.ParseCredential(token)
+	if !ok {
+		return Session{}, ErrNoSession
+	}
+	ctx, cancel := c.storeContext(ctx)
+	defer cancel()
+	s, err := c.check(ctx, cred, c.store.SessionPK(cred.Token), c.now(), user)
+	if err == nil && s.DeviceBound {
+		err = ErrNoSession // proof of the device comes with a request only
+	}
+	if errors.Is(err, ErrNoSession) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	return sessionOf(s), nil
+}
+
+// check reads the session of cred, under sessionPK, and its user, which it
+// decodes into user unless that is nil, and decides whether the session is
+// valid at now: present, live, naming the credential's user if the
+// credential names one, and created after its user's sessions-valid-after
+// cutoff (strictly: a session of the cutoff's millisecond is ended with the
+// others). A session that is not valid comes with an error that is
+// ErrNoSession and says why (see rejected), and with what was read of it,
+// for events.
+func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
+	defer recovered(&err)
+	var validAfter time.Time
+	if cred.HasUser() && c.users.inTable() {
+		s, validAfter, err = c.readTogether(ctx, cred, sessionPK, now, user)
+	} else {
+		s, validAfter, err = c.readInTurn(ctx, cred, sessionPK, now, user)
+	}
+	if err != nil {
+		return s, err
+	}
+	if !s.CreatedAt.After(validAfter) {
+		return s, rejected(ReasonCutoff)
+	}
+	return s, nil
+}
+
+// readTogether reads the session and the user item that cred names in one
+// round trip.
+func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, time.Time, error) {
+	s, found, userItem, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK)
+	if err != nil {
+		return s, time.Time{}, err
+	}
+	if reason := c.reject(s, found, cred, now); reason != "" {
+		return s, time.Time{}, rejected(reason)
+	}
+	if userItem == nil {
+		return s, time.Time{}, rejected(ReasonUserMissing)
+	}
+	validAfter, err := c.users.decode(userItem, user)
+	if err != nil {
+		return s, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
+	}
+	return s, validAfter, nil
+}
+
+// readInTurn reads the session, then its user: two round trips, for
+// credentials without a user key and for users kept elsewhere.
+func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, time.Time, error) {
+	s, found, err := c.store.getSession(ctx, sessionPK)
+	if err != nil {
+		return s, time.Time{}, err
+	}
+	if reason := c.reject(s, found, cred, now); reason != "" {
+		return s, time.Time{}, rejected(reason)
+	}
+	validAfter, err := c.users.load(ctx, userOf(s), user)
+	if errors.Is(err, ErrUserNotFound) {
+		return s, validAfter, rejected(ReasonUserMissing)
+	}
+	if err != nil {
+		return s, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
+	}
+	return s, validAfter, nil
+}
+
+// reject says why a session read for cred cannot be accepted at now, or
+// returns "": it must be present, live, and, if cred names a user, that
+// user's, so that a valid token is never paired with someone else's user.
+func (c *core) reject(s item.Session, found bool, cred item.Credential, now time.Time) Reason {
+	switch {
+	case !found:
+		return ReasonUnknown
+	case cred.HasUser() && (s.UserPK != cred.UserPK || s.UserSK != cred.UserSK):
+		return ReasonUserMismatch
+	}
+	return c.life.ended(s, now)
+}
+
+// ctxKey keys the request state by its Manager, so that an app with two
+// Managers (users and admins, say) never reads one's user through the other.
+type ctxKey[U any] struct{ m *Manager[U] }
+
+// requestState is what the middleware puts in the request context.
+type requestState[U any] struct {
+	session Session
+	user    U
+}
+
+// User returns the signed-in user that [Manager.RequireSession] or
+// [Manager.LoadSession] put in ctx.
+func (m *Manager[U]) User(ctx context.Context) (U, bool) {
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
+	if st == nil {
+		var zero U
+		return zero, false
+	}
+	return st.user, true
+}
+
+// Session returns the session that [Manager.RequireSession] or
+// [Manager.LoadSession] put in ctx.
+func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
+	if st == nil {
+		return Session{}, false
+	}
+	return st.session, true
+}
+
+// NewContext returns ctx carrying s and u as the signed-in session and
+// user, as [Manager.RequireSession] puts them there, so that [Manager.User]
+// and [Manager.Session] find them. It is for an app's handler unit tests,
+// which then need no DynamoDB:
+//
+//	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
+//	handler.ServeHTTP(w, r)
+func (m *Manager[U]) NewContext(ctx context.Context, s Session, u U) context.Context {
+	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{session: s, user: u})
+}
+
+// Wait waits until the session refreshes that requests have started are
+// written, or ctx ends. Call it on shutdown, after http.Server.Shutdown has
+// let the last requests finish, so that no refresh is cut off.
+func (m *Manager[U]) Wait(ctx context.Context) error { return m.refresh.flights.wait(ctx) }
