@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/ddbsession/ddbsession/internal/dbsc"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -108,7 +109,7 @@ func (c *core) register(w http.ResponseWriter, r *http.Request) {
 	}
 	value, cookie := c.binding.newCookie(now)
 	next := c.binding.newChallenge(now)
-	err = c.store.bind(ctx, sessionPK, jwt.JTI, key, cookie, next, now)
+	err = c.bindingWrite(ctx, "bind session", c.store.SessionKey(sessionPK), c.store.Bind(jwt.JTI, key, cookie, next, now))
 	if err != nil && c.boundCookieLanded(ctx, sessionPK, cookie) {
 		// The answer was lost, not the write; or the SDK retried the
 		// write after it landed, and the retry found its condition spent.
@@ -117,7 +118,7 @@ func (c *core) register(w http.ResponseWriter, r *http.Request) {
 		err = nil
 	}
 	if err == nil {
-		c.store.markIndexBound(ctx, s)
+		c.markIndexBound(ctx, s)
 	}
 	switch {
 	case errors.Is(err, errChallengeUsed):
@@ -203,7 +204,7 @@ func (c *core) refreshBound(w http.ResponseWriter, r *http.Request) {
 	}
 	value, cookie := c.binding.newCookie(now)
 	next := c.binding.newChallenge(now)
-	err = c.store.rebind(ctx, sessionPK, s, jwt.JTI, cookie, next, now)
+	err = c.bindingWrite(ctx, "refresh bound cookie", c.store.SessionKey(sessionPK), c.store.Rebind(s, jwt.JTI, cookie, next, now))
 	if err != nil && c.boundCookieLanded(ctx, sessionPK, cookie) {
 		err = nil // the answer was lost, not the write (as in register)
 	}
@@ -231,7 +232,7 @@ func (c *core) refreshBound(w http.ResponseWriter, r *http.Request) {
 // cookie the browser holds is that session's.
 func (c *core) challenge(ctx context.Context, w http.ResponseWriter, r *http.Request, sessionPK, id string, now time.Time) {
 	next := c.binding.newChallenge(now)
-	err := c.store.setChallenge(ctx, sessionPK, id, next, now)
+	err := c.bindingWrite(ctx, "set challenge", c.store.SessionKey(sessionPK), c.store.SetChallenge(id, next, now))
 	if errors.Is(err, errChallengeUsed) {
 		// Gone, another session, or a challenge still open: read which.
 		s, found, rerr := c.store.getSession(ctx, sessionPK)
@@ -367,4 +368,30 @@ func unquote(v string) string {
 		return v[1 : len(v)-1]
 	}
 	return v
+}
+
+// bindingWrite makes a device binding write w (see item.Layout's Bind,
+// Rebind and SetChallenge): its failed condition is errChallengeUsed, and
+// other errors say what failed.
+func (c *core) bindingWrite(ctx context.Context, what string, key map[string]types.AttributeValue, w item.Writes) error {
+	failed, err := c.store.update(ctx, key, w)
+	switch {
+	case failed:
+		return errChallengeUsed
+	case err != nil:
+		return fmt.Errorf("ddbsession: %s: %w", what, err)
+	}
+	return nil
+}
+
+// markIndexBound makes bound session s's index item VersionBound, so that
+// List shows it bound. A failure is only logged: the session is bound
+// either way, and an index item that is gone stays gone.
+func (c *core) markIndexBound(ctx context.Context, s item.Session) {
+	if c.store.HashOnly {
+		return
+	}
+	if _, err := c.store.update(ctx, c.store.IndexKey(s), c.store.MarkBound()); err != nil {
+		c.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
+	}
 }

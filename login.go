@@ -39,7 +39,17 @@ func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 	}
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	created, err := m.store.createUser(ctx, av, m.now().UnixMilli())
+	now := m.now().UnixMilli()
+	created, err := m.store.createUser(ctx, av, now)
+	if err == nil && created && m.users.mrec {
+		// A state item outlives a user item deleted before this one, with
+		// a cutoff its sessions copied: move it on, past them.
+		key := UserKey{PK: av[m.store.PartitionKey].(*types.AttributeValueMemberS).Value}
+		if sk, ok := av[m.store.SortKey].(*types.AttributeValueMemberS); ok {
+			key.SK = sk.Value
+		}
+		err = m.store.raiseStateCutoff(ctx, key.PK, key.SK, now)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("ddbsession: CreateUser: %w", err)
@@ -144,8 +154,8 @@ func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() erro
 	// Not cut short by the client: a half-done rotation helps no one.
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	now := c.now() // before the user is read: see LoginWith
-	validAfter, err := c.users.load(ctx, user, out)
+	now := c.now()
+	rev, err := c.users.load(ctx, user, out)
 	if errors.Is(err, ErrUserNotFound) {
 		return "", none, now, err
 	}
@@ -162,10 +172,13 @@ func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() erro
 			return "", none, now, err
 		}
 	}
-	// A cutoff newer than now was read with the user, so the credential
-	// the login rests on is at least that new: stamp the session after it.
-	created := max(now.UnixMilli(), validAfter.UnixMilli()+1)
+	// The session copies the revocation version read with the credential:
+	// a RevokeAll after that read, on any instance and whatever its clock,
+	// ends it. Its creation time comes after the cutoff too, for releases
+	// that date sessions by it (see revoked).
+	created := max(now.UnixMilli(), rev.Cutoff+1)
 	s := c.life.newSession(user, userAgent(r), time.UnixMilli(created))
+	s.Gen, s.HasGen = rev.Cutoff, true
 	s.BrowserOnly = endCarried && c.keepSignedIn != nil && !c.keepSignedIn(r)
 	if endCarried && c.binding.Enabled {
 		// The challenge of the offer to bind, which the Login response
@@ -202,6 +215,9 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, kind Eve
 	var errs []error
 	for _, token := range c.cookies.tokens(r) {
 		s, found, err := c.store.deleteSession(ctx, c.store.SessionPK(token))
+		if err == nil && found {
+			err = c.recordEnd(ctx, s)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -210,6 +226,26 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, kind Eve
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// recordEnd, in MREC mode, notes in the user's state item that session s,
+// deleted, stays ended: a refresh of it in another Region that had not seen
+// the delete yet writes the item back, whole, and would win. The note lasts
+// as long as such a copy could live: an idle timeout from now, at most the
+// absolute lifetime, and a minute more for the replication.
+func (c *core) recordEnd(ctx context.Context, s item.Session) error {
+	if !c.users.mrec {
+		return nil
+	}
+	now := c.now()
+	until := now.Add(c.life.idle)
+	if limit := s.CreatedAt.Add(c.life.absolute); limit.Before(until) {
+		until = limit
+	}
+	if err := c.store.recordEnd(ctx, s, until.Add(time.Minute).Unix(), now); err != nil {
+		return fmt.Errorf("ddbsession: %w", err)
+	}
+	return nil
 }
 
 // userAgent returns the request's User-Agent as stored, which the client

@@ -72,6 +72,12 @@ type Config[U any] struct {
 	// one strongly consistent GetItem, decodes it into U with
 	// attributevalue.UnmarshalMap, and takes the cutoff from
 	// Layout.ValidAfterAttribute. Set it when users live elsewhere.
+	//
+	// The cutoff is a version, read with the credential, not a time to
+	// compare with a clock: a session lives while its user's cutoff is the
+	// one its login read. A store of the app's own raises it to end a
+	// user's sessions (it has to: RevokeAll writes the user item in Table),
+	// and never lowers it.
 	LoadUser func(ctx context.Context, key UserKey) (user U, validAfter time.Time, err error)
 
 	// HideUserKey keeps the user's key out of the session cookie. By
@@ -156,6 +162,22 @@ type Config[U any] struct {
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
 
+	// MREC says that Table is a DynamoDB global table in multi-Region
+	// eventual consistency (MREC), where strongly consistent reads and
+	// conditions are Region-local and concurrent writes of one item in two
+	// Regions are settled whole-item, last writer wins. The user's
+	// revocation state then moves to an item of the library's own, next to
+	// the user's per-user index items, which no write of the app's can
+	// undo: each request reads it with the session and the user (three
+	// items, one round trip, one more read unit), Logout, Revoke and the
+	// rotation of Login record the sessions they end there, and a session
+	// that has not reached a Region yet is refused there without clearing
+	// its cookie. Leave it off for a single-Region table and for multi-Region
+	// strong consistency (MRSC). See "Multi-Region" in the package
+	// documentation. Turn it on only once every instance runs a release that
+	// knows it.
+	MREC bool
+
 	// DeviceBinding offers Device Bound Session Credentials (DBSC) to
 	// browsers that support them: see [DeviceBinding]. Off by default.
 	DeviceBinding DeviceBinding
@@ -175,12 +197,12 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	if err != nil {
 		return nil, err
 	}
-	st := newStore(cfg.Client, cfg.Table, layout, cfg.Logger)
+	st := newStore(cfg.Client, cfg.Table, layout, cfg.MREC, cfg.Logger)
 	ev := events{on: cfg.OnEvent, logger: cfg.Logger}
 	life := lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime}
 	m := &Manager[U]{core{
 		store: st,
-		users: users{store: st, decoder: attributevalue.NewDecoder()},
+		users: users{store: st, decoder: attributevalue.NewDecoder(), mrec: cfg.MREC},
 		cookies: cookies{
 			name:     cfg.CookieName,
 			secure:   !cfg.InsecureDevMode,
@@ -200,12 +222,15 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		logger:           cfg.Logger,
 	}}
 	if load := cfg.LoadUser; load != nil {
-		m.users.custom = func(ctx context.Context, key UserKey, out any) (time.Time, error) {
+		m.users.custom = func(ctx context.Context, key UserKey, out any) (int64, error) {
 			u, validAfter, err := load(ctx, key)
 			if p, ok := out.(*U); ok && err == nil {
 				*p = u
 			}
-			return validAfter, err
+			if validAfter.IsZero() {
+				return 0, err
+			}
+			return validAfter.UnixMilli(), err
 		}
 	}
 	return m, nil

@@ -77,7 +77,7 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any) (_
 	sessionPK := c.store.SessionPK(cred.Token)
 	s, err := c.check(ctx, cred, sessionPK, now, user)
 	if errors.Is(err, ErrNoSession) {
-		if !bearer {
+		if !bearer && !c.mayArrive(reasonOf(err)) {
 			c.cookies.clear(w)
 		}
 		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: reasonOf(err), SessionID: s.ID, User: userOf(s)})
@@ -101,6 +101,14 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any) (_
 		}
 	}
 	return sessionOf(s), bearer, nil
+}
+
+// mayArrive reports whether a session rejected for reason may still be
+// valid once replication catches up: in MREC mode, a session created in
+// another Region a moment ago is not here yet, and its cookie must not be
+// cleared, or its user would stay signed out once it has arrived.
+func (c *core) mayArrive(reason Reason) bool {
+	return c.users.mrec && (reason == ReasonUnknown || reason == ReasonNotReplicated)
 }
 
 // refuse answers a request that authenticate did not let through.
@@ -166,66 +174,64 @@ func (c *core) checkToken(ctx context.Context, token string, user any) (Session,
 // check reads the session of cred, under sessionPK, and its user, which it
 // decodes into user unless that is nil, and decides whether the session is
 // valid at now: present, live, naming the credential's user if the
-// credential names one, and created after its user's sessions-valid-after
-// cutoff (strictly: a session of the cutoff's millisecond is ended with the
-// others). A session that is not valid comes with an error that is
-// ErrNoSession and says why (see rejected), and with what was read of it,
-// for events.
+// credential names one, and not revoked (see revoked). A session that is
+// not valid comes with an error that is ErrNoSession and says why (see
+// rejected), and with what was read of it, for events.
 func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
 	defer recovered(&err)
-	var validAfter time.Time
+	var rev item.State
 	if cred.HasUser() && c.users.inTable() {
-		s, validAfter, err = c.readTogether(ctx, cred, sessionPK, now, user)
+		s, rev, err = c.readTogether(ctx, cred, sessionPK, now, user)
 	} else {
-		s, validAfter, err = c.readInTurn(ctx, cred, sessionPK, now, user)
+		s, rev, err = c.readInTurn(ctx, cred, sessionPK, now, user)
 	}
 	if err != nil {
 		return s, err
 	}
-	if !s.CreatedAt.After(validAfter) {
-		return s, rejected(ReasonCutoff)
+	if reason := c.revoked(s, rev, now); reason != "" {
+		return s, rejected(reason)
 	}
 	return s, nil
 }
 
-// readTogether reads the session and the user item that cred names in one
-// round trip.
-func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, time.Time, error) {
-	s, found, userItem, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK)
+// readTogether reads the session and the user item that cred names (and in
+// MREC mode the user's state item) in one round trip.
+func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, item.State, error) {
+	s, found, userItem, stateItem, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK)
 	if err != nil {
-		return s, time.Time{}, err
+		return s, item.State{}, err
 	}
 	if reason := c.reject(s, found, cred, now); reason != "" {
-		return s, time.Time{}, rejected(reason)
+		return s, item.State{}, rejected(reason)
 	}
 	if userItem == nil {
-		return s, time.Time{}, rejected(ReasonUserMissing)
+		return s, item.State{}, rejected(ReasonUserMissing)
 	}
-	validAfter, err := c.users.decode(userItem, user)
+	rev, err := c.users.decode(ctx, userOf(s), userItem, stateItem, user)
 	if err != nil {
-		return s, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
+		return s, rev, fmt.Errorf("ddbsession: load user: %w", err)
 	}
-	return s, validAfter, nil
+	return s, rev, nil
 }
 
 // readInTurn reads the session, then its user: two round trips, for
 // credentials without a user key and for users kept elsewhere.
-func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, time.Time, error) {
+func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, item.State, error) {
 	s, found, err := c.store.getSession(ctx, sessionPK)
 	if err != nil {
-		return s, time.Time{}, err
+		return s, item.State{}, err
 	}
 	if reason := c.reject(s, found, cred, now); reason != "" {
-		return s, time.Time{}, rejected(reason)
+		return s, item.State{}, rejected(reason)
 	}
-	validAfter, err := c.users.load(ctx, userOf(s), user)
+	rev, err := c.users.load(ctx, userOf(s), user)
 	if errors.Is(err, ErrUserNotFound) {
-		return s, validAfter, rejected(ReasonUserMissing)
+		return s, rev, rejected(ReasonUserMissing)
 	}
 	if err != nil {
-		return s, validAfter, fmt.Errorf("ddbsession: load user: %w", err)
+		return s, rev, fmt.Errorf("ddbsession: load user: %w", err)
 	}
-	return s, validAfter, nil
+	return s, rev, nil
 }
 
 // reject says why a session read for cred cannot be accepted at now, or
@@ -239,6 +245,33 @@ func (c *core) reject(s item.Session, found bool, cred item.Credential, now time
 		return ReasonUserMismatch
 	}
 	return c.life.ended(s, now)
+}
+
+// revoked says why session s is revoked under its user's revocation state
+// rev at now, or returns "". The state is a version, not a time: the user
+// item's cutoff, which RevokeAll raises, and which a login reads together
+// with the credential it checks and copies into the session (item.AttrGen).
+// A session is valid while the cutoff is still the one it copied, whatever
+// the instances' clocks say. A session of a release before that one dates
+// itself by its creation time instead, which must be after the cutoff, as
+// that release required. In MREC mode, the state item's cutoff counts too,
+// and the sessions it lists as ended lately stay ended.
+func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
+	switch {
+	case rev.Ends(s.ID, now):
+		return ReasonUnknown // ended, and brought back by a write of another Region
+	case !s.HasGen && s.CreatedAt.UnixMilli() <= rev.Cutoff:
+		return ReasonCutoff
+	case !s.HasGen, s.Gen == rev.Cutoff:
+		return ""
+	case s.Gen > rev.Cutoff && c.users.mrec:
+		// A login after a RevokeAll in another Region: its session has
+		// come here before the raised cutoff has.
+		return ReasonNotReplicated
+	}
+	// Raised since (RevokeAll), or, for a higher copy, the user item
+	// was made anew under the same key.
+	return ReasonCutoff
 }
 
 // ctxKey keys the request state by its Manager, so that an app with two

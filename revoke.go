@@ -51,7 +51,7 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 	current, _ := m.Session(ctx)
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	validAfter, err := m.users.load(ctx, user, nil)
+	rev, err := m.users.load(ctx, user, nil)
 	if errors.Is(err, ErrUserNotFound) {
 		return nil, nil
 	}
@@ -59,15 +59,17 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 		return nil, fmt.Errorf("ddbsession: list sessions: load user: %w", err)
 	}
 	now := m.now()
-	found, err := m.store.queryIndex(ctx, user.PK, user.SK, validAfter, now)
+	// A valid session was created after the cutoff it copied (see
+	// revoked), so the query starts there.
+	found, err := m.store.queryIndex(ctx, user.PK, user.SK, time.UnixMilli(rev.Cutoff), now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: %w", err)
 	}
 	var list []SessionInfo
 	for _, s := range found { // newest first
 		// The query's filter ran at the engine's "now"; this check runs at
-		// ours, and also drops legacy sessions that RevokeAll has ended.
-		if userOf(s) != user || !m.life.live(s, now) || !s.CreatedAt.After(validAfter) {
+		// ours, and also drops the sessions that RevokeAll has ended.
+		if userOf(s) != user || !m.life.live(s, now) || m.revoked(s, rev, now) != "" {
 			continue
 		}
 		list = append(list, SessionInfo{Session: sessionOf(s), Current: s.ID == current.ID})
@@ -110,37 +112,41 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 		}
 	}
 	if err == nil {
+		err = m.recordEnd(ctx, s)
+	}
+	if err == nil {
 		m.events.emit(ctx, Event{Kind: EventRevoked, SessionID: id, User: user})
 	}
 	return err
 }
 
-// RevokeAll logs user out everywhere: it sets the user item's
-// sessions-valid-after cutoff to now, in epoch milliseconds. Every session
-// created up to it, this millisecond included, is rejected on its next
-// request, on any instance, with no scan and no query; [Manager.Login] and
-// [Manager.LoginWith] stamp the sessions they create after it.
+// RevokeAll logs user out everywhere, with one write and no scan: it raises
+// the user item's sessions-valid-after cutoff, the user's revocation
+// version. Every session created before it is rejected on its next
+// request, on any instance: a session lives only while the cutoff is the
+// one its login read with the credential. A login that reads the user after
+// RevokeAll copies the new cutoff, and lives. No clock takes part: an
+// instance whose clock is minutes off revokes, and signs in, as any other.
 //
-// The cutoff never moves backwards: a call that finds it at or after now
-// moves it one millisecond on instead, so that every call ends the sessions
-// created before it. RevokeAll returns [ErrUserNotFound] if the user has no
-// item in the table; with a custom [Config.LoadUser], keep the cutoff where
-// the loader reads it instead.
+// The cutoff never moves backwards: RevokeAll sets it to the current time in
+// epoch milliseconds, or one millisecond on where it is there or later
+// already, so that releases before this one, which compare it with
+// sessions' creation times, read it as they always have. It returns
+// [ErrUserNotFound] if the user has no item in the table; with a custom
+// [Config.LoadUser], raise the cutoff where the loader reads it instead. In
+// MREC mode ([Config.MREC]) it raises the cutoff of the user's state item
+// and leaves the user item, the app's, alone: a write of it here would
+// undo a concurrent write of the app's in another Region.
 //
 // To change a credential (a password), write the new credential first and
 // call RevokeAll after it, then Login again to keep the current browser
 // signed in with a fresh session; a login that races the change must use
-// [Manager.LoginWith] to be sure to end with the others.
-//
-// The cutoff is compared with createdAt values written by other instances,
-// so RevokeAll assumes that the instances' clocks agree to well within a
-// second, as NTP or the Amazon Time Sync Service keep them. An instance whose
-// clock runs ahead by d sets a cutoff that also rejects sessions created in
-// the d after the call.
+// [Manager.LoginWith], which reads the credential and the cutoff in one
+// read, to be sure to end with the others.
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	found, err := m.store.raiseCutoff(ctx, user.PK, user.SK, m.now().UnixMilli())
+	found, err := m.raiseCutoff(ctx, user, m.now().UnixMilli())
 	switch {
 	case err != nil:
 		return fmt.Errorf("ddbsession: revoke all sessions: %w", err)
@@ -149,6 +155,20 @@ func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	}
 	m.events.emit(ctx, Event{Kind: EventRevokedAll, User: user})
 	return nil
+}
+
+// raiseCutoff raises user's revocation version to ms, or one on from
+// where it is: the user item's, or in MREC mode the state item's. It
+// reports false if the user has no item.
+func (c *core) raiseCutoff(ctx context.Context, user UserKey, ms int64) (found bool, err error) {
+	if !c.users.mrec {
+		return c.store.raiseCutoff(ctx, user.PK, user.SK, ms)
+	}
+	av, _, err := c.store.getUser(ctx, user.PK, user.SK, false)
+	if err != nil || av == nil {
+		return false, err
+	}
+	return true, c.store.raiseStateCutoff(ctx, user.PK, user.SK, ms)
 }
 
 // errNoExpiryIndex is Expiring's answer without Layout.ExpiryIndex.

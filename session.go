@@ -53,6 +53,7 @@ const (
 	ReasonUserMissing      Reason = "user-missing"      // the user item is gone
 	ReasonUserMismatch     Reason = "user-mismatch"     // the credential names another user than the session's
 	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie
+	ReasonNotReplicated    Reason = "not-replicated"    // MREC: the session is newer than its user's state in this Region; the cookie is kept
 )
 
 // rejection is ErrNoSession with its reason, for events.

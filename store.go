@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -52,10 +51,13 @@ type store struct {
 	table  string
 	logger *slog.Logger
 	pairs  sync.Pool // of *pairRead
+	// mrec is Config.MREC: the hot path's read takes the user's state item
+	// too (see item.State).
+	mrec bool
 }
 
-func newStore(client Client, table string, layout item.Layout, logger *slog.Logger) *store {
-	st := &store{Layout: layout, client: client, table: table, logger: logger}
+func newStore(client Client, table string, layout item.Layout, mrec bool, logger *slog.Logger) *store {
+	st := &store{Layout: layout, client: client, table: table, logger: logger, mrec: mrec}
 	st.pairs.New = func() any { return st.newPairRead() }
 	return st
 }
@@ -95,29 +97,34 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 }
 
 // getSessionAndUser reads the session item under sessionPK and the user
-// item under (userPK, userSK) in one strongly consistent BatchGetItem: one
-// round trip. The session is reported as getSession reports it; the user
-// item is nil if there is none.
-func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string) (s item.Session, found bool, user map[string]types.AttributeValue, err error) {
+// item under (userPK, userSK), and in MREC mode the user's state item, in
+// one strongly consistent BatchGetItem: one round trip. The session is
+// reported as getSession reports it; the user and state items are nil if
+// there are none.
+func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string) (s item.Session, found bool, user, state map[string]types.AttributeValue, err error) {
 	read := st.pairs.Get().(*pairRead)
 	defer st.pairs.Put(read)
 	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
+	read.statePK.Value = st.IndexPK(userPK, userSK)
 	items, err := st.batchGet(ctx, &read.in)
 	if err != nil {
-		return s, false, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
+		return s, false, nil, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
 	}
 	var sessionItem map[string]types.AttributeValue
 	for _, av := range items {
-		// The credential's user key never lies under the session prefix,
-		// so the partition key tells the two items apart.
-		if pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); pk != nil && pk.Value == sessionPK {
+		// The credential's user key never lies under the session or index
+		// prefix, so the partition key tells the items apart.
+		switch pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); {
+		case pk != nil && pk.Value == sessionPK:
 			sessionItem = av
-		} else {
+		case pk != nil && pk.Value == read.statePK.Value:
+			state = av
+		default:
 			user = av
 		}
 	}
 	s, found = st.decodeSession(ctx, sessionItem)
-	return s, found, user, nil
+	return s, found, user, state, nil
 }
 
 // decodeSession decodes a session item read from the table; false for none,
@@ -139,32 +146,99 @@ func (st *store) decodeSession(ctx context.Context, av map[string]types.Attribut
 // read builds no maps. The SDK only reads an input, and is done with it when
 // the call returns.
 type pairRead struct {
-	in                        dynamodb.BatchGetItemInput
-	sessionPK, userPK, userSK types.AttributeValueMemberS
+	in                                 dynamodb.BatchGetItemInput
+	sessionPK, userPK, userSK, statePK types.AttributeValueMemberS
 }
 
 func (st *store) newPairRead() *pairRead {
 	r := &pairRead{}
 	session := map[string]types.AttributeValue{st.PartitionKey: &r.sessionPK}
 	user := map[string]types.AttributeValue{st.PartitionKey: &r.userPK}
+	keys := []map[string]types.AttributeValue{session, user}
 	if !st.HashOnly {
 		session[st.SortKey] = st.SessionKey("")[st.SortKey]
 		user[st.SortKey] = &r.userSK
 	}
-	r.in.RequestItems = map[string]types.KeysAndAttributes{
-		st.table: {Keys: []map[string]types.AttributeValue{session, user}, ConsistentRead: consistent},
+	if st.mrec {
+		state := st.StateKey("", "")
+		state[st.PartitionKey] = &r.statePK
+		keys = append(keys, state)
 	}
+	r.in.RequestItems = map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}}
 	return r
 }
 
-// getUser reads a user item with one strongly consistent GetItem; nil if
-// there is none.
-func (st *store) getUser(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
-	av, err := st.get(ctx, st.Key(pk, sk))
+// getUser reads a user item with one strongly consistent GetItem, or, with
+// withState, the user item and the user's state item in one BatchGetItem;
+// nil for one that is not there.
+func (st *store) getUser(ctx context.Context, pk, sk string, withState bool) (user, state map[string]types.AttributeValue, err error) {
+	if !withState {
+		user, err = st.get(ctx, st.Key(pk, sk))
+	} else {
+		var items []map[string]types.AttributeValue
+		items, err = st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			st.table: {Keys: []map[string]types.AttributeValue{st.Key(pk, sk), st.StateKey(pk, sk)}, ConsistentRead: consistent},
+		}})
+		for _, av := range items {
+			if k, _ := av[item.AttrKind].(*types.AttributeValueMemberS); k != nil && k.Value == item.KindState {
+				state = av
+			} else {
+				user = av
+			}
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("get user item: %w", err)
+		return nil, nil, fmt.Errorf("get user item: %w", err)
+	}
+	return user, state, nil
+}
+
+// getState reads a user's state item (MREC); nil if there is none.
+func (st *store) getState(ctx context.Context, userPK, userSK string) (map[string]types.AttributeValue, error) {
+	av, err := st.get(ctx, st.StateKey(userPK, userSK))
+	if err != nil {
+		return nil, fmt.Errorf("get the user's state item: %w", err)
 	}
 	return av, nil
+}
+
+// raiseStateCutoff is raiseCutoff for a user's state item, which it
+// creates if need be.
+func (st *store) raiseStateCutoff(ctx context.Context, userPK, userSK string, ms int64) error {
+	key := st.StateKey(userPK, userSK)
+	failed, err := st.update(ctx, key, st.RaiseStateCutoff(ms))
+	if failed {
+		_, err = st.update(ctx, key, st.BumpStateCutoff())
+	}
+	if err != nil {
+		return fmt.Errorf("raise the user's state cutoff: %w", err)
+	}
+	return nil
+}
+
+// recordEnd notes in the user's state item that session s stays ended
+// until until (epoch seconds), reading the item and writing it back on the
+// condition that no other end came between; a loser reads again.
+func (st *store) recordEnd(ctx context.Context, s item.Session, until int64, now time.Time) error {
+	for {
+		av, err := st.getState(ctx, s.UserPK, s.UserSK)
+		if err != nil {
+			return err
+		}
+		state, err := item.DecodeState(av)
+		if err != nil {
+			return fmt.Errorf("the user's state item: %w", err)
+		}
+		lost, err := st.update(ctx, st.StateKey(s.UserPK, s.UserSK), st.End(state, s.ID, until, now))
+		switch {
+		case err != nil:
+			return fmt.Errorf("record the end of session %s: %w", s.ID, err)
+		case !lost:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+	}
 }
 
 // createSession writes a new session: first its per-user index item, then
@@ -349,131 +423,6 @@ func (st *store) queryExpiry(ctx context.Context, index, bucket string, from, to
 	})
 }
 
-// bind binds session s to a device key with the challenge jti (see
-// item.Layout.Bind); markIndexBound then follows.
-func (st *store) bind(ctx context.Context, sessionPK, jti, key string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
-	return st.bindingUpdate(ctx, "bind session", st.SessionKey(sessionPK), st.Bind(jti, key, cookie, next, now))
-}
-
-// markIndexBound makes bound session s's index item VersionBound, so that
-// List shows it bound. A failure is only logged: the session is bound
-// either way, and an index item that is gone stays gone.
-func (st *store) markIndexBound(ctx context.Context, s item.Session) {
-	if st.HashOnly {
-		return
-	}
-	if _, err := st.update(ctx, st.IndexKey(s), st.MarkBound()); err != nil {
-		st.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
-	}
-}
-
-// rebind gives bound session s a fresh bound cookie for the challenge jti
-// (see item.Layout.Rebind).
-func (st *store) rebind(ctx context.Context, sessionPK string, s item.Session, jti string, cookie item.BoundCookie, next item.Challenge, now time.Time) error {
-	return st.bindingUpdate(ctx, "refresh bound cookie", st.SessionKey(sessionPK), st.Rebind(s, jti, cookie, next, now))
-}
-
-// setChallenge makes next the challenge that bound session id awaits, with
-// one write and no read (see item.Layout.SetChallenge). Whether the user
-// revoked the session meanwhile is for the answer to the challenge to find
-// out.
-func (st *store) setChallenge(ctx context.Context, sessionPK, id string, next item.Challenge, now time.Time) error {
-	return st.bindingUpdate(ctx, "set challenge", st.SessionKey(sessionPK), st.SetChallenge(id, next, now))
-}
-
-// bindingUpdate makes a device binding write: its failed condition is
-// errChallengeUsed, and other errors say what failed.
-func (st *store) bindingUpdate(ctx context.Context, what string, key map[string]types.AttributeValue, w item.Writes) error {
-	failed, err := st.update(ctx, key, w)
-	switch {
-	case failed:
-		return errChallengeUsed
-	case err != nil:
-		return fmt.Errorf("ddbsession: %s: %w", what, err)
-	}
-	return nil
-}
-
-// The table itself: CreateTable and CheckTable (table.go) decide, these
-// calls ask. They name the table in their errors themselves.
-
-// createTable asks for the table in; it reports false, with no error, if
-// a table of that name exists.
-func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
-	in.TableName = &st.table
-	_, err = st.client.CreateTable(ctx, in)
-	var exists *types.ResourceInUseException
-	switch {
-	case errors.As(err, &exists):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("ddbsession: create table %q: %w", st.table, err)
-	}
-	return true, nil
-}
-
-func (st *store) waitForTable(ctx context.Context) error {
-	waiter := dynamodb.NewTableExistsWaiter(st.client, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
-	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute); err != nil {
-		return fmt.Errorf("ddbsession: wait for table %q: %w", st.table, err)
-	}
-	return nil
-}
-
-func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
-	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
-	if err != nil {
-		return nil, fmt.Errorf("ddbsession: describe table %q: %w", st.table, err)
-	}
-	return out.Table, nil
-}
-
-// describeTTL returns the table's TTL attribute and whether TTL is enabled
-// (or being enabled). An engine without DescribeTimeToLive has TTL off.
-func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
-	out, err := st.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
-	if unsupported(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", st.table, err)
-	}
-	d := out.TimeToLiveDescription
-	if d == nil {
-		return "", false, nil
-	}
-	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
-	return aws.ToString(d.AttributeName), on, nil
-}
-
-// enableTTL turns TTL on for the layout's TTL attribute. It reports false,
-// with no error, on an engine that lacks UpdateTimeToLive.
-func (st *store) enableTTL(ctx context.Context) (bool, error) {
-	_, err := st.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: &st.table,
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: &st.TTLAttribute,
-			Enabled:       aws.Bool(true),
-		},
-	})
-	if unsupported(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("ddbsession: enable TTL on %q: %w", st.table, err)
-	}
-	return true, nil
-}
-
-// unsupported reports whether err says the engine lacks the operation, as
-// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
-func unsupported(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
-}
-
 // The primitives: every item call goes through one of them, and each names
 // the table in its errors.
 
@@ -518,11 +467,14 @@ func (st *store) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) (
 // putNew writes an item that must not exist yet; taken reports that one
 // did.
 func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) (taken bool, err error) {
-	_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                &st.table,
-		Item:                     av,
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+	err = retryConflicts(ctx, func() error {
+		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                &st.table,
+			Item:                     av,
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+		})
+		return err
 	})
 	return st.failed(err)
 }
@@ -530,13 +482,16 @@ func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue)
 // update makes the conditional UpdateItem w of the item under key and
 // reports a failed condition as failed, apart from other errors.
 func (st *store) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
-	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &st.table,
-		Key:                       key,
-		UpdateExpression:          &w.Update,
-		ConditionExpression:       &w.Condition,
-		ExpressionAttributeNames:  w.Names,
-		ExpressionAttributeValues: w.Values,
+	err = retryConflicts(ctx, func() error {
+		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &st.table,
+			Key:                       key,
+			UpdateExpression:          &w.Update,
+			ConditionExpression:       &w.Condition,
+			ExpressionAttributeNames:  w.Names,
+			ExpressionAttributeValues: w.Values,
+		})
+		return err
 	})
 	return st.failed(err)
 }
@@ -547,11 +502,36 @@ func (st *store) delete(ctx context.Context, key map[string]types.AttributeValue
 	if old {
 		in.ReturnValues = types.ReturnValueAllOld
 	}
-	out, err := st.client.DeleteItem(ctx, in)
+	var out *dynamodb.DeleteItemOutput
+	err := retryConflicts(ctx, func() (err error) {
+		out, err = st.client.DeleteItem(ctx, in)
+		return err
+	})
 	if err != nil {
 		return nil, st.named(err)
 	}
 	return out.Attributes, nil
+}
+
+// retryConflicts makes a write and, while it fails because another Region
+// is writing the same item (ReplicatedWriteConflictException, which only a
+// global table in multi-Region strong consistency answers, and which the
+// SDK's retryer does not retry), makes it again after a short pause, until
+// ctx ends. The write did not happen when that is its answer, so making it
+// again is safe, conditions and all.
+func retryConflicts(ctx context.Context, write func() error) error {
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := write()
+		var conflict *types.ReplicatedWriteConflictException
+		if !errors.As(err, &conflict) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (retried until the call's deadline: another Region kept writing the item)", err)
+		case <-time.After(pause):
+		}
+	}
 }
 
 // query runs in through every page and decodes the items of kind; items it

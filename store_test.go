@@ -19,7 +19,7 @@ func TestLoginItemFormat(t *testing.T) {
 	// The documented attributes of each item and their types.
 	sessionAttrs := map[string]string{
 		"pk": "S", "sk": "S", "v": "N", "kind": "S", "sid": "S", "userPK": "S", "userSK": "S",
-		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S",
+		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S", "gen": "N",
 	}
 	indexAttrs := map[string]string{"sessionPK": "S"}
 	maps.Copy(indexAttrs, sessionAttrs)
@@ -83,6 +83,7 @@ func TestLoginItemFormat(t *testing.T) {
 				"refreshedAt": "N:1796040000250",
 				"expiresAt":   "N:1796043600", // an hour later, in epoch seconds
 				"userAgent":   "S:" + testAgent,
+				"gen":         "N:0", // the user's cutoff as read: the user has none
 			}
 			wantValues := map[string]string{"pk": "S:" + sessionPK, "sk": "S:SESSION", "kind": "S:session"}
 			maps.Copy(wantValues, common)

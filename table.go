@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -46,8 +48,12 @@ func (m *Manager[U]) CreateTable(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := schemaMismatch(m.store.table, m.store.Layout, t); err != nil {
+		if err := m.mismatch(t); err != nil {
 			return err
+		}
+		if strong(t) {
+			m.logger.WarnContext(ctx, "ddbsession: the table is a global table in multi-Region strong consistency (MRSC), which has no TTL: expired sessions stay in the table until a sweep removes them (they are still rejected)", "table", m.store.table)
+			return m.store.waitForTable(ctx)
 		}
 	}
 	if err := m.store.waitForTable(ctx); err != nil {
@@ -116,17 +122,36 @@ func (m *Manager[U]) CheckTable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{schemaMismatch(table, m.store.Layout, t)}
+	errs := []error{m.mismatch(t)}
 	attr, enabled, err := m.store.describeTTL(ctx)
 	switch {
 	case err != nil:
 		errs = append(errs, err)
+	case !enabled && strong(t):
+		errs = append(errs, fmt.Errorf("%w: table %q is a global table in multi-Region strong consistency (MRSC), which has no TTL: sweep expired items instead", ErrTTLOff, table))
 	case !enabled:
 		errs = append(errs, fmt.Errorf("%w: TTL is off on table %q", ErrTTLOff, table))
 	case attr != m.store.TTLAttribute:
 		errs = append(errs, fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.store.TTLAttribute))
 	}
 	return errors.Join(errs...)
+}
+
+// mismatch tells how table t differs from the configuration: its schema,
+// and whether it is replicated in the way Config.MREC says.
+func (c *core) mismatch(t *types.TableDescription) error {
+	err := schemaMismatch(c.store.table, c.store.Layout, t)
+	if len(t.Replicas) > 0 && !strong(t) && !c.users.mrec {
+		err = errors.Join(err, fmt.Errorf("%w: table %q is a global table in multi-Region eventual consistency (MREC), "+
+			"where a write in one Region can undo a RevokeAll or a Logout in another: set Config.MREC", ErrTableSchema, c.store.table))
+	}
+	return err
+}
+
+// strong reports whether t is a global table in multi-Region strong
+// consistency.
+func strong(t *types.TableDescription) bool {
+	return t.MultiRegionConsistency == types.MultiRegionConsistencyStrong
 }
 
 // schemaMismatch tells how table t differs from layout l in its key schema
@@ -189,4 +214,84 @@ func schemaOf(elems []types.KeySchemaElement) keySchema {
 		}
 	}
 	return k
+}
+
+// The table's own calls, which CreateTable and CheckTable make: the store's
+// primitives are for items. They name the table in their errors.
+
+// createTable asks for the table in; it reports false, with no error, if
+// a table of that name exists.
+func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
+	in.TableName = &st.table
+	_, err = st.client.CreateTable(ctx, in)
+	var exists *types.ResourceInUseException
+	switch {
+	case errors.As(err, &exists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("ddbsession: create table %q: %w", st.table, err)
+	}
+	return true, nil
+}
+
+func (st *store) waitForTable(ctx context.Context) error {
+	waiter := dynamodb.NewTableExistsWaiter(st.client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute); err != nil {
+		return fmt.Errorf("ddbsession: wait for table %q: %w", st.table, err)
+	}
+	return nil
+}
+
+func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
+	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	if err != nil {
+		return nil, fmt.Errorf("ddbsession: describe table %q: %w", st.table, err)
+	}
+	return out.Table, nil
+}
+
+// describeTTL returns the table's TTL attribute and whether TTL is enabled
+// (or being enabled). An engine without DescribeTimeToLive has TTL off.
+func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
+	out, err := st.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
+	if unsupported(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", st.table, err)
+	}
+	d := out.TimeToLiveDescription
+	if d == nil {
+		return "", false, nil
+	}
+	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
+	return aws.ToString(d.AttributeName), on, nil
+}
+
+// enableTTL turns TTL on for the layout's TTL attribute. It reports false,
+// with no error, on an engine that lacks UpdateTimeToLive.
+func (st *store) enableTTL(ctx context.Context) (bool, error) {
+	_, err := st.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: &st.table,
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: &st.TTLAttribute,
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if unsupported(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ddbsession: enable TTL on %q: %w", st.table, err)
+	}
+	return true, nil
+}
+
+// unsupported reports whether err says the engine lacks the operation, as
+// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
+func unsupported(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
 }

@@ -50,6 +50,11 @@ const (
 	AttrSessionPK    = "sessionPK"    // index items only
 	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
 	AttrBrowserOnly  = "browserOnly"  // 1 for a session whose cookie ends with the browser
+	// AttrGen is the user's revocation version (the user item's cutoff
+	// value) that the login read together with the credential: the
+	// session is valid while the user's version is still that one. Items
+	// of releases before it lack it.
+	AttrGen = "gen"
 
 	// Device binding (DBSC), session items only.
 	AttrBoundKey         = "boundKey"         // the device's public key: a JWK, in JSON
@@ -72,7 +77,8 @@ const (
 var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
-	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true,
+	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true,
+	AttrStateEnded: true, attrStateRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
 	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true,
 }
@@ -187,6 +193,11 @@ type Session struct {
 	// BrowserOnly marks a session whose cookie has no Max-Age, so that it
 	// ends when the browser closes; a refresh keeps it so.
 	BrowserOnly bool
+	// Gen is the user's revocation version that the session was created
+	// under ([AttrGen]); HasGen is false for an item of an earlier release,
+	// which the creation time alone dates.
+	Gen    int64
+	HasGen bool
 	// DeviceBound marks a session bound to a device key (DBSC), stored as
 	// [VersionBound]. A bound session is valid only with its bound cookie.
 	DeviceBound bool
@@ -347,6 +358,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.BrowserOnly {
 		av[AttrBrowserOnly] = Num(1)
 	}
+	if s.HasGen {
+		av[AttrGen] = Num(s.Gen)
+	}
 	if kind != KindSession {
 		return
 	}
@@ -410,6 +424,9 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	}
 	if _, present := av[AttrBrowserOnly]; present {
 		s.BrowserOnly = d.num(AttrBrowserOnly) == 1
+	}
+	if _, present := av[AttrGen]; present {
+		s.Gen, s.HasGen = d.num(AttrGen), true
 	}
 	if kind == KindSession {
 		d.dbsc(&s)
@@ -495,14 +512,11 @@ func GetNum(av map[string]types.AttributeValue, name string) (n int64, ok bool, 
 	return n, true, nil
 }
 
-// ValidAfterOf reads the sessions-valid-after cutoff from a user item; zero if
-// the user has none.
-func (l *Layout) ValidAfterOf(user map[string]types.AttributeValue) (time.Time, error) {
-	ms, ok, err := GetNum(user, l.ValidAfterAttribute)
-	if err != nil || !ok {
-		return time.Time{}, err
-	}
-	return time.UnixMilli(ms), nil
+// CutoffOf reads a user item's sessions-valid-after cutoff: the user's
+// revocation version, which RevokeAll raises; zero if the user has none.
+func (l *Layout) CutoffOf(user map[string]types.AttributeValue) (int64, error) {
+	ms, _, err := GetNum(user, l.ValidAfterAttribute)
+	return ms, err
 }
 
 // ExpiryBucket returns the expiry index partition of a session: the UTC hour
