@@ -14,7 +14,8 @@ import (
 // The bound cookie of device binding is written here too, and checked in
 // bound.go. A credential's form is internal/item's.
 
-// cookies reads and writes the session cookie and the bearer token.
+// cookies reads the session credential of a request, from its cookie or
+// its bearer token, and writes the session cookie.
 type cookies struct {
 	name   string // Config.CookieName, prefix and all
 	secure bool   // not Config.InsecureDevMode

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // withUser returns c with its value's user key replaced by key's.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ddbsession/ddbsession/internal/dbsc"
 	"github.com/ddbsession/ddbsession/internal/item"
 )

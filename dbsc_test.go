@@ -19,51 +19,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/dbsc/dbsctest"
-	"github.com/google/go-cmp/cmp"
 )
-
-// updateSets matches the UpdateItems whose expression sets what sets says:
-// one kind of DBSC write (the session item's binding or bound cookie), told
-// apart by an attribute it sets.
-func updateSets(sets string) func(in any) bool {
-	return func(in any) bool { return strings.Contains(*in.(*dynamodb.UpdateItemInput).UpdateExpression, sets) }
-}
-
-// A registration whose write is applied but whose answer is lost must
-// still answer with the bound cookie: Chromium does not retry a failed
-// registration, and a session bound to a key whose browser gave up would
-// refuse every request. A refresh likewise.
-func TestDeviceBindingWriteWhoseAnswerIsLost(t *testing.T) {
-	t.Parallel()
-	var p *probe
-	e := newEnv(t, withDeviceBinding(10*time.Minute), withProbe(&p))
-	alice := e.putUser("alice")
-	b, offer := e.loginOffered(dbsctest.NewES256(), alice)
-
-	lost := loseAnswer(p, "UpdateItem", 0, updateSets("#key = :key")) // bind's write
-	b.register(offer)
-	if n := lost(); n != 1 {
-		t.Fatalf("%d registration answers lost, want 1", n)
-	}
-	if got := b.status(); got != http.StatusOK {
-		t.Fatalf("after a registration whose answer was lost: status %d", got)
-	}
-	if list := e.mustList(alice); len(list) != 1 || !list[0].DeviceBound {
-		t.Fatalf("List: %+v", list)
-	}
-
-	lost = loseAnswer(p, "UpdateItem", 0, updateSets("#prev = :prev")) // rebind's write, once there is a cookie to keep
-	e.clock.Advance(10 * time.Minute)
-	b.refresh()
-	if n := lost(); n != 1 {
-		t.Fatalf("%d refresh answers lost, want 1", n)
-	}
-	if got := b.status(); got != http.StatusOK {
-		t.Fatalf("after a refresh whose answer was lost: status %d", got)
-	}
-}
 
 // withDeviceBinding turns device binding on, with a bound cookie of
 // lifetime.
@@ -1296,6 +1256,47 @@ func TestDeviceBindingStoreFailure(t *testing.T) {
 
 // These tests come from an adversarial review of device binding: each
 // failed before the fix it names.
+
+// updateSets matches the UpdateItems whose expression sets what sets says:
+// one kind of DBSC write (the session item's binding or bound cookie), told
+// apart by an attribute it sets.
+func updateSets(sets string) func(in any) bool {
+	return func(in any) bool { return strings.Contains(*in.(*dynamodb.UpdateItemInput).UpdateExpression, sets) }
+}
+
+// A registration whose write is applied but whose answer is lost must
+// still answer with the bound cookie: Chromium does not retry a failed
+// registration, and a session bound to a key whose browser gave up would
+// refuse every request. A refresh likewise.
+func TestDeviceBindingWriteWhoseAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withDeviceBinding(10*time.Minute), withProbe(&p))
+	alice := e.putUser("alice")
+	b, offer := e.loginOffered(dbsctest.NewES256(), alice)
+
+	lost := loseAnswer(p, "UpdateItem", 0, updateSets("#key = :key")) // bind's write
+	b.register(offer)
+	if n := lost(); n != 1 {
+		t.Fatalf("%d registration answers lost, want 1", n)
+	}
+	if got := b.status(); got != http.StatusOK {
+		t.Fatalf("after a registration whose answer was lost: status %d", got)
+	}
+	if list := e.mustList(alice); len(list) != 1 || !list[0].DeviceBound {
+		t.Fatalf("List: %+v", list)
+	}
+
+	lost = loseAnswer(p, "UpdateItem", 0, updateSets("#prev = :prev")) // rebind's write, once there is a cookie to keep
+	e.clock.Advance(10 * time.Minute)
+	b.refresh()
+	if n := lost(); n != 1 {
+		t.Fatalf("%d refresh answers lost, want 1", n)
+	}
+	if got := b.status(); got != http.StatusOK {
+		t.Fatalf("after a refresh whose answer was lost: status %d", got)
+	}
+}
 
 // retryOnce makes the probe apply the first UpdateItem that match accepts,
 // lose its answer, and send it again, as the SDK's retryer does after a 500

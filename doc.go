@@ -333,8 +333,8 @@
 // A request passes through the files from the top down, and no file refers
 // to one above it:
 //
-//	middleware.go  RequireSession, LoadSession, Check: the credential, the
-//	               rules a session must pass, the context accessors
+//	middleware.go  RequireSession, LoadSession, Check: the check of a
+//	               request's session, its rules, the context accessors
 //	manager.go     Config, New, and the Manager that holds the parts below
 //	bound.go       device binding's bound cookie and the login's offer
 //	refresh.go     sliding the expiry, after the response

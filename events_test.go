@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // recorder collects events as "kind reason" lines, with the session's

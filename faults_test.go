@@ -28,6 +28,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
@@ -90,7 +91,7 @@ var faults = []fault{
 // to every later one. Its client opens one connection per request (no
 // keep-alive), so a connection is one request attempt, retries included.
 type faultFront struct {
-	ln     net.Listener
+	ln     *ddbtest.Listener // refuses, keeping its port, for the refuse fault
 	engine string // host:port
 	fault  fault
 	pass   int
@@ -130,13 +131,13 @@ func startFaultFront(t testing.TB, f fault, pass int) *faultFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := ddbtest.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ff := &faultFront{ln: ln, engine: endpoint.Host, fault: f, pass: pass, conns: map[net.Conn]bool{}, wire: map[string]bool{}}
 	if f.action == refuse && pass == 0 {
-		ddbtest.StopListening(ln)
+		ln.Refuse()
 	}
 	ff.wg.Add(1)
 	go ff.serve()
@@ -170,7 +171,7 @@ func (ff *faultFront) serve() {
 		ff.accepted++
 		forward := ff.pass < 0 || ff.accepted <= ff.pass
 		if ff.fault.action == refuse && ff.accepted == ff.pass {
-			ddbtest.StopListening(ff.ln)
+			ff.ln.Refuse()
 		}
 		ff.conns[conn] = true
 		ff.wg.Add(1)

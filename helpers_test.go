@@ -24,10 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // TestMain runs the tests against the test engine, then checks that they
@@ -679,6 +680,13 @@ var errLost = errors.New("InternalServerError: the answer was lost")
 // says, once the engine has applied them: for the n-th matching call only,
 // or every one for n 0. It returns how many it lost so far.
 func loseAnswer(p *probe, op string, n int, match func(in any) bool) func() int {
+	return answerApplied(p, op, n, match, errLost)
+}
+
+// answerApplied is loseAnswer with the answer the caller gets instead:
+// errLost, or ConditionalCheckFailed where the SDK's retry of a lost
+// answer meets its own write.
+func answerApplied(p *probe, op string, n int, match func(in any) bool, answer error) func() int {
 	var mu sync.Mutex
 	seen, lost := 0, 0
 	p.after = func(_ context.Context, o string, in, _ any, err error) error {
@@ -691,7 +699,7 @@ func loseAnswer(p *probe, op string, n int, match func(in any) bool) func() int 
 			return nil
 		}
 		lost++
-		return errLost
+		return answer
 	}
 	return func() int {
 		mu.Lock()

@@ -1,6 +1,8 @@
 package ddbsession
 
 import (
+	"fmt"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -59,11 +61,11 @@ type Layout struct {
 func (l Layout) DecodeSession(av map[string]types.AttributeValue) (Session, error) {
 	layout, err := item.Layout(l).WithDefaults()
 	if err != nil {
-		return Session{}, err
+		return Session{}, fmt.Errorf("ddbsession: %w", err)
 	}
 	s, err := layout.Decode(av, item.KindSession)
 	if err != nil {
-		return Session{}, err
+		return Session{}, fmt.Errorf("ddbsession: decode session item: %w", err)
 	}
 	return sessionOf(s), nil
 }

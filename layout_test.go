@@ -13,10 +13,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // handSession is a session written by hand in the documented item format,

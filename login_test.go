@@ -12,8 +12,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // Signing out and closing the tab at once must still sign out.
@@ -574,18 +575,25 @@ func TestUserAgentIsCleaned(t *testing.T) {
 // Login already undoes the index item; that case is here to keep it so.
 func TestLoginWhoseWriteIsLostLeavesNoListedSession(t *testing.T) {
 	t.Parallel()
+	retried := &types.ConditionalCheckFailedException{Message: ptr("The conditional request failed")}
 	for _, tc := range []struct {
-		name string
-		put  int
-	}{{"index item write lost", 1}, {"session item write lost", 2}} {
+		name   string
+		put    int
+		answer error
+	}{
+		{"index item write lost", 1, errLost},
+		{"session item write lost", 2, errLost},
+		// The SDK's retry of a lost answer meets its own write: a put
+		// that must not overwrite fails its condition.
+		{"index item write retried", 1, retried},
+		{"session item write retried", 2, retried},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			// The put is applied, but its answer lost, as when the SDK's
-			// retry then meets its own write (ConditionalCheckFailed for a
-			// put that must not overwrite), or gives up.
+			// The put is applied, but its answer lost.
 			var p *probe
 			e := newEnv(t, withProbe(&p))
-			loseAnswer(p, "PutItem", tc.put, nil)
+			answerApplied(p, "PutItem", tc.put, nil, tc.answer)
 			alice := e.putUser("alice")
 			if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice); err == nil {
 				t.Fatal("Login succeeded though a write's answer was lost")

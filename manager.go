@@ -17,8 +17,9 @@ import (
 // handlers with them. It is safe for concurrent use. [New] makes one.
 //
 // U appears at the surface only: in the user that the middleware puts in
-// the context, in LoginWith's check and in Check's result. Everything below
-// works on the non-generic core, which decodes users through a pointer.
+// the context (User, NewContext), in the check of LoginWith and LoginBearer,
+// and in Check's result. Everything below works on the non-generic core,
+// which decodes users through a pointer.
 type Manager[U any] struct {
 	core
 }
@@ -42,9 +43,9 @@ type core struct {
 	logger                         *slog.Logger
 }
 
-// storeContext bounds the DynamoDB work of one call by StoreTimeout. It is
-// the only place that starts that bound for a call: everything below it
-// shares its deadline.
+// storeContext bounds the DynamoDB work of one call by StoreTimeout: every
+// call below it shares its deadline. Only a refresh, whose writes run after
+// the response, bounds each of its steps on its own (refresh.go).
 func (c *core) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.timeout)
 }
@@ -102,7 +103,9 @@ type Config[U any] struct {
 
 	// CookieName is the session cookie's name. The "__Host-" prefix is
 	// added if missing, because it makes browsers refuse the cookie unless
-	// it is Secure, host-only and on Path=/. Default "__Host-session".
+	// it is Secure, host-only and on Path=/, and taken off in
+	// InsecureDevMode: the cookie a browser gets is "__Host-session" by
+	// default, or "session" in dev mode.
 	CookieName string
 
 	// InsecureDevMode drops the Secure attribute and the "__Host-" prefix
@@ -202,7 +205,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	life := lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime}
 	m := &Manager[U]{core{
 		store: st,
-		users: users{store: st, decoder: attributevalue.NewDecoder(), mrec: cfg.MREC},
+		users: users{store: st, decoder: attributevalue.NewDecoder(), mrec: cfg.MREC, newUser: func() any { return new(U) }},
 		cookies: cookies{
 			name:     cfg.CookieName,
 			secure:   !cfg.InsecureDevMode,

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // The two read paths: by default the cookie names the user and a request
@@ -464,23 +465,6 @@ func TestOneRoundTripUserGone(t *testing.T) {
 	}
 }
 
-// Keys that DynamoDB leaves unprocessed are asked for again within the
-// request's deadline.
-func TestOneRoundTripRetriesUnprocessedKeys(t *testing.T) {
-	t.Parallel()
-	var p *probe
-	e := newEnv(t, withProbe(&p))
-	cookie := e.login(e.putUser("alice"))
-	unprocessedKeys(p, true)
-	p.reset()
-	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || w.Body.String() != "user:alice" {
-		t.Errorf("status %d %q, want 200 after the retry", w.Code, w.Body)
-	}
-	if got := p.count("BatchGetItem"); got != 2 {
-		t.Errorf("%d BatchGetItems, want 2 (the first left its keys unprocessed)", got)
-	}
-}
-
 // Two Managers in one app (users and admins, say) must not read each other's
 // signed-in user from a request context.
 func TestManagersDoNotShareContext(t *testing.T) {
@@ -523,27 +507,6 @@ func TestClientHangUpIsNotAnError(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), "level=ERROR") {
 		t.Errorf("a client hang-up was logged as an error:\n%s", e.logs)
-	}
-}
-
-// Lowering AbsoluteLifetime ends older sessions at once, not at their
-// stored expiry.
-func TestAbsoluteLifetimeCheckedOnRead(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	cookie := e.login(e.putUser("alice"))
-	e.clock.Advance(50 * time.Minute)
-	stricter := e.cfg
-	stricter.AbsoluteLifetime = 45 * time.Minute
-	m, err := ddbsession.New(stricter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := m.Check(context.Background(), cookie.Value); !errors.Is(err, ddbsession.ErrNoSession) {
-		t.Errorf("50-minute-old session under a 45-minute AbsoluteLifetime: %v, want ErrNoSession", err)
-	}
-	if _, _, err := e.m.Check(context.Background(), cookie.Value); err != nil {
-		t.Errorf("the same session under the default lifetime: %v", err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/ddbsession/ddbsession"
 )
 
@@ -163,19 +164,25 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 	alice := e.createMember(second, "alice", "pw")
 	e.clock.Advance(time.Millisecond)
 
+	const rounds = 6
 	var (
 		mu        sync.Mutex
 		cookies   []*http.Cookie
+		order     = map[*http.Cookie]loginOrder{}
 		logins    atomic.Int64
 		refreshes atomic.Int64
 		stop      atomic.Bool
 		wg        sync.WaitGroup
+		// RevokeAll calls started and returned, for each login to say
+		// where it stood to the final one.
+		revokesStarted, revokesDone atomic.Int32
 	)
 	for worker := range 4 {
 		wg.Go(func() { // logins, on both instances
 			for i := 0; !stop.Load(); i++ {
 				var c *http.Cookie
 				var err error
+				afterFinal := revokesDone.Load() == rounds
 				if (worker+i)%2 == 0 {
 					w := newRecorder()
 					if err = first.Login(w, newRequest(), alice); err == nil {
@@ -191,6 +198,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 				}
 				mu.Lock()
 				cookies = append(cookies, c)
+				order[c] = loginOrder{afterFinal: afterFinal, beforeFinal: revokesStarted.Load() < rounds}
 				mu.Unlock()
 				logins.Add(1)
 			}
@@ -226,14 +234,16 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 		}
 	}
 	var final int64
-	for round := range 6 {
+	for round := range rounds {
 		awaitLogins(int64(25 * (round + 1)))
 		var err error
+		revokesStarted.Add(1)
 		if round%2 == 0 {
 			err = first.RevokeAll(context.Background(), alice)
 		} else {
 			err = second.RevokeAll(context.Background(), alice)
 		}
+		revokesDone.Add(1)
 		if err != nil {
 			stop.Store(true)
 			wg.Wait()
@@ -250,9 +260,13 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 		}
 	}
 
-	// The table's word: the final cutoff, and each session's creation.
+	// The table's word: the final cutoff, and for each session the cutoff
+	// its login read (gen). A session lives if and only if its login read
+	// the final cutoff: every login that began after the final RevokeAll
+	// returned lives, every one that ended before it began dies, and those
+	// that raced it go the way of the cutoff they read.
 	cutoff := storedNumber(t, e, userItemKey(alice), "sessionsValidAfter")
-	var dead, alive, refreshed int
+	var dead, alive, refreshed, raced int
 	var wantListed []string
 	for _, c := range cookies {
 		stored := rawItem(t, e, sessionItemKey(c.Value))
@@ -260,22 +274,30 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 			t.Errorf("session item of a cookie is gone; nothing here deletes one")
 			continue
 		}
-		created := numberOf(t, stored, "createdAt")
+		created, gen := numberOf(t, stored, "createdAt"), numberOf(t, stored, "gen")
 		if numberOf(t, stored, "refreshedAt") > created {
 			refreshed++
 		}
+		switch o := order[c]; {
+		case o.afterFinal && gen != cutoff:
+			t.Errorf("a login after the final RevokeAll read the cutoff %d, not the final %d", gen, cutoff)
+		case o.beforeFinal && gen == cutoff:
+			t.Errorf("a login before the final RevokeAll read its cutoff %d", cutoff)
+		case !o.afterFinal && !o.beforeFinal:
+			raced++
+		}
 		s, _, err := first.Check(context.Background(), c.Value)
-		if created <= cutoff {
+		if gen != cutoff {
 			dead++
 			if !errors.Is(err, ddbsession.ErrNoSession) {
-				t.Errorf("session created at %d, at or before the final cutoff %d: Check = %v, want ErrNoSession", created, cutoff, err)
+				t.Errorf("session of a login that read the cutoff %d, before the final %d: Check = %v, want ErrNoSession", gen, cutoff, err)
 			}
 			continue
 		}
 		alive++
 		wantListed = append(wantListed, attrText(stored["sid"])[len("S:"):])
 		if err != nil || s.CreatedAt.UnixMilli() != created {
-			t.Errorf("session created at %d, after the final cutoff %d: Check = %v, createdAt %v", created, cutoff, err, s.CreatedAt.UnixMilli())
+			t.Errorf("session of a login that read the final cutoff %d: Check = %v, createdAt %v, want %d", cutoff, err, s.CreatedAt.UnixMilli(), created)
 		}
 	}
 	list, err := first.List(context.Background(), alice)
@@ -288,12 +310,16 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 	if !slices.Equal(got, wantListed) {
 		t.Errorf("List has %d sessions, want the %d created after the final cutoff", len(got), len(wantListed))
 	}
-	t.Logf("%d logins, %d refreshes started (%d sessions refreshed), 6 cutoffs; final cutoff %d: %d sessions before it, %d after",
-		len(cookies), refreshes.Load(), refreshed, cutoff, dead, alive)
+	t.Logf("%d logins, %d refreshes started (%d sessions refreshed), %d cutoffs; final cutoff %d: %d sessions before it, %d after, %d of them racing it",
+		len(cookies), refreshes.Load(), refreshed, rounds, cutoff, dead, alive, raced)
 	if dead == 0 || alive == 0 || refreshed == 0 {
 		t.Errorf("the race did not run: %d sessions before the cutoff, %d after, %d refreshed", dead, alive, refreshed)
 	}
 }
+
+// loginOrder is where a login stood to the final RevokeAll of a race:
+// begun after it returned, or ended before it began.
+type loginOrder struct{ afterFinal, beforeFinal bool }
 
 // rawItem reads an item straight from the engine; nil if there is none.
 func rawItem(t *testing.T, e *env, key map[string]types.AttributeValue) map[string]types.AttributeValue {

@@ -13,8 +13,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // A refresh whose index-item write fails leaves the index item stale, with
@@ -218,40 +219,6 @@ func TestRefreshKeepsActiveSessionAlive(t *testing.T) {
 	e.clock.Advance(time.Hour) // idle for the whole IdleTimeout
 	if got := e.status(cookie); got != http.StatusUnauthorized {
 		t.Errorf("after an idle hour: status %d, want 401", got)
-	}
-}
-
-func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
-	t.Parallel()
-	var p *probe
-	e := newEnv(t, func(c *ddbsession.Config[User]) {
-		withProbe(&p)(c)
-		c.AbsoluteLifetime = 90 * time.Minute
-	})
-	cookie := e.login(e.putUser("alice"))
-	limit := start.Add(90 * time.Minute).Unix()
-	for range 8 { // a request every 11 minutes, up to 88m
-		e.clock.Advance(11 * time.Minute)
-		if got := e.status(cookie); got != http.StatusOK {
-			t.Fatalf("at %v: status %d", e.clock.Now().Sub(start), got)
-		}
-		if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got > limit {
-			t.Fatalf("expiresAt %d is past the absolute limit %d", got, limit)
-		}
-	}
-	if got := itemExpiry(t, e.itemOf(kindSession, "")).Unix(); got != limit {
-		t.Errorf("expiresAt = %d, want capped at %d", got, limit)
-	}
-	// At the cap a due refresh has nothing to move: no write.
-	p.reset()
-	e.clock.Advance(50 * time.Second)
-	e.status(cookie)
-	if n := p.count("UpdateItem"); n != 0 {
-		t.Errorf("%d writes at the cap, want 0", n)
-	}
-	e.clock.Advance(70 * time.Second) // 90m0.25s: past created+90m
-	if got := e.status(cookie); got != http.StatusUnauthorized {
-		t.Errorf("past the absolute lifetime: status %d, want 401", got)
 	}
 }
 

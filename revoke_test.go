@@ -15,9 +15,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // RevokeAll ends the sessions of its own millisecond too, and a login right

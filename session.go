@@ -62,8 +62,24 @@ type rejection struct{ reason Reason }
 func (r *rejection) Error() string        { return ErrNoSession.Error() }
 func (r *rejection) Is(target error) bool { return target == ErrNoSession }
 
+// rejections holds one rejection per reason, so that a rejection, the
+// answer to a flood of unknown tokens, allocates nothing.
+var rejections = func() map[Reason]*rejection {
+	all := map[Reason]*rejection{}
+	for _, r := range []Reason{ReasonMalformed, ReasonUnknown, ReasonExpired, ReasonAbsoluteLifetime,
+		ReasonCutoff, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated} {
+		all[r] = &rejection{r}
+	}
+	return all
+}()
+
 // rejected returns the ErrNoSession of reason.
-func rejected(reason Reason) error { return &rejection{reason} }
+func rejected(reason Reason) error {
+	if r, ok := rejections[reason]; ok {
+		return r
+	}
+	return &rejection{reason}
+}
 
 // reasonOf returns the reason of a rejection, or "".
 func reasonOf(err error) Reason {

@@ -37,8 +37,8 @@ type Client interface {
 // internal/item. Every call runs under the caller's context and its one
 // deadline.
 //
-// Every call goes through one of the primitives at the end of this file,
-// which name the table in their errors: the engine's do not, and a Login
+// Every call on items goes through one of the primitives at the end of
+// this file, which name the table in their errors: the engine's do not, and a Login
 // that fails with "ResourceNotFoundException: Requested resource not found"
 // leaves a newcomer to guess which table is missing.
 //
@@ -73,9 +73,10 @@ var (
 	errChallengeUsed = errors.New("ddbsession: challenge used or session changed")
 )
 
-// detach keeps ctx's deadline but drops its cancellation, for writes that
-// must not be lost to a client that hangs up (Logout, a refresh's second
-// write, an undo) and must still end within the request's one bound.
+// detach keeps ctx's deadline but drops its cancellation, for calls that
+// must not be lost to a client that hangs up (Login's undo, a device
+// binding's check of a write whose answer was lost) and must still end
+// within the request's one bound.
 func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -105,7 +106,9 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 	read := st.pairs.Get().(*pairRead)
 	defer st.pairs.Put(read)
 	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
-	read.statePK.Value = st.IndexPK(userPK, userSK)
+	if st.mrec {
+		read.statePK.Value = st.IndexPK(userPK, userSK)
+	}
 	items, err := st.batchGet(ctx, &read.in)
 	if err != nil {
 		return s, false, nil, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
@@ -117,7 +120,7 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 		switch pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); {
 		case pk != nil && pk.Value == sessionPK:
 			sessionItem = av
-		case pk != nil && pk.Value == read.statePK.Value:
+		case pk != nil && st.mrec && pk.Value == read.statePK.Value:
 			state = av
 		default:
 			user = av
@@ -249,16 +252,11 @@ func (st *store) recordEnd(ctx context.Context, s item.Session, until int64, now
 // otherwise: a failed Login leaves nothing that List shows.
 func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
 	if st.HashOnly {
-		if _, err := st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
-			return fmt.Errorf("ddbsession: create session: %w", err)
-		}
-		return nil
+		return wrapErr("ddbsession: create session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
 	}
-	_, err := st.putNew(ctx, st.EncodeIndex(sessionPK, s))
-	if err != nil {
-		err = fmt.Errorf("ddbsession: create session index item: %w", err)
-	} else if _, err = st.putNew(ctx, st.EncodeSession(sessionPK, s)); err != nil {
-		err = fmt.Errorf("ddbsession: create session: %w", err)
+	err := wrapErr("ddbsession: create session index item", st.putFresh(ctx, st.EncodeIndex(sessionPK, s)))
+	if err == nil {
+		err = wrapErr("ddbsession: create session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
 	}
 	if err != nil {
 		undo, cancel := detach(ctx)
@@ -268,6 +266,29 @@ func (st *store) createSession(ctx context.Context, sessionPK string, s item.Ses
 		}
 	}
 	return err
+}
+
+// putFresh writes a session's item, which must not exist: an item already
+// under its key is an error, whether a collision or the SDK's retry of a
+// put whose answer was lost meeting its own write. Login fails closed
+// either way, and undoes what it wrote.
+func (st *store) putFresh(ctx context.Context, av map[string]types.AttributeValue) error {
+	taken, err := st.putNew(ctx, av)
+	if err == nil && taken {
+		err = errTaken
+	}
+	return err
+}
+
+// errTaken is a put that found its key taken.
+var errTaken = errors.New("an item with that key exists")
+
+// wrapErr wraps err, if any, with what failed.
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // deleteSession deletes the session item under sessionPK and, once it is

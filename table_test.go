@@ -2,11 +2,8 @@ package ddbsession_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
-	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // engines runs f against the test engine as it is, and against the same
@@ -289,116 +287,4 @@ func createTable(t *testing.T, client *dynamodb.Client, table string, keys []tab
 	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Every operation on a table that does not exist fails with an error that
-// names the table: the engine's "Requested resource not found" does not.
-func TestMissingTableErrorsNameIt(t *testing.T) {
-	t.Parallel()
-	token := rand.Text()
-	user := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-	ctx := context.Background()
-	// call makes one call on m and returns the text that must name the
-	// table: an error's, or the log's.
-	type call func(t *testing.T, m *ddbsession.Manager[User], logs *syncBuffer) string
-	carrying := func(m *ddbsession.Manager[User]) *http.Request {
-		return newRequest(&http.Cookie{Name: cookieName, Value: token})
-	}
-	// middleware sends a request with a well-formed session cookie through
-	// a middleware, which must answer 503 and log why.
-	middleware := func(h func(*ddbsession.Manager[User], http.Handler) http.Handler) call {
-		return func(t *testing.T, m *ddbsession.Manager[User], logs *syncBuffer) string {
-			w := newRecorder()
-			h(m, whoami(m)).ServeHTTP(w, carrying(m))
-			if w.Code != http.StatusServiceUnavailable {
-				t.Errorf("status %d, want 503", w.Code)
-			}
-			if !strings.Contains(logs.String(), "level=ERROR") {
-				t.Errorf("no error logged:\n%s", logs)
-			}
-			return logs.String()
-		}
-	}
-	cases := []struct {
-		name string
-		call call
-	}{
-		{"RequireSession", middleware((*ddbsession.Manager[User]).RequireSession)},
-		{"LoadSession", middleware((*ddbsession.Manager[User]).LoadSession)},
-		{"Check", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			_, _, err := m.Check(ctx, token)
-			return missingTableError(t, err)
-		}},
-		{"Login", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.Login(newRecorder(), newRequest(), user))
-		}},
-		{"Login carrying a session", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.Login(newRecorder(), carrying(m), user))
-		}},
-		{"LoginWith", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.LoginWith(newRecorder(), newRequest(), user, func(User) error { return nil }))
-		}},
-		{"LoginBearer", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			_, _, err := m.LoginBearer(newRequest(), user, nil)
-			return missingTableError(t, err)
-		}},
-		{"CreateUser", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.CreateUser(ctx, User{PK: user.PK, SK: user.SK, Name: "alice"}))
-		}},
-		{"Logout", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.Logout(newRecorder(), carrying(m)))
-		}},
-		{"RevokeAll", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.RevokeAll(ctx, user))
-		}},
-		{"List", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			_, err := m.List(ctx, user)
-			return missingTableError(t, err)
-		}},
-		{"Revoke", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.Revoke(ctx, user, strings.Repeat("0f", 16)))
-		}},
-		{"Expiring", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			_, err := m.Expiring(ctx, start, start.Add(time.Hour))
-			return missingTableError(t, err)
-		}},
-		{"CheckTable", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.CheckTable(ctx))
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			client := ddbtest.Client(t)
-			table := ddbtest.TableName(t, client) // never created
-			logs := &syncBuffer{}
-			m, err := ddbsession.New(ddbsession.Config[User]{
-				Client: client,
-				Table:  table,
-				Layout: ddbsession.Layout{ExpiryIndex: "expiry"},
-				Now:    func() time.Time { return start },
-				Logger: slog.New(slog.NewTextHandler(logs, nil)),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tc.call(t, m, logs); !strings.Contains(got, table) {
-				t.Errorf("does not name table %q:\n%s", table, got)
-			}
-		})
-	}
-}
-
-// missingTableError returns err's text, and fails unless err is the
-// engine's answer for a missing table, which callers can still tell.
-func missingTableError(t *testing.T, err error) string {
-	t.Helper()
-	var notFound *types.ResourceNotFoundException
-	if !errors.As(err, &notFound) {
-		t.Errorf("error %v, want one wrapping a ResourceNotFoundException", err)
-	}
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -46,17 +46,24 @@ type users struct {
 	// mrec is Config.MREC: the revocation state is the user item's cutoff
 	// and the state item's together.
 	mrec bool
+	// newUser returns a new *U, for the reads whose caller wants no user:
+	// every read of a user item decodes it, so that an item the app's type
+	// does not fit fails each of them alike.
+	newUser func() any
 }
 
 // inTable reports whether users live in the sessions table, where a
 // request can read the session and its user together.
 func (u *users) inTable() bool { return u.custom == nil }
 
-// load reads user key into out (nil to read the revocation state alone) and
-// returns the user's revocation state, or ErrUserNotFound. The default is
-// one strongly consistent read of the user item, and in MREC mode of the
-// state item with it.
+// load reads user key into out (nil for a caller that wants the
+// revocation state alone) and returns the user's revocation state, or
+// ErrUserNotFound. The default is one strongly consistent read of the user
+// item, and in MREC mode of the state item with it.
 func (u *users) load(ctx context.Context, key UserKey, out any) (item.State, error) {
+	if out == nil {
+		out = u.newUser()
+	}
 	if u.custom != nil {
 		cutoff, err := u.custom(ctx, key, out)
 		if err != nil {
@@ -74,15 +81,16 @@ func (u *users) load(ctx context.Context, key UserKey, out any) (item.State, err
 	return u.decode(ctx, key, av, state, out)
 }
 
-// decode decodes user item av into out, unless out is nil, and returns the
+// decode decodes user item av into out (a new one for nil) and returns the
 // revocation state that av and, in MREC mode, the state item read with it
 // give. An item that does not decode is the app's bug, not an outage: the
 // error is a *userDecodeError, which the middleware answers with 500.
 func (u *users) decode(ctx context.Context, key UserKey, av, state map[string]types.AttributeValue, out any) (item.State, error) {
-	if out != nil {
-		if err := u.decoder.Decode(&types.AttributeValueMemberM{Value: av}, out); err != nil {
-			return item.State{}, &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(av, out), err: err}
-		}
+	if out == nil {
+		out = u.newUser()
+	}
+	if err := u.decoder.Decode(&types.AttributeValueMemberM{Value: av}, out); err != nil {
+		return item.State{}, &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(av, out), err: err}
 	}
 	cutoff, err := u.store.CutoffOf(av)
 	if err != nil {
@@ -125,7 +133,7 @@ func (u *users) failingAttribute(av map[string]types.AttributeValue, out any) st
 	return "?"
 }
 
-// userDecodeError is a user item that does not decode into U.
+// userDecodeError is a user item that does not decode into the app's type.
 type userDecodeError struct {
 	typ, attr string
 	err       error

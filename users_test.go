@@ -10,8 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/ddbsession/ddbsession"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // A service whose users live elsewhere plugs in its own loader: its user is
@@ -110,5 +111,13 @@ func TestUserItemThatDoesNotDecode(t *testing.T) {
 	logs := e.logs.String()
 	if !strings.Contains(logs, `\"name\"`) || !strings.Contains(logs, "ddbsession_test.User") {
 		t.Errorf("log does not name the attribute and the type:\n%s", logs)
+	}
+	// Every read of the user item decodes it: a Login issues no session
+	// that every request would then refuse, and List says why it fails.
+	if err := e.m.Login(newRecorder(), newRequest(), alice); err == nil || !strings.Contains(err.Error(), `"name"`) {
+		t.Errorf("Login of a user whose item does not decode = %v, want an error naming the attribute", err)
+	}
+	if _, err := e.m.List(context.Background(), alice); err == nil || !strings.Contains(err.Error(), `"name"`) {
+		t.Errorf("List of a user whose item does not decode = %v, want an error naming the attribute", err)
 	}
 }

@@ -217,7 +217,6 @@ func (a *app) routes() http.Handler {
 	// Pages and the API share the guard; the Config's answers tell them
 	// apart by path (apiOr).
 	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
-	api := signedIn
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))
@@ -234,8 +233,8 @@ func (a *app) routes() http.Handler {
 	mux.Handle("POST /password", signedIn(a.changePassword))
 	mux.Handle("POST /sessions/revoke", signedIn(a.revokeSession))
 	mux.HandleFunc("POST /api/login", a.apiLogin)
-	mux.Handle("GET /api/me", api(a.me))
-	mux.Handle("GET /api/sessions", api(a.listSessions))
+	mux.Handle("GET /api/me", signedIn(a.me))
+	mux.Handle("GET /api/sessions", signedIn(a.listSessions))
 	// Device binding's registration and refresh, where a browser proves it
 	// holds its key. Not behind RequireSession: a browser refreshes exactly
 	// when its bound cookie has expired, which RequireSession refuses. The

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package ddbtest
-
-import "net"
-
-// StopListening makes ln refuse connections by closing it.
-func StopListening(ln net.Listener) { ln.Close() }
