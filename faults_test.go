@@ -92,7 +92,7 @@ var faults = []fault{
 // keep-alive), so a connection is one request attempt, retries included.
 type faultFront struct {
 	ln     *ddbtest.Listener // refuses, keeping its port, for the refuse fault
-	engine string // host:port
+	engine string            // host:port
 	fault  fault
 	pass   int
 
