@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // An attacker who knows the old password logs in while the owner changes
@@ -76,72 +78,170 @@ func TestLoginWithRacingPasswordChange(t *testing.T) {
 	}
 }
 
+// The race of a password change, on instances whose clocks disagree: the
+// attacker's LoginWith runs on one instance and waits inside its verify
+// callback, having read and accepted the old password, while the owner
+// writes the new one and calls RevokeAll on another; then the login
+// completes. Whichever instance's clock is off, by 50 ms or by 5 s either
+// way, the attacker's session is dead on arrival on both, and a login with
+// the new password, on either, lives on both. Sessions copy the revocation
+// version they read with the credential; no clock is compared with another.
+func TestPasswordChangeUnderClockSkew(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{50 * time.Millisecond, 5 * time.Second, -5 * time.Second} {
+		for _, off := range []string{"login", "revoke"} {
+			t.Run(off+" instance "+skew.String(), func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t, nil)
+				at := func(d time.Duration) func(*ddbsession.Config[Member]) {
+					return func(c *ddbsession.Config[Member]) { c.Now = func() time.Time { return e.clock.Now().Add(d) } }
+				}
+				loginSkew, revokeSkew := skew, time.Duration(0)
+				if off == "revoke" {
+					loginSkew, revokeSkew = 0, skew
+				}
+				attackers, owners := e.members(at(loginSkew)), e.members(at(revokeSkew))
+				alice := e.createMember(owners, "alice", "old")
+				e.clock.Advance(time.Second)
+
+				verified, resume := make(chan struct{}), make(chan struct{})
+				var attacker *http.Cookie
+				var loginErr error
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					w := newRecorder()
+					loginErr = attackers.LoginWith(w, newRequest(), alice, func(m Member) error {
+						err := checkPassword("old")(m)
+						close(verified)
+						<-resume // the owner changes the password meanwhile
+						return err
+					})
+					attacker = sessionCookie(t, w.Result(), cookieName)
+				}()
+				<-verified
+				e.clock.Advance(time.Millisecond)
+				e.changePassword(owners, alice, "new")
+				e.clock.Advance(time.Millisecond)
+				close(resume)
+				<-done
+				if loginErr != nil || attacker == nil {
+					t.Fatalf("the attacker's login, which read the old password: %v, cookie %v", loginErr, attacker)
+				}
+				for name, m := range map[string]*ddbsession.Manager[Member]{"the login's": attackers, "the revoker's": owners} {
+					if got := statusOf(m, attacker); got != http.StatusUnauthorized {
+						t.Errorf("the attacker's session, on %s instance: status %d, want 401", name, got)
+					}
+				}
+				for name, m := range map[string]*ddbsession.Manager[Member]{"the login's": attackers, "the revoker's": owners} {
+					c, err := loginWith(m, alice, "new")
+					if err != nil {
+						t.Fatalf("a login with the new password on %s instance: %v", name, err)
+					}
+					for _, other := range []*ddbsession.Manager[Member]{attackers, owners} {
+						if got := statusOf(other, c); got != http.StatusOK {
+							t.Errorf("a login with the new password on %s instance: status %d, want 200", name, got)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // The same race, as it happens: attackers on a second instance loop
 // LoginWith with the old password while the owner changes it; none of
 // their sessions survives the change, and the owner's own browser is signed
-// in again with a fresh session.
+// in again with a fresh session. The instances run on the test's clock, or
+// on the machine's, the attackers' off by 25 ms or 5 s either way.
 func TestLoginWithLoopingAttackersDuringPasswordChange(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
-	owner := e.members()
-	alice := e.createMember(owner, "alice", "old")
-	ownerCookie, err := loginWith(owner, alice, "old")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := e.members() // another instance on the same table
-
-	var (
-		mu      sync.Mutex
-		cookies []*http.Cookie
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-	)
-	for range 4 {
-		wg.Go(func() {
-			for i := 0; i < 200 && !stop.Load(); i++ {
-				c, err := loginWith(second, alice, "old")
-				if err != nil {
-					continue // refused once the new password is in
+	for _, tc := range []struct {
+		name string
+		real bool // the machine's clock, not the test's
+		skew time.Duration
+	}{
+		{"one clock", false, 0},
+		{"real time, attackers 25ms ahead", true, 25 * time.Millisecond},
+		{"real time, attackers 5s ahead", true, 5 * time.Second},
+		{"real time, attackers 5s behind", true, -5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			clock := func(skew time.Duration) func(*ddbsession.Config[Member]) {
+				return func(c *ddbsession.Config[Member]) {
+					if tc.real {
+						c.Now = func() time.Time { return time.Now().Add(skew) }
+					}
 				}
+			}
+			owner := e.members(clock(0))
+			alice := e.createMember(owner, "alice", "old")
+			ownerCookie, err := loginWith(owner, alice, "old")
+			if err != nil {
+				t.Fatal(err)
+			}
+			second := e.members(clock(tc.skew)) // another instance on the same table
+
+			var (
+				mu      sync.Mutex
+				cookies []*http.Cookie
+				stop    atomic.Bool
+				wg      sync.WaitGroup
+			)
+			for range 4 {
+				wg.Go(func() {
+					for i := 0; i < 200 && !stop.Load(); i++ {
+						c, err := loginWith(second, alice, "old")
+						if err != nil {
+							continue // refused once the new password is in
+						}
+						mu.Lock()
+						cookies = append(cookies, c)
+						mu.Unlock()
+					}
+				})
+			}
+			for { // let the attackers get going
 				mu.Lock()
-				cookies = append(cookies, c)
+				n := len(cookies)
 				mu.Unlock()
+				if n >= 40 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			e.changePassword(owner, alice, "new")
+			w := newRecorder()
+			if err := owner.Login(w, newRequest(ownerCookie), alice); err != nil { // keep the owner signed in
+				t.Fatal(err)
+			}
+			fresh := sessionCookie(t, w.Result(), cookieName)
+			stop.Store(true)
+			wg.Wait()
+
+			survivors := 0
+			for _, c := range cookies {
+				if statusOf(owner, c) == http.StatusOK || statusOf(second, c) == http.StatusOK {
+					survivors++
+				}
+			}
+			t.Logf("%d attacker sessions with the old password", len(cookies))
+			if survivors != 0 {
+				t.Errorf("%d of %d attacker sessions survived the password change", survivors, len(cookies))
+			}
+			if statusOf(owner, ownerCookie) != http.StatusUnauthorized {
+				t.Error("the owner's old session survived the change")
+			}
+			if statusOf(owner, fresh) != http.StatusOK || statusOf(second, fresh) != http.StatusOK {
+				t.Error("the owner's fresh session after the change does not work on both instances")
+			}
+			c, err := loginWith(second, alice, "new")
+			if err != nil || statusOf(owner, c) != http.StatusOK {
+				t.Errorf("a login with the new password on the attackers' instance: %v, status %d; want it to live", err, statusOf(owner, c))
 			}
 		})
-	}
-	for { // let the attackers get going
-		mu.Lock()
-		n := len(cookies)
-		mu.Unlock()
-		if n >= 8 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	e.changePassword(owner, alice, "new")
-	w := newRecorder()
-	if err := owner.Login(w, newRequest(ownerCookie), alice); err != nil { // keep the owner signed in
-		t.Fatal(err)
-	}
-	fresh := sessionCookie(t, w.Result(), cookieName)
-	stop.Store(true)
-	wg.Wait()
-
-	survivors := 0
-	for _, c := range cookies {
-		if statusOf(owner, c) == http.StatusOK {
-			survivors++
-		}
-	}
-	if survivors != 0 {
-		t.Errorf("%d of %d attacker sessions survived the password change", survivors, len(cookies))
-	}
-	if statusOf(owner, ownerCookie) != http.StatusUnauthorized {
-		t.Error("the owner's old session survived the change")
-	}
-	if statusOf(owner, fresh) != http.StatusOK {
-		t.Error("the owner's fresh session after the change does not work")
 	}
 }
 
@@ -551,4 +651,410 @@ func (e *env) storedKey(id string) map[string]string {
 		e.t.Fatalf("boundKey of %s: %v", itemText(item), err)
 	}
 	return key
+}
+
+// regions is a Manager of Members in each Region of a simulated global
+// table in multi-Region eventual consistency (ddbtest.Regions): one table,
+// a replica in each Region, each Manager with Config.MREC, on the test's
+// clock offset by a skew of its own.
+type regions struct {
+	t     *testing.T
+	g     *ddbtest.Regions
+	table string
+	clock *clock
+	a, b  *ddbsession.Manager[Member]
+	logs  *syncBuffer
+}
+
+// regionsLag is the simulation's replication lag: MREC replicates
+// "typically within a second or less".
+const regionsLag = 300 * time.Millisecond
+
+func newRegions(t *testing.T, skewA, skewB time.Duration) *regions {
+	t.Helper()
+	g := ddbtest.NewRegions(t, ddbtest.Client(t), ddbtest.SecondClient(t), regionsLag)
+	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, logs: &syncBuffer{}}
+	manager := func(r *ddbtest.Region, skew time.Duration) *ddbsession.Manager[Member] {
+		m, err := ddbsession.New(ddbsession.Config[Member]{
+			Client: r, Table: rs.table, MREC: true,
+			IdleTimeout: time.Hour, RefreshInterval: 10 * time.Minute, StoreTimeout: time.Minute,
+			Now:    func() time.Time { return rs.clock.Now().Add(skew) },
+			Logger: slog.New(slog.NewTextHandler(rs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CreateTable(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Wait(context.Background()) })
+		return m
+	}
+	rs.a, rs.b = manager(g.A, skewA), manager(g.B, skewB)
+	return rs
+}
+
+// both runs f for each Region's Manager.
+func (rs *regions) both(f func(region string, m *ddbsession.Manager[Member])) {
+	f("A", rs.a)
+	f("B", rs.b)
+}
+
+// settled waits for the refreshes the Managers started and for every write
+// to reach the other Region.
+func (rs *regions) settled() {
+	rs.t.Helper()
+	for _, m := range []*ddbsession.Manager[Member]{rs.a, rs.b} {
+		if err := m.Wait(context.Background()); err != nil {
+			rs.t.Fatal(err)
+		}
+	}
+	rs.g.Settle()
+}
+
+// requestIn sends a request with c to m's RequireSession and returns its
+// answer.
+func requestIn(m *ddbsession.Manager[Member], c *http.Cookie) *httptest.ResponseRecorder {
+	w := newRecorder()
+	m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, newRequest(c))
+	return w
+}
+
+// userUpdate is the app's own write of a user item in Region r: a profile
+// change, or a new password.
+func (rs *regions) userUpdate(r *ddbtest.Region, key ddbsession.UserKey, attr, value string) {
+	rs.t.Helper()
+	_, err := r.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &rs.table, Key: userItemKey(key),
+		UpdateExpression:          ptr("SET #a = :v"),
+		ExpressionAttributeNames:  map[string]string{"#a": attr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": attrS(value)},
+	})
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+}
+
+// MREC: a RevokeAll in Region A and an app's write of the user item in
+// Region B within the replication lag. The user item converges to B's
+// version, whole, in both Regions (last writer wins), but the revocation
+// state is not on it: the sessions before the RevokeAll stay dead in both,
+// the app's write stands, and a login after it lives in both.
+func TestMRECRevokeAllRacingAppWrite(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	before, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.clock.Advance(time.Second)
+	if err := rs.a.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	rs.userUpdate(rs.g.B, alice, "name", "Alice") // 3 ms later, say: well within the lag
+	rs.settled()
+
+	for _, r := range []*ddbtest.Region{rs.g.A, rs.g.B} {
+		if name := attrText(rawRegionItem(t, r, rs.table, userItemKey(alice))["name"]); name != "S:Alice" {
+			t.Errorf("Region %s: the user item's name is %s: the app's write was undone", r.Name, name)
+		}
+	}
+	rs.both(func(region string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, before); got != http.StatusUnauthorized {
+			t.Errorf("Region %s: a session from before the RevokeAll: status %d, want 401", region, got)
+		}
+	})
+	after, err := loginWith(rs.b, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(region string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, after); got != http.StatusOK {
+			t.Errorf("Region %s: a login after the RevokeAll: status %d, want 200", region, got)
+		}
+	})
+}
+
+// MREC: a Logout in one Region, and a request in the other within the
+// replication lag that refreshes the session there. The refresh's write is
+// the later one, and brings the session item back in both Regions; the
+// end recorded in the user's state item keeps it dead in both, and out of
+// both Regions' lists.
+func TestMRECLogoutRacingRefresh(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ logout, refresh string }{{"A", "B"}, {"B", "A"}} {
+		t.Run("logout in "+tc.logout+", refresh in "+tc.refresh, func(t *testing.T) {
+			t.Parallel()
+			rs := newRegions(t, 0, 0)
+			managers := map[string]*ddbsession.Manager[Member]{"A": rs.a, "B": rs.b}
+			region := map[string]*ddbtest.Region{"A": rs.g.A, "B": rs.g.B}
+			alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+			if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			c, err := loginWith(managers[tc.logout], alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			rs.clock.Advance(20 * time.Minute) // a refresh is due
+
+			if err := managers[tc.logout].Logout(newRecorder(), newRequest(c)); err != nil {
+				t.Fatal(err)
+			}
+			w := requestIn(managers[tc.refresh], c) // before the delete has arrived
+			if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
+				t.Fatalf("the request in %s within the lag: status %d, Set-Cookie %q; want 200 and a refresh", tc.refresh, w.Code, w.Header().Values("Set-Cookie"))
+			}
+			rs.settled()
+
+			if rawRegionItem(t, region[tc.logout], rs.table, sessionItemKey(c.Value)) == nil {
+				t.Fatal("the race did not run: the refresh's write did not bring the session item back")
+			}
+			rs.both(func(r string, m *ddbsession.Manager[Member]) {
+				if got := statusOf(m, c); got != http.StatusUnauthorized {
+					t.Errorf("Region %s: the logged-out session after the refresh's write came back: status %d, want 401", r, got)
+				}
+				list, err := m.List(context.Background(), alice)
+				if err != nil || len(list) != 0 {
+					t.Errorf("Region %s: List = %v, %v; want no session", r, list, err)
+				}
+			})
+		})
+	}
+}
+
+// MREC: a login in Region A whose next request lands in Region B before
+// the session has: B refuses it, but leaves the cookie, so that once the
+// session has arrived the same cookie works there.
+func TestMRECLoginThenRequestInOtherRegion(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	c, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := requestIn(rs.b, c)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("the request in B before the session arrived: status %d, want 401", w.Code)
+	}
+	if cleared := sessionCookie(t, w.Result(), cookieName); cleared != nil {
+		t.Errorf("B cleared the cookie of a session that had not arrived yet: %v", cleared)
+	}
+	rs.settled()
+	if got := statusOf(rs.b, c); got != http.StatusOK {
+		t.Errorf("the same cookie in B once the session arrived: status %d, want 200", got)
+	}
+
+	// A RevokeAll in A, then a login in A: the new session may reach B
+	// before the raised cutoff does. B refuses it meanwhile, keeping the
+	// cookie, and accepts it once both have arrived.
+	if err := rs.a.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, fresh); got != http.StatusOK {
+			t.Errorf("Region %s: the login after the RevokeAll: status %d, want 200", r, got)
+		}
+		if got := statusOf(m, c); got != http.StatusUnauthorized {
+			t.Errorf("Region %s: the session before the RevokeAll: status %d, want 401", r, got)
+		}
+	})
+}
+
+// MREC with clocks that disagree, 5 s ahead in A and 5 s behind in B: the
+// owner changes the password in A (the app's write of the user item, then
+// RevokeAll) while attackers in B log in with the old one, which B's
+// replica holds until the change arrives. Once it has, none of the
+// attackers' sessions lives in either Region, and a login with the new
+// password in B lives in both.
+func TestMRECPasswordChangeUnderClockSkew(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 5*time.Second, -5*time.Second)
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	var (
+		mu      sync.Mutex
+		cookies []*http.Cookie
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+	)
+	for range 3 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if c, err := loginWith(rs.b, alice, "old"); err == nil {
+					mu.Lock()
+					cookies = append(cookies, c)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	rs.userUpdate(rs.g.A, alice, "password", "new")
+	if err := rs.a.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	rs.g.Settle()
+	stop.Store(true)
+	wg.Wait()
+	rs.settled()
+
+	survivors := 0
+	for _, c := range cookies {
+		if statusOf(rs.a, c) == http.StatusOK || statusOf(rs.b, c) == http.StatusOK {
+			survivors++
+		}
+	}
+	t.Logf("%d attacker sessions with the old password, in B", len(cookies))
+	if len(cookies) == 0 || survivors != 0 {
+		t.Errorf("%d of %d attacker sessions survived the password change", survivors, len(cookies))
+	}
+	c, err := loginWith(rs.b, alice, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, c); got != http.StatusOK {
+			t.Errorf("Region %s: a login with the new password in B: status %d, want 200", r, got)
+		}
+	})
+}
+
+// MREC: a RevokeAll reaches the other Region with the replication of the
+// user's state item, and no later: B accepts a session from before it
+// until that item arrives, and refuses it from the first request after.
+func TestMRECRevocationLagIsTheReplicationLag(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	c, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+
+	stateKey := "S:USERSESSIONS#10#USER#alicePROFILE" // the user's index partition, as documented
+	arrived := make(chan time.Time, 1)
+	rs.g.OnApply(func(r *ddbtest.Region, key map[string]types.AttributeValue) {
+		if r == rs.g.B && attrText(key["pk"]) == stateKey && attrText(key["sk"]) == "S:STATE" {
+			select {
+			case arrived <- time.Now():
+			default:
+			}
+		}
+	})
+	began := time.Now()
+	if err := rs.a.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if got := statusOf(rs.b, c); got != http.StatusOK {
+		t.Errorf("B before the revocation arrived: status %d, want 200 (it cannot know yet)", got)
+	}
+	var at time.Time
+	select {
+	case at = <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the user's state item never reached B")
+	}
+	if got := statusOf(rs.b, c); got != http.StatusUnauthorized {
+		t.Errorf("B's first request after the revocation arrived: status %d, want 401", got)
+	}
+	lag := at.Sub(began)
+	t.Logf("RevokeAll in A reached B after %v (replication lag %v)", lag.Round(time.Millisecond), regionsLag)
+	if lag < regionsLag {
+		t.Errorf("the revocation arrived after %v, before the replication lag %v", lag, regionsLag)
+	}
+}
+
+// rawRegionItem reads an item of Region r's replica straight from its
+// engine; nil if there is none.
+func rawRegionItem(t *testing.T, r *ddbtest.Region, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := r.Engine().GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// MRSC: the two Regions see one another's writes at once, as one engine
+// does, and a write that meets a concurrent one in another Region fails
+// with ReplicatedWriteConflictException, which the SDK does not retry. The
+// library retries it until the call's deadline: a RevokeAll in A through
+// conflicts holds in B at once, and a write that keeps conflicting fails
+// closed (an error, no session, no cookie), within StoreTimeout.
+func TestMRSCWriteConflicts(t *testing.T) {
+	t.Parallel()
+	conflict := func() error {
+		return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
+	}
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.StoreTimeout = 300 * time.Millisecond })
+	regionB, err := ddbsession.New(e.cfg) // the other Region: the same table, strongly consistent
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.putUser("alice")
+	c := e.login(alice)
+
+	var conflicts atomic.Int32
+	conflicts.Store(3)
+	p.fail = func(_ context.Context, op string) error {
+		if op == "UpdateItem" && conflicts.Add(-1) >= 0 {
+			return conflict()
+		}
+		return nil
+	}
+	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatalf("RevokeAll through 3 conflicts: %v", err)
+	}
+	if got := e.get(regionB.RequireSession(whoami(regionB)), c).Code; got != http.StatusUnauthorized {
+		t.Errorf("B right after A's RevokeAll: status %d, want 401", got)
+	}
+
+	p.fail = func(_ context.Context, op string) error {
+		if op == "UpdateItem" || op == "PutItem" || op == "DeleteItem" {
+			return conflict()
+		}
+		return nil
+	}
+	began := time.Now()
+	err = e.m.RevokeAll(context.Background(), alice)
+	if !errors.As(err, new(*types.ReplicatedWriteConflictException)) || !strings.Contains(err.Error(), "another Region") {
+		t.Errorf("RevokeAll under endless conflicts = %v, want the conflict, said so", err)
+	}
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice); err == nil || sessionCookie(t, w.Result(), cookieName) != nil {
+		t.Errorf("Login under endless conflicts = %v, cookie %v; want an error and no cookie", err, w.Header().Values("Set-Cookie"))
+	}
+	if elapsed := time.Since(began); elapsed > 5*time.Second {
+		t.Errorf("the failing calls took %v, far past StoreTimeout", elapsed)
+	}
 }

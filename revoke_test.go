@@ -813,3 +813,91 @@ func TestExpiringRejectsBadWindows(t *testing.T) {
 		})
 	}
 }
+
+// A rolling deploy: instances of the release before this one next to this
+// one's, on one table, with one clock. That release dated a session by its
+// creation time, valid while after the user's cutoff, and wrote no "gen";
+// this one keeps both meanings. It reads an earlier release's sessions by
+// their creation time, as that release did; its own sessions were created
+// after the cutoff they read, so an earlier release accepts them; and the
+// two releases' RevokeAll write the same cutoff, which each release's
+// reader then applies to every session. Old and new instances so agree on
+// every session, before and after either revokes.
+func TestRollingDeployKeepsEachReleasesSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	alice := e.putUser("alice")
+	ctx := context.Background()
+	cutoff := func() int64 { return storedNumber(t, e, userItemKey(alice), "sessionsValidAfter") }
+	// earlierRelease is the previous release's reader, by its documented
+	// rule: the session item is there, unexpired, and created after the
+	// user's cutoff.
+	earlierRelease := func(c *http.Cookie) bool {
+		item := rawItem(t, e, sessionItemKey(c.Value))
+		if item == nil {
+			return false
+		}
+		_, hasCutoff := rawItem(t, e, userItemKey(alice))["sessionsValidAfter"]
+		return numberOf(t, item, "expiresAt") > e.clock.Now().Unix() &&
+			(!hasCutoff || numberOf(t, item, "createdAt") > cutoff())
+	}
+	// earlierLogin is a login of the previous release: its session and
+	// index items, without "gen", created after the cutoff it read.
+	earlierLogin := func() *http.Cookie {
+		h := newHandSession(alice)
+		now := e.clock.Now().UnixMilli()
+		if _, ok := rawItem(t, e, userItemKey(alice))["sessionsValidAfter"]; ok {
+			now = max(now, cutoff()+1)
+		}
+		h.createdMs, h.refreshedMs, h.expiresSec = now, now, e.clock.Now().Add(time.Hour).Unix()
+		session, index := h.items()
+		e.putItem(index)
+		e.putItem(session)
+		return &http.Cookie{Name: cookieName, Value: h.token}
+	}
+	// earlierRevokeAll is the previous release's RevokeAll: the cutoff to
+	// its clock's now, if that is later.
+	earlierRevokeAll := func() {
+		_, err := e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &e.table, Key: userItemKey(alice),
+			UpdateExpression:          ptr("SET sessionsValidAfter = :now"),
+			ConditionExpression:       ptr("attribute_not_exists(sessionsValidAfter) OR sessionsValidAfter < :now"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(e.clock.Now().UnixMilli())},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	agree := func(when string, c *http.Cookie, want bool) {
+		t.Helper()
+		if got := e.status(c) == http.StatusOK; got != want {
+			t.Errorf("%s: this release says valid %v, want %v", when, got, want)
+		}
+		if got := earlierRelease(c); got != want {
+			t.Errorf("%s: the earlier release says valid %v, want %v", when, got, want)
+		}
+	}
+
+	oldSession, newSession := earlierLogin(), e.login(alice)
+	agree("an earlier release's session", oldSession, true)
+	agree("this release's session", newSession, true)
+
+	e.clock.Advance(time.Second)
+	earlierRevokeAll()
+	agree("an earlier release's session after its RevokeAll", oldSession, false)
+	agree("this release's session after the earlier release's RevokeAll", newSession, false)
+
+	e.clock.Advance(time.Second)
+	oldSession, newSession = earlierLogin(), e.login(alice)
+	agree("an earlier release's login after its RevokeAll", oldSession, true)
+	agree("this release's login after the earlier release's RevokeAll", newSession, true)
+
+	e.clock.Advance(time.Second)
+	if err := e.m.RevokeAll(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	agree("an earlier release's session after this release's RevokeAll", oldSession, false)
+	agree("this release's session after its RevokeAll", newSession, false)
+	agree("an earlier release's login after this release's RevokeAll", earlierLogin(), true)
+	agree("this release's login after its RevokeAll", e.login(alice), true)
+}

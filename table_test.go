@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +287,64 @@ func createTable(t *testing.T, client *dynamodb.Client, table string, keys []tab
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
 	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A global table says how it replicates, and CheckTable and CreateTable
+// hold it against Config.MREC: a table in multi-Region eventual
+// consistency without it is refused (a write in one Region could undo a
+// RevokeAll in another); one in multi-Region strong consistency has no TTL,
+// which CheckTable reports with what to do instead, and CreateTable leaves
+// it be. The probe answers DescribeTable as DynamoDB describes such tables.
+func TestGlobalTables(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		consistency types.MultiRegionConsistency
+		mrec        bool
+		wantCheck   []error // each must be in CheckTable's error
+		wantCreate  error
+		checkSays   string
+	}{
+		{"MREC without Config.MREC", types.MultiRegionConsistencyEventual, false, []error{ddbsession.ErrTableSchema, ddbsession.ErrTTLOff}, ddbsession.ErrTableSchema, "set Config.MREC"},
+		{"MREC with Config.MREC", types.MultiRegionConsistencyEventual, true, []error{ddbsession.ErrTTLOff}, nil, "TTL is off"},
+		{"MRSC", types.MultiRegionConsistencyStrong, false, []error{ddbsession.ErrTTLOff}, nil, "multi-Region strong consistency (MRSC), which has no TTL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var p *probe
+			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.MREC = tc.mrec })
+			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+				if op != "DescribeTable" {
+					return nil, false
+				}
+				out, err := p.next.DescribeTable(ctx, in.(*dynamodb.DescribeTableInput))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out.Table.MultiRegionConsistency = tc.consistency
+				out.Table.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("us-west-2")}}
+				return out, true
+			}
+			err := e.m.CheckTable(context.Background())
+			for _, want := range tc.wantCheck {
+				if !errors.Is(err, want) {
+					t.Errorf("CheckTable = %v, want it to wrap %v", err, want)
+				}
+			}
+			if errors.Is(err, ddbsession.ErrTableSchema) != slices.Contains(tc.wantCheck, ddbsession.ErrTableSchema) {
+				t.Errorf("CheckTable = %v; want ErrTableSchema %v", err, slices.Contains(tc.wantCheck, ddbsession.ErrTableSchema))
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.checkSays) {
+				t.Errorf("CheckTable = %v, want it to say %q", err, tc.checkSays)
+			}
+			p.reset()
+			if err := e.m.CreateTable(context.Background()); !errors.Is(err, tc.wantCreate) || (tc.wantCreate == nil) != (err == nil) {
+				t.Errorf("CreateTable on the existing table = %v, want %v", err, tc.wantCreate)
+			}
+			if tc.consistency == types.MultiRegionConsistencyStrong && p.count("UpdateTimeToLive") != 0 {
+				t.Error("CreateTable tried to enable TTL on an MRSC table, which cannot have it")
+			}
+		})
 	}
 }

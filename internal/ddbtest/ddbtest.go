@@ -53,6 +53,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -113,7 +114,39 @@ func (h Harness) Main(m *testing.M) int {
 		return 1
 	}
 	mainRan = true
-	return m.Run()
+	code := m.Run()
+	if second.stop != nil {
+		second.stop()
+	}
+	return code
+}
+
+// second is the engine of SecondClient, started on first use.
+var second struct {
+	once     sync.Once
+	endpoint string
+	stop     func()
+	err      error
+}
+
+// SecondClient returns a client for a second engine of its own, for tests
+// that need two independent ones, such as two Regions of a global table
+// (see [Regions]): the pinned dynalite, started on first use and stopped
+// when Main returns. It needs Node.js, as dynalite does.
+func SecondClient(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	if !mainRan {
+		t.Fatal("ddbtest: SecondClient needs the package's TestMain to call ddbtest.Main")
+	}
+	second.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+		defer cancel()
+		second.endpoint, second.stop, second.err = startDynalite(ctx, "ddbtest (second engine)")
+	})
+	if second.err != nil {
+		t.Fatalf("ddbtest: a second engine: %v", second.err)
+	}
+	return newClient(second.endpoint)
 }
 
 // startEngine starts DynamoDB Local in Docker or else dynalite with Node,

@@ -156,3 +156,44 @@ func TestCredentialHasOneSpelling(t *testing.T) {
 		}
 	}
 }
+
+// A state item that is not in the format is an error, never a state with
+// fewer ends: its reader fails closed.
+func TestDecodeState(t *testing.T) {
+	valid := map[string]types.AttributeValue{
+		AttrVersion: Num(1), AttrKind: Str(KindState), AttrStateCutoff: Num(1796040000250),
+		AttrStateEnded: &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"0123": Num(1796044200)}},
+		attrStateRev:   Num(3),
+	}
+	got, err := DecodeState(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := State{Cutoff: 1796040000250, Ended: map[string]int64{"0123": 1796044200}, Rev: 3}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DecodeState (-want +got):\n%s", diff)
+	}
+	if s, err := DecodeState(nil); err != nil || s.Cutoff != 0 || s.Ended != nil {
+		t.Errorf("DecodeState(nil) = %+v, %v; want the zero State", s, err)
+	}
+	for name, change := range map[string]func(map[string]types.AttributeValue){
+		"another kind":    func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindSession) },
+		"unknown version": func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(9) },
+		"ended not a map": func(av map[string]types.AttributeValue) { av[AttrStateEnded] = Str("x") },
+		"an end as string": func(av map[string]types.AttributeValue) {
+			av[AttrStateEnded] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"0123": Str("soon")}}
+		},
+		"cutoff fraction": func(av map[string]types.AttributeValue) {
+			av[AttrStateCutoff] = &types.AttributeValueMemberN{Value: "1.5"}
+		},
+	} {
+		av := maps.Clone(valid)
+		change(av)
+		if _, err := DecodeState(av); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: DecodeState error = %v, want ErrMalformed", name, err)
+		}
+	}
+	if !got.Ends("0123", time.Unix(1796044199, 0)) || got.Ends("0123", time.Unix(1796044200, 0)) || got.Ends("4567", time.Unix(0, 0)) {
+		t.Error("Ends does not hold a session ended until its time, and no longer")
+	}
+}
