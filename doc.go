@@ -9,8 +9,9 @@
 // token), and puts the user, as the app's own type, in the request context,
 // where [Manager.User] reads it back. It checks expiry in code,
 // because DynamoDB's TTL deletes expired items up to 48 hours late, and it
-// checks the user's sessions-valid-after cutoff, so that [Manager.RevokeAll]
-// logs a user out everywhere with one write and no scan. Requests slide the
+// checks the user's sessions-valid-after cutoff, a revocation version that
+// no instance's clock can get wrong, so that [Manager.RevokeAll] logs a
+// user out everywhere with one write and no scan. Requests slide the
 // expiry forward at most once per [Config.RefreshInterval]; the requests in
 // between cost no writes. Store failures fail closed.
 //
@@ -77,6 +78,9 @@
 //	createdAt    N  creation time, epoch milliseconds
 //	refreshedAt  N  last refresh, epoch milliseconds
 //	expiresAt    N  expiry, epoch seconds: the TTL attribute, never milliseconds
+//	gen          N  the user's cutoff as the login read it with the credential:
+//	                the session lives while the user's cutoff is still this one
+//	                (see "Revocation"); absent in items of earlier releases
 //	userAgent    S  the browser's User-Agent, at most 256 bytes, without control
 //	                or format characters (optional)
 //	browserOnly  N  1 for a session whose cookie ends with the browser
@@ -131,9 +135,26 @@
 //
 // The user item is the app's own. The package reads it with
 // attributevalue.UnmarshalMap into the app's type, and reads and writes one
-// attribute of it, "sessionsValidAfter" (N, epoch milliseconds), set by
-// [Manager.RevokeAll]. A service whose users live elsewhere sets
-// [Config.LoadUser] instead.
+// attribute of it, "sessionsValidAfter" (N), the user's revocation version,
+// which [Manager.CreateUser] sets and [Manager.RevokeAll] raises. Its value
+// is a time in epoch milliseconds, so that releases before the version
+// could read it as a cutoff, but no reader of this release compares it
+// with a clock. A service whose users live elsewhere sets [Config.LoadUser]
+// instead.
+//
+// With [Config.MREC], the package also keeps a state item per user, in the
+// user's index partition, which only the package writes (see
+// "Multi-Region"):
+//
+//	pk             S  the user's index partition, as the index items'
+//	sk             S  STATE
+//	v              N  1
+//	kind           S  "session-state"
+//	gen            N  the user's revocation version, raised by RevokeAll; the
+//	                  higher of it and the user item's counts
+//	endedSessions  M  session ID -> N: epoch seconds until which a session that
+//	                  Logout, Revoke or Login's rotation ended stays ended
+//	endedRev       N  counts the writes of endedSessions
 //
 // A token is 26 characters of the RFC 4648 base32 alphabet (130 random
 // bits). The table never holds one: whoever reads it, or a backup of it,
@@ -304,29 +325,84 @@
 //		sessionEvents.Add(ctx, 1, metric.WithAttributes(attrs...))
 //	}
 //
-// # Time
+// # Revocation
 //
-// Expiry is compared in epoch seconds, as TTL stores it. createdAt and the
-// cutoff are epoch milliseconds, and the cutoff is strict: a session created
-// in the cutoff's millisecond or before is ended. [Manager.RevokeAll] moves
-// the cutoff to its own millisecond (or one on, where it already is there or
-// later), and [Manager.Login] and [Manager.LoginWith] stamp a new session
-// after the cutoff they read, so a sign-in right after RevokeAll holds. The
-// cutoff is written by one instance and compared with createdAt values
-// written by others, which assumes that the instances' clocks agree to well
-// within a second, as NTP or the Amazon Time Sync Service keep them.
+// The user's sessions-valid-after cutoff is a version, not a time to
+// compare. A login reads it in the same strongly consistent read as the
+// credential it checks, and copies it into the new session ("gen"); a
+// request accepts the session only while the user's cutoff is still that
+// value. [Manager.RevokeAll] raises it, in one conditional write, so that
+// every session made before is ended on its next request, on any instance,
+// and every login that reads the user after it copies the new value and
+// lives. No clock takes part: a login on an instance whose clock runs
+// minutes ahead, or a RevokeAll on one whose clock lags, decides exactly as
+// on any other. Raising it to the current time in epoch milliseconds (or
+// one on, where it is there or later already) keeps its meaning for the
+// releases before this one, which compare it with sessions' creation times:
+// this release still creates sessions after the cutoff they read, so during
+// a rolling deploy old and new instances agree on every session, and it
+// dates an earlier release's sessions, which carry no "gen", the way that
+// release did.
 //
 // # Credentials and sessions
 //
 // A password change must not leave a session that rests on the old
 // password: write the new credential, then call [Manager.RevokeAll], then
 // sign the changing browser in again with [Manager.Login]. Password logins
-// go through [Manager.LoginWith], which reads the user item itself and
-// stamps the session with a time taken before that read: a login that read
-// the old password is then always created before the cutoff, however the
-// two interleave. New user items carry a cutoff of their creation time
-// ([Manager.CreateUser]), so that a deleted user's sessions never come back
-// for a new account under the same key.
+// go through [Manager.LoginWith], which reads the credential and the
+// cutoff together: a login that read the old password copied the old
+// cutoff, and dies with the RevokeAll that follows the change, however the
+// two interleave and whatever the clocks say; a login that read the new
+// password read the raised cutoff too, and lives. New user items carry a
+// cutoff of their creation time ([Manager.CreateUser]): a deleted user's
+// sessions copied another value, so they never come back for a new account
+// under the same key.
+//
+// # Time
+//
+// Time is left where a few seconds of skew between instances do no harm:
+// expiry, compared in epoch seconds as TTL stores it, and the absolute
+// lifetime, from the creation time in epoch milliseconds. An instance whose
+// clock is off by d ends sessions d early or late. Device binding's
+// challenges and bound cookies expire the same way. The cutoff's value is
+// a time too, for the releases that read it as one (see "Revocation"), but
+// no reader of this release compares it with a clock.
+//
+// # Multi-Region
+//
+// A DynamoDB global table replicates the table to other Regions, in one of
+// two consistency modes.
+//
+// Multi-Region strong consistency (MRSC) replicates every write to another
+// Region before it returns, so a strongly consistent read in any Region
+// sees it: sessions, logouts and RevokeAll behave as in one Region, with no
+// option to set. A write that meets a concurrent write of the same item in
+// another Region fails with ReplicatedWriteConflictException, which the
+// SDK's retryer does not retry; the package retries it until the call's
+// deadline (StoreTimeout) and then fails closed, as for any store error.
+// MRSC tables have no TTL: expired items stay until a sweep deletes them
+// (they are rejected all the same), and [Manager.CheckTable] says so.
+//
+// Multi-Region eventual consistency (MREC), the default mode, replicates
+// each item on its own, typically within a second; strongly consistent
+// reads and conditions see the local Region's replica only, and concurrent
+// writes of one item in two Regions are settled whole-item, last writer
+// wins. Set [Config.MREC] for such a table ([Manager.CheckTable] refuses
+// one without it). The package then keeps the user's revocation state in a
+// state item of its own, which no write of the app's touches: each request
+// reads it with the session and the user (three items, one round trip, a
+// third read unit), RevokeAll raises its cutoff and leaves the user item
+// alone, and Logout, Revoke and Login's rotation note the sessions they end
+// in it, so that a refresh in another Region that brings a deleted session
+// item back, whole, brings back no session. A session that has not reached
+// a Region yet, or whose user's state lags there, is refused there with
+// reason [ReasonNotReplicated] or [ReasonUnknown], and its cookie is kept:
+// the next request, once replication has caught up, is accepted. A
+// RevokeAll reaches another Region when its write does, and no later; until
+// then a revoked session still works there. Two state writes of one user in
+// two Regions within the replication lag (two logouts, or a logout and a
+// RevokeAll) can lose one of them to the other, as any MREC item can; the
+// session a lost note was for stays deleted unless a refresh raced it too.
 //
 // # Reading the code
 //
@@ -338,14 +414,15 @@
 //	manager.go     Config, New, and the Manager that holds the parts below
 //	bound.go       device binding's bound cookie and the login's offer
 //	refresh.go     sliding the expiry, after the response
-//	users.go       the user item and its cutoff
+//	users.go       the user item and the user's revocation state
 //	cookie.go      the session cookie and the bearer token, read and written
-//	store.go       every DynamoDB call
+//	store.go       every DynamoDB call on items
 //	internal/item  the item format: one encoder, one decoder
 //
 // Beside the path, at the top: login.go signs users up, in and out;
 // revoke.go lists and ends sessions; dbsc.go serves device binding's
-// endpoints; table.go creates and checks the table. At the bottom, the
+// endpoints; table.go creates and checks the table, with its own calls. At
+// the bottom, the
 // words they all share: session.go, events.go, layout.go and answers.go.
 // The Manager's type parameter stops at its methods: everything below them
 // decodes the user through a pointer.

@@ -26,7 +26,9 @@ import (
 // [ErrUserExists], and writes nothing, if an item with that key exists.
 //
 // An app that writes user items itself must do the same: set
-// [Layout.ValidAfterAttribute] to the creation time in epoch milliseconds.
+// [Layout.ValidAfterAttribute] to the creation time in epoch milliseconds,
+// and, with [Config.MREC], call [Manager.RevokeAll] after creating one whose
+// key a deleted user had, so that the user's state item moves on too.
 func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 	av, err := attributevalue.MarshalMap(v)
 	if err != nil {
@@ -79,12 +81,13 @@ func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey)
 // to refuse. Otherwise it is [Manager.Login].
 //
 // It is race-free against a credential change that writes the new
-// credential and then calls [Manager.RevokeAll]: the session is stamped with
-// a time taken before the user item was read, so a login that read the old
-// credential is always created before the cutoff and dies with the others,
-// and a login that read after the change saw the new credential, and the
-// cutoff, and is stamped after it. A plain Login after the app's own read
-// cannot promise that, since it cannot know when the app read.
+// credential and then calls [Manager.RevokeAll]: the session copies the
+// revocation version read with the credential, so a login that read the old
+// credential copied the old version and dies with the others, and a login
+// that read after the change saw the new credential, and the raised
+// version, and lives; whatever the instances' clocks say (see "Revocation"
+// in the package documentation). A plain Login after the app's own read
+// cannot promise that, since it cannot know what the app read.
 //
 // With a custom [Config.LoadUser], the loader must return the credential in
 // U and read it, with the cutoff, in one strongly consistent read.

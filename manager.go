@@ -77,8 +77,8 @@ type Config[U any] struct {
 	// The cutoff is a version, read with the credential, not a time to
 	// compare with a clock: a session lives while its user's cutoff is the
 	// one its login read. A store of the app's own raises it to end a
-	// user's sessions (it has to: RevokeAll writes the user item in Table),
-	// and never lowers it.
+	// user's sessions, and never lowers it; RevokeAll raises the one of a
+	// user item in Table, so with users elsewhere the app raises its own.
 	LoadUser func(ctx context.Context, key UserKey) (user U, validAfter time.Time, err error)
 
 	// HideUserKey keeps the user's key out of the session cookie. By
