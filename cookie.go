@@ -133,7 +133,7 @@ func (c *cookies) clear(w http.ResponseWriter) { writeCookie(w, c.name, "", -1, 
 func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure bool) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	addVaryCookie(h)
+	addVary(h, "Cookie")
 	http.SetCookie(w, &http.Cookie{
 		Name:     name,
 		Value:    value,
@@ -145,14 +145,27 @@ func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure b
 	})
 }
 
-// addVaryCookie says that the response depends on the request's cookies.
-func addVaryCookie(h http.Header) {
+// addVary says that the response depends on the request's header name, if
+// it does not say so already.
+func addVary(h http.Header, name string) {
 	for _, v := range h.Values("Vary") {
-		if v == "Cookie" {
-			return
+		for field := range strings.SplitSeq(v, ",") {
+			if f := strings.TrimSpace(field); f == "*" || strings.EqualFold(f, name) {
+				return
+			}
 		}
 	}
-	h.Add("Vary", "Cookie")
+	h.Add("Vary", name)
+}
+
+// private marks a response that a session let through as the user's own:
+// no shared cache may keep it, since some ignore Vary: Cookie, and none
+// should keep what a bearer token was shown for (OWASP ASVS 5.0 14.3.2). A
+// handler that sets a Cache-Control of its own replaces it.
+func private(h http.Header) {
+	if _, set := h["Cache-Control"]; !set {
+		h["Cache-Control"] = []string{"private, no-store"}
+	}
 }
 
 // cookieName is a configured cookie name as sent: with the "__Host-" prefix,

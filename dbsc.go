@@ -51,7 +51,7 @@ func (c *core) serveBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	addVaryCookie(w.Header())
+	addVary(w.Header(), "Cookie")
 	if r.URL.Path == d.RegistrationPath {
 		c.register(w, r)
 	} else {

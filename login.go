@@ -201,9 +201,13 @@ func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() erro
 // so their tokens are dead on every instance, and clears the cookie.
 // The cookie is cleared even when a delete fails, and the error is returned
 // so that the app can tell the user the sign-out did not complete. A client
-// that hangs up at once is still signed out.
+// that hangs up at once is still signed out. With [Config.ClearSiteData] the
+// response also asks the browser to clear what that names.
 func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	m.cookies.clear(w)
+	if m.clearSiteData != "" {
+		w.Header().Set("Clear-Site-Data", m.clearSiteData)
+	}
 	if len(r.CookiesNamed(m.binding.CookieName)) > 0 {
 		m.binding.writeCookie(w, "", -1)
 	}

@@ -607,3 +607,32 @@ func TestLoginWhoseWriteIsLostLeavesNoListedSession(t *testing.T) {
 		})
 	}
 }
+
+// With Config.ClearSiteData, Logout asks the browser to clear what it
+// names, in the header's grammar; without it, Logout sends no such header,
+// since the directives reach the whole registrable domain.
+func TestLogoutClearSiteData(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		directives []string
+		want       string
+	}{
+		{"off by default", nil, ""},
+		{"cache, cookies, storage", []string{"cache", "cookies", "storage"}, `"cache", "cookies", "storage"`},
+		{"everything", []string{"*"}, `"*"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.ClearSiteData = tc.directives })
+			c := e.login(e.putUser("alice"))
+			w := newRecorder()
+			if err := e.m.Logout(w, newRequest(c)); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Header().Get("Clear-Site-Data"); got != tc.want {
+				t.Errorf("Clear-Site-Data %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

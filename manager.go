@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -37,6 +40,7 @@ type core struct {
 	binding DeviceBinding
 
 	keepSignedIn                   func(*http.Request) bool // Config.KeepSignedIn, or nil
+	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
 	unauthorized, storeUnavailable http.Handler
 	timeout                        time.Duration // Config.StoreTimeout
 	now                            func() time.Time
@@ -165,6 +169,17 @@ type Config[U any] struct {
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
 
+	// ClearSiteData, if set, makes Logout's response ask the browser to
+	// clear what it names besides the session cookie, in a Clear-Site-Data
+	// header (OWASP ASVS 5.0 14.3.1): any of "cache", "cookies", "storage",
+	// "executionContexts", or "*" for every kind. Off by default, since
+	// browsers clear "cookies" and "storage" for the whole registrable
+	// domain (every subdomain's, not this app's alone) and
+	// "executionContexts" reloads every open tab of the site; an app that
+	// owns its domain turns it on. Browsers heed it over HTTPS and on
+	// localhost only.
+	ClearSiteData []string
+
 	// MREC says that Table is a DynamoDB global table in multi-Region
 	// eventual consistency (MREC), where strongly consistent reads and
 	// conditions are Region-local and concurrent writes of one item in two
@@ -218,6 +233,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		events:           ev,
 		binding:          cfg.DeviceBinding,
 		keepSignedIn:     cfg.KeepSignedIn,
+		clearSiteData:    clearSiteData(cfg.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,
 		storeUnavailable: cfg.StoreUnavailable,
 		timeout:          cfg.StoreTimeout,
@@ -237,6 +253,16 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		}
 	}
 	return m, nil
+}
+
+// clearSiteData is the Clear-Site-Data header of directives: each a quoted
+// string, as the header's grammar wants.
+func clearSiteData(directives []string) string {
+	quoted := make([]string, len(directives))
+	for i, d := range directives {
+		quoted[i] = strconv.Quote(d)
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // withDefaults returns c with every unset field filled in, and its layout
@@ -262,6 +288,11 @@ func (c Config[U]) withDefaults() (Config[U], item.Layout, error) {
 	}
 	if err := c.DeviceBinding.withDefaults(c.InsecureDevMode, c.CookieName); err != nil {
 		return c, layout, err
+	}
+	for _, d := range c.ClearSiteData {
+		if !slices.Contains([]string{"cache", "cookies", "storage", "executionContexts", "*"}, d) {
+			return c, layout, fmt.Errorf("ddbsession: Config.ClearSiteData %q: not a Clear-Site-Data directive (cache, cookies, storage, executionContexts, *)", d)
+		}
 	}
 	if c.Unauthorized == nil {
 		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")

@@ -38,6 +38,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"sort key is a session attribute", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "kind" }, `"kind"`},
 		{"partition key is a session attribute", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "sid" }, `"sid"`},
 		{"too many shards", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndexShards = 1000 }, "Config.Layout.ExpiryIndexShards"},
+		{"unknown Clear-Site-Data directive", func(c *ddbsession.Config[User]) { c.ClearSiteData = []string{"cookies", "everything"} }, `Config.ClearSiteData "everything"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,12 +37,16 @@ func (m *Manager[U]) LoadSession(next http.Handler) http.Handler { return m.guar
 
 func (m *Manager[U]) guard(next http.Handler, required bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The response depends on the cookie whatever happens next.
-		addVaryCookie(w.Header())
+		// The response depends on the credential whatever happens next.
+		addVary(w.Header(), "Cookie")
+		if m.cookies.bearer {
+			addVary(w.Header(), "Authorization")
+		}
 		st := new(requestState[U])
 		s, bearer, err := m.authenticate(w, r, &st.user)
 		switch {
 		case err == nil:
+			private(w.Header())
 			st.session = s
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
 		case errors.Is(err, ErrNoSession) && !required:

@@ -646,3 +646,58 @@ func TestNewContextForHandlerTests(t *testing.T) {
 		t.Errorf("Session = %+v, %v", s, ok)
 	}
 }
+
+// A response that a session let through is the user's own: no shared cache
+// may keep it, for a cookie or a bearer token alike, since some caches
+// ignore Vary (OWASP ASVS 5.0 14.3.2); a handler's own Cache-Control
+// stands. Where bearer tokens are accepted, every response through the
+// guard says that it varies by Authorization as well as by Cookie. An
+// anonymous page of LoadSession stays cacheable.
+func TestAuthenticatedResponsesAreNotCached(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withBearer)
+	alice := e.putUser("alice")
+	cookie, token := e.login(alice), e.bearerLogin(alice)
+	plain := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	own := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "private, max-age=60")
+	})
+	send := func(h http.Handler, authorization string, cookies ...*http.Cookie) http.Header {
+		t.Helper()
+		r := httptest.NewRequest("GET", "https://example.test/", nil)
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		for _, c := range cookies {
+			r.AddCookie(c)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Header()
+	}
+	for _, tc := range []struct {
+		name      string
+		header    http.Header
+		wantCache string
+	}{
+		{"cookie", send(e.m.RequireSession(plain), "", cookie), "private, no-store"},
+		{"bearer token", send(e.m.RequireSession(plain), "Bearer "+token.Token), "private, no-store"},
+		{"LoadSession with a session", send(e.m.LoadSession(plain), "", cookie), "private, no-store"},
+		{"the handler's own", send(e.m.RequireSession(own), "", cookie), "private, max-age=60"},
+		{"LoadSession, anonymous", send(e.m.LoadSession(plain), ""), ""},
+	} {
+		if got := tc.header.Get("Cache-Control"); got != tc.wantCache {
+			t.Errorf("%s: Cache-Control %q, want %q", tc.name, got, tc.wantCache)
+		}
+		if got := tc.header.Values("Vary"); !cmp.Equal(got, []string{"Cookie", "Authorization"}) {
+			t.Errorf("%s: Vary %q, want [Cookie Authorization]", tc.name, got)
+		}
+	}
+	cookiesOnly, err := ddbsession.New(func() ddbsession.Config[User] { c := e.cfg; c.BearerTokens = false; return c }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := send(cookiesOnly.RequireSession(plain), "", cookie).Values("Vary"); !cmp.Equal(got, []string{"Cookie"}) {
+		t.Errorf("without BearerTokens: Vary %q, want [Cookie]", got)
+	}
+}
