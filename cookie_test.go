@@ -40,10 +40,7 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 	cookie := e.login(alice)
 	hiddenCfg := e.cfg
 	hiddenCfg.HideUserKey = true
-	hidden, err := ddbsession.New(hiddenCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hidden := primed(t, hiddenCfg)
 	old := tokenOnly(cookie) // as an earlier release, or a HideUserKey Manager, issued it
 
 	for _, tc := range []struct {

@@ -32,16 +32,17 @@ type Event struct {
 type EventKind string
 
 const (
-	EventCreated        EventKind = "created"         // Login, LoginWith or LoginBearer made a session
-	EventRefreshed      EventKind = "refreshed"       // a request moved the expiry forward (reported once written)
-	EventRotated        EventKind = "rotated"         // Login ended a session the request carried
-	EventEnded          EventKind = "ended"           // Logout ended a session
-	EventRevoked        EventKind = "revoked"         // Revoke ended one session
-	EventRevokedAll     EventKind = "revoked-all"     // RevokeAll ended all of a user's sessions
-	EventRejected       EventKind = "rejected"        // a request's credential granted no session; see Reason
-	EventStoreFailed    EventKind = "store-failed"    // DynamoDB failed or timed out; the request failed closed
-	EventBound          EventKind = "bound"           // a browser bound a session to its device key (DBSC)
-	EventBoundRefreshed EventKind = "bound-refreshed" // a bound session's device proved itself for a fresh bound cookie
+	EventCreated         EventKind = "created"          // Login, LoginWith or LoginBearer made a session
+	EventRefreshed       EventKind = "refreshed"        // a request moved the expiry forward (reported once written)
+	EventRotated         EventKind = "rotated"          // Login ended a session the request carried
+	EventEnded           EventKind = "ended"            // Logout ended a session
+	EventRevoked         EventKind = "revoked"          // Revoke ended one session
+	EventRevokedAll      EventKind = "revoked-all"      // RevokeAll ended all of a user's sessions
+	EventRevokedEveryone EventKind = "revoked-everyone" // RevokeEveryone ended every session of every user
+	EventRejected        EventKind = "rejected"         // a request's credential granted no session; see Reason
+	EventStoreFailed     EventKind = "store-failed"     // DynamoDB failed or timed out; the request failed closed
+	EventBound           EventKind = "bound"            // a browser bound a session to its device key (DBSC)
+	EventBoundRefreshed  EventKind = "bound-refreshed"  // a bound session's device proved itself for a fresh bound cookie
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.

@@ -143,6 +143,21 @@ func newEnv(t testing.TB, mutate ...func(*ddbsession.Config[User])) *env {
 	return e
 }
 
+// primed returns a Manager of cfg that has read the table's global
+// revocation generation, as CreateTable and CheckTable make it read at an
+// app's start: without, its first request reads it too, with its session.
+func primed[U any](t testing.TB, cfg ddbsession.Config[U]) *ddbsession.Manager[U] {
+	t.Helper()
+	m, err := ddbsession.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckTable(context.Background()); err != nil && !errors.Is(err, ddbsession.ErrTTLOff) {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // Config options and injected faults.
 
 // withProbe installs a probe in front of the engine and stores it in *p.

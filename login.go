@@ -157,8 +157,8 @@ func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() erro
 	// Not cut short by the client: a half-done rotation helps no one.
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	now := c.now()
-	rev, err := c.users.load(ctx, user, out)
+	now, began := c.now(), mono()
+	rev, err := c.users.load(ctx, user, out, true)
 	if errors.Is(err, ErrUserNotFound) {
 		return "", none, now, err
 	}
@@ -182,6 +182,8 @@ func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() erro
 	created := max(now.UnixMilli(), rev.Cutoff+1)
 	s := c.life.newSession(user, userAgent(r), time.UnixMilli(created))
 	s.Gen, s.HasGen = rev.Cutoff, true
+	c.everyone.seen(rev.global, began)
+	s.GlobalGen = c.everyone.gen.Load() // read with the user: a RevokeEveryone before this login ends no session of it
 	s.BrowserOnly = endCarried && c.keepSignedIn != nil && !c.keepSignedIn(r)
 	if endCarried && c.binding.Enabled {
 		// The challenge of the offer to bind, which the Login response

@@ -31,13 +31,14 @@ type Manager[U any] struct {
 // parts that do the work. The package documentation maps how a request
 // passes through them.
 type core struct {
-	store   *store
-	users   users
-	cookies cookies
-	life    lifetimes
-	refresh *refresher
-	events  events
-	binding DeviceBinding
+	store    *store
+	users    users
+	cookies  cookies
+	life     lifetimes
+	refresh  *refresher
+	events   events
+	binding  DeviceBinding
+	everyone *everyone
 
 	keepSignedIn                   func(*http.Request) bool // Config.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
@@ -169,6 +170,14 @@ type Config[U any] struct {
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
 
+	// RevokeEveryoneWithin bounds how long after [Manager.RevokeEveryone]
+	// this instance may still accept a session created before it: a
+	// request reads the table's global revocation generation anew, in the
+	// same round trip as its session, once this instance's copy is that
+	// old, so one request per instance per RevokeEveryoneWithin reads one
+	// more item. Default 10 seconds; at least a second.
+	RevokeEveryoneWithin time.Duration
+
 	// ClearSiteData, if set, makes Logout's response ask the browser to
 	// clear what it names besides the session cookie, in a Clear-Site-Data
 	// header (OWASP ASVS 5.0 14.3.1): any of "cache", "cookies", "storage",
@@ -232,6 +241,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		refresh:          &refresher{store: st, life: life, timeout: cfg.StoreTimeout, events: ev, logger: cfg.Logger},
 		events:           ev,
 		binding:          cfg.DeviceBinding,
+		everyone:         &everyone{within: cfg.RevokeEveryoneWithin},
 		keepSignedIn:     cfg.KeepSignedIn,
 		clearSiteData:    clearSiteData(cfg.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,
@@ -334,6 +344,12 @@ func (c *Config[U]) lifetimesWithDefaults() error {
 	}
 	if c.StoreTimeout < 0 {
 		return fmt.Errorf("ddbsession: Config.StoreTimeout %v: must be positive", c.StoreTimeout)
+	}
+	if c.RevokeEveryoneWithin == 0 {
+		c.RevokeEveryoneWithin = 10 * time.Second
+	}
+	if c.RevokeEveryoneWithin < time.Second {
+		return fmt.Errorf("ddbsession: Config.RevokeEveryoneWithin %v: must be at least a second", c.RevokeEveryoneWithin)
 	}
 	return nil
 }

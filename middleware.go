@@ -183,16 +183,20 @@ func (c *core) checkToken(ctx context.Context, token string, user any) (Session,
 // rejected), and with what was read of it, for events.
 func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
 	defer recovered(&err)
-	var rev item.State
+	withGlobal, began := c.everyone.stale(), mono()
+	var rev revocation
 	if cred.HasUser() && c.users.inTable() {
-		s, rev, err = c.readTogether(ctx, cred, sessionPK, now, user)
+		s, rev, err = c.readTogether(ctx, cred, sessionPK, now, user, withGlobal)
 	} else {
-		s, rev, err = c.readInTurn(ctx, cred, sessionPK, now, user)
+		s, rev, err = c.readInTurn(ctx, cred, sessionPK, now, user, withGlobal)
 	}
 	if err != nil {
 		return s, err
 	}
-	if reason := c.revoked(s, rev, now); reason != "" {
+	if rev.globalRead {
+		c.everyone.seen(rev.global, began)
+	}
+	if reason := c.revoked(s, rev.State, now); reason != "" {
 		return s, rejected(reason)
 	}
 	return s, nil
@@ -200,18 +204,18 @@ func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string
 
 // readTogether reads the session and the user item that cred names (and in
 // MREC mode the user's state item) in one round trip.
-func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, item.State, error) {
-	s, found, userItem, stateItem, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK)
+func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any, withGlobal bool) (item.Session, revocation, error) {
+	s, found, items, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK, withGlobal)
 	if err != nil {
-		return s, item.State{}, err
+		return s, revocation{}, err
 	}
 	if reason := c.reject(s, found, cred, now); reason != "" {
-		return s, item.State{}, rejected(reason)
+		return s, revocation{}, rejected(reason)
 	}
-	if userItem == nil {
-		return s, item.State{}, rejected(ReasonUserMissing)
+	if items.user == nil {
+		return s, revocation{}, rejected(ReasonUserMissing)
 	}
-	rev, err := c.users.decode(ctx, userOf(s), userItem, stateItem, user)
+	rev, err := c.users.decode(items, user)
 	if err != nil {
 		return s, rev, fmt.Errorf("ddbsession: load user: %w", err)
 	}
@@ -220,15 +224,15 @@ func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK
 
 // readInTurn reads the session, then its user: two round trips, for
 // credentials without a user key and for users kept elsewhere.
-func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (item.Session, item.State, error) {
+func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any, withGlobal bool) (item.Session, revocation, error) {
 	s, found, err := c.store.getSession(ctx, sessionPK)
 	if err != nil {
-		return s, item.State{}, err
+		return s, revocation{}, err
 	}
 	if reason := c.reject(s, found, cred, now); reason != "" {
-		return s, item.State{}, rejected(reason)
+		return s, revocation{}, rejected(reason)
 	}
-	rev, err := c.users.load(ctx, userOf(s), user)
+	rev, err := c.users.load(ctx, userOf(s), user, withGlobal)
 	if errors.Is(err, ErrUserNotFound) {
 		return s, rev, rejected(ReasonUserMissing)
 	}
@@ -259,9 +263,13 @@ func (c *core) reject(s item.Session, found bool, cred item.Credential, now time
 // the instances' clocks say. A session of a release before that one dates
 // itself by its creation time instead, which must be after the cutoff, as
 // that release required. In MREC mode, the state item's cutoff counts too,
-// and the sessions it lists as ended lately stay ended.
+// and the sessions it lists as ended lately stay ended. Above all that, the
+// session must not be older than the last RevokeEveryone this instance
+// knows of (see everyone).
 func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
 	switch {
+	case s.GlobalGen < c.everyone.gen.Load():
+		return ReasonEveryone // created before a RevokeEveryone
 	case rev.Ends(s.ID, now):
 		return ReasonUnknown // ended, and brought back by a write of another Region
 	case !s.HasGen && s.CreatedAt.UnixMilli() <= rev.Cutoff:

@@ -51,9 +51,13 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 	current, _ := m.Session(ctx)
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
-	rev, err := m.users.load(ctx, user, nil)
+	withGlobal, began := m.everyone.stale(), mono()
+	rev, err := m.users.load(ctx, user, nil, withGlobal)
 	if errors.Is(err, ErrUserNotFound) {
 		return nil, nil
+	}
+	if rev.globalRead {
+		m.everyone.seen(rev.global, began)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: load user: %w", err)
@@ -69,7 +73,7 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 	for _, s := range found { // newest first
 		// The query's filter ran at the engine's "now"; this check runs at
 		// ours, and also drops the sessions that RevokeAll has ended.
-		if userOf(s) != user || !m.life.live(s, now) || m.revoked(s, rev, now) != "" {
+		if userOf(s) != user || !m.life.live(s, now) || m.revoked(s, rev.State, now) != "" {
 			continue
 		}
 		list = append(list, SessionInfo{Session: sessionOf(s), Current: s.ID == current.ID})
@@ -164,11 +168,49 @@ func (c *core) raiseCutoff(ctx context.Context, user UserKey, ms int64) (found b
 	if !c.users.mrec {
 		return c.store.raiseCutoff(ctx, user.PK, user.SK, ms)
 	}
-	av, _, err := c.store.getUser(ctx, user.PK, user.SK, false)
-	if err != nil || av == nil {
+	items, err := c.store.getUser(ctx, user.PK, user.SK, false, false)
+	if err != nil || items.user == nil {
 		return false, err
 	}
 	return true, c.store.raiseStateCutoff(ctx, user.PK, user.SK, ms)
+}
+
+// RevokeEveryone ends every session of every user, with one write and no
+// scan, for an incident such as a leak of the table or of a secret its
+// sessions rest on (OWASP ASVS 5.0 7.4.5): it raises the table's global
+// revocation generation, which every session copied at its login. This
+// instance applies it at once; every other instance of the app within
+// [Config.RevokeEveryoneWithin] (10 seconds by default), when its copy of
+// the generation is that old and its next request reads it anew, and in a
+// global table within the replication lag besides. A login after it lives.
+// Users sign in again; nothing else about them changes.
+func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+	if err := m.store.revokeEveryone(ctx); err != nil {
+		return fmt.Errorf("ddbsession: %w", err)
+	}
+	if err := m.readEveryone(ctx); err != nil {
+		return fmt.Errorf("ddbsession: revoke everyone: written, but not read back: %w", err)
+	}
+	m.events.emit(ctx, Event{Kind: EventRevokedEveryone})
+	return nil
+}
+
+// readEveryone reads the global revocation generation into this
+// instance's copy.
+func (c *core) readEveryone(ctx context.Context) error {
+	began := mono()
+	av, err := c.store.getGlobal(ctx)
+	if err != nil {
+		return err
+	}
+	gen, err := item.DecodeGlobal(av)
+	if err != nil {
+		return fmt.Errorf("the global revocation item: %w", err)
+	}
+	c.everyone.seen(gen, began)
+	return nil
 }
 
 // errNoExpiryIndex is Expiring's answer without Layout.ExpiryIndex.

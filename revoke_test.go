@@ -901,3 +901,98 @@ func TestRollingDeployKeepsEachReleasesSessions(t *testing.T) {
 	agree("an earlier release's login after this release's RevokeAll", earlierLogin(), true)
 	agree("this release's login after its RevokeAll", e.login(alice), true)
 }
+
+// RevokeEveryone ends every session of every user with one write: at once
+// on the instance that calls it, and on another within its
+// RevokeEveryoneWithin, when that instance's copy of the global generation
+// is that old and its next request reads it with the session, in the same
+// round trip; the requests in between read nothing more. The instances'
+// clocks, 5 s apart either way, play no part. A login afterwards lives on
+// both, and a session of an earlier release dies with the others.
+func TestRevokeEveryone(t *testing.T) {
+	t.Parallel()
+	const within = time.Second
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
+		c.RevokeEveryoneWithin = within
+		c.Now = func() time.Time { return start.Add(5 * time.Second) }
+	})
+	otherCfg := e.cfg
+	otherCfg.Now = func() time.Time { return start.Add(-5 * time.Second) }
+	other := primed(t, otherCfg)
+	alice, bob := e.putUser("alice"), e.putUser("bob")
+	sessions := []*http.Cookie{e.login(alice), e.login(bob)}
+	legacy := newHandSession(alice)
+	legacy.createdMs, legacy.refreshedMs, legacy.expiresSec = start.UnixMilli(), start.UnixMilli(), start.Add(time.Hour).Unix()
+	legacySession, legacyIndex := legacy.items()
+	e.putItem(legacyIndex)
+	e.putItem(legacySession)
+	sessions = append(sessions, &http.Cookie{Name: cookieName, Value: legacy.token})
+	status := func(m *ddbsession.Manager[User], c *http.Cookie) int {
+		return e.get(m.RequireSession(whoami(m)), c).Code
+	}
+	for _, c := range sessions {
+		if status(e.m, c) != http.StatusOK || status(other, c) != http.StatusOK {
+			t.Fatal("a session before RevokeEveryone does not work")
+		}
+	}
+
+	p.reset()
+	began := time.Now()
+	if err := e.m.RevokeEveryone(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.count("UpdateItem") != 1 || p.total() != 2 {
+		t.Errorf("RevokeEveryone: %d calls (%d UpdateItem), want one write and its read back", p.total(), p.count("UpdateItem"))
+	}
+	for _, c := range sessions {
+		if got := status(e.m, c); got != http.StatusUnauthorized {
+			t.Errorf("the revoking instance, at once: status %d, want 401", got)
+		}
+	}
+	// The other instance: its copy is fresh, so it still lets the sessions
+	// through, reading nothing but each request's session and user.
+	for time.Since(began) < within/2 {
+		p.reset()
+		if got := status(other, sessions[0]); got != http.StatusOK {
+			t.Fatalf("the other instance within its bound: status %d, want 200 until its copy is %v old", got, within)
+		}
+		if p.total() != 1 || p.count("BatchGetItem") != 1 {
+			t.Errorf("a request between re-reads: %v, want one BatchGetItem", p.calls)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(within)
+	for i, c := range sessions {
+		p.reset()
+		if got := status(other, c); got != http.StatusUnauthorized {
+			t.Errorf("the other instance past its bound, session %d: status %d, want 401", i, got)
+		}
+		if i == 0 && p.total() != 1 {
+			t.Errorf("the request that read the generation anew: %v, want one call", p.calls)
+		}
+	}
+	fresh := e.login(alice)
+	for name, m := range map[string]*ddbsession.Manager[User]{"revoking": e.m, "other": other} {
+		if got := status(m, fresh); got != http.StatusOK {
+			t.Errorf("a login after RevokeEveryone, on the %s instance: status %d, want 200", name, got)
+		}
+	}
+}
+
+// An instance that cannot read the global generation once its copy is too
+// old fails its requests closed: a global item it cannot read (another
+// release's format, say) refuses every session with 503, and lets none
+// through.
+func TestRevokeEveryoneFailsClosed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.RevokeEveryoneWithin = time.Second })
+	c := e.login(e.putUser("alice"))
+	e.putItem(map[string]types.AttributeValue{"pk": attrS("SESSION#GLOBAL"), "sk": attrS("STATE"), "v": attrN(9), "kind": attrS("sessions-global"), "gen": attrN(1)})
+	time.Sleep(time.Second)
+	called := false
+	w := e.get(e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })), c)
+	if w.Code != http.StatusServiceUnavailable || called {
+		t.Errorf("a request with an unreadable global item: status %d, handler called %v; want 503, not called", w.Code, called)
+	}
+}

@@ -54,6 +54,7 @@ const (
 	ReasonUserMismatch     Reason = "user-mismatch"     // the credential names another user than the session's
 	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie
 	ReasonNotReplicated    Reason = "not-replicated"    // MREC: the session is newer than its user's state in this Region; the cookie is kept
+	ReasonEveryone         Reason = "revoked-everyone"  // created before a RevokeEveryone
 )
 
 // rejection is ErrNoSession with its reason, for events.
@@ -67,7 +68,7 @@ func (r *rejection) Is(target error) bool { return target == ErrNoSession }
 var rejections = func() map[Reason]*rejection {
 	all := map[Reason]*rejection{}
 	for _, r := range []Reason{ReasonMalformed, ReasonUnknown, ReasonExpired, ReasonAbsoluteLifetime,
-		ReasonCutoff, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated} {
+		ReasonCutoff, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone} {
 		all[r] = &rejection{r}
 	}
 	return all

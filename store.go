@@ -97,21 +97,34 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 	return s, found, nil
 }
 
+// userItems are what a read of a session's user brings: the user item and,
+// as asked, the user's state item (MREC) and the table's global item; nil
+// for one that is not there or was not asked for.
+type userItems struct {
+	user, state, global map[string]types.AttributeValue
+	globalRead          bool // the global item was asked for
+}
+
 // getSessionAndUser reads the session item under sessionPK and the user
-// item under (userPK, userSK), and in MREC mode the user's state item, in
-// one strongly consistent BatchGetItem: one round trip. The session is
-// reported as getSession reports it; the user and state items are nil if
-// there are none.
-func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string) (s item.Session, found bool, user, state map[string]types.AttributeValue, err error) {
+// item under (userPK, userSK), in MREC mode the user's state item, and with
+// withGlobal the global item, in one strongly consistent BatchGetItem: one
+// round trip. The session is reported as getSession reports it.
+func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string, withGlobal bool) (s item.Session, found bool, u userItems, err error) {
 	read := st.pairs.Get().(*pairRead)
 	defer st.pairs.Put(read)
 	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
 	if st.mrec {
 		read.statePK.Value = st.IndexPK(userPK, userSK)
 	}
-	items, err := st.batchGet(ctx, &read.in)
+	in := &read.in
+	if withGlobal {
+		// Once per RevokeEveryoneWithin: a map of its own, not the pool's.
+		keys := append(slices.Clone(in.RequestItems[st.table].Keys), st.GlobalKey())
+		in = &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}}}
+	}
+	items, err := st.batchGet(ctx, in)
 	if err != nil {
-		return s, false, nil, nil, fmt.Errorf("ddbsession: get session and user: %w", err)
+		return s, false, u, fmt.Errorf("ddbsession: get session and user: %w", err)
 	}
 	var sessionItem map[string]types.AttributeValue
 	for _, av := range items {
@@ -120,14 +133,31 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 		switch pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); {
 		case pk != nil && pk.Value == sessionPK:
 			sessionItem = av
-		case pk != nil && st.mrec && pk.Value == read.statePK.Value:
-			state = av
+		case !st.mrec && !withGlobal: // the hot path: nothing else to tell apart
+			u.user = av
 		default:
-			user = av
+			st.sort(&u, av, userPK, userSK)
 		}
 	}
+	u.globalRead = withGlobal
 	s, found = st.decodeSession(ctx, sessionItem)
-	return s, found, user, state, nil
+	return s, found, u, nil
+}
+
+// sort files an item read with the user (userPK, userSK) under what it
+// is, by its partition key: the user's own key never lies under the
+// session or index prefix.
+func (st *store) sort(u *userItems, av map[string]types.AttributeValue, userPK, userSK string) {
+	pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS)
+	switch {
+	case pk == nil:
+	case pk.Value == st.IndexPK(userPK, userSK):
+		u.state = av
+	case pk.Value == st.GlobalPK():
+		u.global = av
+	default:
+		u.user = av
+	}
 }
 
 // decodeSession decodes a session item read from the table; false for none,
@@ -171,29 +201,54 @@ func (st *store) newPairRead() *pairRead {
 	return r
 }
 
-// getUser reads a user item with one strongly consistent GetItem, or, with
-// withState, the user item and the user's state item in one BatchGetItem;
-// nil for one that is not there.
-func (st *store) getUser(ctx context.Context, pk, sk string, withState bool) (user, state map[string]types.AttributeValue, err error) {
-	if !withState {
-		user, err = st.get(ctx, st.Key(pk, sk))
+// getUser reads a user item and, as asked, the user's state item and the
+// global item: one strongly consistent GetItem for the user alone, one
+// BatchGetItem for more.
+func (st *store) getUser(ctx context.Context, pk, sk string, withState, withGlobal bool) (u userItems, err error) {
+	keys := []map[string]types.AttributeValue{st.Key(pk, sk)}
+	if withState {
+		keys = append(keys, st.StateKey(pk, sk))
+	}
+	if withGlobal {
+		keys = append(keys, st.GlobalKey())
+	}
+	if len(keys) == 1 {
+		u.user, err = st.get(ctx, keys[0])
 	} else {
 		var items []map[string]types.AttributeValue
 		items, err = st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			st.table: {Keys: []map[string]types.AttributeValue{st.Key(pk, sk), st.StateKey(pk, sk)}, ConsistentRead: consistent},
+			st.table: {Keys: keys, ConsistentRead: consistent},
 		}})
 		for _, av := range items {
-			if k, _ := av[item.AttrKind].(*types.AttributeValueMemberS); k != nil && k.Value == item.KindState {
-				state = av
-			} else {
-				user = av
-			}
+			st.sort(&u, av, pk, sk)
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("get user item: %w", err)
+		return userItems{}, fmt.Errorf("get user item: %w", err)
 	}
-	return user, state, nil
+	u.globalRead = withGlobal
+	return u, nil
+}
+
+// getGlobal reads the global item; nil if there is none.
+func (st *store) getGlobal(ctx context.Context) (map[string]types.AttributeValue, error) {
+	av, err := st.get(ctx, st.GlobalKey())
+	if err != nil {
+		return nil, fmt.Errorf("get the global revocation item: %w", err)
+	}
+	return av, nil
+}
+
+// revokeEveryone raises the global revocation generation by one.
+func (st *store) revokeEveryone(ctx context.Context) error {
+	taken, err := st.update(ctx, st.GlobalKey(), st.RevokeEveryone())
+	if taken {
+		err = fmt.Errorf("the global revocation item's key holds an item of another kind")
+	}
+	if err != nil {
+		return fmt.Errorf("revoke everyone: %w", err)
+	}
+	return nil
 }
 
 // getState reads a user's state item (MREC); nil if there is none.

@@ -53,10 +53,17 @@ func (m *Manager[U]) CreateTable(ctx context.Context) error {
 		}
 		if strong(t) {
 			m.logger.WarnContext(ctx, "ddbsession: the table is a global table in multi-Region strong consistency (MRSC), which has no TTL: expired sessions stay in the table until a sweep removes them (they are still rejected)", "table", m.store.table)
-			return m.store.waitForTable(ctx)
+			if err := m.store.waitForTable(ctx); err != nil {
+				return err
+			}
+			return m.readEveryone(ctx)
 		}
 	}
 	if err := m.store.waitForTable(ctx); err != nil {
+		return err
+	}
+	// The first request need not read the global generation: start with it.
+	if err := m.readEveryone(ctx); err != nil {
 		return err
 	}
 	attr, enabled, err := m.store.describeTTL(ctx)
@@ -122,7 +129,7 @@ func (m *Manager[U]) CheckTable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{m.mismatch(t)}
+	errs := []error{m.mismatch(t), m.readEveryone(ctx)}
 	attr, enabled, err := m.store.describeTTL(ctx)
 	switch {
 	case err != nil:

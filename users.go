@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -41,7 +43,8 @@ type users struct {
 	// attributevalue.UnmarshalMap would make one per call.
 	decoder *attributevalue.Decoder
 	// custom is Config.LoadUser, adapted to decode into out; nil for the
-	// default, the user item in the sessions table.
+	// default, the user item in the sessions table. The state and global
+	// items are read apart then.
 	custom func(ctx context.Context, key UserKey, out any) (cutoff int64, err error)
 	// mrec is Config.MREC: the revocation state is the user item's cutoff
 	// and the state item's together.
@@ -56,67 +59,124 @@ type users struct {
 // request can read the session and its user together.
 func (u *users) inTable() bool { return u.custom == nil }
 
+// revocation is what a read of a user says of the user's sessions: the
+// user's revocation state (the cutoff and, in MREC mode, the ends noted
+// lately) and, where the read took it, the table's global generation.
+type revocation struct {
+	item.State
+	global     int64
+	globalRead bool
+}
+
 // load reads user key into out (nil for a caller that wants the
-// revocation state alone) and returns the user's revocation state, or
-// ErrUserNotFound. The default is one strongly consistent read of the user
-// item, and in MREC mode of the state item with it.
-func (u *users) load(ctx context.Context, key UserKey, out any) (item.State, error) {
+// revocation state alone) and returns the user's revocation state, with
+// the global generation if withGlobal, or ErrUserNotFound. The default is
+// one strongly consistent read of the user item, and in MREC mode of the
+// state item with it, and of the global item as asked.
+func (u *users) load(ctx context.Context, key UserKey, out any, withGlobal bool) (revocation, error) {
 	if out == nil {
 		out = u.newUser()
 	}
-	if u.custom != nil {
-		cutoff, err := u.custom(ctx, key, out)
+	if u.custom == nil {
+		items, err := u.store.getUser(ctx, key.PK, key.SK, u.mrec, withGlobal)
 		if err != nil {
-			return item.State{}, err
+			return revocation{}, err
 		}
-		return u.withState(ctx, key, cutoff, nil, false)
+		if items.user == nil {
+			return revocation{}, ErrUserNotFound
+		}
+		return u.decode(items, out)
 	}
-	av, state, err := u.store.getUser(ctx, key.PK, key.SK, u.mrec)
+	cutoff, err := u.custom(ctx, key, out)
 	if err != nil {
-		return item.State{}, err
+		return revocation{}, err
 	}
-	if av == nil {
-		return item.State{}, ErrUserNotFound
+	items := userItems{globalRead: withGlobal}
+	if u.mrec {
+		if items.state, err = u.store.getState(ctx, key.PK, key.SK); err != nil {
+			return revocation{}, err
+		}
 	}
-	return u.decode(ctx, key, av, state, out)
+	if withGlobal {
+		if items.global, err = u.store.getGlobal(ctx); err != nil {
+			return revocation{}, err
+		}
+	}
+	return u.revocationOf(cutoff, items)
 }
 
-// decode decodes user item av into out (a new one for nil) and returns the
-// revocation state that av and, in MREC mode, the state item read with it
+// decode decodes the user item of items into out (a new one for nil) and
+// returns the revocation state that it and the other items read with it
 // give. An item that does not decode is the app's bug, not an outage: the
 // error is a *userDecodeError, which the middleware answers with 500.
-func (u *users) decode(ctx context.Context, key UserKey, av, state map[string]types.AttributeValue, out any) (item.State, error) {
+func (u *users) decode(items userItems, out any) (revocation, error) {
 	if out == nil {
 		out = u.newUser()
 	}
-	if err := u.decoder.Decode(&types.AttributeValueMemberM{Value: av}, out); err != nil {
-		return item.State{}, &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(av, out), err: err}
+	if err := u.decoder.Decode(&types.AttributeValueMemberM{Value: items.user}, out); err != nil {
+		return revocation{}, &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(items.user, out), err: err}
 	}
-	cutoff, err := u.store.CutoffOf(av)
+	cutoff, err := u.store.CutoffOf(items.user)
 	if err != nil {
-		return item.State{}, fmt.Errorf("user item's cutoff: %w", err)
+		return revocation{}, fmt.Errorf("user item's cutoff: %w", err)
 	}
-	return u.withState(ctx, key, cutoff, state, true)
+	return u.revocationOf(cutoff, items)
 }
 
-// withState returns the revocation state of a user whose cutoff is cutoff:
-// in MREC mode with the state item's, av if read already, or read now.
-func (u *users) withState(ctx context.Context, key UserKey, cutoff int64, av map[string]types.AttributeValue, read bool) (item.State, error) {
-	if !u.mrec {
-		return item.State{Cutoff: cutoff}, nil
-	}
-	if !read {
-		var err error
-		if av, err = u.store.getState(ctx, key.PK, key.SK); err != nil {
-			return item.State{}, err
+// revocationOf is the revocation state of a user whose cutoff is cutoff,
+// with the state and global items of items: in MREC mode the state item's
+// cutoff counts too, the higher of the two.
+func (u *users) revocationOf(cutoff int64, items userItems) (revocation, error) {
+	var rev revocation
+	if u.mrec {
+		state, err := item.DecodeState(items.state)
+		if err != nil {
+			return rev, fmt.Errorf("ddbsession: the user's state item: %w", err)
 		}
+		rev.State = state
 	}
-	state, err := item.DecodeState(av)
-	if err != nil {
-		return item.State{}, fmt.Errorf("ddbsession: the user's state item: %w", err)
+	rev.Cutoff = max(rev.Cutoff, cutoff)
+	if items.globalRead {
+		global, err := item.DecodeGlobal(items.global)
+		if err != nil {
+			return rev, fmt.Errorf("ddbsession: the global revocation item: %w", err)
+		}
+		rev.global, rev.globalRead = global, true
 	}
-	state.Cutoff = max(state.Cutoff, cutoff)
-	return state, nil
+	return rev, nil
+}
+
+// everyone is this instance's copy of the table's global revocation
+// generation, which [Manager.RevokeEveryone] raises. A request reads the
+// global item with its session and user, in the same round trip, once the
+// copy is RevokeEveryoneWithin old; the requests in between compare with
+// the copy and read nothing more. The copy's age is measured on the
+// machine's monotonic clock, which no skew or injected Config.Now moves.
+type everyone struct {
+	within time.Duration // Config.RevokeEveryoneWithin
+	gen    atomic.Int64
+	readAt atomic.Int64 // monotonic nanoseconds at which the last read began; 0: never read
+}
+
+// monoBase anchors monotonic instants.
+var monoBase = time.Now()
+
+// mono is the monotonic clock, in nanoseconds since monoBase, and never 0.
+func mono() int64 { return int64(time.Since(monoBase)) + 1 }
+
+// stale reports whether the copy is too old to decide on without a read.
+func (e *everyone) stale() bool {
+	r := e.readAt.Load()
+	return r == 0 || mono()-r >= int64(e.within)
+}
+
+// seen takes the generation that a read begun at began found. The
+// generation only rises, so the higher of two reads is the truer.
+func (e *everyone) seen(gen, began int64) {
+	for g := e.gen.Load(); gen > g && !e.gen.CompareAndSwap(g, gen); g = e.gen.Load() {
+	}
+	for r := e.readAt.Load(); began > r && !e.readAt.CompareAndSwap(r, began); r = e.readAt.Load() {
+	}
 }
 
 // failingAttribute names the first attribute of av that does not decode

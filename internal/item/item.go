@@ -55,6 +55,11 @@ const (
 	// session is valid while the user's version is still that one. Items
 	// of releases before it lack it.
 	AttrGen = "gen"
+	// AttrGlobalGen is the table's global revocation generation (see
+	// global.go) that the login read: the session is valid while the
+	// generation is no higher. Items of releases before it lack it, and
+	// count as generation 0.
+	AttrGlobalGen = "globalGen"
 
 	// Device binding (DBSC), session items only.
 	AttrBoundKey         = "boundKey"         // the device's public key: a JWK, in JSON
@@ -77,7 +82,7 @@ const (
 var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
-	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true,
+	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true, AttrGlobalGen: true,
 	AttrStateEnded: true, attrStateRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
 	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true,
@@ -198,6 +203,10 @@ type Session struct {
 	// which the creation time alone dates.
 	Gen    int64
 	HasGen bool
+	// GlobalGen is the table's global revocation generation that the
+	// session was created under ([AttrGlobalGen]); 0 for an item of an
+	// earlier release.
+	GlobalGen int64
 	// DeviceBound marks a session bound to a device key (DBSC), stored as
 	// [VersionBound]. A bound session is valid only with its bound cookie.
 	DeviceBound bool
@@ -361,6 +370,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.HasGen {
 		av[AttrGen] = Num(s.Gen)
 	}
+	if s.GlobalGen != 0 {
+		av[AttrGlobalGen] = Num(s.GlobalGen)
+	}
 	if kind != KindSession {
 		return
 	}
@@ -427,6 +439,9 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	}
 	if _, present := av[AttrGen]; present {
 		s.Gen, s.HasGen = d.num(AttrGen), true
+	}
+	if _, present := av[AttrGlobalGen]; present {
+		s.GlobalGen = d.num(AttrGlobalGen)
 	}
 	if kind == KindSession {
 		d.dbsc(&s)
