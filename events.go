@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 )
 
 // This file reports what sessions do, for operators' counters and audit
@@ -25,6 +26,9 @@ type Event struct {
 	Reason Reason
 	// Err is the store's error (EventStoreFailed).
 	Err error
+	// Elapsed is how long the refresh's writes took, after the response
+	// (EventRefreshed).
+	Elapsed time.Duration
 }
 
 // EventKind is what happened. Its values are short lowercase names, fit

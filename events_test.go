@@ -102,6 +102,20 @@ func TestEventsOfASessionsLife(t *testing.T) {
 		if ev.Kind == ddbsession.EventRevokedAll && ev.User != alice {
 			t.Errorf("revoked-all for %+v, want alice", ev.User)
 		}
+		if ev.Kind == ddbsession.EventRefreshed && ev.Elapsed <= 0 {
+			t.Errorf("refreshed with Elapsed %v, want how long its writes took", ev.Elapsed)
+		}
+	}
+
+	// Everyone's sessions at once.
+	sixth := e.login(alice)
+	if err := e.m.RevokeEveryone(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.status(sixth)
+	want = []string{"created #6", "revoked-everyone", "rejected #6 revoked-everyone"}
+	if diff := cmp.Diff(want, log.take()); diff != "" {
+		t.Errorf("events of RevokeEveryone (-want +got):\n%s", diff)
 	}
 }
 

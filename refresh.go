@@ -47,6 +47,7 @@ func (f *refresher) start(ctx context.Context, sessionPK string, s item.Session,
 // write is the refresh's writes, after the response: the session item,
 // then its index item, each bounded by StoreTimeout.
 func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) {
+	began := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, f.timeout)
 	err := f.store.refreshSession(wctx, sessionPK, old, next, now)
 	cancel()
@@ -64,7 +65,7 @@ func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.
 		cancel()
 	}
 	if err == nil {
-		f.events.emit(ctx, Event{Kind: EventRefreshed, SessionID: next.ID, User: userOf(next)})
+		f.events.emit(ctx, Event{Kind: EventRefreshed, SessionID: next.ID, User: userOf(next), Elapsed: time.Since(began)})
 	}
 	// The expiry moved, here or elsewhere, unless the write failed: then
 	// the next request may try again at once.
