@@ -121,7 +121,7 @@ func TestLoginCookie(t *testing.T) {
 			e := newEnv(t, tc.mutate)
 			alice := e.putUser("alice")
 			w := httptest.NewRecorder()
-			if err := e.m.Login(w, httptest.NewRequest("POST", "/login", nil), alice); err != nil {
+			if err := e.m.Login(w, httptest.NewRequest("POST", "/login", nil), alice, nil); err != nil {
 				t.Fatal(err)
 			}
 			header := w.Header().Values("Set-Cookie")

@@ -36,7 +36,7 @@ type Event struct {
 type EventKind string
 
 const (
-	EventCreated         EventKind = "created"          // Login, LoginWith or LoginBearer made a session
+	EventCreated         EventKind = "created"          // Login or LoginBearer made a session
 	EventRefreshed       EventKind = "refreshed"        // a request moved the expiry forward (reported once written)
 	EventRotated         EventKind = "rotated"          // Login ended a session the request carried
 	EventEnded           EventKind = "ended"            // Logout ended a session

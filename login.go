@@ -15,8 +15,8 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file signs users up, in and out: CreateUser, Login, LoginWith,
-// LoginBearer and Logout, and what they share.
+// This file signs users up, in and out: CreateUser, Login, LoginBearer and
+// Logout, and what they share.
 
 // CreateUser writes a new user item: v is the app's own value (a struct or
 // a map, encoded with attributevalue.MarshalMap, holding the table's key
@@ -61,49 +61,50 @@ func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 	return nil
 }
 
-// Login signs user in on this browser, for flows whose credentials are not
-// read from the user item (a single sign-on callback, a magic link): a
-// password login should use [Manager.LoginWith]. It reads the user item
-// (strongly consistent), and returns [ErrUserNotFound], writing nothing,
-// for a user without one. It rotates the session: every session the request
-// carries is deleted first, so a token planted before sign-in (session
-// fixation) dies with it, and a new session with a fresh token is created
-// and sent in the cookie. The new session item is written with
-// attribute_not_exists, so it can never overwrite another. If deleting a
-// carried session fails, Login stops there and writes nothing.
-func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey) error {
-	return m.signInBrowser(w, r, user, nil, nil)
-}
-
-// LoginWith signs user in after verify accepts the user as read, in the
-// same call, from the user item: verify checks the password (or other
-// credential) against it and returns an error, which LoginWith returns,
-// to refuse. Otherwise it is [Manager.Login].
+// Login signs user in on this browser after verify accepts the user as
+// read, in the same call, from the user item: verify checks the password
+// (or other credential) against it and returns an error, which Login
+// returns, to refuse. A flow whose credential is not in the user item (a
+// single sign-on callback, a magic link) passes nil. Login returns
+// [ErrUserNotFound], writing nothing, for a user without an item. It
+// rotates the session: every session the request carries is deleted first,
+// so a token planted before sign-in (session fixation) dies with it, and a
+// new session with a fresh token is created and sent in the cookie. The
+// new session item is written with attribute_not_exists, so it can never
+// overwrite another. If deleting a carried session fails, Login stops there
+// and writes nothing.
 //
-// It is race-free against a credential change that writes the new
-// credential and then calls [Manager.RevokeAll]: the session copies the
-// revocation version read with the credential, so a login that read the old
-// credential copied the old version and dies with the others, and a login
-// that read after the change saw the new credential, and the raised
-// version, and lives; whatever the instances' clocks say (see "Revocation"
-// in the package documentation). A plain Login after the app's own read
-// cannot promise that, since it cannot know what the app read.
+// A login with verify is race-free against a credential change that
+// writes the new credential and then calls [Manager.RevokeAll]: the session
+// copies the revocation version read with the credential, so a login that
+// read the old credential copied the old version and dies with the others,
+// and a login that read after the change saw the new credential, and the
+// raised version, and lives; whatever the instances' clocks say (see
+// "Revocation" in the package documentation). A login whose app checked
+// the credential in a read of its own cannot promise that, since Login
+// cannot know what the app read.
 //
 // With a custom [Config.LoadUser], the loader must return the credential in
 // U and read it, with the cutoff, in one strongly consistent read.
 //
 // verify runs within the call's StoreTimeout, between the read and the
 // writes: a slow password hash fits, a wait for one does not. An app that
-// bounds its hashing work takes its slot before calling LoginWith.
-func (m *Manager[U]) LoginWith(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
-	if verify == nil {
-		return errors.New("ddbsession: LoginWith: verify is nil")
-	}
+// bounds its hashing work takes its slot before calling Login.
+func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
 	var u U
-	return m.signInBrowser(w, r, user, &u, func() error { return verify(u) })
+	return m.signInBrowser(w, r, user, &u, m.verifier(&u, verify))
 }
 
-// signInBrowser is Login's and LoginWith's: a session in a cookie, offered
+// verifier is verify bound to the user that the sign-in reads into u; nil
+// for a nil verify.
+func (m *Manager[U]) verifier(u *U, verify func(U) error) func() error {
+	if verify == nil {
+		return nil
+	}
+	return func() error { return verify(*u) }
+}
+
+// signInBrowser is Login's: a session in a cookie, offered
 // for device binding if configured.
 func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, user UserKey, out any, verify func() error) error {
 	token, s, now, err := c.signIn(r, user, out, verify, true)
@@ -124,7 +125,7 @@ func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, user UserKe
 // that moves the expiry forward says so in the Session-Expires response
 // header (RFC 3339). The session is like any other: hashed at rest,
 // expiring and refreshed, listed with the request's User-Agent, revocable,
-// and ended by RevokeAll. verify, if not nil, is [Manager.LoginWith]'s. It
+// and ended by RevokeAll. verify, if not nil, is [Manager.Login]'s. It
 // returns [ErrUserNotFound] for a user without an item. RequireSession
 // accepts the token when [Config.BearerTokens] is set.
 //
@@ -134,11 +135,7 @@ func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, user UserKe
 // (SameSite=Lax, and http.CrossOriginProtection for state changes).
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error) (token string, expires time.Time, err error) {
 	var u U
-	var check func() error
-	if verify != nil {
-		check = func() error { return verify(u) }
-	}
-	token, s, _, err := m.signIn(r, user, &u, check, false)
+	token, s, _, err := m.signIn(r, user, &u, m.verifier(&u, verify), false)
 	if err != nil {
 		return "", time.Time{}, err
 	}

@@ -58,7 +58,7 @@ func TestLoginUndoIsBounded(t *testing.T) {
 		return nil
 	}
 	began := time.Now()
-	if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice); err == nil {
+	if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice, nil); err == nil {
 		t.Fatal("Login succeeded though its session write failed")
 	}
 	if took := time.Since(began); took > 4*time.Second { // far above 100ms, below the hang's 5s
@@ -75,7 +75,7 @@ func TestLoginAndLogoutReportStoreFailure(t *testing.T) {
 
 	failOn(p, "PutItem", errors.New("down"))
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(cookie), alice); err == nil {
+	if err := e.m.Login(w, newRequest(cookie), alice, nil); err == nil {
 		t.Error("Login succeeded with the store down")
 	} else if strings.Contains(err.Error(), cookie.Value) {
 		t.Errorf("Login error reveals the token: %v", err)
@@ -105,7 +105,7 @@ func TestKeepSignedIn(t *testing.T) {
 	alice := e.putUser("alice")
 	login := func(target string) *http.Cookie {
 		w := httptest.NewRecorder()
-		if err := e.m.Login(w, httptest.NewRequest("POST", target, nil), alice); err != nil {
+		if err := e.m.Login(w, httptest.NewRequest("POST", target, nil), alice, nil); err != nil {
 			t.Fatal(err)
 		}
 		return sessionCookie(t, w.Result(), cookieName)
@@ -225,7 +225,7 @@ func TestLoginRejectsKeyThatDoesNotFitTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	for _, key := range []ddbsession.UserKey{{}, {PK: "USER#a"}, {SK: "PROFILE"}} {
-		if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), key); err == nil {
+		if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), key, nil); err == nil {
 			t.Errorf("Login(%+v) succeeded in a table with a sort key", key)
 		}
 	}
@@ -265,7 +265,7 @@ func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
 	}
 	p.reset()
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), alice); err == nil {
+	if err := e.m.Login(w, newRequest(), alice, nil); err == nil {
 		t.Fatal("Login succeeded though its session write failed")
 	}
 	if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
@@ -313,7 +313,7 @@ func TestLoginAndLogoutEndEveryCarriedSession(t *testing.T) {
 			w := newRecorder()
 			var err error
 			if end == "Login" {
-				err = e.m.Login(w, newRequest(cookies...), alice)
+				err = e.m.Login(w, newRequest(cookies...), alice, nil)
 			} else {
 				err = e.m.Logout(w, newRequest(cookies...))
 			}
@@ -358,7 +358,7 @@ func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	failOn(p, "DeleteItem", errors.New("down"))
 	p.reset()
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(old), alice); err == nil {
+	if err := e.m.Login(w, newRequest(old), alice, nil); err == nil {
 		t.Fatal("Login succeeded though deleting the carried session failed")
 	}
 	if c := sessionCookie(t, w.Result(), cookieName); c != nil && c.Value != "" {
@@ -383,7 +383,7 @@ func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	}
 }
 
-// Member is a user type that carries its credential, as LoginWith's verify
+// Member is a user type that carries its credential, as Login's verify
 // needs; json:"-" keeps the hash out of any JSON the app writes.
 type Member struct {
 	PK       string `dynamodbav:"pk"`
@@ -394,7 +394,7 @@ type Member struct {
 
 var errWrongPassword = errors.New("wrong password")
 
-// checkPassword is the app's verify function for LoginWith.
+// checkPassword is the app's verify function for Login with verify.
 func checkPassword(password string) func(Member) error {
 	return func(a Member) error {
 		if a.Password != password {
@@ -421,11 +421,11 @@ func (e *env) members(mutate ...func(*ddbsession.Config[Member])) *ddbsession.Ma
 	return m
 }
 
-// loginWith runs LoginWith on a fresh request and returns the cookie, or nil
+// loginWith runs Login with verify on a fresh request and returns the cookie, or nil
 // with the error.
 func loginWith(m *ddbsession.Manager[Member], key ddbsession.UserKey, password string) (*http.Cookie, error) {
 	w := newRecorder()
-	if err := m.LoginWith(w, newRequest(), key, checkPassword(password)); err != nil {
+	if err := m.Login(w, newRequest(), key, checkPassword(password)); err != nil {
 		return nil, err
 	}
 	for _, c := range w.Result().Cookies() {
@@ -507,7 +507,7 @@ func TestCreateUserEndsSessionsOfAnEarlierUser(t *testing.T) {
 	}
 }
 
-// Login and LoginWith refuse a user without an item, and write nothing.
+// Login and Login with verify refuse a user without an item, and write nothing.
 func TestLoginWithoutUserItem(t *testing.T) {
 	t.Parallel()
 	var p *probe
@@ -516,11 +516,11 @@ func TestLoginWithoutUserItem(t *testing.T) {
 	ghost := ddbsession.UserKey{PK: "USER#ghost", SK: "PROFILE"}
 	p.reset()
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), ghost); !errors.Is(err, ddbsession.ErrUserNotFound) {
+	if err := e.m.Login(w, newRequest(), ghost, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {
 		t.Errorf("Login = %v, want ErrUserNotFound", err)
 	}
 	if _, err := loginWith(m, ghost, "x"); !errors.Is(err, ddbsession.ErrUserNotFound) {
-		t.Errorf("LoginWith = %v, want ErrUserNotFound", err)
+		t.Errorf("Login with verify = %v, want ErrUserNotFound", err)
 	}
 	if len(w.Header().Values("Set-Cookie")) != 0 || p.count("PutItem") != 0 || len(e.scanAll()) != 0 {
 		t.Errorf("a refused Login wrote: cookies %q, %d PutItems, items %v", w.Header().Values("Set-Cookie"), p.count("PutItem"), itemsText(e.scanAll()))
@@ -540,11 +540,11 @@ func TestLoginWithRefusalWritesNothing(t *testing.T) {
 	}
 	p.reset()
 	w := newRecorder()
-	if err := m.LoginWith(w, newRequest(c), alice, checkPassword("guess")); !errors.Is(err, errWrongPassword) {
-		t.Errorf("LoginWith with a wrong password = %v, want errWrongPassword", err)
+	if err := m.Login(w, newRequest(c), alice, checkPassword("guess")); !errors.Is(err, errWrongPassword) {
+		t.Errorf("Login with verify with a wrong password = %v, want errWrongPassword", err)
 	}
 	if p.count("PutItem")+p.count("DeleteItem")+p.count("UpdateItem") != 0 || len(w.Header().Values("Set-Cookie")) != 0 {
-		t.Errorf("a refused LoginWith wrote: calls %v, cookies %q", p.calls, w.Header().Values("Set-Cookie"))
+		t.Errorf("a refused Login with verify wrote: calls %v, cookies %q", p.calls, w.Header().Values("Set-Cookie"))
 	}
 	if got := statusOf(m, c); got != http.StatusOK {
 		t.Errorf("the carried session after a refused login: %d, want 200", got)
@@ -560,7 +560,7 @@ func TestUserAgentIsCleaned(t *testing.T) {
 	r := newRequest()
 	r.Header.Set("User-Agent", "Mozilla/5.0 \u202eXNU\u202c Fire\u200bfox\x07")
 	w := newRecorder()
-	if err := e.m.Login(w, r, alice); err != nil {
+	if err := e.m.Login(w, r, alice, nil); err != nil {
 		t.Fatal(err)
 	}
 	list := e.mustList(alice)
@@ -597,7 +597,7 @@ func TestLoginWhoseWriteIsLostLeavesNoListedSession(t *testing.T) {
 			e := newEnv(t, withProbe(&p))
 			answerApplied(p, "PutItem", tc.put, nil, tc.answer)
 			alice := e.putUser("alice")
-			if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice); err == nil {
+			if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice, nil); err == nil {
 				t.Fatal("Login succeeded though a write's answer was lost")
 			}
 			if list := e.mustList(alice); len(list) != 0 {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -20,7 +21,7 @@ import (
 // handlers with them. It is safe for concurrent use. [New] makes one.
 //
 // U appears at the surface only: in the user that the middleware puts in
-// the context (User, NewContext), in the check of LoginWith and LoginBearer,
+// the context (User, NewContext), in the check of Login and LoginBearer,
 // and in Check's result. Everything below works on the non-generic core,
 // which decodes users through a pointer.
 type Manager[U any] struct {
@@ -39,6 +40,10 @@ type core struct {
 	events   events
 	binding  DeviceBinding
 	everyone *everyone
+
+	// noTTL says that CreateTable found the engine without
+	// UpdateTimeToLive, for CheckTable.
+	noTTL atomic.Bool
 
 	keepSignedIn                   func(*http.Request) bool // Config.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
@@ -139,11 +144,28 @@ type Config[U any] struct {
 	// bounded by StoreTimeout on its own. Default 2s.
 	StoreTimeout time.Duration
 
+	// LoginPath, if set, is the app's login page, a path on this site: the
+	// default Unauthorized answers a browser with 303 See Other to it,
+	// passing the page it was going to (a GET's or HEAD's path and query)
+	// in the "next" parameter, for the login handler to send it back with
+	// [ReturnPath]. A request with a bearer token gets 401 all the same.
+	LoginPath string
+
 	// Unauthorized answers a request without a valid session. The cookie
 	// has already been cleared, and a request with a bearer token has been
-	// told WWW-Authenticate: Bearer error="invalid_token". Default: 401
-	// with a short body. [RedirectToLogin] sends browsers to a login page
-	// and back; its documentation shows one handler for pages and an API.
+	// told WWW-Authenticate: Bearer error="invalid_token". Default: a
+	// redirect to LoginPath if set, 401 with a short body otherwise. An
+	// app that also serves an API answers its routes in a handler of its
+	// own:
+	//
+	//	cfg.Unauthorized = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	//		if strings.HasPrefix(r.URL.Path, "/api/") {
+	//			writeAPIError(w, http.StatusUnauthorized) // the app's own JSON
+	//			return
+	//		}
+	//		next := url.Values{"next": {r.URL.RequestURI()}}.Encode()
+	//		http.Redirect(w, r, "/login?"+next, http.StatusSeeOther)
+	//	})
 	Unauthorized http.Handler
 
 	// StoreUnavailable answers a request whose session could not be checked
@@ -304,7 +326,14 @@ func (c Config[U]) withDefaults() (Config[U], item.Layout, error) {
 			return c, layout, fmt.Errorf("ddbsession: Config.ClearSiteData %q: not a Clear-Site-Data directive (cache, cookies, storage, executionContexts, *)", d)
 		}
 	}
-	if c.Unauthorized == nil {
+	if c.LoginPath != "" && !localPath(c.LoginPath) {
+		return c, layout, fmt.Errorf("ddbsession: Config.LoginPath %q: not a path on this site", c.LoginPath)
+	}
+	switch {
+	case c.Unauthorized != nil:
+	case c.LoginPath != "":
+		c.Unauthorized = redirectTo(c.LoginPath)
+	default:
 		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")
 	}
 	if c.StoreUnavailable == nil {

@@ -27,7 +27,7 @@ import (
 )
 
 // An attacker who knows the old password logs in while the owner changes
-// it: the attacker's LoginWith is paused after it read the user item (old
+// it: the attacker's Login with verify is paused after it read the user item (old
 // password, accepted) and before it writes its session; the change writes
 // the new password and cuts off; then the login completes. Its session
 // must be dead on arrival. The clock does not move at all, the hardest
@@ -67,7 +67,7 @@ func TestLoginWithRacingPasswordChange(t *testing.T) {
 	}
 	// After the change, the old password fails and the new one works.
 	if _, err := loginWith(m, alice, "old"); !errors.Is(err, errWrongPassword) {
-		t.Errorf("LoginWith with the old password after the change: %v, want errWrongPassword", err)
+		t.Errorf("Login with verify with the old password after the change: %v, want errWrongPassword", err)
 	}
 	c, err := loginWith(m, alice, "new")
 	if err != nil {
@@ -79,7 +79,7 @@ func TestLoginWithRacingPasswordChange(t *testing.T) {
 }
 
 // The race of a password change, on instances whose clocks disagree: the
-// attacker's LoginWith runs on one instance and waits inside its verify
+// attacker's Login with verify runs on one instance and waits inside its verify
 // callback, having read and accepted the old password, while the owner
 // writes the new one and calls RevokeAll on another; then the login
 // completes. Whichever instance's clock is off, by 50 ms or by 5 s either
@@ -111,7 +111,7 @@ func TestPasswordChangeUnderClockSkew(t *testing.T) {
 				go func() {
 					defer close(done)
 					w := newRecorder()
-					loginErr = attackers.LoginWith(w, newRequest(), alice, func(m Member) error {
+					loginErr = attackers.Login(w, newRequest(), alice, func(m Member) error {
 						err := checkPassword("old")(m)
 						close(verified)
 						<-resume // the owner changes the password meanwhile
@@ -150,7 +150,7 @@ func TestPasswordChangeUnderClockSkew(t *testing.T) {
 }
 
 // The same race, as it happens: attackers on a second instance loop
-// LoginWith with the old password while the owner changes it; none of
+// Login with verify with the old password while the owner changes it; none of
 // their sessions survives the change, and the owner's own browser is signed
 // in again with a fresh session. The instances run on the test's clock, or
 // on the machine's, the attackers' off by 25 ms or 5 s either way.
@@ -214,7 +214,7 @@ func TestLoginWithLoopingAttackersDuringPasswordChange(t *testing.T) {
 			}
 			e.changePassword(owner, alice, "new")
 			w := newRecorder()
-			if err := owner.Login(w, newRequest(ownerCookie), alice); err != nil { // keep the owner signed in
+			if err := owner.Login(w, newRequest(ownerCookie), alice, nil); err != nil { // keep the owner signed in
 				t.Fatal(err)
 			}
 			fresh := sessionCookie(t, w.Result(), cookieName)
@@ -246,7 +246,7 @@ func TestLoginWithLoopingAttackersDuringPasswordChange(t *testing.T) {
 }
 
 // TestRevokeAllRacingLoginsAndRefreshes runs RevokeAll several times while
-// logins (Login on one instance, LoginWith on another) and requests that
+// logins (Login without verify on one instance, with it on another) and requests that
 // refresh sessions run at full speed against the same user, with the
 // injected clock advancing under all of them. Afterwards the table decides:
 // with the user's final stored cutoff, every session created at or before
@@ -285,7 +285,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 				afterFinal := revokesDone.Load() == rounds
 				if (worker+i)%2 == 0 {
 					w := newRecorder()
-					if err = first.Login(w, newRequest(), alice); err == nil {
+					if err = first.Login(w, newRequest(), alice, nil); err == nil {
 						c = w.Result().Cookies()[0]
 					}
 				} else {
@@ -1051,7 +1051,7 @@ func TestMRSCWriteConflicts(t *testing.T) {
 		t.Errorf("RevokeAll under endless conflicts = %v, want the conflict, said so", err)
 	}
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), alice); err == nil || sessionCookie(t, w.Result(), cookieName) != nil {
+	if err := e.m.Login(w, newRequest(), alice, nil); err == nil || sessionCookie(t, w.Result(), cookieName) != nil {
 		t.Errorf("Login under endless conflicts = %v, cookie %v; want an error and no cookie", err, w.Header().Values("Set-Cookie"))
 	}
 	if elapsed := time.Since(began); elapsed > 5*time.Second {

@@ -34,11 +34,16 @@ type Session struct {
 	// DeviceBound says that the session is bound to a key on its device
 	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
 	DeviceBound bool
+	// Current is set by [Manager.List] on the session of the request whose
+	// context it was given: "this browser".
+	Current bool
 }
 
 // ErrNoSession is returned by [Manager.Check] for a token that is malformed,
-// unknown, expired or revoked, or whose user no longer exists. It does not
-// say which: callers treat them all as "signed out".
+// unknown, expired or revoked, or whose user no longer exists, and by
+// [Manager.Revoke] for a session ID that is unknown, malformed or another
+// user's. It does not say which: callers treat them all as "signed out",
+// or "no such session".
 var ErrNoSession = errors.New("ddbsession: no valid session")
 
 // Reason is why a request was rejected; "" for none.

@@ -22,7 +22,7 @@ import (
 // type parameter.
 
 // ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
-// not exist, by [Manager.Login] and [Manager.LoginWith] for a user without an
+// not exist, by [Manager.Login] and [Manager.LoginBearer] for a user without an
 // item (they write nothing then), and by [Manager.RevokeAll] for a user item
 // that is not in the table.
 //
