@@ -45,6 +45,32 @@ func redirectTo(path string) http.Handler {
 	})
 }
 
+// redirectBack answers with 303 See Other to path, passing the page to come
+// back to in the "next" parameter: a GET's or HEAD's own path and query,
+// or, for a form's POST, the page that sent it, from a Referer of this
+// origin. Config.StepUp's default with Config.ReauthPath. A request that
+// carried a bearer token gets 401, as redirectTo gives it.
+func redirectBack(path string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "authenticate again to continue", http.StatusUnauthorized)
+			return
+		}
+		next := r.URL.RequestURI()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			next = ""
+			if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
+				next = ref.RequestURI()
+			}
+		}
+		target := path
+		if localPath(next) {
+			target += "?" + url.Values{returnParam: {next}}.Encode()
+		}
+		http.Redirect(w, r, target, http.StatusSeeOther)
+	})
+}
+
 // ReturnPath returns the page a login should send the user back to: r's
 // "next" parameter if it is a path on this site, and fallback otherwise.
 // Absolute URLs, scheme-relative ones ("//evil.example"), backslashes

@@ -394,6 +394,8 @@ func loggedIn(id string, user ddbsession.UserKey, at time.Time, idle time.Durati
 		RefreshedAt: ms,
 		ExpiresAt:   time.Unix(at.Add(idle).Unix(), 0),
 		UserAgent:   testAgent,
+
+		AuthenticatedAt: ms,
 	}
 }
 

@@ -79,6 +79,8 @@ func (h handSession) session() ddbsession.Session {
 		RefreshedAt: time.UnixMilli(h.refreshedMs),
 		ExpiresAt:   time.Unix(h.expiresSec, 0),
 		UserAgent:   h.agent,
+		// The items have no authAt: their creation counts.
+		AuthenticatedAt: time.UnixMilli(h.createdMs),
 	}
 }
 
@@ -95,10 +97,13 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 			session["boundKey"] = attrS(`{"kty":"EC"}`)
 			session["boundCookie"], session["boundExpires"] = attrS("digest"), attrN(start.Add(time.Hour).Unix())
 		}, false, true},
-		{"unknown version 3", func(session, index map[string]types.AttributeValue) {
+		{"a pending login's version 3, which only CompleteLogin takes", func(session, index map[string]types.AttributeValue) {
 			session["v"], index["v"] = attrN(3), attrN(3)
 		}, false, false},
-		{"index item of version 3", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(3) }, true, false},
+		{"unknown version 4", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(4), attrN(4)
+		}, false, false},
+		{"index item of version 3, which no index item has", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(3) }, true, false},
 		{"no version", func(session, index map[string]types.AttributeValue) {
 			delete(session, "v")
 			delete(index, "v")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -1056,5 +1057,126 @@ func TestMRSCWriteConflicts(t *testing.T) {
 	}
 	if elapsed := time.Since(began); elapsed > 5*time.Second {
 		t.Errorf("the failing calls took %v, far past StoreTimeout", elapsed)
+	}
+}
+
+// Racing completions of one two-step login, on two instances: exactly one
+// signs in; and racing wrong codes get five checks in all, however many
+// requests try at once.
+func TestTwoStepLoginRacing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other, err := ddbsession.New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.putUser("alice")
+	instances := []*ddbsession.Manager[User]{e.m, other}
+
+	pending := e.beginLogin(alice)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var signedIn []*http.Cookie
+	start := make(chan struct{})
+	for i := range 8 {
+		wg.Go(func() {
+			<-start
+			w := newRecorder()
+			err := instances[i%2].CompleteLogin(w, newRequest(pending), code("123456", "123456"), "otp")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				signedIn = append(signedIn, sessionCookie(t, w.Result(), cookieName))
+			case !errors.Is(err, ddbsession.ErrNoSession):
+				t.Errorf("a racing completion: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(signedIn) != 1 {
+		t.Fatalf("%d of 8 racing completions signed in, want 1", len(signedIn))
+	}
+	if list := e.mustList(alice); len(list) != 1 {
+		t.Errorf("List after the race: %d sessions, want 1", len(list))
+	}
+
+	pending = e.beginLogin(alice)
+	var checks atomic.Int32
+	guess := func(User) error { checks.Add(1); return errWrongCode }
+	start = make(chan struct{})
+	for i := range 20 {
+		wg.Go(func() {
+			<-start
+			err := instances[i%2].CompleteLogin(newRecorder(), newRequest(pending), guess, "otp")
+			if !errors.Is(err, errWrongCode) && !errors.Is(err, ddbsession.ErrNoSession) {
+				t.Errorf("a racing guess: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := checks.Load(); n != 5 {
+		t.Errorf("20 racing guesses got %d checks, want 5", n)
+	}
+}
+
+// Logins racing on two instances never leave more sessions alive than
+// MaxSessions, whether the limit ends the oldest or refuses the newest.
+func TestSessionLimitRacingLogins(t *testing.T) {
+	t.Parallel()
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
+			t.Parallel()
+			const limit, logins = 3, 8
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions, c.RefuseAtMaxSessions = limit, refuse })
+			other, err := ddbsession.New(e.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			instances := []*ddbsession.Manager[User]{e.m, other}
+			alice := e.putUser("alice")
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var tokens []string
+			refused := 0
+			start := make(chan struct{})
+			for i := range logins {
+				wg.Go(func() {
+					<-start
+					token, _, err := instances[i%2].LoginBearer(newRequest(), alice, nil)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						tokens = append(tokens, token)
+					case refuse && errors.Is(err, ddbsession.ErrTooManySessions):
+						refused++
+					default:
+						t.Errorf("a racing login: %v", err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			alive := 0
+			for _, token := range tokens {
+				if _, _, err := e.m.Check(context.Background(), token); err == nil {
+					alive++
+				} else if !errors.Is(err, ddbsession.ErrNoSession) {
+					t.Fatal(err)
+				}
+			}
+			if alive > limit || alive == 0 {
+				t.Errorf("%d sessions alive after %d racing logins, want at most %d (and some)", alive, logins, limit)
+			}
+			if refuse && (len(tokens) != limit || refused != logins-limit) {
+				t.Errorf("refusing: %d logins succeeded and %d were refused, want %d and %d", len(tokens), refused, limit, logins-limit)
+			}
+			if list := e.mustList(alice); len(list) != alive {
+				t.Errorf("List shows %d sessions, %d are alive", len(list), alive)
+			}
+		})
 	}
 }
