@@ -95,6 +95,10 @@
 //	slotRev      N  a session that [Config.MaxSessions] counts: the state item
 //	                revision that gave it its slot; absent otherwise
 //	attempts     N  session items of version 3 only: second-factor tries so far
+//	appData      S  session items only: the app's data ([Manager.UpdateData]),
+//	                JSON, at most 2048 bytes; optional
+//	dataRev      N  session items only: the data's revision, random and new with
+//	                each write, for the next write's condition; optional
 //	sessionPK    S  index items only: the session item's partition key
 //	expiryBucket S  session items only, with [Layout.ExpiryIndex]: "<yyyymmddhh>#<shard>"
 //
@@ -121,7 +125,8 @@
 // Revoke and Logout find them) until they expire.
 //
 // Every attribute but userSK, userAgent, browserOnly, expiryBucket, authAt,
-// methods, slotRev, attempts and those of device binding is required; an item that lacks one, has one of the wrong type, or has a fractional number is
+// methods, slotRev, attempts, appData, dataRev and those of device binding is
+// required; an item that lacks one, has one of the wrong type, or has a fractional number is
 // treated as absent. The format is stable: a release may add attributes,
 // which older releases ignore, but changes none, so that releases can run
 // side by side during a rolling deploy. An incompatible change would bump
