@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"time"
 
@@ -29,11 +30,12 @@ type appConfig struct {
 	// UserLimit and AddrLimit limit failed password checks per username and
 	// per client address (see limits.go); zero values take the defaults.
 	UserLimit, AddrLimit rateLimit
-	// TrustedProxies is how many reverse proxies in front of the app append
-	// to X-Forwarded-For; the client address is then the entry the outermost
-	// appended. Zero: the connection's own address, and the header is
+	// TrustedProxies are the address ranges of the reverse proxies in
+	// front of the app. X-Forwarded-For is read only on a connection from
+	// one of them, and the client is the rightmost entry outside them (see
+	// clientAddr). None: the connection's own address, and the header is
 	// ignored, since any client can send it.
-	TrustedProxies int
+	TrustedProxies []netip.Prefix
 	// Now is the clock of the limits and of ddbsession. Default time.Now.
 	Now func() time.Time
 	// HashSlots is how many password hashes run at once, default
@@ -156,10 +158,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		sessions: sessions,
 		hasher:   h,
 		limits: &limits{
-			byUser:  newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
-			byAddr:  newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
-			proxies: cfg.TrustedProxies,
-			now:     cfg.Now,
+			byUser:         newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
+			byAddr:         newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
+			trustedProxies: cfg.TrustedProxies,
+			now:            cfg.Now,
 		},
 		users:        users{client: cfg.Client, table: cfg.Table},
 		log:          log,

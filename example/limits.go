@@ -2,11 +2,9 @@ package main
 
 import (
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +121,7 @@ func (l *failureLimiter) size() int {
 // limits are the app's failure limiters.
 type limits struct {
 	byUser, byAddr *failureLimiter
-	proxies        int // appConfig.TrustedProxies
+	trustedProxies []netip.Prefix // appConfig.TrustedProxies
 	now            func() time.Time
 }
 
@@ -159,7 +157,7 @@ func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey strin
 		at.held = append(at.held, heldToken{limiter, b})
 		return true
 	}
-	if !check(l.byAddr, clientAddr(r, l.proxies)) {
+	if !check(l.byAddr, addrKey(clientAddr(r, l.trustedProxies), r.RemoteAddr)) {
 		return nil, false
 	}
 	if userKey != "" && !check(l.byUser, userKey) {
@@ -180,38 +178,15 @@ func (at *attempt) end() {
 	at.held = nil
 }
 
-// clientAddr returns the address that r counts against: r.RemoteAddr's
-// host, or, behind proxies trusted reverse proxies that each append the
-// address they were connected from to X-Forwarded-For, the entry that the
-// outermost of them appended. Entries to its left are the client's to
-// write, so they are never read. An IPv6 address counts by its /64, which
-// one subscriber usually holds whole.
-func clientAddr(r *http.Request, proxies int) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if proxies > 0 {
-		var hops []string
-		for _, v := range r.Header.Values("X-Forwarded-For") {
-			hops = append(hops, strings.Split(v, ",")...)
-		}
-		// Fewer entries than proxies: the request did not come the
-		// configured way, so count it against the proxy that sent it.
-		if len(hops) >= proxies {
-			host = strings.TrimSpace(hops[len(hops)-proxies])
-		}
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		addrPort, err := netip.ParseAddrPort(host) // some proxies add the port
-		if err != nil {
-			return host
-		}
-		addr = addrPort.Addr()
-	}
-	addr = addr.Unmap().WithZone("")
-	if addr.Is6() {
+// addrKey is the key that addr counts under in the per-address limiter:
+// an IPv4 address, or an IPv6 address's /64, which one subscriber usually
+// holds whole. A request without an IP address (over a Unix socket)
+// counts under its RemoteAddr.
+func addrKey(addr netip.Addr, remoteAddr string) string {
+	switch {
+	case !addr.IsValid():
+		return remoteAddr
+	case addr.Is6():
 		return netip.PrefixFrom(addr, 64).Masked().String()
 	}
 	return addr.String()
