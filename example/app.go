@@ -28,8 +28,11 @@ type appConfig struct {
 	StoreTimeout time.Duration
 	Logger       *slog.Logger // default slog.Default()
 	// UserLimit and AddrLimit limit failed password checks per username and
-	// per client address (see limits.go); zero values take the defaults.
-	UserLimit, AddrLimit rateLimit
+	// per client address: an IPv4 address or an IPv6 /64. Prefix56Limit and
+	// Prefix48Limit limit those of each IPv6 /56 and /48 (see limits.go).
+	// Zero values take the defaults.
+	UserLimit, AddrLimit         rateLimit
+	Prefix56Limit, Prefix48Limit rateLimit
 	// TrustedProxies are the address ranges of the reverse proxies in
 	// front of the app. X-Forwarded-For is read only on a connection from
 	// one of them, and the client is the rightmost entry outside them (see
@@ -85,22 +88,28 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.UserLimit == (rateLimit{}) {
-		cfg.UserLimit = defaultUserLimit
-	}
-	if cfg.AddrLimit == (rateLimit{}) {
-		cfg.AddrLimit = defaultAddrLimit
+	for _, l := range []struct {
+		name  string
+		limit *rateLimit
+		def   rateLimit
+	}{
+		{"UserLimit", &cfg.UserLimit, defaultUserLimit},
+		{"AddrLimit", &cfg.AddrLimit, defaultAddrLimit},
+		{"Prefix56Limit", &cfg.Prefix56Limit, defaultPrefix56Limit},
+		{"Prefix48Limit", &cfg.Prefix48Limit, defaultPrefix48Limit},
+	} {
+		if *l.limit == (rateLimit{}) {
+			*l.limit = l.def
+		}
+		if l.limit.Every <= 0 || l.limit.Burst < 1 {
+			return nil, fmt.Errorf("appConfig.%s %+v: want a positive Every and Burst", l.name, *l.limit)
+		}
 	}
 	if cfg.HashSlots <= 0 {
 		cfg.HashSlots = runtime.GOMAXPROCS(0)
 	}
 	if cfg.HashQueue <= 0 {
 		cfg.HashQueue = 8 * cfg.HashSlots
-	}
-	for name, l := range map[string]rateLimit{"UserLimit": cfg.UserLimit, "AddrLimit": cfg.AddrLimit} {
-		if l.Every <= 0 || l.Burst < 1 {
-			return nil, fmt.Errorf("appConfig.%s %+v: want a positive Every and Burst", name, l)
-		}
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
@@ -160,6 +169,8 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		limits: &limits{
 			byUser:         newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
 			byAddr:         newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
+			by56:           newFailureLimiter(cfg.Prefix56Limit, maxLimiterKeys),
+			by48:           newFailureLimiter(cfg.Prefix48Limit, maxLimiterKeys),
 			trustedProxies: cfg.TrustedProxies,
 			now:            cfg.Now,
 		},

@@ -99,8 +99,8 @@ func dev(cfg *appConfig) { cfg.Dev = true }
 // unlimited is an option for newTestApp: failed password checks are not
 // limited, for tests of something else that fail many from one address.
 func unlimited(cfg *appConfig) {
-	cfg.UserLimit = rateLimit{Every: time.Nanosecond, Burst: 1 << 20}
-	cfg.AddrLimit = cfg.UserLimit
+	cfg.UserLimit = rateLimit{Every: time.Millisecond, Burst: 1 << 20}
+	cfg.AddrLimit, cfg.Prefix56Limit, cfg.Prefix48Limit = cfg.UserLimit, cfg.UserLimit, cfg.UserLimit
 }
 
 // browser is one HTTP client with its own cookie jar, as a separate

@@ -23,6 +23,16 @@ import (
 // logins off for as long as they keep failing; that is the price of stopping
 // a distributed guesser, and the per-address limit keeps one client from
 // paying it cheaply.
+//
+// An IPv4 address counts alone. An IPv6 address counts by its /64, which
+// one subscriber usually holds whole, and also by its /56 and its /48, with
+// limits of their own: ISPs commonly delegate a /56 to a home and a /48 to
+// a business site, and a /48 holds 65,536 /64s, so /64 buckets alone would
+// give one customer 65,536 buckets of 50 failures, enough to keep the
+// password hasher's queue full for everyone else. The wider buckets allow
+// more, since more people can share them (an office, a campus), but not
+// 256 or 65,536 times more: a /48 gets 200 failures at once and one a
+// second, against 50 and one per 5 s for a /64.
 
 // rateLimit is one token bucket of failures.
 type rateLimit struct {
@@ -31,8 +41,10 @@ type rateLimit struct {
 }
 
 var (
-	defaultUserLimit = rateLimit{Every: time.Minute, Burst: 10}
-	defaultAddrLimit = rateLimit{Every: 5 * time.Second, Burst: 50}
+	defaultUserLimit     = rateLimit{Every: time.Minute, Burst: 10}
+	defaultAddrLimit     = rateLimit{Every: 5 * time.Second, Burst: 50} // an IPv4 address, an IPv6 /64
+	defaultPrefix56Limit = rateLimit{Every: 2 * time.Second, Burst: 100}
+	defaultPrefix48Limit = rateLimit{Every: time.Second, Burst: 200}
 )
 
 // maxLimiterKeys bounds the usernames (or addresses) tracked at once, about
@@ -120,9 +132,12 @@ func (l *failureLimiter) size() int {
 
 // limits are the app's failure limiters.
 type limits struct {
-	byUser, byAddr *failureLimiter
-	trustedProxies []netip.Prefix // appConfig.TrustedProxies
-	now            func() time.Time
+	byUser *failureLimiter
+	// byAddr counts IPv4 addresses and IPv6 /64s; by56 and by48 count the
+	// wider IPv6 prefixes.
+	byAddr, by56, by48 *failureLimiter
+	trustedProxies     []netip.Prefix // appConfig.TrustedProxies
+	now                func() time.Time
 }
 
 // attempt is one password check (or sign-up) under the limits.
@@ -157,8 +172,10 @@ func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey strin
 		at.held = append(at.held, heldToken{limiter, b})
 		return true
 	}
-	if !check(l.byAddr, addrKey(clientAddr(r, l.trustedProxies), r.RemoteAddr)) {
-		return nil, false
+	for _, b := range l.addrBuckets(clientAddr(r, l.trustedProxies), r.RemoteAddr) {
+		if !check(b.limiter, b.key) {
+			return nil, false
+		}
 	}
 	if userKey != "" && !check(l.byUser, userKey) {
 		return nil, false
@@ -178,18 +195,24 @@ func (at *attempt) end() {
 	at.held = nil
 }
 
-// addrKey is the key that addr counts under in the per-address limiter:
-// an IPv4 address, or an IPv6 address's /64, which one subscriber usually
-// holds whole. A request without an IP address (over a Unix socket)
-// counts under its RemoteAddr.
-func addrKey(addr netip.Addr, remoteAddr string) string {
+// addrBucket is one bucket that a client address counts against.
+type addrBucket struct {
+	limiter *failureLimiter
+	key     string
+}
+
+// addrBuckets returns the buckets that addr counts against: an IPv4
+// address its own; an IPv6 address its /64, /56 and /48. A request without
+// an IP address (over a Unix socket) counts under its RemoteAddr.
+func (l *limits) addrBuckets(addr netip.Addr, remoteAddr string) []addrBucket {
 	switch {
 	case !addr.IsValid():
-		return remoteAddr
-	case addr.Is6():
-		return netip.PrefixFrom(addr, 64).Masked().String()
+		return []addrBucket{{l.byAddr, remoteAddr}}
+	case addr.Is4():
+		return []addrBucket{{l.byAddr, addr.String()}}
 	}
-	return addr.String()
+	prefix := func(bits int) string { return netip.PrefixFrom(addr, bits).Masked().String() }
+	return []addrBucket{{l.byAddr, prefix(64)}, {l.by56, prefix(56)}, {l.by48, prefix(48)}}
 }
 
 func plural(n int, unit string) string {

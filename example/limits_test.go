@@ -332,3 +332,52 @@ func TestPasswordChangeLimit(t *testing.T) {
 		t.Errorf("after the change: /api/me %d, want 200", code)
 	}
 }
+
+// TestLoginLimitPerIPv6Prefix spreads failures over many /64s of one /56,
+// then of one /48, as a customer with a prefix of its own can: the wider
+// buckets stop them, each at its own limit, and leave the neighbours alone.
+func TestLoginLimitPerIPv6Prefix(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 1000}
+		cfg.AddrLimit = rateLimit{Every: time.Minute, Burst: 1} // every /64 below fails once
+		cfg.Prefix56Limit = rateLimit{Every: 20 * time.Second, Burst: 3}
+		cfg.Prefix48Limit = rateLimit{Every: 30 * time.Second, Burst: 5}
+	})
+	ta.browser("A").signup("alice", "correct horse")
+	fail := func(from string) int {
+		t.Helper()
+		return ta.postFrom(from, "/login", creds("nobody", "guess")).Code
+	}
+
+	// Three /64s of 2001:db8:1:100::/56 each fail once: the /56 is spent.
+	for i := range 3 {
+		if code := fail(fmt.Sprintf("[2001:db8:1:1%02x::1]:1", i)); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d in the /56: %d, want 401", i, code)
+		}
+	}
+	w := ta.postFrom("[2001:db8:1:1ff::1]:1", "/login", creds("alice", "correct horse"))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" {
+		t.Errorf("a fresh /64 in the spent /56: %d, Retry-After %q; want 429, 20", w.Code, w.Header().Get("Retry-After"))
+	}
+	// Two more failures from another /56 of the same /48 spend the /48.
+	for i := range 2 {
+		if code := fail(fmt.Sprintf("[2001:db8:1:2%02x::1]:1", i)); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d in another /56 of the /48: %d, want 401", i, code)
+		}
+	}
+	w = ta.postFrom("[2001:db8:1:300::1]:1", "/login", creds("alice", "correct horse"))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "30" {
+		t.Errorf("a fresh /56 in the spent /48: %d, Retry-After %q; want 429, 30", w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := ta.postFrom("[2001:db8:2::1]:1", "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+		t.Errorf("the next /48: %d, want 303", w.Code)
+	}
+	// The /48 refills one failure per 30 s.
+	clock.Advance(30 * time.Second)
+	if w := ta.postFrom("[2001:db8:1:300::1]:1", "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+		t.Errorf("a fresh /56 once the /48 refilled a little: %d, want 303", w.Code)
+	}
+}
