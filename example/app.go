@@ -27,8 +27,9 @@ type appConfig struct {
 	// (Config.StoreTimeout) and the app's own. Default 2s.
 	StoreTimeout time.Duration
 	Logger       *slog.Logger // default slog.Default()
-	// UserLimit and AddrLimit limit failed password checks per username and
-	// per client address: an IPv4 address or an IPv6 /64. Prefix56Limit and
+	// UserLimit and AddrLimit limit failed password checks per username (in
+	// the table, for every instance together) and per client address (in
+	// each instance): an IPv4 address or an IPv6 /64. Prefix56Limit and
 	// Prefix48Limit limit those of each IPv6 /56 and /48 (see limits.go).
 	// Zero values take the defaults.
 	UserLimit, AddrLimit         rateLimit
@@ -101,8 +102,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		if *l.limit == (rateLimit{}) {
 			*l.limit = l.def
 		}
-		if l.limit.Every <= 0 || l.limit.Burst < 1 {
-			return nil, fmt.Errorf("appConfig.%s %+v: want a positive Every and Burst", l.name, *l.limit)
+		// The table counts in milliseconds (userlimit.go).
+		if l.limit.Every < time.Millisecond || l.limit.Burst < 1 {
+			return nil, fmt.Errorf("appConfig.%s %+v: want an Every of a millisecond or more, and a positive Burst", l.name, *l.limit)
 		}
 	}
 	if cfg.HashSlots <= 0 {
@@ -167,7 +169,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		sessions: sessions,
 		hasher:   h,
 		limits: &limits{
-			byUser:         newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
+			byUser:         userFailures{client: cfg.Client, table: cfg.Table, limit: cfg.UserLimit},
 			byAddr:         newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
 			by56:           newFailureLimiter(cfg.Prefix56Limit, maxLimiterKeys),
 			by48:           newFailureLimiter(cfg.Prefix48Limit, maxLimiterKeys),

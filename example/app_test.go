@@ -449,6 +449,15 @@ func TestStoreOutage(t *testing.T) {
 		}
 	})
 
+	t.Run("user reads only", func(t *testing.T) {
+		// The failure count is written, but the login cannot read the user.
+		ta.api.setDown("GetItem")
+		defer ta.api.setDown()
+		if res := ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}}); res.code != http.StatusServiceUnavailable {
+			t.Errorf("POST /login with GetItem failing: %d, want 503", res.code)
+		}
+	})
+
 	t.Run("everything", func(t *testing.T) {
 		ta.api.setDown("*")
 		defer ta.api.setDown()
@@ -484,7 +493,7 @@ func TestStoreOutage(t *testing.T) {
 	})
 
 	logs := ta.logs.String()
-	for _, op := range []string{"create user", "log in", "log out"} {
+	for _, op := range []string{"create user", "count a login attempt", "log in", "log out"} {
 		if !strings.Contains(logs, fmt.Sprintf("op=%q", op)) {
 			t.Errorf("failed %q was not logged", op)
 		}

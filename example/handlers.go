@@ -55,7 +55,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	}
 	// A taken username is a failure for the client's address, so that
 	// sign-up cannot probe which names exist faster than login can.
-	at, ok := a.beginAttempt(w, r, "", a.errorPage)
+	at, ok := a.beginAttempt(w, r, userBucket{}, a.errorPage)
 	if !ok {
 		return
 	}
@@ -175,7 +175,7 @@ type answerFunc func(w http.ResponseWriter, code int, msg string)
 // it returns true and the caller answers.
 func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password string, answer answerFunc,
 	signIn func(user ddbsession.UserKey, verify func(User) error) error) bool {
-	at, ok := a.beginAttempt(w, r, username, answer)
+	at, ok := a.beginAttempt(w, r, userBucket{username, loginCheck}, answer)
 	if !ok {
 		return false
 	}
@@ -286,9 +286,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
 	// A stolen session must not be a way to guess the password either.
-	// The change has a bucket of its own per user, so that someone failing
-	// logins on this username cannot also keep its owner from changing it.
-	at, ok := a.beginAttempt(w, r, passwordChangeKey(u.Username), a.errorPage)
+	at, ok := a.beginAttempt(w, r, userBucket{u.Username, passwordChangeCheck}, a.errorPage)
 	if !ok {
 		return
 	}
@@ -347,10 +345,6 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// cutoff, on the password it has just set.
 	a.signInWith(w, r, s.User, newHash)
 }
-
-// passwordChangeKey is username's key for failed password changes in the
-// per-username limiter. No username holds a NUL, so it is never a login's.
-func passwordChangeKey(username string) string { return "password change\x00" + username }
 
 func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/netip"
@@ -18,6 +19,14 @@ import (
 // accounts (or probing which names are taken at sign-up). A success costs
 // nothing, so a user who types the password right is never slowed down, and
 // once the bucket has refilled a correct password works again.
+//
+// The per-username counts live in the table (userlimit.go), so that they
+// hold across instances. The per-address counts stay in each instance's
+// memory: they guard that instance's password hasher, which is per
+// instance too; an address is cheap to change (an IPv6 /64 holds 2^64), so
+// counting addresses in the table would let a client choose how many items
+// the app writes; and guesses spread over many accounts from one address
+// still meet each account's own limit, which is shared.
 //
 // A limit on usernames lets anyone who knows a username hold that user's
 // logins off for as long as they keep failing; that is the price of stopping
@@ -47,7 +56,7 @@ var (
 	defaultPrefix48Limit = rateLimit{Every: time.Second, Burst: 200}
 )
 
-// maxLimiterKeys bounds the usernames (or addresses) tracked at once, about
+// maxLimiterKeys bounds the addresses (or prefixes) tracked at once, about
 // 200 bytes each. Keys whose bucket is full again are dropped, since a full
 // bucket is what a new key gets; if the map is still full of keys that
 // failed recently, a new key is refused as if limited, rather than evicting
@@ -132,7 +141,7 @@ func (l *failureLimiter) size() int {
 
 // limits are the app's failure limiters.
 type limits struct {
-	byUser *failureLimiter
+	byUser userFailures
 	// byAddr counts IPv4 addresses and IPv6 /64s; by56 and by48 count the
 	// wider IPv6 prefixes.
 	byAddr, by56, by48 *failureLimiter
@@ -142,8 +151,10 @@ type limits struct {
 
 // attempt is one password check (or sign-up) under the limits.
 type attempt struct {
-	l       *limits
+	a       *app
+	ctx     context.Context // the request's
 	held    []heldToken
+	user    userBucket // whose token it holds, if any
 	failing bool
 }
 
@@ -153,46 +164,69 @@ type heldToken struct {
 }
 
 // beginAttempt starts an attempt counted against r's client address and,
-// unless userKey is "", against userKey. If either has no failure left it
-// answers 429 with Retry-After itself, with answer, and returns false. The caller calls
-// fail if the attempt fails, and end when it is over.
-func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey string, answer answerFunc) (*attempt, bool) {
+// unless user is the zero userBucket, against user. If either has no
+// failure left it answers 429 with Retry-After itself, with answer, and
+// returns false; so it does, with 503, if the table cannot be reached. The
+// caller calls fail if the attempt fails, and end when it is over.
+func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, user userBucket, answer answerFunc) (*attempt, bool) {
 	l := a.limits
 	now := l.now()
-	at := &attempt{l: l}
-	check := func(limiter *failureLimiter, key string) bool {
-		b, wait := limiter.begin(key, now)
-		if b == nil {
-			at.end()
-			secs := max(1, int(math.Ceil(wait.Seconds())))
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			answer(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
-			return false
-		}
-		at.held = append(at.held, heldToken{limiter, b})
-		return true
+	at := &attempt{a: a, ctx: r.Context()}
+	refuse := func(wait time.Duration) {
+		at.end()
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		answer(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
 	}
 	for _, b := range l.addrBuckets(clientAddr(r, l.trustedProxies), r.RemoteAddr) {
-		if !check(b.limiter, b.key) {
+		token, wait := b.limiter.begin(b.key, now)
+		if token == nil {
+			refuse(wait)
 			return nil, false
 		}
+		at.held = append(at.held, heldToken{b.limiter, token})
 	}
-	if userKey != "" && !check(l.byUser, userKey) {
+	if user == (userBucket{}) {
+		return at, true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
+	defer cancel()
+	took, wait, err := l.byUser.take(ctx, user, now)
+	switch {
+	case err != nil:
+		at.end()
+		a.storeFailed(w, r, "count a login attempt", err, answer)
+		return nil, false
+	case !took:
+		refuse(wait)
 		return nil, false
 	}
+	at.user = user
 	return at, true
 }
 
 // fail marks the attempt failed: end then spends its tokens.
 func (at *attempt) fail() { at.failing = true }
 
-// end ends the attempt. Only the first call counts.
+// end ends the attempt: a failed one spends its tokens, any other gives
+// them back. Only the first call counts.
 func (at *attempt) end() {
-	now := at.l.now()
+	now := at.a.limits.now()
 	for _, h := range at.held {
 		h.limiter.end(h.bucket, now, at.failing)
 	}
 	at.held = nil
+	if at.user == (userBucket{}) || at.failing {
+		return
+	}
+	// Given back even if the client has gone: a success (or a store
+	// failure) is no failed guess.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(at.ctx), at.a.storeTimeout)
+	defer cancel()
+	if err := at.a.limits.byUser.giveBack(ctx, at.user); err != nil {
+		at.a.log.ErrorContext(at.ctx, "dynamodb request failed", "op", "give back a login attempt", "err", err)
+	}
+	at.user = userBucket{}
 }
 
 // addrBucket is one bucket that a client address counts against.
