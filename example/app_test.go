@@ -493,7 +493,7 @@ func TestStoreOutage(t *testing.T) {
 	})
 
 	logs := ta.logs.String()
-	for _, op := range []string{"create user", "count a login attempt", "log in", "log out"} {
+	for _, op := range []string{"reserve a username", "count a login attempt", "log in", "log out"} {
 		if !strings.Contains(logs, fmt.Sprintf("op=%q", op)) {
 			t.Errorf("failed %q was not logged", op)
 		}

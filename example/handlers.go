@@ -48,6 +48,9 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	username, userErr := normalizeUsername(r.PostFormValue("username"))
+	if userErr == nil {
+		userErr = newUsernameError(username)
+	}
 	password := r.PostFormValue("password")
 	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
@@ -67,11 +70,23 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	}
 	hash := slot.hash(password)
 	slot.release()
+	ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
+	defer cancel()
+	err := a.users.claimSkeleton(ctx, username)
+	if errors.Is(err, errLookAlike) {
+		at.fail()
+		a.errorPage(w, http.StatusConflict, "That username looks like one that is taken: some letters look alike (such as l and 1, or i and ı). Choose another.")
+		return
+	}
+	if err != nil {
+		a.storeError(w, r, "reserve a username", err)
+		return
+	}
 	// CreateUser writes the item only if the key is free, so a sign-up
 	// never overwrites a user, and stamps it with a sessions-valid-after
 	// cutoff of now, so that the sessions of a deleted user of the same name
 	// do not come back to life for this one.
-	err := a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
+	err = a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
 	if errors.Is(err, ddbsession.ErrUserExists) {
 		at.fail()
 		a.errorPage(w, http.StatusConflict, "That username is taken.")

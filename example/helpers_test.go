@@ -371,6 +371,19 @@ func updatesUser(user ddbsession.UserKey) func(in any) bool {
 	}
 }
 
+// putsPK matches a PutItem of an item whose partition key starts with
+// prefix.
+func putsPK(prefix string) func(in any) bool {
+	return func(in any) bool {
+		put, ok := in.(*dynamodb.PutItemInput)
+		if !ok {
+			return false
+		}
+		pk, _ := put.Item["pk"].(*types.AttributeValueMemberS)
+		return pk != nil && strings.HasPrefix(pk.Value, prefix)
+	}
+}
+
 func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
 	pk, _ := key["pk"].(*types.AttributeValueMemberS)
 	sk, _ := key["sk"].(*types.AttributeValueMemberS)
@@ -413,7 +426,9 @@ func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o
 	if err := f.fail("PutItem", in); err != nil {
 		return nil, err
 	}
-	return f.Client.PutItem(ctx, in, opts...)
+	out, err := f.Client.PutItem(ctx, in, opts...)
+	f.paused(ctx, "PutItem", in)
+	return out, err
 }
 
 func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {

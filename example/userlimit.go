@@ -18,8 +18,8 @@ import (
 // instance's memory would let N instances behind a load balancer allow N
 // times the guesses. Each username has a small item per kind of check:
 //
-//	pk         "FAILURES#<username>": no user ("USER#"), session or index
-//	           item starts so
+//	pk         "FAILURES#<username>": no user ("USER#"), session, index or
+//	           name ("NAMESKELETON#") item starts so
 //	sk         the check: "login" or "password change"
 //	fullAt     Number: epoch milliseconds at which the bucket is full again
 //	expiresAt  Number: epoch seconds, the table's TTL attribute; a bucket
