@@ -133,16 +133,16 @@ func TestBadInput(t *testing.T) {
 		want     int
 		message  string // part of the page's message
 	}{
-		{"signup without username", false, "/signup", creds("", "pw").Encode(), 400, "username is required"},
+		{"signup without username", false, "/signup", creds("", "correct horse").Encode(), 400, "username is required"},
 		{"signup without password", false, "/signup", creds("bob", "").Encode(), 400, "password is required"},
 		{"signup with neither", false, "/signup", "", 400, "username is required\npassword is required"},
-		{"signup username over 64 bytes", false, "/signup", creds(long(65), "pw").Encode(), 400, "longer than 64 bytes"},
-		{"signup username of 64 multibyte runes", false, "/signup", creds(strings.Repeat("é", 33), "pw").Encode(), 400, "longer than 64 bytes"},
-		{"signup username not UTF-8", false, "/signup", creds("bob\xff", "pw").Encode(), 400, "must be text"},
-		{"signup username with a newline", false, "/signup", creds("bob\nadmin", "pw").Encode(), 400, "no spaces, symbols, control or invisible characters"},
-		{"signup username of white space", false, "/signup", creds(" \t\u3000", "pw").Encode(), 400, "username is required"},
+		{"signup username over 64 bytes", false, "/signup", creds(long(65), "correct horse").Encode(), 400, "longer than 64 bytes"},
+		{"signup username of 64 multibyte runes", false, "/signup", creds(strings.Repeat("é", 33), "correct horse").Encode(), 400, "longer than 64 bytes"},
+		{"signup username not UTF-8", false, "/signup", creds("bob\xff", "correct horse").Encode(), 400, "must be text"},
+		{"signup username with a newline", false, "/signup", creds("bob\nadmin", "correct horse").Encode(), 400, "no spaces, symbols, control or invisible characters"},
+		{"signup username of white space", false, "/signup", creds(" \t\u3000", "correct horse").Encode(), 400, "username is required"},
 		{"signup password over 1 KiB", false, "/signup", creds("bob", long(1025)).Encode(), 400, "longer than 1024 bytes"},
-		{"signup username of exactly 64 bytes", false, "/signup", creds(long(64), "pw").Encode(), 303, ""},
+		{"signup username of exactly 64 bytes", false, "/signup", creds(long(64), "correct horse").Encode(), 303, ""},
 		{"signup password of exactly 1 KiB", false, "/signup", creds("carol", long(1024)).Encode(), 303, ""},
 		{"login without password", false, "/login", creds("alice", "").Encode(), 400, "password is required"},
 		{"login password over 1 KiB", false, "/login", creds("alice", long(1025)).Encode(), 400, "longer than 1024 bytes"},
@@ -471,7 +471,7 @@ func TestStoreOutage(t *testing.T) {
 			{"GET /", func() response { return a.get("/") }},
 			{"GET /api/me", func() response { return a.get("/api/me") }},
 			{"POST /signup", func() response {
-				return ta.browser("B").post("/signup", url.Values{"username": {"bob"}, "password": {"pw"}})
+				return ta.browser("B").post("/signup", url.Values{"username": {"bob"}, "password": {"bob's password"}})
 			}},
 			{"POST /login", func() response {
 				return ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})

@@ -52,7 +52,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		userErr = newUsernameError(username)
 	}
 	password := r.PostFormValue("password")
-	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
+	if err := errors.Join(userErr, newPasswordError("password", password, username)); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -291,15 +291,15 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
-	current, next := r.PostFormValue("current"), r.PostFormValue("new")
-	if err := errors.Join(validatePassword("current password", current), validatePassword("new password", next)); err != nil {
-		a.errorPage(w, http.StatusBadRequest, err.Error())
-		return
-	}
 	// The user, with the hash, was read by the session middleware in this
 	// request, with a strongly consistent read.
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
+	current, next := r.PostFormValue("current"), r.PostFormValue("new")
+	if err := errors.Join(validatePassword("current password", current), newPasswordError("new password", next, u.Username)); err != nil {
+		a.errorPage(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	// A stolen session must not be a way to guess the password either.
 	at, ok := a.beginAttempt(w, r, userBucket{u.Username, passwordChangeCheck}, a.errorPage)
 	if !ok {

@@ -244,15 +244,15 @@ func TestLoginLimitPerAddress(t *testing.T) {
 	t.Run("taken usernames at sign-up", func(t *testing.T) {
 		const from = "203.0.113.1:1"
 		for i := range 3 {
-			if w := ta.postFrom(from, "/signup", creds("alice", fmt.Sprint("probe ", i))); w.Code != http.StatusConflict {
+			if w := ta.postFrom(from, "/signup", creds("alice", fmt.Sprint("probe number ", i))); w.Code != http.StatusConflict {
 				t.Fatalf("sign-up %d as alice: %d, want 409", i, w.Code)
 			}
 		}
-		if w := ta.postFrom(from, "/signup", creds("carol", "pw")); w.Code != http.StatusTooManyRequests {
+		if w := ta.postFrom(from, "/signup", creds("carol", "carol's password")); w.Code != http.StatusTooManyRequests {
 			t.Errorf("sign-up after 3 taken names: %d, want 429", w.Code)
 		}
 		clock.Advance(10 * time.Second)
-		if w := ta.postFrom(from, "/signup", creds("carol", "pw")); w.Code != http.StatusSeeOther {
+		if w := ta.postFrom(from, "/signup", creds("carol", "carol's password")); w.Code != http.StatusSeeOther {
 			t.Errorf("sign-up once a failure came back: %d, want 303", w.Code)
 		}
 	})
@@ -318,7 +318,7 @@ func TestPasswordChangeLimit(t *testing.T) {
 	}
 
 	for i := range 2 {
-		if res := owner.post("/password", url.Values{"current": {fmt.Sprint("guess ", i)}, "new": {"x"}}); res.code != http.StatusUnauthorized {
+		if res := owner.post("/password", url.Values{"current": {fmt.Sprint("guess ", i)}, "new": {"new password"}}); res.code != http.StatusUnauthorized {
 			t.Fatalf("wrong current password %d: %d, want 401", i, res.code)
 		}
 	}

@@ -76,7 +76,7 @@ func TestUsernameVariantsAreOneAccount(t *testing.T) {
 			owner := ta.browser("owner")
 			owner.signup(tc.account, "correct horse")
 			for _, v := range tc.variants {
-				if res := ta.browser("other").post("/signup", url.Values{"username": {v}, "password": {"another"}}); res.code != http.StatusConflict {
+				if res := ta.browser("other").post("/signup", url.Values{"username": {v}, "password": {"another password"}}); res.code != http.StatusConflict {
 					t.Errorf("sign-up as %+q after %+q: %d, want 409 (taken)", v, tc.account, res.code)
 				}
 				b := ta.browser("variant")

@@ -66,9 +66,9 @@ func dynamoKey(k ddbsession.UserKey) map[string]types.AttributeValue {
 	}
 }
 
-// validatePassword returns a message fit for the user, or nil. Any bytes
-// are allowed: the hash does not care, and rules about character classes
-// mostly make passwords worse.
+// validatePassword returns a message fit for the user, or nil: the check of
+// any password the app is sent, which a new one must also pass (see
+// passwordpolicy.go). Any bytes are allowed: the hash does not care.
 func validatePassword(field, password string) error {
 	switch {
 	case password == "":
