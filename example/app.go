@@ -113,6 +113,14 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.HashQueue <= 0 {
 		cfg.HashQueue = 8 * cfg.HashSlots
 	}
+	// The app is made first, so that the session guard's page answers are
+	// its own; the rest is filled in below.
+	a := &app{
+		users:        users{client: cfg.Client, table: cfg.Table},
+		log:          log,
+		dev:          cfg.Dev,
+		storeTimeout: cfg.StoreTimeout,
+	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
 		Table:            cfg.Table,
@@ -128,7 +136,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// back here after; the API answers in JSON instead.
 		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), ddbsession.RedirectToLogin("/login")),
 		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
-			textAnswer(http.StatusServiceUnavailable, "session store unavailable, try again")),
+			a.pageAnswer(http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")),
 		KeepSignedIn: keepSignedIn,
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
@@ -163,24 +171,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	dummyHash := slot.hash(rand.Text())
+	a.dummyHash = slot.hash(rand.Text())
 	slot.release()
-	a := &app{
-		sessions: sessions,
-		hasher:   h,
-		limits: &limits{
-			byUser:         userFailures{client: cfg.Client, table: cfg.Table, limit: cfg.UserLimit},
-			byAddr:         newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
-			by56:           newFailureLimiter(cfg.Prefix56Limit, maxLimiterKeys),
-			by48:           newFailureLimiter(cfg.Prefix48Limit, maxLimiterKeys),
-			trustedProxies: cfg.TrustedProxies,
-			now:            cfg.Now,
-		},
-		users:        users{client: cfg.Client, table: cfg.Table},
-		log:          log,
-		dev:          cfg.Dev,
-		dummyHash:    dummyHash,
-		storeTimeout: cfg.StoreTimeout,
+	a.sessions, a.hasher = sessions, h
+	a.limits = &limits{
+		byUser:         userFailures{client: cfg.Client, table: cfg.Table, limit: cfg.UserLimit},
+		byAddr:         newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
+		by56:           newFailureLimiter(cfg.Prefix56Limit, maxLimiterKeys),
+		by48:           newFailureLimiter(cfg.Prefix48Limit, maxLimiterKeys),
+		trustedProxies: cfg.TrustedProxies,
+		now:            cfg.Now,
 	}
 	a.handler = a.routes()
 	return a, nil
@@ -262,7 +262,12 @@ func (a *app) routes() http.Handler {
 	// A client that is no browser sends neither header, so its POST
 	// /api/login goes through; its requests then carry a bearer token,
 	// which no other site can make a browser send.
-	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	//
+	// Requests that no route takes get the app's page, not the mux's text.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(apiOr(apiAnswer(http.StatusForbidden, "cross-origin request refused"),
+		a.pageAnswer(http.StatusForbidden, "This form was sent from another site, so it was refused. To do this, use the form on this site.")))
+	var h http.Handler = cop.Handler(a.routeErrors(mux))
 	h = http.MaxBytesHandler(h, maxBody)
 	return securityHeaders(h, a.dev)
 }

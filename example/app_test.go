@@ -181,15 +181,17 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// pageMessage returns the message of an error page, unescaped.
+// pageMessage returns the message of an error page, or of a form shown
+// again, unescaped: the text of the element with id "message".
 func pageMessage(t *testing.T, body string) string {
 	t.Helper()
-	_, rest, ok := strings.Cut(body, `<p id="message">`)
-	msg, _, ok2 := strings.Cut(rest, "</p>")
-	if !ok || !ok2 {
+	_, rest, ok := strings.Cut(body, `id="message"`)
+	_, rest, ok2 := strings.Cut(rest, ">")
+	msg, _, ok3 := strings.Cut(rest, "</p>")
+	if !ok || !ok2 || !ok3 {
 		return ""
 	}
-	r := strings.NewReplacer("&#39;", "'", "&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
+	r := strings.NewReplacer("&#39;", "'", "&quot;", `"`, "&#34;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
 	return r.Replace(msg)
 }
 
