@@ -105,7 +105,9 @@ func (a *app) errorPage(w http.ResponseWriter, code int, msg string) {
 // formAnswer answers a refused sign-up or log-in (form "signup" or
 // "login") with the forms again: the message above the one that failed,
 // and in it the username and "keep me signed in" as they were sent, so
-// that nothing typed is lost but the password. A password never goes back
+// that nothing typed is lost but the password, whose field takes the focus
+// (which also scrolls a phone, where the forms stack, to the one that
+// failed). A password never goes back
 // into a page, where it would sit in the page's source for anything that
 // reads the page (an extension, a screenshot, a proxy's log).
 func (a *app) formAnswer(r *http.Request, form string) answerFunc {
