@@ -44,6 +44,10 @@ func TestSessionsListNamesDevices(t *testing.T) {
 			t.Errorf("the sessions list lacks\n\t%s\nbody:\n%s", want, page.body)
 		}
 	}
+	// Neither session is device-bound: the page says nothing about it.
+	if strings.Contains(page.body, "device-bound") {
+		t.Errorf("the page calls a session device-bound, and none is:\n%s", page.body)
+	}
 	// The API keeps the raw string.
 	if list := b.sessions(); len(list) != 2 || list[1].UserAgent != chromeOnLinux {
 		t.Errorf("GET /api/sessions = %+v, want the raw user agents", list)

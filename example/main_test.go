@@ -92,6 +92,14 @@ func TestRunDeviceBinding(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&list); err != nil || len(list) != 1 || !list[0].DeviceBound {
 		t.Errorf("GET /api/sessions with both cookies: %d, %+v (%v); want one device-bound session", res.StatusCode, list, err)
 	}
+	// The sessions list on the page says so too, and what it means.
+	res = c.get("/")
+	page, _ := io.ReadAll(res.Body)
+	for _, want := range []string{`<span class="badge">this browser</span><span class="badge bound">device-bound</span>`, `id="device-bound-hint"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("GET / with both cookies: %d, the page lacks %s:\n%s", res.StatusCode, want, page)
+		}
+	}
 	stop()
 }
 
