@@ -183,7 +183,8 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerFunc answers a request that failed with code and a message for
-// the user: errorPage for a browser, jsonError for an API client.
+// the user: errorPage or formAnswer for a browser, jsonError for an API
+// client.
 type answerFunc func(w http.ResponseWriter, code int, msg string)
 
 // passwordLogin checks username's password, under the failure limits and

@@ -17,7 +17,7 @@ import (
 // Every. The username limit stops guessing one account's password from many
 // addresses; the address limit stops one client from guessing across many
 // accounts (or probing which names are taken at sign-up). A success costs
-// nothing, so a user who types the password right is never slowed down, and
+// no token, so a user who types the password right is never slowed down, and
 // once the bucket has refilled a correct password works again.
 //
 // The per-username counts live in the table (userlimit.go), so that they
