@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"time"
 
@@ -25,14 +26,19 @@ type appConfig struct {
 	// (Config.StoreTimeout) and the app's own. Default 2s.
 	StoreTimeout time.Duration
 	Logger       *slog.Logger // default slog.Default()
-	// UserLimit and AddrLimit limit failed password checks per username and
-	// per client address (see limits.go); zero values take the defaults.
-	UserLimit, AddrLimit rateLimit
-	// TrustedProxies is how many reverse proxies in front of the app append
-	// to X-Forwarded-For; the client address is then the entry the outermost
-	// appended. Zero: the connection's own address, and the header is
+	// UserLimit and AddrLimit limit failed password checks per username (in
+	// the table, for every instance together) and per client address (in
+	// each instance): an IPv4 address or an IPv6 /64. Prefix56Limit and
+	// Prefix48Limit limit those of each IPv6 /56 and /48 (see limits.go).
+	// Zero values take the defaults.
+	UserLimit, AddrLimit         rateLimit
+	Prefix56Limit, Prefix48Limit rateLimit
+	// TrustedProxies are the address ranges of the reverse proxies in
+	// front of the app. X-Forwarded-For is read only on a connection from
+	// one of them, and the client is the rightmost entry outside them (see
+	// clientAddr). None: the connection's own address, and the header is
 	// ignored, since any client can send it.
-	TrustedProxies int
+	TrustedProxies []netip.Prefix
 	// Now is the clock of the limits and of ddbsession. Default time.Now.
 	Now func() time.Time
 	// HashSlots is how many password hashes run at once, default
@@ -82,11 +88,23 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.UserLimit == (rateLimit{}) {
-		cfg.UserLimit = defaultUserLimit
-	}
-	if cfg.AddrLimit == (rateLimit{}) {
-		cfg.AddrLimit = defaultAddrLimit
+	for _, l := range []struct {
+		name  string
+		limit *rateLimit
+		def   rateLimit
+	}{
+		{"UserLimit", &cfg.UserLimit, defaultUserLimit},
+		{"AddrLimit", &cfg.AddrLimit, defaultAddrLimit},
+		{"Prefix56Limit", &cfg.Prefix56Limit, defaultPrefix56Limit},
+		{"Prefix48Limit", &cfg.Prefix48Limit, defaultPrefix48Limit},
+	} {
+		if *l.limit == (rateLimit{}) {
+			*l.limit = l.def
+		}
+		// The table counts in milliseconds (userlimit.go).
+		if l.limit.Every < time.Millisecond || l.limit.Burst < 1 {
+			return nil, fmt.Errorf("appConfig.%s %+v: want an Every of a millisecond or more, and a positive Burst", l.name, *l.limit)
+		}
 	}
 	if cfg.HashSlots <= 0 {
 		cfg.HashSlots = runtime.GOMAXPROCS(0)
@@ -94,10 +112,13 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.HashQueue <= 0 {
 		cfg.HashQueue = 8 * cfg.HashSlots
 	}
-	for name, l := range map[string]rateLimit{"UserLimit": cfg.UserLimit, "AddrLimit": cfg.AddrLimit} {
-		if l.Every <= 0 || l.Burst < 1 {
-			return nil, fmt.Errorf("appConfig.%s %+v: want a positive Every and Burst", name, l)
-		}
+	// The app is made first, so that the session guard's page answers are
+	// its own; the rest is filled in below.
+	a := &app{
+		users:        users{client: cfg.Client, table: cfg.Table},
+		log:          log,
+		dev:          cfg.Dev,
+		storeTimeout: cfg.StoreTimeout,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
@@ -114,7 +135,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// back here after; the API answers in JSON instead.
 		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), toLogin),
 		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
-			textAnswer(http.StatusServiceUnavailable, "session store unavailable, try again")),
+			a.pageAnswer(http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")),
 		KeepSignedIn: keepSignedIn,
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
@@ -147,22 +168,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	dummyHash := slot.hash(rand.Text())
+	a.dummyHash = slot.hash(rand.Text())
 	slot.release()
-	a := &app{
-		sessions: sessions,
-		hasher:   h,
-		limits: &limits{
-			byUser:  newFailureLimiter(cfg.UserLimit, maxLimiterKeys),
-			byAddr:  newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
-			proxies: cfg.TrustedProxies,
-			now:     cfg.Now,
-		},
-		users:        users{client: cfg.Client, table: cfg.Table},
-		log:          log,
-		dev:          cfg.Dev,
-		dummyHash:    dummyHash,
-		storeTimeout: cfg.StoreTimeout,
+	a.sessions, a.hasher = sessions, h
+	a.limits = &limits{
+		byUser:         userFailures{client: cfg.Client, table: cfg.Table, limit: cfg.UserLimit},
+		byAddr:         newFailureLimiter(cfg.AddrLimit, maxLimiterKeys),
+		by56:           newFailureLimiter(cfg.Prefix56Limit, maxLimiterKeys),
+		by48:           newFailureLimiter(cfg.Prefix48Limit, maxLimiterKeys),
+		trustedProxies: cfg.TrustedProxies,
+		now:            cfg.Now,
 	}
 	a.handler = a.routes()
 	return a, nil
@@ -244,7 +259,12 @@ func (a *app) routes() http.Handler {
 	// A client that is no browser sends neither header, so its POST
 	// /api/login goes through; its requests then carry a bearer token,
 	// which no other site can make a browser send.
-	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	//
+	// Requests that no route takes get the app's page, not the mux's text.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(apiOr(apiAnswer(http.StatusForbidden, "cross-origin request refused"),
+		a.pageAnswer(http.StatusForbidden, "This form was sent from another site, so it was refused. To do this, use the form on this site.")))
+	var h http.Handler = cop.Handler(a.routeErrors(mux))
 	h = http.MaxBytesHandler(h, maxBody)
 	return securityHeaders(h, a.dev)
 }

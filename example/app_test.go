@@ -131,16 +131,16 @@ func TestBadInput(t *testing.T) {
 		want     int
 		message  string // part of the page's message
 	}{
-		{"signup without username", false, "/signup", creds("", "pw").Encode(), 400, "username is required"},
+		{"signup without username", false, "/signup", creds("", "correct horse").Encode(), 400, "username is required"},
 		{"signup without password", false, "/signup", creds("bob", "").Encode(), 400, "password is required"},
 		{"signup with neither", false, "/signup", "", 400, "username is required\npassword is required"},
-		{"signup username over 64 bytes", false, "/signup", creds(long(65), "pw").Encode(), 400, "longer than 64 bytes"},
-		{"signup username of 64 multibyte runes", false, "/signup", creds(strings.Repeat("é", 33), "pw").Encode(), 400, "longer than 64 bytes"},
-		{"signup username not UTF-8", false, "/signup", creds("bob\xff", "pw").Encode(), 400, "must be text"},
-		{"signup username with a newline", false, "/signup", creds("bob\nadmin", "pw").Encode(), 400, "no spaces, symbols, control or invisible characters"},
-		{"signup username of white space", false, "/signup", creds(" \t\u3000", "pw").Encode(), 400, "username is required"},
+		{"signup username over 64 bytes", false, "/signup", creds(long(65), "correct horse").Encode(), 400, "longer than 64 bytes"},
+		{"signup username of 64 multibyte runes", false, "/signup", creds(strings.Repeat("é", 33), "correct horse").Encode(), 400, "longer than 64 bytes"},
+		{"signup username not UTF-8", false, "/signup", creds("bob\xff", "correct horse").Encode(), 400, "must be text"},
+		{"signup username with a newline", false, "/signup", creds("bob\nadmin", "correct horse").Encode(), 400, "no spaces, symbols, control or invisible characters"},
+		{"signup username of white space", false, "/signup", creds(" \t\u3000", "correct horse").Encode(), 400, "username is required"},
 		{"signup password over 1 KiB", false, "/signup", creds("bob", long(1025)).Encode(), 400, "longer than 1024 bytes"},
-		{"signup username of exactly 64 bytes", false, "/signup", creds(long(64), "pw").Encode(), 303, ""},
+		{"signup username of exactly 64 bytes", false, "/signup", creds(long(64), "correct horse").Encode(), 303, ""},
 		{"signup password of exactly 1 KiB", false, "/signup", creds("carol", long(1024)).Encode(), 303, ""},
 		{"login without password", false, "/login", creds("alice", "").Encode(), 400, "password is required"},
 		{"login password over 1 KiB", false, "/login", creds("alice", long(1025)).Encode(), 400, "longer than 1024 bytes"},
@@ -179,15 +179,17 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// pageMessage returns the message of an error page, unescaped.
+// pageMessage returns the message of an error page, or of a form shown
+// again, unescaped: the text of the element with id "message".
 func pageMessage(t *testing.T, body string) string {
 	t.Helper()
-	_, rest, ok := strings.Cut(body, `<p id="message">`)
-	msg, _, ok2 := strings.Cut(rest, "</p>")
-	if !ok || !ok2 {
+	_, rest, ok := strings.Cut(body, `id="message"`)
+	_, rest, ok2 := strings.Cut(rest, ">")
+	msg, _, ok3 := strings.Cut(rest, "</p>")
+	if !ok || !ok2 || !ok3 {
 		return ""
 	}
-	r := strings.NewReplacer("&#39;", "'", "&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
+	r := strings.NewReplacer("&#39;", "'", "&quot;", `"`, "&#34;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
 	return r.Replace(msg)
 }
 
@@ -447,6 +449,16 @@ func TestStoreOutage(t *testing.T) {
 		}
 	})
 
+	t.Run("user reads only", func(t *testing.T) {
+		// The failure count is written, but the login cannot read the user
+		// (with the table's global revocation item, in one BatchGetItem).
+		ta.api.setDown("GetItem", "BatchGetItem")
+		defer ta.api.setDown()
+		if res := ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}}); res.code != http.StatusServiceUnavailable {
+			t.Errorf("POST /login with reads failing: %d, want 503", res.code)
+		}
+	})
+
 	t.Run("everything", func(t *testing.T) {
 		ta.api.setDown("*")
 		defer ta.api.setDown()
@@ -460,7 +472,7 @@ func TestStoreOutage(t *testing.T) {
 			{"GET /", func() response { return a.get("/") }},
 			{"GET /api/me", func() response { return a.get("/api/me") }},
 			{"POST /signup", func() response {
-				return ta.browser("B").post("/signup", url.Values{"username": {"bob"}, "password": {"pw"}})
+				return ta.browser("B").post("/signup", url.Values{"username": {"bob"}, "password": {"bob's password"}})
 			}},
 			{"POST /login", func() response {
 				return ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
@@ -482,7 +494,7 @@ func TestStoreOutage(t *testing.T) {
 	})
 
 	logs := ta.logs.String()
-	for _, op := range []string{"create user", "log in", "log out"} {
+	for _, op := range []string{"reserve a username", "count a login attempt", "log in", "log out"} {
 		if !strings.Contains(logs, fmt.Sprintf("op=%q", op)) {
 			t.Errorf("failed %q was not logged", op)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +18,9 @@ import (
 // real __Host- Secure cookie is in play: sign up, stay signed in across a
 // reload, check that scripts cannot read the cookie, sign in from a second
 // isolated browser context, log out everywhere from the first, and see the
-// second signed out. It needs Debian's chromium package and fails, never
-// skips, without it.
+// second signed out. On the way it looks at every page at 1280, 390 and
+// 320 px wide (checkWidths): none may scroll sideways. It needs Debian's
+// chromium package and fails, never skips, without it.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	chromium, err := exec.LookPath("chromium")
@@ -27,7 +29,7 @@ func TestBrowser(t *testing.T) {
 	}
 	ta := newTestApp(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var browserOutput syncBuffer
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
@@ -49,10 +51,23 @@ func TestBrowser(t *testing.T) {
 	defer cancelFirst()
 
 	// The first action starts the browser.
-	if err := chromedp.Do(first, chromedp.EmulateViewport(1000, 700), chromedp.Navigate(ta.srv.URL)); err != nil {
+	if err := chromedp.Do(first, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ta.srv.URL)); err != nil {
 		t.Fatalf("Chromium (%s) did not start or did not load the app: %v\n"+
 			"Install Debian's chromium package (apt-get install chromium).\nBrowser output:\n%s", chromium, err, browserOutput.String())
 	}
+	checkWidths(t, first, "signed-out")
+	do(t, first, "open a page that needs a session", chromedp.Navigate(ta.srv.URL+"/account"), chromedp.WaitVisible("#notice"))
+	checkWidths(t, first, "login-required")
+	do(t, first, "log in with a wrong password",
+		chromedp.SendKeys("#login-form input[name=username]", "alice"),
+		chromedp.SendKeys("#login-form input[name=password]", "not the password"),
+		chromedp.Click("#login-form button"),
+		chromedp.WaitVisible("#message"),
+	)
+	checkWidths(t, first, "login-failed")
+	do(t, first, "open a page that is not there", chromedp.Navigate(ta.srv.URL+"/nowhere"), chromedp.WaitVisible("#message"))
+	checkWidths(t, first, "not-found")
+	do(t, first, "go home", chromedp.Navigate(ta.srv.URL), chromedp.WaitVisible("#signup-form"))
 
 	// 1. Sign up.
 	do(t, first, "sign up",
@@ -101,7 +116,7 @@ func TestBrowser(t *testing.T) {
 	second, cancelSecond := chromedp.NewContext(first, chromedp.WithNewBrowserContext())
 	defer cancelSecond()
 	do(t, second, "log in from the second context",
-		chromedp.EmulateViewport(1000, 700),
+		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(ta.srv.URL),
 		chromedp.WaitVisible("#login-form"), // not signed in: the contexts share no cookies
 		chromedp.SendKeys("#login-form input[name=username]", "alice"),
@@ -115,7 +130,15 @@ func TestBrowser(t *testing.T) {
 	if rows := value(t, first, "count sessions", chromedp.Evaluate[int](`document.querySelectorAll("#sessions tr").length - 1`)); rows != 2 {
 		t.Errorf("the first context lists %d sessions, want 2", rows)
 	}
-	saveScreenshot(t, value(t, first, "screenshot", chromedp.FullScreenshot(100))) // 100: PNG
+	checkWidths(t, first, "signed-in") // docs/signed-in.png is its 1280 px picture
+	do(t, first, "change the password with a wrong current one",
+		chromedp.SendKeys("#password-form input[name=current]", "not the password"),
+		chromedp.SendKeys("#password-form input[name=new]", "a new password"),
+		chromedp.Click("#password-form button"),
+		chromedp.WaitVisible("#message"),
+	)
+	checkWidths(t, first, "error")
+	do(t, first, "go back", chromedp.Navigate(ta.srv.URL), chromedp.WaitVisible("#sessions"))
 
 	// 5. Log out everywhere from the first context.
 	do(t, first, "log out everywhere", chromedp.Click("#logout-everywhere"), chromedp.WaitVisible("#signup-form"))
@@ -125,7 +148,61 @@ func TestBrowser(t *testing.T) {
 	if signedIn := value(t, second, "look for who am I", chromedp.Evaluate[bool](`document.querySelector("#whoami") !== null`)); signedIn {
 		t.Errorf("the second context is still signed in after logging out everywhere")
 	}
+
+	// 7. The longest name there can be, signed in from the browser and from
+	// a client whose User-Agent is one long word: the page still fits.
+	long := strings.Repeat("w", maxUsername)
+	do(t, second, "sign up with the longest name",
+		chromedp.SendKeys("#signup-form input[name=username]", long),
+		chromedp.SendKeys("#signup-form input[name=password]", "correct horse battery"),
+		chromedp.Click("#signup-form button"),
+		chromedp.WaitVisible("#whoami"),
+	)
+	ta.apiClient("tool/"+strings.Repeat("x", 200)).login(long, "correct horse battery")
+	do(t, second, "reload", chromedp.Reload(), chromedp.WaitVisible("#sessions"))
+	checkWidths(t, second, "long-name")
 }
+
+// checkWidths looks at the page the tab shows at 1280, 390 and 320 px
+// wide, the last two as a phone (a mobile viewport): at none of them may it
+// scroll sideways. At 1280 and 390 px it keeps a picture of the page, in
+// screenshots/<name>-<width>.png (gitignored), for a reviewer to open.
+func checkWidths(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	for _, width := range []int64{1280, 390, 320} {
+		var opts []chromedp.EmulateViewportOption
+		if width < 1000 {
+			opts = append(opts, chromedp.EmulateMobile)
+		}
+		step := fmt.Sprintf("%s at %d px", name, width)
+		do(t, tab, step, chromedp.EmulateViewport(width, 800, opts...))
+		if wide := value(t, tab, step, chromedp.Evaluate[[]string](fmt.Sprintf(overflowJS, width))); len(wide) > 0 {
+			t.Errorf("the %s page at %d px scrolls sideways: %s", name, width, strings.Join(wide, "; "))
+		}
+		if width != 320 {
+			saveScreenshot(t, fmt.Sprintf("%s-%d.png", name, width), value(t, tab, step, chromedp.FullScreenshot(100))) // 100: PNG
+		}
+	}
+	do(t, tab, name+" back at 1280 px", chromedp.EmulateViewport(1280, 800))
+}
+
+// overflowJS, with the viewport's width, is empty if the page fits in it,
+// and otherwise says by how much, and which elements stick out. A phone's
+// browser widens its layout to fit a page that is too wide, then shows it
+// zoomed out, so there innerWidth grows past the screen's width rather than
+// scrollWidth past innerWidth: the check looks for both.
+const overflowJS = `((width) => {
+  const page = document.documentElement;
+  if (page.scrollWidth <= innerWidth && innerWidth === width) return [];
+  const out = ["scrollWidth " + page.scrollWidth + ", innerWidth " + innerWidth + ", screen " + width];
+  for (const el of document.querySelectorAll("body *")) {
+    const right = el.getBoundingClientRect().right;
+    if (right > width + 0.5 && out.length < 8) {
+      out.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + el.className : "") + " ends at " + Math.round(right));
+    }
+  }
+  return out;
+})(%d)`
 
 // do runs browser actions, failing the test with the step's name.
 func do(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
@@ -145,11 +222,10 @@ func value[T any](t *testing.T, ctx context.Context, step string, action chromed
 	return v
 }
 
-// saveScreenshot writes png to screenshots/signed-in.png (gitignored) for a
-// reviewer to open.
-func saveScreenshot(t *testing.T, png []byte) {
+// saveScreenshot writes png to screenshots/name (gitignored).
+func saveScreenshot(t *testing.T, name string, png []byte) {
 	t.Helper()
-	path, err := filepath.Abs(filepath.Join("screenshots", "signed-in.png"))
+	path, err := filepath.Abs(filepath.Join("screenshots", name))
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(path), 0o755)
 	}
@@ -159,5 +235,5 @@ func saveScreenshot(t *testing.T, png []byte) {
 	if err != nil {
 		t.Fatalf("save screenshot: %v", err)
 	}
-	t.Logf("screenshot of the signed-in page: %s", path)
+	t.Logf("screenshot: %s", path)
 }

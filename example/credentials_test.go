@@ -332,10 +332,10 @@ func TestPasswordHashReachesNoResponse(t *testing.T) {
 		"GET /":                      b.get("/"),
 		"GET /api/me":                b.get("/api/me"),
 		"GET /api/sessions":          b.get("/api/sessions"),
-		"POST /password wrong":       b.post("/password", url.Values{"current": {"wrong"}, "new": {"x"}}),
+		"POST /password wrong":       b.post("/password", url.Values{"current": {"wrong"}, "new": {"new password"}}),
 		"POST /password bad":         b.post("/password", url.Values{"current": {"correct horse"}}),
 		"POST /login wrong":          ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"wrong"}}),
-		"POST /signup taken":         ta.browser("B").post("/signup", url.Values{"username": {"alice"}, "password": {"x"}}),
+		"POST /signup taken":         ta.browser("B").post("/signup", url.Values{"username": {"alice"}, "password": {"taken over"}}),
 		"POST /sessions/revoke none": b.post("/sessions/revoke", url.Values{"id": {"0123456789abcdef0123456789abcdef"}}),
 	}
 	for name, res := range responses {

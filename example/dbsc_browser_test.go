@@ -159,6 +159,24 @@ func TestBrowserDeviceBinding(t *testing.T) {
 			t.Errorf("GET /api/sessions: %+v; want the browser's own session device-bound, and only it", s)
 		}
 	}
+	// The page's sessions list marks the same session, in the browser's
+	// row ("this browser") and no other.
+	do(t, tab, "load the sessions list", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#sessions"))
+	rows := value(t, tab, "read the sessions list", chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#sessions tbody tr td.agent")].map(td => td.innerText)`))
+	var marked int
+	for _, row := range rows {
+		if strings.Contains(row, "device-bound") {
+			marked++
+			if !strings.Contains(row, "this browser") {
+				t.Errorf("the sessions list marks another session than the browser's device-bound: %q", row)
+			}
+		}
+	}
+	if len(rows) != 2 || marked != 1 {
+		t.Errorf("the sessions list: %q, want two sessions, one of them device-bound", rows)
+	}
+	checkWidths(t, tab, "device-bound")
 
 	// 3. The theft: a copy of both cookies in a plain Go client. Within the
 	// bound cookie's lifetime it may work.

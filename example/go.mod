@@ -12,6 +12,7 @@ require (
 	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
 	github.com/google/go-cmp v0.7.0
 	github.com/medama-io/go-useragent v1.2.5
+	github.com/mtibben/confusables v0.0.0-20210201002637-9d1b0723b659
 	golang.org/x/crypto v0.59.0
 	golang.org/x/text v0.44.0
 	golang.org/x/time v0.16.0

@@ -41,45 +41,62 @@ func (a *app) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
 		return
 	}
-	a.render(w, http.StatusOK, indexTemplate, indexData{Next: ddbsession.ReturnPath(r, "")})
+	next := ddbsession.ReturnPath(r, "")
+	a.render(w, http.StatusOK, indexTemplate, indexData{Next: next, LoginRequired: next != ""})
 }
 
 func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
+	answer := a.formAnswer(r, "signup")
 	username, userErr := normalizeUsername(r.PostFormValue("username"))
+	if userErr == nil {
+		userErr = newUsernameError(username)
+	}
 	password := r.PostFormValue("password")
-	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
-		a.errorPage(w, http.StatusBadRequest, err.Error())
+	if err := errors.Join(userErr, newPasswordError("password", password, username)); err != nil {
+		answer(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// A taken username is a failure for the client's address, so that
 	// sign-up cannot probe which names exist faster than login can.
-	at, ok := a.beginAttempt(w, r, "", a.errorPage)
+	at, ok := a.beginAttempt(w, r, userBucket{}, answer)
 	if !ok {
 		return
 	}
 	defer at.end()
 	key := userKey(username)
-	slot, ok := a.hashSlot(w, r, a.errorPage)
+	slot, ok := a.hashSlot(w, r, answer)
 	if !ok {
 		return
 	}
 	hash := slot.hash(password)
 	slot.release()
+	ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
+	defer cancel()
+	err := a.users.claimSkeleton(ctx, username)
+	if errors.Is(err, errLookAlike) {
+		at.fail()
+		answer(w, http.StatusConflict, "That username looks like one that is taken: some letters look alike (such as l and 1, or i and ı). Choose another.")
+		return
+	}
+	if err != nil {
+		a.storeFailed(w, r, "reserve a username", err, answer)
+		return
+	}
 	// CreateUser writes the item only if the key is free, so a sign-up
 	// never overwrites a user, and stamps it with a sessions-valid-after
 	// cutoff of now, so that the sessions of a deleted user of the same name
 	// do not come back to life for this one.
-	err := a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
+	err = a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
 	if errors.Is(err, ddbsession.ErrUserExists) {
 		at.fail()
-		a.errorPage(w, http.StatusConflict, "That username is taken.")
+		answer(w, http.StatusConflict, "That username is taken.")
 		return
 	}
 	if err != nil {
-		a.storeError(w, r, "create user", err)
+		a.storeFailed(w, r, "create user", err, answer)
 		return
 	}
 	a.signInWith(w, r, key, hash)
@@ -96,13 +113,14 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
+	answer := a.formAnswer(r, "login")
 	username, userErr := normalizeUsername(r.PostFormValue("username"))
 	password := r.PostFormValue("password")
 	if err := errors.Join(userErr, validatePassword("password", password)); err != nil {
-		a.errorPage(w, http.StatusBadRequest, err.Error())
+		answer(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	signedIn := a.passwordLogin(w, r, username, password, a.errorPage, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, username, password, answer, func(user ddbsession.UserKey, verify func(User) error) error {
 		return a.sessions.Login(w, r, user, verify)
 	})
 	if signedIn {
@@ -166,7 +184,8 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerFunc answers a request that failed with code and a message for
-// the user: errorPage for a browser, jsonError for an API client.
+// the user: errorPage or formAnswer for a browser, jsonError for an API
+// client.
 type answerFunc func(w http.ResponseWriter, code int, msg string)
 
 // passwordLogin checks username's password, under the failure limits and
@@ -176,7 +195,7 @@ type answerFunc func(w http.ResponseWriter, code int, msg string)
 // it returns true and the caller answers.
 func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password string, answer answerFunc,
 	signIn func(user ddbsession.UserKey, verify func(User) error) error) bool {
-	at, ok := a.beginAttempt(w, r, username, answer)
+	at, ok := a.beginAttempt(w, r, userBucket{username, loginCheck}, answer)
 	if !ok {
 		return false
 	}
@@ -277,19 +296,17 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
 	}
-	current, next := r.PostFormValue("current"), r.PostFormValue("new")
-	if err := errors.Join(validatePassword("current password", current), validatePassword("new password", next)); err != nil {
-		a.errorPage(w, http.StatusBadRequest, err.Error())
-		return
-	}
 	// The user, with the hash, was read by the session middleware in this
 	// request, with a strongly consistent read.
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
+	current, next := r.PostFormValue("current"), r.PostFormValue("new")
+	if err := errors.Join(validatePassword("current password", current), newPasswordError("new password", next, u.Username)); err != nil {
+		a.errorPage(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	// A stolen session must not be a way to guess the password either.
-	// The change has a bucket of its own per user, so that someone failing
-	// logins on this username cannot also keep its owner from changing it.
-	at, ok := a.beginAttempt(w, r, passwordChangeKey(u.Username), a.errorPage)
+	at, ok := a.beginAttempt(w, r, userBucket{u.Username, passwordChangeCheck}, a.errorPage)
 	if !ok {
 		return
 	}
@@ -329,7 +346,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	err = a.users.setPasswordHash(ctx, s.User, u.PasswordHash, newHash)
 	if errors.Is(err, errPasswordChanged) {
-		a.errorPage(w, http.StatusConflict, "Your password was just changed elsewhere. Reload and try again.")
+		a.errorPage(w, http.StatusConflict, "Your password was just changed elsewhere. Go back to your account and try again.")
 		return
 	}
 	if err != nil {
@@ -348,10 +365,6 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// cutoff, on the password it has just set.
 	a.signInWith(w, r, s.User, newHash)
 }
-
-// passwordChangeKey is username's key for failed password changes in the
-// per-username limiter. No username holds a NUL, so it is never a login's.
-func passwordChangeKey(username string) string { return "password change\x00" + username }
 
 func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
@@ -452,9 +465,60 @@ var toLogin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, target, http.StatusSeeOther)
 })
 
-// textAnswer answers code with a line of plain text.
-func textAnswer(code int, msg string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, msg, code) })
+// pageAnswer is errorPage as a handler, for the answers of the session
+// guard and of the cross-origin check.
+func (a *app) pageAnswer(code int, msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.errorPage(w, code, msg) })
+}
+
+// routeErrors answers the requests that no route takes with the app's
+// error page (JSON under /api/), where the mux would answer its own plain
+// "404 page not found" or "Method Not Allowed". Its status and headers
+// (Allow, for 405) are kept.
+func (a *app) routeErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r) // a route of the app's, which answers for itself
+			return
+		}
+		answer := a.errorPage
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			answer = jsonError
+		}
+		mux.ServeHTTP(&routeErrorWriter{ResponseWriter: w, answer: answer}, r)
+	})
+}
+
+// routeMessages are routeErrors' messages.
+var routeMessages = map[int]string{
+	http.StatusNotFound:         "There is no page at this address.",
+	http.StatusMethodNotAllowed: "This address does not take that kind of request.",
+}
+
+// routeErrorWriter writes answer's page instead of the mux's text, for
+// the statuses of routeMessages; anything else (a redirect to a cleaned
+// path) goes through as the mux writes it.
+type routeErrorWriter struct {
+	http.ResponseWriter
+	answer   answerFunc
+	replaced bool
+}
+
+func (w *routeErrorWriter) WriteHeader(code int) {
+	msg, ok := routeMessages[code]
+	if !ok {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.replaced = true
+	w.answer(w.ResponseWriter, code, msg)
+}
+
+func (w *routeErrorWriter) Write(p []byte) (int, error) {
+	if w.replaced {
+		return len(p), nil // the mux's text, which the page replaced
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // parseForm reads the POST body, or answers 413 or 400 itself and returns

@@ -100,8 +100,8 @@ func dev(cfg *appConfig) { cfg.Dev = true }
 // unlimited is an option for newTestApp: failed password checks are not
 // limited, for tests of something else that fail many from one address.
 func unlimited(cfg *appConfig) {
-	cfg.UserLimit = rateLimit{Every: time.Nanosecond, Burst: 1 << 20}
-	cfg.AddrLimit = cfg.UserLimit
+	cfg.UserLimit = rateLimit{Every: time.Millisecond, Burst: 1 << 20}
+	cfg.AddrLimit, cfg.Prefix56Limit, cfg.Prefix48Limit = cfg.UserLimit, cfg.UserLimit, cfg.UserLimit
 }
 
 // browser is one HTTP client with its own cookie jar, as a separate
@@ -383,6 +383,19 @@ func updatesUser(user ddbsession.UserKey) func(in any) bool {
 	}
 }
 
+// putsPK matches a PutItem of an item whose partition key starts with
+// prefix.
+func putsPK(prefix string) func(in any) bool {
+	return func(in any) bool {
+		put, ok := in.(*dynamodb.PutItemInput)
+		if !ok {
+			return false
+		}
+		pk, _ := put.Item["pk"].(*types.AttributeValueMemberS)
+		return pk != nil && strings.HasPrefix(pk.Value, prefix)
+	}
+}
+
 func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
 	pk, _ := key["pk"].(*types.AttributeValueMemberS)
 	sk, _ := key["sk"].(*types.AttributeValueMemberS)
@@ -427,7 +440,9 @@ func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o
 	if err := f.fail("PutItem", in); err != nil {
 		return nil, err
 	}
-	return f.Client.PutItem(ctx, in, opts...)
+	out, err := f.Client.PutItem(ctx, in, opts...)
+	f.paused(ctx, "PutItem", in)
+	return out, err
 }
 
 func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {

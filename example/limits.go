@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,13 +17,31 @@ import (
 // Every. The username limit stops guessing one account's password from many
 // addresses; the address limit stops one client from guessing across many
 // accounts (or probing which names are taken at sign-up). A success costs
-// nothing, so a user who types the password right is never slowed down, and
+// no token, so a user who types the password right is never slowed down, and
 // once the bucket has refilled a correct password works again.
+//
+// The per-username counts live in the table (userlimit.go), so that they
+// hold across instances. The per-address counts stay in each instance's
+// memory: they guard that instance's password hasher, which is per
+// instance too; an address is cheap to change (an IPv6 /64 holds 2^64), so
+// counting addresses in the table would let a client choose how many items
+// the app writes; and guesses spread over many accounts from one address
+// still meet each account's own limit, which is shared.
 //
 // A limit on usernames lets anyone who knows a username hold that user's
 // logins off for as long as they keep failing; that is the price of stopping
 // a distributed guesser, and the per-address limit keeps one client from
 // paying it cheaply.
+//
+// An IPv4 address counts alone. An IPv6 address counts by its /64, which
+// one subscriber usually holds whole, and also by its /56 and its /48, with
+// limits of their own: ISPs commonly delegate a /56 to a home and a /48 to
+// a business site, and a /48 holds 65,536 /64s, so /64 buckets alone would
+// give one customer 65,536 buckets of 50 failures, enough to keep the
+// password hasher's queue full for everyone else. The wider buckets allow
+// more, since more people can share them (an office, a campus), but not
+// 256 or 65,536 times more: a /48 gets 200 failures at once and one a
+// second, against 50 and one per 5 s for a /64.
 
 // rateLimit is one token bucket of failures.
 type rateLimit struct {
@@ -33,11 +50,13 @@ type rateLimit struct {
 }
 
 var (
-	defaultUserLimit = rateLimit{Every: time.Minute, Burst: 10}
-	defaultAddrLimit = rateLimit{Every: 5 * time.Second, Burst: 50}
+	defaultUserLimit     = rateLimit{Every: time.Minute, Burst: 10}
+	defaultAddrLimit     = rateLimit{Every: 5 * time.Second, Burst: 50} // an IPv4 address, an IPv6 /64
+	defaultPrefix56Limit = rateLimit{Every: 2 * time.Second, Burst: 100}
+	defaultPrefix48Limit = rateLimit{Every: time.Second, Burst: 200}
 )
 
-// maxLimiterKeys bounds the usernames (or addresses) tracked at once, about
+// maxLimiterKeys bounds the addresses (or prefixes) tracked at once, about
 // 200 bytes each. Keys whose bucket is full again are dropped, since a full
 // bucket is what a new key gets; if the map is still full of keys that
 // failed recently, a new key is refused as if limited, rather than evicting
@@ -122,15 +141,20 @@ func (l *failureLimiter) size() int {
 
 // limits are the app's failure limiters.
 type limits struct {
-	byUser, byAddr *failureLimiter
-	proxies        int // appConfig.TrustedProxies
-	now            func() time.Time
+	byUser userFailures
+	// byAddr counts IPv4 addresses and IPv6 /64s; by56 and by48 count the
+	// wider IPv6 prefixes.
+	byAddr, by56, by48 *failureLimiter
+	trustedProxies     []netip.Prefix // appConfig.TrustedProxies
+	now                func() time.Time
 }
 
 // attempt is one password check (or sign-up) under the limits.
 type attempt struct {
-	l       *limits
+	a       *app
+	ctx     context.Context // the request's
 	held    []heldToken
+	user    userBucket // whose token it holds, if any
 	failing bool
 }
 
@@ -140,81 +164,89 @@ type heldToken struct {
 }
 
 // beginAttempt starts an attempt counted against r's client address and,
-// unless userKey is "", against userKey. If either has no failure left it
-// answers 429 with Retry-After itself, with answer, and returns false. The caller calls
-// fail if the attempt fails, and end when it is over.
-func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, userKey string, answer answerFunc) (*attempt, bool) {
+// unless user is the zero userBucket, against user. If either has no
+// failure left it answers 429 with Retry-After itself, with answer, and
+// returns false; so it does, with 503, if the table cannot be reached. The
+// caller calls fail if the attempt fails, and end when it is over.
+func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, user userBucket, answer answerFunc) (*attempt, bool) {
 	l := a.limits
 	now := l.now()
-	at := &attempt{l: l}
-	check := func(limiter *failureLimiter, key string) bool {
-		b, wait := limiter.begin(key, now)
-		if b == nil {
-			at.end()
-			secs := max(1, int(math.Ceil(wait.Seconds())))
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			answer(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
-			return false
+	at := &attempt{a: a, ctx: r.Context()}
+	refuse := func(wait time.Duration) {
+		at.end()
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		answer(w, http.StatusTooManyRequests, "Too many failed attempts. Try again in "+plural(secs, "second")+".")
+	}
+	for _, b := range l.addrBuckets(clientAddr(r, l.trustedProxies), r.RemoteAddr) {
+		token, wait := b.limiter.begin(b.key, now)
+		if token == nil {
+			refuse(wait)
+			return nil, false
 		}
-		at.held = append(at.held, heldToken{limiter, b})
-		return true
+		at.held = append(at.held, heldToken{b.limiter, token})
 	}
-	if !check(l.byAddr, clientAddr(r, l.proxies)) {
+	if user == (userBucket{}) {
+		return at, true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
+	defer cancel()
+	took, wait, err := l.byUser.take(ctx, user, now)
+	switch {
+	case err != nil:
+		at.end()
+		a.storeFailed(w, r, "count a login attempt", err, answer)
+		return nil, false
+	case !took:
+		refuse(wait)
 		return nil, false
 	}
-	if userKey != "" && !check(l.byUser, userKey) {
-		return nil, false
-	}
+	at.user = user
 	return at, true
 }
 
 // fail marks the attempt failed: end then spends its tokens.
 func (at *attempt) fail() { at.failing = true }
 
-// end ends the attempt. Only the first call counts.
+// end ends the attempt: a failed one spends its tokens, any other gives
+// them back. Only the first call counts.
 func (at *attempt) end() {
-	now := at.l.now()
+	now := at.a.limits.now()
 	for _, h := range at.held {
 		h.limiter.end(h.bucket, now, at.failing)
 	}
 	at.held = nil
+	if at.user == (userBucket{}) || at.failing {
+		return
+	}
+	// Given back even if the client has gone: a success (or a store
+	// failure) is no failed guess.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(at.ctx), at.a.storeTimeout)
+	defer cancel()
+	if err := at.a.limits.byUser.giveBack(ctx, at.user); err != nil {
+		at.a.log.ErrorContext(at.ctx, "dynamodb request failed", "op", "give back a login attempt", "err", err)
+	}
+	at.user = userBucket{}
 }
 
-// clientAddr returns the address that r counts against: r.RemoteAddr's
-// host, or, behind proxies trusted reverse proxies that each append the
-// address they were connected from to X-Forwarded-For, the entry that the
-// outermost of them appended. Entries to its left are the client's to
-// write, so they are never read. An IPv6 address counts by its /64, which
-// one subscriber usually holds whole.
-func clientAddr(r *http.Request, proxies int) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+// addrBucket is one bucket that a client address counts against.
+type addrBucket struct {
+	limiter *failureLimiter
+	key     string
+}
+
+// addrBuckets returns the buckets that addr counts against: an IPv4
+// address its own; an IPv6 address its /64, /56 and /48. A request without
+// an IP address (over a Unix socket) counts under its RemoteAddr.
+func (l *limits) addrBuckets(addr netip.Addr, remoteAddr string) []addrBucket {
+	switch {
+	case !addr.IsValid():
+		return []addrBucket{{l.byAddr, remoteAddr}}
+	case addr.Is4():
+		return []addrBucket{{l.byAddr, addr.String()}}
 	}
-	if proxies > 0 {
-		var hops []string
-		for _, v := range r.Header.Values("X-Forwarded-For") {
-			hops = append(hops, strings.Split(v, ",")...)
-		}
-		// Fewer entries than proxies: the request did not come the
-		// configured way, so count it against the proxy that sent it.
-		if len(hops) >= proxies {
-			host = strings.TrimSpace(hops[len(hops)-proxies])
-		}
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		addrPort, err := netip.ParseAddrPort(host) // some proxies add the port
-		if err != nil {
-			return host
-		}
-		addr = addrPort.Addr()
-	}
-	addr = addr.Unmap().WithZone("")
-	if addr.Is6() {
-		return netip.PrefixFrom(addr, 64).Masked().String()
-	}
-	return addr.String()
+	prefix := func(bits int) string { return netip.PrefixFrom(addr, bits).Masked().String() }
+	return []addrBucket{{l.byAddr, prefix(64)}, {l.by56, prefix(56)}, {l.by48, prefix(48)}}
 }
 
 func plural(n int, unit string) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -243,62 +244,27 @@ func TestLoginLimitPerAddress(t *testing.T) {
 	t.Run("taken usernames at sign-up", func(t *testing.T) {
 		const from = "203.0.113.1:1"
 		for i := range 3 {
-			if w := ta.postFrom(from, "/signup", creds("alice", fmt.Sprint("probe ", i))); w.Code != http.StatusConflict {
+			if w := ta.postFrom(from, "/signup", creds("alice", fmt.Sprint("probe number ", i))); w.Code != http.StatusConflict {
 				t.Fatalf("sign-up %d as alice: %d, want 409", i, w.Code)
 			}
 		}
-		if w := ta.postFrom(from, "/signup", creds("carol", "pw")); w.Code != http.StatusTooManyRequests {
+		if w := ta.postFrom(from, "/signup", creds("carol", "carol's password")); w.Code != http.StatusTooManyRequests {
 			t.Errorf("sign-up after 3 taken names: %d, want 429", w.Code)
 		}
 		clock.Advance(10 * time.Second)
-		if w := ta.postFrom(from, "/signup", creds("carol", "pw")); w.Code != http.StatusSeeOther {
+		if w := ta.postFrom(from, "/signup", creds("carol", "carol's password")); w.Code != http.StatusSeeOther {
 			t.Errorf("sign-up once a failure came back: %d, want 303", w.Code)
 		}
 	})
 }
 
-func TestClientAddr(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name       string
-		remoteAddr string
-		xff        []string // X-Forwarded-For headers
-		proxies    int
-		want       string
-	}{
-		{"IPv4", "192.0.2.1:1234", nil, 0, "192.0.2.1"},
-		{"IPv6 by /64", "[2001:db8:1:2:3:4:5:6]:1234", nil, 0, "2001:db8:1:2::/64"},
-		{"IPv6 zone", "[fe80::1%eth0]:1234", nil, 0, "fe80::/64"},
-		{"IPv4-mapped", "[::ffff:192.0.2.1]:1234", nil, 0, "192.0.2.1"},
-		{"X-Forwarded-For ignored by default", "192.0.2.1:1234", []string{"203.0.113.5"}, 0, "192.0.2.1"},
-		{"one proxy", "10.0.0.1:1234", []string{"203.0.113.5"}, 1, "203.0.113.5"},
-		{"one proxy, spoofed entries", "10.0.0.1:1234", []string{"1.1.1.1, 203.0.113.5"}, 1, "203.0.113.5"},
-		{"two proxies, two headers", "10.0.0.2:1234", []string{"1.1.1.1, 203.0.113.5", "10.0.0.1"}, 2, "203.0.113.5"},
-		{"entry with a port", "10.0.0.1:1234", []string{"203.0.113.5:5555"}, 1, "203.0.113.5"},
-		{"IPv6 entry", "10.0.0.1:1234", []string{"[2001:db8::1]:5555"}, 1, "2001:db8::/64"},
-		{"fewer entries than proxies", "10.0.0.2:1234", []string{"203.0.113.5"}, 2, "10.0.0.2"},
-		{"no header behind a proxy", "10.0.0.1:1234", nil, 1, "10.0.0.1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/", nil)
-			r.RemoteAddr = tc.remoteAddr
-			for _, v := range tc.xff {
-				r.Header.Add("X-Forwarded-For", v)
-			}
-			if got := clientAddr(r, tc.proxies); got != tc.want {
-				t.Errorf("clientAddr = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestTrustedProxies runs the limit behind one proxy: clients are told
 // apart by the entry the proxy appended, and what they write themselves is
-// not believed.
+// not believed; nor is the header of a client that connects directly.
 func TestTrustedProxies(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t, func(cfg *appConfig) {
-		cfg.TrustedProxies = 1
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 		cfg.UserLimit = rateLimit{Every: time.Hour, Burst: 100}
 		cfg.AddrLimit = rateLimit{Every: time.Hour, Burst: 2}
 	})
@@ -315,6 +281,19 @@ func TestTrustedProxies(t *testing.T) {
 	}
 	if w := ta.postFrom(proxy, "/login", creds("nobody", "guess"), "X-Forwarded-For", "203.0.113.6"); w.Code != http.StatusUnauthorized {
 		t.Errorf("another client behind the same proxy: %d, want 401", w.Code)
+	}
+
+	// A client that reaches the app directly names a fresh address in
+	// each request: all of them count against its connection's.
+	const direct = "192.0.2.7:4444"
+	for i := range 2 {
+		xff := fmt.Sprintf("198.51.100.%d", i)
+		if w := ta.postFrom(direct, "/login", creds("nobody", "guess"), "X-Forwarded-For", xff); w.Code != http.StatusUnauthorized {
+			t.Fatalf("direct failure %d: %d, want 401", i, w.Code)
+		}
+	}
+	if w := ta.postFrom(direct, "/login", creds("nobody", "guess"), "X-Forwarded-For", "198.51.100.99"); w.Code != http.StatusTooManyRequests {
+		t.Errorf("a third failure from a direct client that names another address each time: %d, want 429", w.Code)
 	}
 }
 
@@ -339,7 +318,7 @@ func TestPasswordChangeLimit(t *testing.T) {
 	}
 
 	for i := range 2 {
-		if res := owner.post("/password", url.Values{"current": {fmt.Sprint("guess ", i)}, "new": {"x"}}); res.code != http.StatusUnauthorized {
+		if res := owner.post("/password", url.Values{"current": {fmt.Sprint("guess ", i)}, "new": {"new password"}}); res.code != http.StatusUnauthorized {
 			t.Fatalf("wrong current password %d: %d, want 401", i, res.code)
 		}
 	}
@@ -351,5 +330,54 @@ func TestPasswordChangeLimit(t *testing.T) {
 	owner.mustPost(http.StatusSeeOther, "/password", url.Values{"current": {"old password"}, "new": {"new password"}})
 	if code := owner.meStatus(); code != http.StatusOK {
 		t.Errorf("after the change: /api/me %d, want 200", code)
+	}
+}
+
+// TestLoginLimitPerIPv6Prefix spreads failures over many /64s of one /56,
+// then of one /48, as a customer with a prefix of its own can: the wider
+// buckets stop them, each at its own limit, and leave the neighbours alone.
+func TestLoginLimitPerIPv6Prefix(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 1000}
+		cfg.AddrLimit = rateLimit{Every: time.Minute, Burst: 1} // every /64 below fails once
+		cfg.Prefix56Limit = rateLimit{Every: 20 * time.Second, Burst: 3}
+		cfg.Prefix48Limit = rateLimit{Every: 30 * time.Second, Burst: 5}
+	})
+	ta.browser("A").signup("alice", "correct horse")
+	fail := func(from string) int {
+		t.Helper()
+		return ta.postFrom(from, "/login", creds("nobody", "guess")).Code
+	}
+
+	// Three /64s of 2001:db8:1:100::/56 each fail once: the /56 is spent.
+	for i := range 3 {
+		if code := fail(fmt.Sprintf("[2001:db8:1:1%02x::1]:1", i)); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d in the /56: %d, want 401", i, code)
+		}
+	}
+	w := ta.postFrom("[2001:db8:1:1ff::1]:1", "/login", creds("alice", "correct horse"))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" {
+		t.Errorf("a fresh /64 in the spent /56: %d, Retry-After %q; want 429, 20", w.Code, w.Header().Get("Retry-After"))
+	}
+	// Two more failures from another /56 of the same /48 spend the /48.
+	for i := range 2 {
+		if code := fail(fmt.Sprintf("[2001:db8:1:2%02x::1]:1", i)); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d in another /56 of the /48: %d, want 401", i, code)
+		}
+	}
+	w = ta.postFrom("[2001:db8:1:300::1]:1", "/login", creds("alice", "correct horse"))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "30" {
+		t.Errorf("a fresh /56 in the spent /48: %d, Retry-After %q; want 429, 30", w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := ta.postFrom("[2001:db8:2::1]:1", "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+		t.Errorf("the next /48: %d, want 303", w.Code)
+	}
+	// The /48 refills one failure per 30 s.
+	clock.Advance(30 * time.Second)
+	if w := ta.postFrom("[2001:db8:1:300::1]:1", "/login", creds("alice", "correct horse")); w.Code != http.StatusSeeOther {
+		t.Errorf("a fresh /56 once the /48 refilled a little: %d, want 303", w.Code)
 	}
 }

@@ -13,8 +13,9 @@
 //
 //	go run ./example -table my-sessions
 //
-// Behind reverse proxies, pass -proxies with their number, so that failed
-// logins are limited per client rather than per proxy.
+// Behind reverse proxies, pass -trusted-proxies with their address ranges
+// (-trusted-proxies 10.0.0.0/8,192.168.0.0/16), so that failed logins are
+// limited per client, as X-Forwarded-For names it, rather than per proxy.
 //
 // -tls-cert and -tls-key serve HTTPS with that certificate. With HTTPS,
 // -dbsc offers device-bound sessions (DBSC) to browsers that support them:
@@ -70,7 +71,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
 	debug := flags.Bool("debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
-	flags.IntVar(&cfg.TrustedProxies, "proxies", 0, "how many reverse proxies in front of the app append to X-Forwarded-For; 0 ignores the header and limits failed logins by the connection's address")
+	flags.Func("trusted-proxies", "comma-separated address `ranges` of the reverse proxies in front of the app (10.0.0.0/8,192.168.0.0/16): X-Forwarded-For is read only on their connections; without it the header is ignored and failed logins are limited by the connection's address", func(list string) error {
+		prefixes, err := parsePrefixes(list)
+		cfg.TrustedProxies = append(cfg.TrustedProxies, prefixes...)
+		return err
+	})
+	// -proxies N trusted the Nth entry from the right of any connection's
+	// X-Forwarded-For, so a client that reached the app directly chose its
+	// own address; it is refused with what to pass instead, rather than
+	// kept with a meaning it cannot have.
+	flags.Func("proxies", "removed: use -trusted-proxies", func(string) error {
+		return errors.New("-proxies is gone, since it believed X-Forwarded-For from any client: pass -trusted-proxies with your proxies' address ranges instead (-trusted-proxies 10.0.0.0/8)")
+	})
 	certFile := flags.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM `file`; needs -tls-key")
 	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")
 	flags.BoolVar(&cfg.DeviceBinding, "dbsc", false, "offer device-bound sessions (DBSC) to browsers that support them; needs HTTPS (-tls-cert and -tls-key)")
@@ -80,9 +92,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q: every setting is a flag (-h lists them)", flags.Args())
-	}
-	if cfg.TrustedProxies < 0 {
-		return fmt.Errorf("-proxies %d: want 0 or more", cfg.TrustedProxies)
 	}
 	var tlsConfig *tls.Config
 	switch {

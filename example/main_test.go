@@ -92,6 +92,14 @@ func TestRunDeviceBinding(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&list); err != nil || len(list) != 1 || !list[0].DeviceBound {
 		t.Errorf("GET /api/sessions with both cookies: %d, %+v (%v); want one device-bound session", res.StatusCode, list, err)
 	}
+	// The sessions list on the page says so too, and what it means.
+	res = c.get("/")
+	page, _ := io.ReadAll(res.Body)
+	for _, want := range []string{`<span class="badge">this browser</span><span class="badge bound">device-bound</span>`, `id="device-bound-hint"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("GET / with both cookies: %d, the page lacks %s:\n%s", res.StatusCode, want, page)
+		}
+	}
 	stop()
 }
 
@@ -162,7 +170,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}{
 		{"refresh longer than idle", []string{"-idle", "1h", "-refresh", "2h"}, "RefreshInterval"},
 		{"bad duration", []string{"-idle", "soon"}, "invalid value"},
-		{"negative proxies", []string{"-proxies", "-1"}, "-proxies -1"},
+		{"the removed -proxies", []string{"-proxies", "1"}, "-proxies is gone, since it believed X-Forwarded-For from any client: pass -trusted-proxies"},
+		{"a trusted proxy range that is none", []string{"-trusted-proxies", "10.0.0.0/8,10.0.0/8"}, `invalid value "10.0.0.0/8,10.0.0/8" for flag -trusted-proxies: "10.0.0/8" is neither`},
 		{"unknown flag", []string{"-no-such-flag"}, "not defined"},
 		{"stray argument", []string{"-dbsc", "false"}, `unexpected arguments ["false"]`},
 		{"cert without key", []string{"-tls-cert", certFile}, "-tls-cert and -tls-key go together"},

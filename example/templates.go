@@ -5,6 +5,7 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"slices"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -12,7 +13,8 @@ import (
 //go:embed templates/*.html
 var templateFiles embed.FS
 
-// Each page is the shared layout plus its own "content" block.
+// Each page is the shared layout plus its own "title" and "content"
+// blocks.
 var (
 	indexTemplate = parsePage("templates/index.html")
 	errorTemplate = parsePage("templates/error.html")
@@ -24,11 +26,40 @@ func parsePage(content string) *template.Template {
 }
 
 // indexData is what the index page shows: User is nil for a visitor.
-// Next is the page the forms send a visitor back to once signed in.
+// Next is the page the forms send a visitor back to once signed in, and
+// LoginRequired says that a page which needs a session sent the visitor
+// here. Failed is the sign-up or log-in form that was refused, shown again
+// with its message.
 type indexData struct {
-	User     *User
-	Sessions []ddbsession.Session
-	Next     string
+	User          *User
+	Sessions      []ddbsession.Session
+	Next          string
+	LoginRequired bool
+	Failed        *failedForm
+}
+
+// failedForm is a refused sign-up or log-in form ("signup" or "login"),
+// with what was typed in it but the password.
+type failedForm struct {
+	Form     string
+	Message  string
+	Username string
+	Remember bool
+}
+
+// Form is what the page shows in the form of that name: the failed one
+// as it was sent, any other as new, with "keep me signed in" ticked.
+func (d indexData) Form(name string) failedForm {
+	if d.Failed != nil && d.Failed.Form == name {
+		return *d.Failed
+	}
+	return failedForm{Form: name, Remember: true}
+}
+
+// AnyDeviceBound reports whether the sessions list has a device-bound
+// session, which the page then explains.
+func (d indexData) AnyDeviceBound() bool {
+	return slices.ContainsFunc(d.Sessions, func(s ddbsession.Session) bool { return s.DeviceBound })
 }
 
 // render writes the page in full or not at all: it executes into a buffer
@@ -45,10 +76,50 @@ func (a *app) render(w http.ResponseWriter, code int, page *template.Template, d
 	w.Write(buf.Bytes())
 }
 
-// errorPage answers code with a page that shows msg and a way back.
+// errorHeadings are the error page's headings, and titles, by status: what
+// happened, in words, where the status text ("Conflict") says little.
+var errorHeadings = map[int]string{
+	http.StatusBadRequest:            "Please check the form",
+	http.StatusUnauthorized:          "Wrong password",
+	http.StatusForbidden:             "Request refused",
+	http.StatusNotFound:              "Not found",
+	http.StatusMethodNotAllowed:      "Not possible here",
+	http.StatusConflict:              "Changed meanwhile",
+	http.StatusRequestEntityTooLarge: "The form is too large",
+	http.StatusTooManyRequests:       "Too many attempts",
+	http.StatusInternalServerError:   "Something went wrong",
+	http.StatusServiceUnavailable:    "Please try again shortly",
+}
+
+// errorPage answers code with a page that says what went wrong, in msg,
+// and a way back. The forms where something is typed (sign-up, log-in)
+// answer with formAnswer instead, which keeps what was typed.
 func (a *app) errorPage(w http.ResponseWriter, code int, msg string) {
-	a.render(w, code, errorTemplate, struct {
-		Status  string
-		Message string
-	}{http.StatusText(code), msg})
+	heading, ok := errorHeadings[code]
+	if !ok {
+		heading = http.StatusText(code)
+	}
+	a.render(w, code, errorTemplate, struct{ Heading, Message string }{heading, msg})
+}
+
+// formAnswer answers a refused sign-up or log-in (form "signup" or
+// "login") with the forms again: the message above the one that failed,
+// and in it the username and "keep me signed in" as they were sent, so
+// that nothing typed is lost but the password, whose field takes the focus
+// (which also scrolls a phone, where the forms stack, to the one that
+// failed). A password never goes back
+// into a page, where it would sit in the page's source for anything that
+// reads the page (an extension, a screenshot, a proxy's log).
+func (a *app) formAnswer(r *http.Request, form string) answerFunc {
+	return func(w http.ResponseWriter, code int, msg string) {
+		a.render(w, code, indexTemplate, indexData{
+			Next: ddbsession.ReturnPath(r, ""),
+			Failed: &failedForm{
+				Form:     form,
+				Message:  msg,
+				Username: r.PostFormValue("username"),
+				Remember: r.PostFormValue("remember") == "on",
+			},
+		})
+	}
 }

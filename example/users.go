@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"golang.org/x/text/secure/precis"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -69,41 +66,9 @@ func dynamoKey(k ddbsession.UserKey) map[string]types.AttributeValue {
 	}
 }
 
-// normalizeUsername returns the one form of a username that the app
-// stores, keys the user item on and rate-limits by, or a message fit for the
-// user. Without it, "josé" typed on a Mac (decomposed) and on Windows
-// (precomposed), fullwidth "ａｌｉｃｅ", "alic\u200be" with a zero-width
-// space and "alice " would each be an account of their own: look-alikes of
-// one user, and a way around a limit per username.
-//
-// It trims surrounding white space, then applies the PRECIS profile
-// UsernameCaseMapped (RFC 8265): width folding, lower case, NFC, and the
-// IdentifierClass, which refuses spaces, control and format characters
-// (zero-width and bidi controls among them), symbols and emoji.
-// UsernameCaseMapped rather than UsernameCasePreserved, because "Alice" and
-// "alice" should not be two people either, and the app has no display name
-// that would need the case kept; a user sees the name as stored.
-func normalizeUsername(username string) (string, error) {
-	username = strings.TrimSpace(username)
-	switch {
-	case username == "":
-		return "", errors.New("username is required")
-	case !utf8.ValidString(username):
-		return "", errors.New("username must be text (UTF-8)")
-	}
-	name, err := precis.UsernameCaseMapped.String(username)
-	switch {
-	case err != nil:
-		return "", errors.New("username may hold letters, digits and ASCII punctuation, but no spaces, symbols, control or invisible characters")
-	case len(name) > maxUsername:
-		return "", fmt.Errorf("username is longer than %d bytes", maxUsername)
-	}
-	return name, nil
-}
-
-// validatePassword returns a message fit for the user, or nil. Any bytes
-// are allowed: the hash does not care, and rules about character classes
-// mostly make passwords worse.
+// validatePassword returns a message fit for the user, or nil: the check of
+// any password the app is sent, which a new one must also pass (see
+// passwordpolicy.go). Any bytes are allowed: the hash does not care.
 func validatePassword(field, password string) error {
 	switch {
 	case password == "":
@@ -136,8 +101,57 @@ func (s users) setPasswordHash(ctx context.Context, user ddbsession.UserKey, old
 			":old": &types.AttributeValueMemberS{Value: string(oldHash)},
 		},
 	})
-	if _, changed := errors.AsType[*types.ConditionalCheckFailedException](err); changed {
+	if isConditionFailed(err) {
 		return errPasswordChanged
+	}
+	return err
+}
+
+// skeletonPrefix starts the key of the item that reserves a username's
+// skeleton (see usernames.go) for the name that holds it:
+//
+//	pk        "NAMESKELETON#<skeleton>": no user ("USER#"), session, index or
+//	          failure ("FAILURES#") item starts so
+//	sk        "NAMESKELETON"
+//	username  the name that holds it
+//
+// A skeleton is at most 7 bytes for each byte of the name it comes from,
+// so 448 for the longest name, well within a key's 2048.
+const skeletonPrefix = "NAMESKELETON#"
+
+// errLookAlike is claimSkeleton's answer for a name whose skeleton is
+// held by another name.
+var errLookAlike = errors.New("username looks like another")
+
+// claimSkeleton writes the item that reserves username's skeleton, before
+// sign-up creates the user item (the engine for the tests, dynalite, has
+// no transactions to write both at once). The write is conditional: it
+// succeeds if no name holds the skeleton, or username itself does (its
+// sign-up failed after this write and is tried again, or the name is
+// taken, which CreateUser then finds), and otherwise fails with
+// errLookAlike. So of two look-alike names signing up at once, on any
+// instances, one claims the skeleton and the other is refused.
+//
+// The item is never deleted. A sign-up that fails after the claim leaves
+// the skeleton to its name, which can still sign up; deleting it instead
+// could free a skeleton whose user a racing sign-up of the same name has
+// just created. Users created before these items existed have none, so
+// their look-alikes are caught only once their items are written (a scan
+// of the user items would do it).
+func (s users) claimSkeleton(ctx context.Context, username string) error {
+	key := skeletonPrefix + skeleton(username)
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table,
+		Item: map[string]types.AttributeValue{
+			"pk":       &types.AttributeValueMemberS{Value: key},
+			"sk":       &types.AttributeValueMemberS{Value: "NAMESKELETON"},
+			"username": &types.AttributeValueMemberS{Value: username},
+		},
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR username = :username"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":username": &types.AttributeValueMemberS{Value: username}},
+	})
+	if isConditionFailed(err) {
+		return errLookAlike
 	}
 	return err
 }
