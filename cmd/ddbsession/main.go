@@ -129,7 +129,11 @@ func (e *env) run(ctx context.Context, args []string) int {
 	}
 	c, rest := find(args)
 	if c == nil {
-		fmt.Fprintf(e.stderr, "ddbsession: no command %q\n\n%s", strings.Join(args, " "), topUsage())
+		words := args
+		if i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "-") }); i >= 0 {
+			words = args[:i]
+		}
+		fmt.Fprintf(e.stderr, "ddbsession: no command %q\n\n%s", strings.Join(words, " "), topUsage())
 		return exitUsage
 	}
 	o := &options{}
