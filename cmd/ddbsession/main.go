@@ -254,8 +254,12 @@ func printFlag(w io.Writer, f *flag.Flag) {
 		line += " " + name
 	}
 	line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
-	if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+	switch {
+	case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0":
+	case fmt.Sprintf("%T", f.Value) == "*flag.stringValue":
 		line += fmt.Sprintf(" (default %q)", f.DefValue)
+	default:
+		line += " (default " + f.DefValue + ")"
 	}
 	fmt.Fprintln(w, line)
 }

@@ -57,7 +57,8 @@ func TestPacer(t *testing.T) {
 	unlimited.take(ctx, 100)
 }
 
-// A page is about a second of the read rate, per segment.
+// A page is about a second of the read rate, per segment, and 64 KB at
+// least.
 func TestPageLimit(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -70,6 +71,7 @@ func TestPageLimit(t *testing.T) {
 		{400, 1, 1024, 3200},
 		{400, 4, 1024, 800},
 		{400, 1, 0, 3200}, // unknown size: 1 KB
+		{1, 1, 1024, 64},
 		{1, 1, 100_000, 10},
 		{100_000, 1, 10, 10000},
 	} {

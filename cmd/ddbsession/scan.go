@@ -33,8 +33,9 @@ type scanner struct {
 const eventualUnitBytes = 8 << 10
 
 // pageLimit is the Limit of each Scan page: about a second of the read
-// rate's units per segment, so that pacing is smooth, for items of
-// itemBytes on average. 0 (no limit: pages of 1 MB) without a rate.
+// rate's units per segment, so that pacing is smooth, and at least 64 KB,
+// since DynamoDB rounds each page up to 4 KB, for items of itemBytes on
+// average. 0 (no limit: pages of 1 MB) without a rate.
 func pageLimit(maxRCU float64, segments int, itemBytes float64) int32 {
 	if maxRCU == 0 {
 		return 0
@@ -42,9 +43,13 @@ func pageLimit(maxRCU float64, segments int, itemBytes float64) int32 {
 	if itemBytes < 1 {
 		itemBytes = 1 << 10 // a guess, for a table DescribeTable calls empty
 	}
-	n := maxRCU / float64(segments) * eventualUnitBytes / itemBytes
+	n := max(maxRCU/float64(segments)*eventualUnitBytes, minPageBytes) / itemBytes
 	return int32(min(max(n, 10), 10000))
 }
+
+// minPageBytes is the least a page reads: the rounding of its size up to
+// 4 KB then costs at most 6%.
+const minPageBytes = 64 << 10
 
 // run scans every segment to its end, or until one fails.
 func (s *scanner) run(ctx context.Context) error {

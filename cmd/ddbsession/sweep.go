@@ -59,7 +59,7 @@ Example:
 		fs.Float64Var(&o.maxWCU, "max-wcu", 100, "write `units` per second for the deletes; 0: no limit")
 		fs.Float64Var(&o.maxRCU, "max-rcu", 400, "read `units` per second for the scan; 0: no limit")
 		fs.IntVar(&o.segments, "segments", 1, "`parts` of the table to scan, and delete from, at once")
-		fs.DurationVar(&o.grace, "grace", 5*time.Minute, "delete items expired at least this `long` ago, a margin for clocks and replication")
+		fs.DurationVar(&o.grace, "grace", 5*time.Minute, "delete items expired at least this `duration` ago, a margin for clocks and replication")
 		fs.BoolVar(&o.dryRun, "dry-run", false, "count what it would delete, and delete nothing")
 		fs.StringVar(&o.scsPrefix, "scs-prefix", item.DefaultSCSPrefix, "scsstore's Config.Prefix, for its `prefix` of scs items")
 	},

@@ -185,7 +185,7 @@ func TestSweepPacesWrites(t *testing.T) {
 }
 
 // -max-rcu paces the scan on the read units each page reports, in pages
-// of about a second's worth.
+// of about a second's worth, or 64 KB.
 func TestScanPacesReads(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"sweep", "-dry-run", "-max-wcu", "0"}, {"count", "-yes", "-segments", "1"}} {
@@ -195,7 +195,7 @@ func TestScanPacesReads(t *testing.T) {
 			now := time.Now()
 			f.clock = newFakeClock(now)
 			alice := f.user("alice")
-			for range 20 {
+			for range 70 { // 141 items: pages of 64 KB are 64 items of a guessed 1 KB
 				f.expiredSession(alice, now.Add(-time.Hour), curl)
 			}
 			const rate = 2
