@@ -109,8 +109,9 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 			},
 			Limit: limitOrNil(pageLimit(o.maxRCU, o.segments, avg(size, count))),
 		},
-		segments: o.segments,
-		reads:    newPacer(o.maxRCU, e),
+		segments:  o.segments,
+		reads:     newPacer(o.maxRCU, e),
+		itemBytes: avg(size, count),
 	}
 	prog := e.newProgress(o, "count", count, func() (int64, string) {
 		return sc.scanned.Load(), fmt.Sprintf("%s live sessions", thousands(live.Load()))

@@ -20,6 +20,9 @@ type scanner struct {
 	in       dynamodb.ScanInput // the table, filter and projection
 	segments int
 	reads    *pacer
+	// itemBytes is the table's average item size, 0 if unknown: the first
+	// page's guess, so that the segments' first pages queue too.
+	itemBytes float64
 	// page is called with each page of a segment, one page at a time per
 	// segment; pages of different segments come concurrently.
 	page func(ctx context.Context, out *dynamodb.ScanOutput) error
@@ -76,7 +79,12 @@ func (s *scanner) segment(ctx context.Context, segment int) error {
 	if s.segments > 1 {
 		in.Segment, in.TotalSegments = aws.Int32(int32(segment)), aws.Int32(int32(s.segments))
 	}
-	var estimate float64 // the last page's units: the next one's guess
+	// The last page's units are the next one's guess; the first one's is
+	// what its Limit of items would read.
+	var estimate float64
+	if in.Limit != nil {
+		estimate = float64(*in.Limit) * max(s.itemBytes, 1<<10) / eventualUnitBytes
+	}
 	for {
 		if err := s.reads.take(ctx, estimate); err != nil {
 			return err

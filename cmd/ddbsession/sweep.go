@@ -137,8 +137,9 @@ func runSweep(ctx context.Context, e *env, c *command, o *options, _ []string) i
 			ExpressionAttributeValues: values,
 			Limit:                     limitOrNil(pageLimit(o.maxRCU, o.segments, avg(size, count))),
 		},
-		segments: o.segments,
-		reads:    newPacer(o.maxRCU, e),
+		segments:  o.segments,
+		reads:     newPacer(o.maxRCU, e),
+		itemBytes: avg(size, count),
 	}
 	sc.page = func(ctx context.Context, out *dynamodb.ScanOutput) error {
 		return sw.page(ctx, out)
