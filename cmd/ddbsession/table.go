@@ -178,7 +178,7 @@ func printProblems(e *env, o *options, problems []problem) {
 // the table's fit is returned as it is.
 func diagnose(ctx context.Context, client Client, o *options, checked error) ([]problem, int, error) {
 	if checked == nil {
-		return nil, exitOK, nil
+		return []problem{}, exitOK, nil // [] in JSON, never null
 	}
 	var fits, other []error
 	for _, leaf := range leaves(checked) {

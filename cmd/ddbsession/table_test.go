@@ -29,7 +29,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 		var created tableReport
 		decode(t, stdout, &created)
 		yes := true
-		if diff := cmp.Diff(tableReport{Table: table, Created: &yes, TTL: "off", Problems: nil}, created); diff != "" {
+		if diff := cmp.Diff(tableReport{Table: table, Created: &yes, TTL: "off", Problems: []problem{}}, created); diff != "" {
 			t.Errorf("table create -json (-want +got):\n%s", diff)
 		}
 		if !strings.Contains(stderr, "does not implement UpdateTimeToLive") {
@@ -56,7 +56,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 		var checked tableReport
 		decode(t, stdout, &checked)
 		ok := true
-		if diff := cmp.Diff(tableReport{Table: table, OK: &ok, Problems: nil}, checked); diff != "" {
+		if diff := cmp.Diff(tableReport{Table: table, OK: &ok, Problems: []problem{}}, checked); diff != "" {
 			t.Errorf("table check -json (-want +got):\n%s", diff)
 		}
 		code, stdout, stderr = f.run("table", "check")
