@@ -126,7 +126,7 @@ func (f *fixture) login(user ddbsession.UserKey, agent string) *http.Cookie {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://app.test/login", nil)
 	r.Header.Set("User-Agent", agent)
-	if err := f.app.Login(w, r, user); err != nil {
+	if err := f.app.Login(w, r, user, nil); err != nil {
 		f.t.Fatalf("Login: %v", err)
 	}
 	for _, c := range w.Result().Cookies() {
@@ -232,6 +232,8 @@ type probe struct {
 	describe func(*types.TableDescription)
 	// beforeDelete, if set, runs before each DeleteItem.
 	beforeDelete func(in *dynamodb.DeleteItemInput)
+	// getItemErr, if set, is every GetItem's answer.
+	getItemErr error
 }
 
 func (p *probe) count(op string) {
@@ -261,6 +263,13 @@ func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o 
 		p.mu.Unlock()
 	}
 	return out, err
+}
+
+func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if p.getItemErr != nil {
+		return nil, p.getItemErr
+	}
+	return p.Client.GetItem(ctx, in, o...)
 }
 
 func (p *probe) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {

@@ -204,7 +204,7 @@ func runSessionsRevoke(ctx context.Context, e *env, c *command, o *options, args
 		return code
 	}
 	err := m.Revoke(ctx, user, id)
-	if errors.Is(err, ddbsession.ErrSessionNotFound) {
+	if errors.Is(err, ddbsession.ErrNoSession) {
 		fmt.Fprintf(e.stderr, "ddbsession %s: %s has no session %q (see 'ddbsession sessions list')\n", c.path, userString(user), id)
 		return exitNotFound
 	}

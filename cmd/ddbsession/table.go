@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -69,7 +68,7 @@ Example:
 // problem is one way the table does not fit, and what to do.
 type problem struct {
 	Kind    string `json:"kind"`
-	Error   string `json:"error"`             // the library's words
+	Error   string `json:"error"`             // what is wrong, from the table's description
 	Fix     string `json:"fix"`               // what to do, in words
 	Command string `json:"command,omitempty"` // a command that does it
 }
@@ -93,21 +92,21 @@ func runTableCheck(ctx context.Context, e *env, c *command, o *options, _ []stri
 	if err != nil {
 		return e.fail(c, o, err)
 	}
-	problems, code, err := diagnose(ctx, client, o, m.CheckTable(ctx))
+	v, err := diagnose(ctx, client, o, m.CheckTable(ctx), false)
 	if err != nil {
 		return e.fail(c, o, err)
 	}
-	ok := len(problems) == 0
+	ok := len(v.problems) == 0
 	if o.json {
-		writeJSON(e.stdout, tableReport{Table: o.table, OK: &ok, Problems: problems})
-		return code
+		writeJSON(e.stdout, tableReport{Table: o.table, OK: &ok, Problems: v.problems})
+		return v.code
 	}
 	if ok {
 		fmt.Fprintf(e.stdout, "table %q fits: key %s, TTL on %q\n", o.table, keyOf(o.items), o.items.TTLAttribute)
-		return code
+		return v.code
 	}
-	printProblems(e, o, problems)
-	return code
+	printProblems(e, o, v.problems)
+	return v.code
 }
 
 func runTableCreate(ctx context.Context, e *env, c *command, o *options, _ []string) int {
@@ -125,27 +124,23 @@ func runTableCreate(ctx context.Context, e *env, c *command, o *options, _ []str
 	if err != nil && !created {
 		return e.fail(c, o, err)
 	}
-	problems, code, err := diagnose(ctx, client, o, m.CreateTable(ctx))
-	if err != nil {
-		return e.fail(c, o, err)
-	}
-	ttlAttr, ttlOn, err := describeTTL(ctx, client, o.table)
+	v, err := diagnose(ctx, client, o, m.CreateTable(ctx), true)
 	if err != nil {
 		return e.fail(c, o, err)
 	}
 	ttl := "off"
-	if ttlOn {
+	if v.ttlOn {
 		ttl = "on"
 	}
 	if o.json {
-		writeJSON(e.stdout, tableReport{Table: o.table, Created: &created, TTL: ttl, TTLAttribute: ttlAttr, Problems: problems})
-		return code
+		writeJSON(e.stdout, tableReport{Table: o.table, Created: &created, TTL: ttl, TTLAttribute: v.ttlAttr, Problems: v.problems})
+		return v.code
 	}
 	switch {
-	case len(problems) > 0:
+	case len(v.problems) > 0:
 		fmt.Fprintf(e.stdout, "table %q exists, and was left as it is:\n", o.table)
-		printProblems(e, o, problems)
-		return code
+		printProblems(e, o, v.problems)
+		return v.code
 	case created:
 		fmt.Fprintf(e.stdout, "created table %q: on-demand, key %s", o.table, keyOf(o.items))
 	default:
@@ -154,12 +149,12 @@ func runTableCreate(ctx context.Context, e *env, c *command, o *options, _ []str
 	if o.items.ExpiryIndex != "" {
 		fmt.Fprintf(e.stdout, ", expiry index %q", o.items.ExpiryIndex)
 	}
-	if ttlOn {
-		fmt.Fprintf(e.stdout, ", TTL on %q\n", ttlAttr)
+	if v.ttlOn {
+		fmt.Fprintf(e.stdout, ", TTL on %q\n", v.ttlAttr)
 	} else {
 		fmt.Fprintf(e.stdout, ", TTL off: expired items stay until 'ddbsession sweep' deletes them\n")
 	}
-	return code
+	return v.code
 }
 
 // printProblems writes problems for a reader.
@@ -173,48 +168,100 @@ func printProblems(e *env, o *options, problems []problem) {
 	}
 }
 
-// diagnose turns CheckTable's or CreateTable's error into problems, each
-// explained, and the exit code they call for. An error that is not about
-// the table's fit is returned as it is.
-func diagnose(ctx context.Context, client Client, o *options, checked error) ([]problem, int, error) {
-	if checked == nil {
-		return []problem{}, exitOK, nil // [] in JSON, never null
-	}
-	var fits, other []error
-	for _, leaf := range leaves(checked) {
-		if errors.Is(leaf, ddbsession.ErrTableSchema) || errors.Is(leaf, ddbsession.ErrTTLOff) {
-			fits = append(fits, leaf)
-		} else {
-			other = append(other, leaf)
-		}
-	}
-	// A layout whose keys do not fit the table also fails the reads that
-	// the check makes with them: only the fit is news then.
-	if slices.ContainsFunc(fits, func(err error) bool { return errors.Is(err, ddbsession.ErrTableSchema) }) {
-		other = slices.DeleteFunc(other, isValidation)
-	}
-	if len(other) > 0 {
-		return nil, exitFailure, errors.Join(other...)
-	}
+// Kinds of problem, as the JSON names them. The first three mean the
+// table does not fit the layout (exit 5), the others that it fits but its
+// TTL does not delete expired sessions (exit 6).
+const (
+	kindSchema       = "schema"
+	kindExpiryIndex  = "expiry-index"
+	kindMREC         = "mrec"
+	kindTTLOff       = "ttl-off"
+	kindTTLAttribute = "ttl-attribute"
+	kindMRSCNoTTL    = "mrsc-no-ttl"
+)
+
+// misfit reports whether p means the table does not fit the layout.
+func misfit(p problem) bool {
+	return p.Kind == kindSchema || p.Kind == kindExpiryIndex || p.Kind == kindMREC
+}
+
+// verdict is what diagnose found: the table's problems, each explained,
+// the exit code they call for, and its TTL.
+type verdict struct {
+	problems []problem // [] in JSON when there are none, never null
+	code     int
+	ttlAttr  string // "" when TTL is off
+	ttlOn    bool
+}
+
+// diagnose reads the table's description and TTL, and finds in them each
+// way the table differs from the layout and the flags, as the library
+// checks them; that is where each problem's kind comes from. checked is
+// the library's own verdict, CheckTable's or CreateTable's error: what of
+// it the description does not account for is a failure (of DynamoDB, the
+// network or the credentials), returned as it is. create leaves out what
+// CreateTable sees to itself: a TTL that is off, which it turns on where
+// the table fits and the engine can, and warns of where not.
+func diagnose(ctx context.Context, client Client, o *options, checked error, create bool) (verdict, error) {
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &o.table})
 	if err != nil {
-		return nil, exitFailure, fmt.Errorf("describe table %q: %w", o.table, err)
+		if checked != nil {
+			return verdict{}, checked // the library met it first, and says it in its words
+		}
+		return verdict{}, fmt.Errorf("describe table %q: %w", o.table, err)
 	}
-	t := out.Table
 	ttlAttr, ttlOn, err := describeTTL(ctx, client, o.table)
 	if err != nil {
-		return nil, exitFailure, err
-	}
-	code := exitTTL
-	var problems []problem
-	for _, leaf := range fits {
-		p := explainProblem(o, t, ttlAttr, ttlOn, leaf)
-		if errors.Is(leaf, ddbsession.ErrTableSchema) {
-			code = exitSchema
+		if checked != nil {
+			return verdict{}, checked
 		}
-		problems = append(problems, p)
+		return verdict{}, err
 	}
-	return problems, code, nil
+	problems := findProblems(o, out.Table, ttlAttr, ttlOn)
+	if create {
+		problems = slices.DeleteFunc(problems, func(p problem) bool { return p.Kind == kindTTLOff || p.Kind == kindMRSCNoTTL })
+	}
+	if err := unexplained(checked, problems); err != nil {
+		return verdict{}, err
+	}
+	v := verdict{problems: problems, code: exitOK, ttlAttr: ttlAttr, ttlOn: ttlOn}
+	switch {
+	case slices.ContainsFunc(problems, misfit):
+		v.code = exitSchema
+	case len(problems) > 0:
+		v.code = exitTTL
+	}
+	return v, nil
+}
+
+// unexplained returns what of the library's verdict checked the problems
+// found in the table's description do not account for, nil if nothing.
+// The library's findings are errors of its own words alone; its failures
+// carry their cause (DynamoDB's error, the network's, the decoder's). A
+// failure is never accounted for, but one: the ValidationException that
+// the check's read with the layout's keys meets on a table that does not
+// fit them. A finding is, by any problem: the description says what is
+// wrong, and the problem what to do. A finding where the description shows
+// nothing wrong is the library's news, and a failure here.
+func unexplained(checked error, problems []problem) error {
+	if checked == nil {
+		return nil
+	}
+	var failures, findings []error
+	for _, leaf := range leaves(checked) {
+		if errors.Unwrap(leaf) == nil {
+			findings = append(findings, leaf)
+		} else {
+			failures = append(failures, leaf)
+		}
+	}
+	if slices.ContainsFunc(problems, misfit) {
+		failures = slices.DeleteFunc(failures, isValidation)
+	}
+	if len(problems) == 0 {
+		failures = append(failures, findings...)
+	}
+	return errors.Join(failures...)
 }
 
 // isValidation reports whether err is DynamoDB's ValidationException.
@@ -241,53 +288,119 @@ func leaves(err error) []error {
 	return []error{err}
 }
 
-// explainProblem says what to do about leaf, one problem that CheckTable
-// found, from the table's description t and its TTL.
-func explainProblem(o *options, t *types.TableDescription, ttlAttr string, ttlOn bool, leaf error) problem {
+// keySchema is a key schema's attribute names: a table's, or an index's.
+type keySchema struct{ hash, rng string }
+
+func (k keySchema) String() string {
+	if k.rng == "" {
+		return fmt.Sprintf("(hash %q)", k.hash)
+	}
+	return fmt.Sprintf("(hash %q, range %q)", k.hash, k.rng)
+}
+
+func schemaOf(elems []types.KeySchemaElement) keySchema {
+	var k keySchema
+	for _, e := range elems {
+		switch e.KeyType {
+		case types.KeyTypeHash:
+			k.hash = aws.ToString(e.AttributeName)
+		case types.KeyTypeRange:
+			k.rng = aws.ToString(e.AttributeName)
+		}
+	}
+	return k
+}
+
+// findProblems finds each way that table t, whose TTL is on ttlAttr if
+// ttlOn, differs from what the layout and the flags need, as the library
+// checks them, in this order: the key schema and its types, the expiry
+// index, a global table's mode, and TTL. Each comes with what to do.
+func findProblems(o *options, t *types.TableDescription, ttlAttr string, ttlOn bool) []problem {
 	l := o.items
-	msg := strings.TrimPrefix(leaf.Error(), "ddbsession: ")
-	p := problem{Error: msg}
 	table := shellQuote(o.table)
+	problems := []problem{}
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+
+	want, got := keySchema{hash: l.PartitionKey, rng: l.SortKey}, schemaOf(t.KeySchema)
+	keyTypes := []types.ScalarAttributeType{attrTypes[got.hash]}
+	if got.rng != "" {
+		keyTypes = append(keyTypes, attrTypes[got.rng])
+	}
 	switch {
-	case errors.Is(leaf, ddbsession.ErrTTLOff) && t.MultiRegionConsistency == types.MultiRegionConsistencyStrong:
-		p.Kind = "mrsc-no-ttl"
-		p.Fix = "A global table in multi-Region strong consistency (MRSC) cannot have TTL. Expired\n" +
-			"sessions are rejected all the same, but stay in the table: delete them with a\n" +
-			"scheduled sweep (hourly, say):"
-		p.Command = "ddbsession sweep -table " + table + layoutArgs(o)
-	case errors.Is(leaf, ddbsession.ErrTTLOff) && ttlOn:
-		p.Kind = "ttl-attribute"
-		p.Fix = fmt.Sprintf("TTL is on %q, and a table has one TTL attribute. If the app's Layout.TTLAttribute\n"+
-			"is %q, pass -ttl-attribute %s here. Otherwise move TTL to %q: disable it, and\n"+
-			"enable it on %q once DynamoDB allows (it takes up to an hour, and allows no other\n"+
-			"TTL change meanwhile); items stay until then:", ttlAttr, ttlAttr, shellQuote(ttlAttr), l.TTLAttribute, l.TTLAttribute)
-		p.Command = ttlCommand(table, ttlAttr, false) + "\n    " + ttlCommand(table, l.TTLAttribute, true)
-	case errors.Is(leaf, ddbsession.ErrTTLOff):
-		p.Kind = "ttl-off"
-		p.Fix = "Expired sessions are rejected but stay in the table until TTL deletes them. Turn\n" +
-			"TTL on (it takes up to an hour to start); 'ddbsession sweep' deletes them meanwhile:"
+	case got != want:
+		problems = append(problems, problem{Kind: kindSchema,
+			Error: fmt.Sprintf("table %q has key %s, and the layout wants %s", o.table, got, want),
+			Fix:   schemaFix(got, keyTypes)})
+	case slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }):
+		problems = append(problems, problem{Kind: kindSchema,
+			Error: fmt.Sprintf("table %q has key %s of types %s, and the layout wants String (S)", o.table, got, keyTypes),
+			Fix:   schemaFix(got, keyTypes)})
+	}
+
+	if l.ExpiryIndex != "" {
+		want := keySchema{hash: item.AttrExpiryBucket, rng: l.TTLAttribute}
+		var msg string
+		i := slices.IndexFunc(t.GlobalSecondaryIndexes, func(gsi types.GlobalSecondaryIndexDescription) bool {
+			return aws.ToString(gsi.IndexName) == l.ExpiryIndex
+		})
+		switch {
+		case i < 0:
+			msg = fmt.Sprintf("table %q has no expiry index %q", o.table, l.ExpiryIndex)
+		case schemaOf(t.GlobalSecondaryIndexes[i].KeySchema) != want:
+			msg = fmt.Sprintf("expiry index %q of table %q has key %s, and the layout wants %s",
+				l.ExpiryIndex, o.table, schemaOf(t.GlobalSecondaryIndexes[i].KeySchema), want)
+		}
+		if msg != "" {
+			problems = append(problems, problem{Kind: kindExpiryIndex, Error: msg,
+				Fix: fmt.Sprintf("The layout names the expiry index %q, which the table lacks or has with\n"+
+					"another key. Either leave out -expiry-index (and the app's Layout.ExpiryIndex), or\n"+
+					"add the index (a table update; it backfills in the background):", l.ExpiryIndex),
+				Command: expiryIndexCommand(table, l)})
+		}
+	}
+
+	strong := t.MultiRegionConsistency == types.MultiRegionConsistencyStrong
+	if len(t.Replicas) > 0 && !strong && !o.mrec {
+		problems = append(problems, problem{Kind: kindMREC,
+			Error: fmt.Sprintf("table %q is a global table in multi-Region eventual consistency (MREC), and -mrec is not given", o.table),
+			Fix: "The table is a global table in multi-Region eventual consistency (MREC). Set\n" +
+				"Config.MREC in the app (once every instance runs a release that knows it), and\n" +
+				"pass -mrec to this command, so that revocations are kept where no Region's write\n" +
+				"can undo them."})
+	}
+
+	switch {
+	case strong && !ttlOn:
+		problems = append(problems, problem{Kind: kindMRSCNoTTL,
+			Error: fmt.Sprintf("table %q is a global table in multi-Region strong consistency (MRSC), which has no TTL", o.table),
+			Fix: "A global table in multi-Region strong consistency (MRSC) cannot have TTL. Expired\n" +
+				"sessions are rejected all the same, but stay in the table: delete them with a\n" +
+				"scheduled sweep (hourly, say):",
+			Command: "ddbsession sweep -table " + table + layoutArgs(o)})
+	case !ttlOn:
+		p := problem{Kind: kindTTLOff,
+			Error: fmt.Sprintf("TTL is off on table %q", o.table),
+			Fix: "Expired sessions are rejected but stay in the table until TTL deletes them. Turn\n" +
+				"TTL on (it takes up to an hour to start); 'ddbsession sweep' deletes them meanwhile:",
+			Command: ttlCommand(table, l.TTLAttribute, true)}
 		if os.Getenv(endpointEnv) != "" {
 			p.Fix = "A local engine (dynalite, for one) may have no TTL at all: there, this is\n" +
 				"expected, and 'ddbsession sweep' cleans up. Against DynamoDB:\n" + p.Fix
 		}
-		p.Command = ttlCommand(table, l.TTLAttribute, true)
-	case strings.Contains(msg, "multi-Region eventual consistency"):
-		p.Kind = "mrec"
-		p.Fix = "The table is a global table in multi-Region eventual consistency (MREC). Set\n" +
-			"Config.MREC in the app (once every instance runs a release that knows it), and\n" +
-			"pass -mrec to this command, so that revocations are kept where no Region's write\n" +
-			"can undo them."
-	case strings.Contains(msg, "expiry index"):
-		p.Kind = "expiry-index"
-		p.Fix = fmt.Sprintf("The layout names the expiry index %q, which the table lacks or has with\n"+
-			"another key. Either leave out -expiry-index (and the app's Layout.ExpiryIndex), or\n"+
-			"add the index (a table update; it backfills in the background):", l.ExpiryIndex)
-		p.Command = expiryIndexCommand(table, l)
-	default:
-		p.Kind = "schema"
-		p.Fix = schemaFix(o, t)
+		problems = append(problems, p)
+	case ttlAttr != l.TTLAttribute:
+		problems = append(problems, problem{Kind: kindTTLAttribute,
+			Error: fmt.Sprintf("table %q has TTL on %q, and the layout keeps the expiry in %q", o.table, ttlAttr, l.TTLAttribute),
+			Fix: fmt.Sprintf("TTL is on %q, and a table has one TTL attribute. If the app's Layout.TTLAttribute\n"+
+				"is %q, pass -ttl-attribute %s here. Otherwise move TTL to %q: disable it, and\n"+
+				"enable it on %q once DynamoDB allows (it takes up to an hour, and allows no other\n"+
+				"TTL change meanwhile); items stay until then:", ttlAttr, ttlAttr, shellQuote(ttlAttr), l.TTLAttribute, l.TTLAttribute),
+			Command: ttlCommand(table, ttlAttr, false) + "\n    " + ttlCommand(table, l.TTLAttribute, true)})
 	}
-	return p
+	return problems
 }
 
 // ttlCommand is the aws command that enables or disables TTL on attr.
@@ -312,30 +425,18 @@ func expiryIndexCommand(table string, l item.Layout) string {
 		table, item.AttrExpiryBucket, shellQuote(l.TTLAttribute), shellQuote(string(spec)))
 }
 
-// schemaFix says how the layout could fit table t's key schema.
-func schemaFix(o *options, t *types.TableDescription) string {
-	keyTypes := map[string]types.ScalarAttributeType{}
-	for _, a := range t.AttributeDefinitions {
-		keyTypes[aws.ToString(a.AttributeName)] = a.AttributeType
-	}
-	var hash, rng string
-	for _, k := range t.KeySchema {
-		switch k.KeyType {
-		case types.KeyTypeHash:
-			hash = aws.ToString(k.AttributeName)
-		case types.KeyTypeRange:
-			rng = aws.ToString(k.AttributeName)
-		}
-	}
-	if keyTypes[hash] != types.ScalarAttributeTypeS || (rng != "" && keyTypes[rng] != types.ScalarAttributeTypeS) {
+// schemaFix says how the layout could fit a table of key got, whose key
+// attributes have types keyTypes.
+func schemaFix(got keySchema, keyTypes []types.ScalarAttributeType) string {
+	if slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }) {
 		return "ddbsession needs String (S) keys, and a table's keys cannot change: give the\n" +
 			"sessions a table of their own ('ddbsession table create -table NEW')."
 	}
-	flags := "-partition-key " + shellQuote(hash)
-	if rng == "" {
+	flags := "-partition-key " + shellQuote(got.hash)
+	if got.rng == "" {
 		flags += " -hash-only"
 	} else {
-		flags += " -sort-key " + shellQuote(rng)
+		flags += " -sort-key " + shellQuote(got.rng)
 	}
 	return "If the app's Config.Layout names these keys, pass the same here:\n  " + flags +
 		"\nIf it does not, the app fails on this table: give it the table its layout needs\n" +

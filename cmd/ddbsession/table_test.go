@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -154,6 +155,22 @@ func TestTableCheckGlobalTables(t *testing.T) {
 				t.Errorf("problems %+v: want kinds %v (-want +got:\n%s) and words %q", got.Problems, tc.kinds, diff, tc.says)
 			}
 		})
+	}
+}
+
+// A failure of the library's check is a failure (exit 1), told as
+// DynamoDB's, never a problem of the table's: here its read of the global
+// revocation item is refused, on a table whose TTL is off besides.
+func TestTableCheckFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.probe.getItemErr = &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}
+	for _, verb := range []string{"check", "create"} {
+		code, stdout, stderr := f.run("table", verb, "-json")
+		wantCode(t, code, exitFailure, stdout, stderr)
+		if stdout != "" || !strings.Contains(stderr, "the credentials may not do this (not authorized to perform: dynamodb:GetItem)") {
+			t.Errorf("table %s: stdout %q; stderr:\n%s", verb, stdout, stderr)
+		}
 	}
 }
 
