@@ -27,7 +27,9 @@ var countCommand = &command{
 that have at least one, by a parallel Scan of the whole table (-segments
 parts at once), paced on the read units DynamoDB reports (-max-rcu per
 second; 0: no limit). Sessions that RevokeAll or RevokeEveryone ended count
-until they expire: telling them apart would take a read of each user.
+until they expire: telling them apart would take a read of each user. A
+two-step login waiting for its second factor (a pending session) is not a
+session yet, and does not count.
 
 Cost: before it starts, it says what the scan will read, from
 DescribeTable's size of the table (which DynamoDB updates about every six
@@ -123,6 +125,11 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 				continue
 			}
 			s, _ := l.Decode(av, item.KindSession)
+			if s.Pending {
+				// A two-step login waiting for its second factor: no one
+				// is signed in by it, and RequireSession refuses it.
+				continue
+			}
 			live.Add(1)
 			mu.Lock()
 			users[s.UserPK+"\x00"+s.UserSK] = struct{}{}

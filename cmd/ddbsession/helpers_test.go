@@ -138,6 +138,18 @@ func (f *fixture) login(user ddbsession.UserKey, agent string) *http.Cookie {
 	return nil
 }
 
+// beginLogin starts a two-step login of user, as the app's first step
+// does, which leaves a pending session item (version 3) and no index item.
+func (f *fixture) beginLogin(user ddbsession.UserKey) {
+	f.t.Helper()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "https://app.test/login", nil)
+	r.Header.Set("User-Agent", firefox)
+	if err := f.app.BeginLogin(w, r, user, nil, "password"); err != nil {
+		f.t.Fatalf("BeginLogin: %v", err)
+	}
+}
+
 // valid reports whether the cookie's session is accepted, by a Manager of
 // the app that starts afresh (and so reads the global generation anew).
 func (f *fixture) valid(c *http.Cookie) bool {
