@@ -176,6 +176,16 @@ func (f *fixture) put(av map[string]types.AttributeValue) {
 	}
 }
 
+// item reads the item under key, strongly consistently; nil if none.
+func (f *fixture) item(key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	f.t.Helper()
+	out, err := f.engine.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &f.table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		f.t.Fatalf("GetItem: %v", err)
+	}
+	return out.Item
+}
+
 // keys returns the keys of every item in the table, as "pk|sk", sorted.
 func (f *fixture) keys() []string {
 	f.t.Helper()

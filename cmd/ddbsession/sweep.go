@@ -24,6 +24,7 @@ var sweepCommand = &command{
 	path:    "sweep",
 	summary: "delete expired session, index and scs items (TTL's work), paced",
 	help: `Deletes the expired items of the library's own kinds, as TTL would: session
+items (those of two-step logins waiting for their second factor included)
 and per-user index items, and scsstore's scs sessions and tombstones, once
 their TTL attribute is -grace in the past. For a table whose TTL is off or
 lagging (TTL deletes up to 48 hours late), and for global tables in
@@ -217,6 +218,9 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 	var expires time.Time
 	switch kind.Value {
 	case item.KindSession:
+		// Of every version the decoder knows: a session, a device-bound
+		// one, and a two-step login's pending one, which TTL deletes
+		// alike. A later version fails to decode, and stays.
 		s, err := l.Decode(av, item.KindSession)
 		if err != nil || !strings.HasPrefix(pk.Value, l.SessionPrefix) {
 			return sweepable{}, false

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
@@ -48,9 +50,9 @@ func (f *fixture) scsItem(expires time.Time, tombstone bool) string {
 }
 
 // sweep deletes the expired items of the library's kinds and nothing
-// else: not user items, state items, the global item, an item of a
-// version it does not know, or one under another kind's key, whatever
-// their TTL attribute says.
+// else: not user items, state items (a session limit's included), the
+// global item, an item of a version it does not know, or one under
+// another kind's key, whatever their TTL attribute says.
 func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -77,14 +79,30 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.set(layout.StateKey(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	// A state item with the sessions a session limit counts (liveSessions).
+	limited, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, MaxSessions: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dave := f.user("dave")
+	if err := limited.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "https://app.test/login", nil), dave, nil); err != nil {
+		t.Fatal(err)
+	}
+	daveState := f.item(layout.StateKey(dave.PK, dave.SK))
+	if _, ok := daveState[item.AttrStateSessions].(*types.AttributeValueMemberM); !ok || daveState[item.AttrKind].(*types.AttributeValueMemberS).Value != item.KindState {
+		t.Fatalf("the session limit's state item: %v", daveState)
+	}
+	f.set(layout.StateKey(dave.PK, dave.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
 	if err := mrec.RevokeEveryone(context.Background()); err != nil { // writes the global item
 		t.Fatal(err)
 	}
 	f.set(layout.GlobalKey(), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	// Version 4 is no version the decoder knows (3 is a pending login's
+	// session item: TestSweepDeletesExpiredPendingLogins).
 	future := f.expiredSession(carol, now.Add(-time.Hour), "a release from the future")
 	for _, k := range future {
 		pk, sk, _ := strings.Cut(k, "|")
-		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(3)})
+		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(4)})
 	}
 	app := map[string]types.AttributeValue{"pk": item.Str("ORDER#1"), "sk": item.Str("SESSION"), "kind": item.Str("session"), "expiresAt": past}
 	f.put(app)
@@ -278,6 +296,59 @@ func TestSweepRacingRefresh(t *testing.T) {
 	list, err := f.app.List(context.Background(), alice)
 	if err != nil || len(list) != 1 {
 		t.Errorf("List after the sweep: %v, %v; want the refreshed session", list, err)
+	}
+}
+
+// A pending two-step login's session item (version 3, with no index
+// item) is a session item of the library's, which TTL deletes: the sweep
+// keeps it while it is pending, and deletes it once expired.
+func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	alice, bob := f.user("alice"), f.user("bob")
+	signedIn := f.login(alice, firefox)
+	f.beginLogin(alice)
+	f.beginLogin(bob)
+	out, err := f.engine.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName: &f.table, FilterExpression: aws.String("v = :pending"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": item.Num(item.VersionPending)},
+	})
+	if err != nil || len(out.Items) != 2 {
+		t.Fatalf("pending session items: %d, %v; want 2", len(out.Items), err)
+	}
+	var pending []string
+	for _, av := range out.Items {
+		pending = append(pending, keyString(av))
+	}
+	before := f.keys()
+
+	// Config.PendingLifetime is 5 minutes, and -grace 5 minutes: a minute
+	// on they are pending still, 20 minutes on long expired. The signed-in
+	// session lives a day.
+	for _, tc := range []struct {
+		after   time.Duration
+		deleted int64
+		left    []string
+	}{
+		{time.Minute, 0, before},
+		{20 * time.Minute, 2, slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(pending, k) })},
+	} {
+		f.clock = newFakeClock(now.Add(tc.after))
+		code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+		wantCode(t, code, exitOK, stdout, stderr)
+		var got sweepReport
+		decode(t, stdout, &got)
+		byKind := map[string]int64{item.KindSession: tc.deleted, item.KindIndex: 0, item.KindSCS: 0, item.KindSCSDestroyed: 0}
+		if got.Expired != tc.deleted || got.Deleted != tc.deleted || got.Kept != 0 || !maps.Equal(got.DeletedByKind, byKind) {
+			t.Errorf("sweep %v on: %+v; want %d pending session items deleted", tc.after, got, tc.deleted)
+		}
+		if diff := cmp.Diff(tc.left, f.keys()); diff != "" {
+			t.Errorf("sweep %v on: items left (-want +got):\n%s", tc.after, diff)
+		}
+	}
+	if !f.valid(signedIn) {
+		t.Error("the signed-in session did not survive the sweep")
 	}
 }
 
