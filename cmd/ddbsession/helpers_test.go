@@ -120,13 +120,14 @@ func (f *fixture) user(name string) ddbsession.UserKey {
 	return key
 }
 
-// login signs user in from a browser of agent, and returns the cookie.
-func (f *fixture) login(user ddbsession.UserKey, agent string) *http.Cookie {
+// login signs user in from a browser of agent, having proved themselves
+// by methods, and returns the cookie.
+func (f *fixture) login(user ddbsession.UserKey, agent string, methods ...string) *http.Cookie {
 	f.t.Helper()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://app.test/login", nil)
 	r.Header.Set("User-Agent", agent)
-	if err := f.app.Login(w, r, user, nil); err != nil {
+	if err := f.app.Login(w, r, user, nil, methods...); err != nil {
 		f.t.Fatalf("Login: %v", err)
 	}
 	for _, c := range w.Result().Cookies() {

@@ -36,10 +36,12 @@ sort key, and users in the table (the library's default LoadUser).
 ` + userHelp + `
 
 Output: a table of ID, DEVICE (the User-Agent), CREATED, LAST REFRESHED,
-EXPIRES (UTC) and BOUND (device-bound, DBSC). With -json: {"user": {"pk",
-"sk"}, "sessions": [{"id", "userAgent", "createdAt", "refreshedAt",
-"expiresAt", "deviceBound"}]}, times in RFC 3339. Exits 3 if the user has no
-item in the table.
+EXPIRES (UTC), METHODS (how the user proved themselves at the login or
+re-authentication that made the session, in the app's names, such as
+password,otp; - for none recorded) and BOUND (device-bound, DBSC). With
+-json: {"user": {"pk", "sk"}, "sessions": [{"id", "userAgent", "createdAt",
+"refreshedAt", "expiresAt", "methods" (a list, [] for none), "deviceBound"}]},
+times in RFC 3339. Exits 3 if the user has no item in the table.
 
 Example:
   ddbsession sessions list -table app USER#alice -sk PROFILE`,
@@ -127,7 +129,11 @@ type sessionJSON struct {
 	CreatedAt   time.Time `json:"createdAt"`
 	RefreshedAt time.Time `json:"refreshedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
-	DeviceBound bool      `json:"deviceBound"`
+	// Methods are Session.Methods: how the user proved themselves for the
+	// session. [] when none are recorded (a session of a release before
+	// them, or a login that named none), never null.
+	Methods     []string `json:"methods"`
+	DeviceBound bool     `json:"deviceBound"`
 }
 
 type listJSON struct {
@@ -166,7 +172,7 @@ func runSessionsList(ctx context.Context, e *env, c *command, o *options, args [
 	for _, s := range list {
 		out.Sessions = append(out.Sessions, sessionJSON{
 			ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
-			ExpiresAt: s.ExpiresAt.UTC(), DeviceBound: s.DeviceBound,
+			ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
 		})
 	}
 	if o.json {
@@ -187,9 +193,13 @@ func runSessionsList(ctx context.Context, e *env, c *command, o *options, args [
 		if terminal {
 			device = truncate(device, deviceWidth)
 		}
-		rows = append(rows, []string{s.ID, device, showTime(s.CreatedAt), showTime(s.RefreshedAt), showTime(s.ExpiresAt), yesNo(s.DeviceBound)})
+		methods := strings.Join(s.Methods, ",")
+		if methods == "" {
+			methods = "-"
+		}
+		rows = append(rows, []string{s.ID, device, showTime(s.CreatedAt), showTime(s.RefreshedAt), showTime(s.ExpiresAt), methods, yesNo(s.DeviceBound)})
 	}
-	writeTable(e.stdout, []string{"ID", "DEVICE", "CREATED", "LAST REFRESHED", "EXPIRES", "BOUND"}, rows)
+	writeTable(e.stdout, []string{"ID", "DEVICE", "CREATED", "LAST REFRESHED", "EXPIRES", "METHODS", "BOUND"}, rows)
 	return exitOK
 }
 

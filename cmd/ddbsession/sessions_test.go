@@ -35,6 +35,7 @@ func (f *fixture) boundSession(user ddbsession.UserKey) string {
 	s := item.Session{
 		ID: item.NewID(now), UserPK: user.PK, UserSK: user.SK, CreatedAt: now, RefreshedAt: now,
 		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "Chrome/145", Gen: cutoff, HasGen: true, DeviceBound: true,
+		AuthAt: now, Methods: []string{"passkey"},
 		Binding: item.Binding{Key: `{"kty":"EC"}`, Cookies: [2]item.BoundCookie{{Digest: item.Digest("bound"), Expires: now.Add(10 * time.Minute)}}},
 	}
 	pk := layout.SessionPK(item.NewToken())
@@ -43,14 +44,15 @@ func (f *fixture) boundSession(user ddbsession.UserKey) string {
 	return s.ID
 }
 
-// sessions list shows what Manager.List returns, in a table and in JSON;
-// an unknown user is not found, a user without sessions has none.
+// sessions list shows what Manager.List returns, in a table and in JSON,
+// how each session's user proved themselves included; an unknown user is
+// not found, a user without sessions has none.
 func TestSessionsList(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	alice, bob := f.user("alice"), f.user("bob")
-	f.login(alice, firefox)
-	f.login(alice, curl)
+	f.login(alice, firefox, "password", "otp")
+	f.login(alice, curl) // a login that names no methods
 	bound := f.boundSession(alice)
 	f.expiredSession(alice, time.Now().Add(-time.Hour), "an expired one")
 
@@ -62,7 +64,7 @@ func TestSessionsList(t *testing.T) {
 	for _, s := range list {
 		want.Sessions = append(want.Sessions, sessionJSON{
 			ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
-			ExpiresAt: s.ExpiresAt.UTC(), DeviceBound: s.DeviceBound,
+			ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
 		})
 	}
 	code, stdout, stderr := f.run("sessions", "list", "-json", alice.PK, "-sk", alice.SK)
@@ -75,6 +77,12 @@ func TestSessionsList(t *testing.T) {
 	if got.Sessions[0].ID != bound || !got.Sessions[0].DeviceBound || got.Sessions[1].DeviceBound {
 		t.Errorf("the bound session, newest, is not listed bound first: %+v", got.Sessions)
 	}
+	if diff := cmp.Diff([][]string{{"passkey"}, {}, {"password", "otp"}}, [][]string{got.Sessions[0].Methods, got.Sessions[1].Methods, got.Sessions[2].Methods}); diff != "" {
+		t.Errorf("the sessions' methods, newest first (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(stdout, `"methods": []`) {
+		t.Errorf("a session without methods does not have \"methods\": []:\n%s", stdout)
+	}
 
 	for _, terminal := range []bool{false, true} {
 		f.terminal = terminal
@@ -82,7 +90,7 @@ func TestSessionsList(t *testing.T) {
 		wantCode(t, code, exitOK, stdout, stderr)
 		lines := strings.Split(strings.TrimSpace(stdout), "\n")
 		header := strings.Fields(lines[0])
-		if diff := cmp.Diff([]string{"ID", "DEVICE", "CREATED", "LAST", "REFRESHED", "EXPIRES", "BOUND"}, header); diff != "" || len(lines) != 4 {
+		if diff := cmp.Diff([]string{"ID", "DEVICE", "CREATED", "LAST", "REFRESHED", "EXPIRES", "METHODS", "BOUND"}, header); diff != "" || len(lines) != 4 {
 			t.Fatalf("terminal %v: the table:\n%s", terminal, stdout)
 		}
 		if !strings.HasPrefix(lines[1], bound) || !strings.HasSuffix(lines[1], "yes") || !strings.HasSuffix(lines[2], "no") {
@@ -94,6 +102,18 @@ func TestSessionsList(t *testing.T) {
 			if r := []rune(l); len(r) < at || strings.TrimSpace(string(r[at:])) == "" || r[at-1] != ' ' {
 				t.Errorf("terminal %v: row not aligned with the header:\n%s\n%s", terminal, lines[0], l)
 			}
+		}
+		// METHODS, newest first: the bound session's, the login's without
+		// any, the one with a password and a code.
+		at = strings.Index(lines[0], "METHODS")
+		var methods []string
+		for _, l := range lines[1:] {
+			if r := []rune(l); len(r) > at && r[at-1] == ' ' {
+				methods = append(methods, strings.Fields(string(r[at:]))[0])
+			}
+		}
+		if diff := cmp.Diff([]string{"passkey", "-", "password,otp"}, methods); diff != "" {
+			t.Errorf("terminal %v: the METHODS column (-want +got):\n%s\n%s", terminal, diff, stdout)
 		}
 		if cut := strings.Contains(stdout, "…"); cut != terminal || strings.Contains(stdout, firefox) == terminal {
 			t.Errorf("terminal %v: the device column is cut %v:\n%s", terminal, cut, stdout)
