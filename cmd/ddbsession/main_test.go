@@ -59,6 +59,13 @@ func TestUsageErrors(t *testing.T) {
 		{"no ID", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "USER#alice"}, "missing ID"},
 		{"extra argument", []string{"sessions", "revoke-all", "-table", "app", "-sk", "PROFILE", "USER#alice", "USER#bob"}, `unexpected argument "USER#bob"`},
 		{"no -sk", []string{"sessions", "list", "-table", "app", "USER#alice"}, "add -sk"},
+		// The user keys that List, Revoke and RevokeAll refuse: the
+		// command's own check comes first, and calls nothing.
+		{"empty USER to list", []string{"sessions", "list", "-table", "app", "-sk", "PROFILE", ""}, "USER is empty"},
+		{"empty USER to revoke", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "", "019a2b3c4d5e8f0e1d2c3b4a59687766"}, "USER is empty"},
+		{"empty USER to revoke-all", []string{"sessions", "revoke-all", "-table", "app", "-sk", "PROFILE", ""}, "USER is empty"},
+		{"empty -sk", []string{"sessions", "revoke-all", "-table", "app", "-sk", "", "USER#alice"}, "add -sk"},
+		{"empty ID", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "USER#alice", ""}, "ID is empty"},
 		{"-sk in a hash-only table", []string{"sessions", "revoke-all", "-table", "app", "-hash-only", "-sk", "PROFILE", "USER#alice"}, "-sk is set"},
 		{"list in a hash-only table", []string{"sessions", "list", "-table", "app", "-hash-only", "USER#alice"}, "no per-user index"},
 		{"bad layout", []string{"table", "check", "-table", "app", "-partition-key", "sk"}, "-partition-key and -sort-key are both"},

@@ -132,7 +132,7 @@ func TestSessionsList(t *testing.T) {
 }
 
 // sessions revoke ends one session, and only that one; an ID that is not
-// the user's is not found.
+// the user's, or that is no session ID at all, is not found.
 func TestSessionsRevoke(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -165,6 +165,9 @@ func TestSessionsRevoke(t *testing.T) {
 	if !f.valid(bobs) {
 		t.Error("bob's session ended by a revoke for alice")
 	}
+	// Revoke answers a malformed ID as an unknown one, before any read.
+	code, stdout, stderr = f.run("sessions", "revoke", alice.PK, "-sk", alice.SK, "not-a-session-id")
+	wantCode(t, code, exitNotFound, stdout, stderr)
 }
 
 // sessions revoke-all ends every session of one user; an unknown user is
