@@ -56,14 +56,18 @@ type Layout struct {
 // DecodeSession reads a session item of this layout, as a table, a backup
 // or a stream record holds it, through the package's own decoder. It
 // returns an error for an item of another kind (an index item, the app's
-// own) and for a session item in a format this release cannot read. The
-// ddbstream module decodes TTL deletions with it.
+// own, a two-step login's pending item, which is no session yet) and for a
+// session item in a format this release cannot read. The ddbstream module
+// decodes TTL deletions with it.
 func (l Layout) DecodeSession(av map[string]types.AttributeValue) (Session, error) {
 	layout, err := item.Layout(l).WithDefaults()
 	if err != nil {
 		return Session{}, fmt.Errorf("ddbsession: %w", err)
 	}
 	s, err := layout.Decode(av, item.KindSession)
+	if err == nil && s.Pending {
+		err = fmt.Errorf("%w: a login waiting for its second factor", item.ErrOtherKind)
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("ddbsession: decode session item: %w", err)
 	}

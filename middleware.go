@@ -46,11 +46,10 @@ func (m *Manager[U]) guard(next http.Handler, required bool) http.Handler {
 			addVary(w.Header(), "Authorization")
 		}
 		st := new(requestState[U])
-		s, bearer, err := m.authenticate(w, r, &st.user)
+		bearer, err := m.authenticate(w, r, &st.user, &st.sessionState)
 		switch {
 		case err == nil:
 			private(w.Header())
-			st.session = s
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey[U]{m}, st)))
 		case errors.Is(err, ErrNoSession) && !required:
 			next.ServeHTTP(w, r)
@@ -61,22 +60,23 @@ func (m *Manager[U]) guard(next http.Handler, required bool) http.Handler {
 }
 
 // authenticate checks the request's session, decoding its user into user,
-// refreshes it when due, and clears the cookie of a session that is not
-// valid. It reports whether the credential was a bearer token.
-func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any) (_ Session, bearer bool, err error) {
+// puts the session in st, refreshes it when due, and clears the cookie of a
+// session that is not valid. It reports whether the credential was a bearer
+// token.
+func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st *sessionState) (bearer bool, err error) {
 	cred, bearer, present, err := c.cookies.credential(r)
 	if err != nil {
-		return Session{}, bearer, err
+		return bearer, err
 	}
 	if cred.Token == "" {
 		if !present {
-			return Session{}, bearer, ErrNoSession
+			return bearer, ErrNoSession
 		}
 		if !bearer {
 			c.cookies.clear(w)
 		}
 		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonMalformed})
-		return Session{}, bearer, rejected(ReasonMalformed)
+		return bearer, rejected(ReasonMalformed)
 	}
 	ctx, cancel := c.storeContext(r.Context())
 	defer cancel()
@@ -90,14 +90,14 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any) (_
 		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: reasonOf(err), SessionID: s.ID, User: userOf(s)})
 	}
 	if err != nil {
-		return Session{}, bearer, err
+		return bearer, err
 	}
 	if s.DeviceBound && (bearer || !c.binding.validCookie(r, s, now)) {
 		// The session cookie stays: the device's browser refreshes its
 		// bound cookie before it sends a request without one, so this is
 		// most likely a copy, and the session is not the copy's to end.
 		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonNotBound, SessionID: s.ID, User: userOf(s)})
-		return Session{}, bearer, rejected(ReasonNotBound)
+		return bearer, rejected(ReasonNotBound)
 	}
 	if next, ok := c.refresh.start(ctx, sessionPK, s, now); ok {
 		s = next
@@ -107,7 +107,8 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any) (_
 			c.cookies.set(w, cred.Token, s, now)
 		}
 	}
-	return sessionOf(s), bearer, nil
+	*st = sessionState{session: sessionOf(s), key: sessionPK, dataRev: s.DataRev}
+	return bearer, nil
 }
 
 // mayArrive reports whether a session rejected for reason may still be
@@ -369,8 +370,15 @@ type ctxKey[U any] struct{ m *Manager[U] }
 
 // requestState is what the middleware puts in the request context.
 type requestState[U any] struct {
+	sessionState
+	user U
+}
+
+// sessionState is the request's session, and what UpdateData needs of it.
+type sessionState struct {
 	session Session
-	user    U
+	key     string // the session item's partition key; "" from NewContext
+	dataRev int64  // item.Session.DataRev as read
 }
 
 // User returns the signed-in user that [Manager.RequireSession] or
@@ -402,7 +410,7 @@ func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
 //	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
 //	handler.ServeHTTP(w, r)
 func (m *Manager[U]) NewContext(ctx context.Context, s Session, u U) context.Context {
-	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{session: s, user: u})
+	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{sessionState: sessionState{session: s}, user: u})
 }
 
 // Wait waits until the session refreshes that requests have started are

@@ -1,6 +1,7 @@
 package ddbsession
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -44,6 +45,10 @@ type Session struct {
 	//	fresh := time.Since(s.AuthenticatedAt) < 10*time.Minute && slices.Contains(s.Methods, "otp")
 	AuthenticatedAt time.Time
 	Methods         []string
+	// Data is the app's value of the session, as JSON, read with the
+	// session and written by [Manager.UpdateData]; nil for none. List and
+	// Expiring leave it out: it lives in the session item alone.
+	Data json.RawMessage
 	// DeviceBound says that the session is bound to a key on its device
 	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
 	DeviceBound bool
@@ -125,7 +130,16 @@ func sessionOf(s item.Session) Session {
 
 		AuthenticatedAt: s.AuthAt,
 		Methods:         s.Methods,
+		Data:            dataOf(s.Data),
 	}
+}
+
+// dataOf is an item's data as the Session holds it: nil for none.
+func dataOf(data string) json.RawMessage {
+	if data == "" {
+		return nil
+	}
+	return json.RawMessage(data)
 }
 
 // userOf is the key of the user a decoded session belongs to.
@@ -136,6 +150,7 @@ type lifetimes struct {
 	idle     time.Duration // Config.IdleTimeout
 	refresh  time.Duration // Config.RefreshInterval
 	absolute time.Duration // Config.AbsoluteLifetime
+	pending  time.Duration // Config.PendingLifetime: a two-step login's wait for its second step
 }
 
 // newSession returns a session for user created at now. Times are stored

@@ -2,10 +2,15 @@ package ddbsession_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -62,5 +67,203 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 	e.clock.Advance(70 * time.Second) // 90m0.25s: past created+90m
 	if got := e.status(cookie); got != http.StatusUnauthorized {
 		t.Errorf("past the absolute lifetime: status %d, want 401", got)
+	}
+}
+
+// counter is session data that tests change.
+type counter struct {
+	N int `json:"n"`
+}
+
+// increment is an UpdateData update that adds one to a counter.
+func increment(old json.RawMessage) (any, error) {
+	var c counter
+	if old != nil {
+		if err := json.Unmarshal(old, &c); err != nil {
+			return nil, err
+		}
+	}
+	c.N++
+	return c, nil
+}
+
+// dataIn returns the session data that a request carrying c reads.
+func (e *env) dataIn(c *http.Cookie) string {
+	e.t.Helper()
+	var data string
+	e.inRequest(c, func(ctx context.Context) {
+		s, _ := e.m.Session(ctx)
+		data = string(s.Data)
+	})
+	return data
+}
+
+// Session data comes with the session at no extra call, is written only
+// when it changes, with one conditional UpdateItem, and is bounded so that
+// the session item stays within one read unit.
+func TestSessionData(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	c := e.login(e.putUser("alice"))
+	if got := e.dataIn(c); got != "" {
+		t.Errorf("a new session's data = %q, want none", got)
+	}
+	p.reset()
+	e.inRequest(c, func(ctx context.Context) {
+		if err := e.m.UpdateData(ctx, increment); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.m.UpdateData(ctx, increment); err != nil { // starts from the first's write
+			t.Fatal(err)
+		}
+		if err := e.m.UpdateData(ctx, func(old json.RawMessage) (any, error) { return old, nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got := p.count("UpdateItem"); got != 2 {
+		t.Errorf("two changes and one non-change made %d UpdateItems, want 2", got)
+	}
+	p.reset()
+	if got := e.dataIn(c); got != `{"n":2}` {
+		t.Errorf("data = %q, want {\"n\":2}", got)
+	}
+	if p.total() != 1 {
+		t.Errorf("reading the data made %v, want the session's one BatchGetItem", p.calls)
+	}
+
+	p.reset()
+	e.inRequest(c, func(ctx context.Context) {
+		full := json.RawMessage(`"` + strings.Repeat("x", 2046) + `"`) // 2048 bytes
+		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return full, nil }); err != nil {
+			t.Errorf("2048 bytes of data: %v", err)
+		}
+		over := json.RawMessage(`"` + strings.Repeat("x", 2047) + `"`)
+		err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return over, nil })
+		if want := "2049 bytes of JSON, more than the 2048 that keep the session item within one read unit (4 KB)"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("2049 bytes of data: %v, want it refused saying %q", err, want)
+		}
+		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return json.RawMessage("{"), nil }); err == nil {
+			t.Error("data that is not JSON was written")
+		}
+	})
+	if got := p.count("UpdateItem"); got != 1 {
+		t.Errorf("refused data made writes: %d UpdateItems, want the one of 2048 bytes", got)
+	}
+	e.inRequest(c, func(ctx context.Context) {
+		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got := e.dataIn(c); got != "" {
+		t.Errorf("data after removing it = %q", got)
+	}
+	if err := e.m.UpdateData(context.Background(), increment); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("UpdateData outside a request: %v, want ErrNoSession", err)
+	}
+}
+
+// Two requests of one session, on two instances, change its data at once:
+// the second writer's condition fails, it reads again and applies its
+// change to the first's, so neither is lost. A write whose answer was lost
+// and whose retry met its own result counts once.
+func TestSessionDataRacingWriters(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	other := primed(t, e.cfg)
+	c := e.login(e.putUser("alice"))
+	h := func(m *ddbsession.Manager[User], during func()) http.Handler {
+		return m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if during != nil {
+				during()
+			}
+			if err := m.UpdateData(r.Context(), increment); err != nil {
+				t.Error(err)
+			}
+		}))
+	}
+	// The first request has read the session (no data) when the second
+	// runs to the end; then the first writes.
+	e.get(h(e.m, func() { e.get(h(other, nil), c) }), c)
+	if got := e.dataIn(c); got != `{"n":2}` {
+		t.Errorf("data after two racing increments = %q, want {\"n\":2}", got)
+	}
+
+	lost := answerApplied(p, "UpdateItem", 1, nil, &types.ConditionalCheckFailedException{Message: aws.String("the retry met its own write")})
+	e.get(h(e.m, nil), c)
+	if lost() != 1 {
+		t.Fatal("no answer was lost")
+	}
+	if got := e.dataIn(c); got != `{"n":3}` {
+		t.Errorf("data after an increment whose answer was lost = %q, want {\"n\":3}", got)
+	}
+}
+
+// Data is never written into a session that ended meanwhile; Check's
+// session takes data through NewContext too.
+func TestSessionDataOfEndedAndCheckedSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	c := e.login(alice)
+	var err error
+	e.inRequest(c, func(ctx context.Context) {
+		if lerr := e.m.Logout(newRecorder(), newRequest(c)); lerr != nil {
+			t.Fatal(lerr)
+		}
+		err = e.m.UpdateData(ctx, increment)
+	})
+	if !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("UpdateData of a session logged out meanwhile: %v, want ErrNoSession", err)
+	}
+	for _, item := range e.scanAll() {
+		if attrText(item["kind"]) == "S:session" {
+			t.Errorf("the logged-out session is back: %s", itemText(item))
+		}
+	}
+
+	token, _, err := e.m.LoginBearer(newRequest(), alice, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, u, err := e.m.Check(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.UpdateData(e.m.NewContext(context.Background(), s, u), increment); err != nil {
+		t.Fatalf("UpdateData through Check and NewContext: %v", err)
+	}
+	if s, _, _ := e.m.Check(context.Background(), token); string(s.Data) != `{"n":1}` {
+		t.Errorf("Check's data = %q, want {\"n\":1}", s.Data)
+	}
+}
+
+// Re-authentication hands the data on; a login of another user, or after
+// a RevokeAll, starts without it.
+func TestSessionDataAcrossRotation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice, bob := e.putUser("alice"), e.putUser("bob")
+	c := e.login(alice)
+	e.inRequest(c, func(ctx context.Context) {
+		if err := e.m.UpdateData(ctx, increment); err != nil {
+			t.Fatal(err)
+		}
+	})
+	again := e.login(alice, c)
+	if got := e.dataIn(again); got != `{"n":1}` {
+		t.Errorf("data after re-authenticating = %q, want it handed on", got)
+	}
+	if got := e.dataIn(e.login(bob, again)); got != "" {
+		t.Errorf("another user's login carrying alice's session has data %q", got)
+	}
+	c = e.login(alice)
+	e.inRequest(c, func(ctx context.Context) { e.m.UpdateData(ctx, increment) })
+	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.dataIn(e.login(alice, c)); got != "" {
+		t.Errorf("a login after RevokeAll carrying the revoked session has data %q", got)
 	}
 }

@@ -203,20 +203,36 @@ func (h *Handler) Decode(image map[string]events.DynamoDBAttributeValue) (ddbses
 }
 
 // attributes converts a stream image to the SDK's attribute values, which
-// the decoder reads. It carries Strings and Numbers, the only types the
-// format uses; an attribute of another type becomes NULL, so that the
+// the decoder reads. It carries Strings, Numbers, Binaries, Lists and Maps;
+// an attribute of a type the format does not use becomes NULL, so that the
 // decoder reports it as mistyped rather than missing.
 func attributes(image map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
 	av := make(map[string]types.AttributeValue, len(image))
 	for name, v := range image {
-		switch v.DataType() {
-		case events.DataTypeString:
-			av[name] = &types.AttributeValueMemberS{Value: v.String()}
-		case events.DataTypeNumber:
-			av[name] = &types.AttributeValueMemberN{Value: v.Number()}
-		default:
-			av[name] = &types.AttributeValueMemberNULL{Value: true}
-		}
+		av[name] = attribute(v)
 	}
 	return av
+}
+
+// attribute converts one stream attribute value, Lists and Maps within
+// too (a session's methods are a List). Types the format does not use
+// become NULL, which its decoder rejects where a value is required.
+func attribute(v events.DynamoDBAttributeValue) types.AttributeValue {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}
+	case events.DataTypeList:
+		l := make([]types.AttributeValue, len(v.List()))
+		for i, e := range v.List() {
+			l[i] = attribute(e)
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	case events.DataTypeMap:
+		return &types.AttributeValueMemberM{Value: attributes(v.Map())}
+	}
+	return &types.AttributeValueMemberNULL{Value: true}
 }

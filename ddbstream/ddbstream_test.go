@@ -25,8 +25,8 @@ import (
 const ttlIdentity = `{"type": "Service", "principalId": "dynamodb.amazonaws.com"}`
 
 // sessionImage is a session item as ddbsession writes it: signed in at
-// 2026-11-30T12:00:00.250Z, refreshed ten minutes later, expiring an hour
-// after that.
+// 2026-11-30T12:00:00.250Z with a password and a one-time code, refreshed
+// ten minutes later, expiring an hour after that, with the app's data.
 const sessionImage = `{
 	"pk": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"},
 	"sk": {"S": "SESSION"},
@@ -38,7 +38,11 @@ const sessionImage = `{
 	"createdAt": {"N": "1796040000250"},
 	"refreshedAt": {"N": "1796040600250"},
 	"expiresAt": {"N": "1796044200"},
-	"userAgent": {"S": "test-agent/1.0"}
+	"userAgent": {"S": "test-agent/1.0"},
+	"authAt": {"N": "1796040000250"},
+	"methods": {"L": [{"S": "password"}, {"S": "otp"}]},
+	"appData": {"S": "{\"cart\":3}"},
+	"dataRev": {"N": "4242"}
 }`
 
 // wantSession is sessionImage decoded.
@@ -49,6 +53,10 @@ var wantSession = ddbsession.Session{
 	RefreshedAt: time.Date(2026, 11, 30, 12, 10, 0, 250_000_000, time.UTC),
 	ExpiresAt:   time.Date(2026, 11, 30, 13, 10, 0, 0, time.UTC),
 	UserAgent:   "test-agent/1.0",
+
+	AuthenticatedAt: time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC),
+	Methods:         []string{"password", "otp"},
+	Data:            json.RawMessage(`{"cart":3}`),
 }
 
 // indexImage is the per-user index item that accompanies sessionImage.
@@ -231,6 +239,7 @@ func TestHandler(t *testing.T) {
 			wantCalls: []ddbsession.Session{{
 				ID: wantSession.ID, User: ddbsession.UserKey{PK: "USER#alice"},
 				CreatedAt: wantSession.CreatedAt, RefreshedAt: wantSession.RefreshedAt, ExpiresAt: wantSession.ExpiresAt,
+				AuthenticatedAt: wantSession.AuthenticatedAt, Methods: wantSession.Methods, Data: wantSession.Data,
 			}},
 		},
 		{
@@ -314,9 +323,16 @@ func TestHandler(t *testing.T) {
 		{
 			name: "malformed session item: unknown format version",
 			records: func(t *testing.T) []rec {
-				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "3"}`}), "100")}
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "4"}`}), "100")}
 			},
-			wantLog: "format version 3",
+			wantLog: "format version 4",
+		},
+		{
+			name: "a two-step login that expired waiting for its second factor (format version 3) is no session",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "3"}`, "attempts": `{"N": "2"}`}), "100")}
+			},
+			wantNoLog: true,
 		},
 		{
 			name: "malformed session item: no session ID",

@@ -2,9 +2,11 @@ package ddbstream_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -155,7 +157,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("POST", "https://example.test/login", nil)
 			r.Header.Set("User-Agent", "test-agent/1.0")
-			if err := m.Login(w, r, tt.user, nil); err != nil {
+			if err := m.Login(w, r, tt.user, nil, "password"); err != nil {
 				t.Fatalf("Login: %v", err)
 			}
 			var token string
@@ -164,6 +166,16 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 					token = c.Value
 				}
 			}
+			// The app keeps data in the session, which the clean-up gets:
+			// the seed's side effects on expiry.
+			set := m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := m.UpdateData(r.Context(), func(json.RawMessage) (any, error) { return map[string]int{"cart": 3}, nil }); err != nil {
+					t.Errorf("UpdateData: %v", err)
+				}
+			}))
+			r = httptest.NewRequest("GET", "https://example.test/cart", nil)
+			r.AddCookie(&http.Cookie{Name: "__Host-session", Value: token})
+			set.ServeHTTP(httptest.NewRecorder(), r)
 			live, _, err := m.Check(ctx, token)
 			if err != nil {
 				t.Fatalf("Check of the new session: %v", err)
@@ -210,6 +222,10 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 				RefreshedAt: now.Truncate(time.Millisecond),
 				ExpiresAt:   now.Add(idle).Truncate(time.Second),
 				UserAgent:   "test-agent/1.0",
+
+				AuthenticatedAt: now.Truncate(time.Millisecond),
+				Methods:         []string{"password"},
+				Data:            json.RawMessage(`{"cart":3}`),
 			}
 			if len(calls) == 1 {
 				want.ID = calls[0].ID

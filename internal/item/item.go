@@ -81,8 +81,8 @@ const (
 	// AttrAttempts counts a pending session's second-factor attempts.
 	AttrAttempts = "attempts"
 	// AttrAppData is the app's data of the session, JSON text, and
-	// AttrDataRev counts its writes, for the next one's condition. Session
-	// items only.
+	// AttrDataRev its revision, a random number new with each write, for
+	// the next one's condition. Session items only.
 	AttrAppData = "appData"
 	AttrDataRev = "dataRev"
 
@@ -244,8 +244,8 @@ type Session struct {
 	// [VersionPending], and Attempts counts its second-factor attempts.
 	Pending  bool
 	Attempts int64
-	// Data is the app's data, JSON text, and DataRev counts its writes.
-	// Session items only.
+	// Data is the app's data, JSON text, and DataRev its revision, random
+	// and new with each write (0: never written). Session items only.
 	Data    string
 	DataRev int64
 	// DeviceBound marks a session bound to a device key (DBSC), stored as
@@ -435,6 +435,8 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	}
 	if s.Data != "" {
 		av[AttrAppData] = Str(s.Data)
+	}
+	if s.DataRev != 0 {
 		av[AttrDataRev] = Num(s.DataRev)
 	}
 	if s.Binding.Key != "" {
@@ -521,7 +523,8 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 		if _, present := av[AttrAttempts]; present {
 			s.Attempts = d.num(AttrAttempts)
 		}
-		if s.Data = d.str(AttrAppData, false); s.Data != "" {
+		s.Data = d.str(AttrAppData, false)
+		if _, present := av[AttrDataRev]; present {
 			s.DataRev = d.num(AttrDataRev)
 		}
 		d.dbsc(&s)

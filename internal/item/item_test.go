@@ -228,3 +228,61 @@ func TestDecodeState(t *testing.T) {
 		t.Error("Ends does not hold a session ended until its time, and no longer")
 	}
 }
+
+// itemSize is an item's size as DynamoDB bills it: each attribute's name
+// and value, a String's UTF-8 bytes, a Number's digits over two and one,
+// a List's or Map's three bytes and one per element.
+func itemSize(av map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range av {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return (len(strings.TrimLeft(v.Value, "-0"))+1)/2 + 1
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		return 3 + itemSize(v.Value) + len(v.Value)
+	}
+	return 1
+}
+
+// The largest session item, with MaxData of data, every optional attribute
+// at its bound, a device binding with an RSA key, user keys of 128 bytes
+// each and an expiry index, stays within 4 KB: one read unit per strongly
+// consistent read, as UpdateData's documentation says.
+func TestSessionItemFitsOneReadUnit(t *testing.T) {
+	l := Default
+	l.ExpiryIndex = "expiry"
+	s := testSession()
+	s.UserPK, s.UserSK = strings.Repeat("p", 128), strings.Repeat("s", 128)
+	s.UserAgent = strings.Repeat("a", MaxUserAgent)
+	s.Methods = []string{strings.Repeat("m", 32), strings.Repeat("m", 32), strings.Repeat("m", 32), strings.Repeat("m", 32)}
+	s.BrowserOnly, s.HasGen, s.Gen, s.GlobalGen = true, true, 1796040000250, 99
+	s.Data, s.DataRev = `"`+strings.Repeat("x", MaxData-2)+`"`, 1<<62
+	s.DeviceBound = true
+	s.Binding.Key = `{"kty":"RSA","n":"` + strings.Repeat("n", 342) + `","e":"AQAB","alg":"RS256"}` // a 2048-bit key
+	for i := range s.Binding.Cookies {
+		s.Binding.Cookies[i] = BoundCookie{Digest: Digest(NewToken()), Expires: s.ExpiresAt}
+	}
+	s.Challenge = Challenge{Value: NewToken(), Expires: s.ExpiresAt}
+	av := l.EncodeSession(l.SessionPK(NewToken()), s)
+	if size := itemSize(av); size > 4096 {
+		t.Errorf("the largest session item is %d bytes, more than the 4096 of one read unit", size)
+	} else {
+		t.Logf("the largest session item: %d bytes of 4096", size)
+	}
+}

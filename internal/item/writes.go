@@ -171,3 +171,35 @@ func (l *Layout) TakeAttempt(max int64, now time.Time) Writes {
 		},
 	}
 }
+
+// MaxData bounds a session's data, JSON text, so that a session item with
+// it stays within the 4 KB that one strongly consistent read unit reads
+// (see TestSessionItemFitsOneReadUnit).
+const MaxData = 2048
+
+// SetData writes a session's data (REMOVE for "") and its new revision
+// next, on the condition that the item is there, unexpired at now, and its
+// data revision is still rev, as read: a write never brings an ended
+// session back, and of two writers that read the same revision one writes,
+// and the other reads again. Revisions are random, not counted, so that a
+// writer whose answer was lost knows its own write by it: two writers may
+// write the same data, never the same revision.
+func (l *Layout) SetData(data string, rev, next int64, now time.Time) Writes {
+	w := Writes{
+		Update:    "SET #data = :data, #rev = :next",
+		Condition: "attribute_exists(#pk) AND #ttl > :now AND ",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#data": AttrAppData, "#rev": AttrDataRev},
+		Values:    map[string]types.AttributeValue{":next": Num(next), ":now": Num(now.Unix()), ":rev": Num(rev)},
+	}
+	if data == "" {
+		w.Update = "REMOVE #data SET #rev = :next"
+	} else {
+		w.Values[":data"] = Str(data)
+	}
+	if rev == 0 {
+		w.Condition += "(attribute_not_exists(#rev) OR #rev = :rev)"
+	} else {
+		w.Condition += "#rev = :rev"
+	}
+	return w
+}

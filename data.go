@@ -1,0 +1,169 @@
+package ddbsession
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file writes the app's data of a session: a small value, as JSON, in
+// the session item, read with the session at no extra call.
+
+// UpdateData changes the data of the session in ctx (the one that
+// RequireSession or LoadSession put there, or NewContext from a Session of
+// Check): update gets the data as it stands (nil for none) and returns the
+// new value, which UpdateData encodes as JSON (a json.RawMessage or []byte
+// as it is; nil removes the data). Every request reads the data with its
+// session, in [Session.Data], at no extra call; only a change is written:
+// one conditional UpdateItem, none if update returns what was there.
+//
+// Racing writers of one session's data never lose each other's changes:
+// the write is conditional on the data being as update saw it, and the
+// loser reads the session again and calls update again, with the winner's
+// data. So update must be a function of its argument, with no effect of
+// its own. The write also requires the session item to be there and
+// unexpired: data is never written into a session that ended meanwhile,
+// which gets ErrNoSession.
+//
+// The data is at most 2048 bytes of JSON, so that the session item stays
+// within the 4 KB that one strongly consistent read unit covers (with user
+// keys of up to 128 bytes each); larger data is refused with an error. A
+// write costs one write unit per KB of the item, up to 4. Login's
+// re-authentication hands the data on to the new session; a login of
+// another user, or after a RevokeAll, starts without. In MREC mode, racing
+// writes in two Regions are settled whole-item, last writer wins.
+//
+//	err := sessions.UpdateData(r.Context(), func(old json.RawMessage) (any, error) {
+//		var cart Cart
+//		if old != nil {
+//			if err := json.Unmarshal(old, &cart); err != nil {
+//				return nil, err
+//			}
+//		}
+//		cart.Items = append(cart.Items, item)
+//		return cart, nil
+//	})
+func (m *Manager[U]) UpdateData(ctx context.Context, update func(data json.RawMessage) (any, error)) error {
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
+	if st == nil {
+		return ErrNoSession
+	}
+	return m.updateData(ctx, &st.sessionState, update)
+}
+
+// maxDataAttempts bounds UpdateData's rounds against other writers.
+const maxDataAttempts = 10
+
+func (c *core) updateData(ctx context.Context, st *sessionState, update func(json.RawMessage) (any, error)) error {
+	ctx, cancel := c.storeContext(ctx)
+	defer cancel()
+	data, rev := st.session.Data, st.dataRev
+	if st.key == "" {
+		// A context of NewContext: find the session item through its
+		// index item, and read the data there.
+		s, err := c.sessionByID(ctx, st.session)
+		if err != nil {
+			return err
+		}
+		st.key, data, rev = s.SessionPK, dataOf(s.Data), s.DataRev
+	}
+	for attempt := 1; ; attempt++ {
+		v, err := update(data)
+		if err != nil {
+			return err
+		}
+		next, err := encodeData(v)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(next, data) {
+			return nil // unchanged: nothing to write
+		}
+		now, nextRev := c.now(), rand.Int64N(math.MaxInt64)+1
+		conflict, err := c.store.update(ctx, c.store.SessionKey(st.key), c.store.SetData(string(next), rev, nextRev, now))
+		if err != nil {
+			return fmt.Errorf("ddbsession: update session data: %w", err)
+		}
+		if !conflict {
+			st.session.Data, st.dataRev = next, nextRev
+			return nil
+		}
+		// Another writer, or the session ended: read it again.
+		s, found, err := c.store.getSession(ctx, st.key)
+		if err != nil {
+			return fmt.Errorf("ddbsession: update session data: %w", err)
+		}
+		if !found || c.life.ended(s, now) != "" {
+			return ErrNoSession
+		}
+		if s.DataRev == nextRev {
+			// Our write, applied, whose answer was lost and whose retry
+			// met its own result.
+			st.session.Data, st.dataRev = next, nextRev
+			return nil
+		}
+		if attempt == maxDataAttempts {
+			return errors.New("ddbsession: update session data: the session's data kept changing")
+		}
+		data, rev = dataOf(s.Data), s.DataRev
+	}
+}
+
+// sessionByID reads session s's item, found by its public ID in its user's
+// index partition; its SessionPK is set.
+func (c *core) sessionByID(ctx context.Context, s Session) (item.Session, error) {
+	if c.store.HashOnly || s.ID == "" {
+		return item.Session{}, errors.New("ddbsession: update session data: the context has no session of RequireSession, LoadSession or Check")
+	}
+	idx, ok, err := c.store.getIndex(ctx, s.User.PK, s.User.SK, s.ID)
+	if err != nil {
+		return item.Session{}, fmt.Errorf("ddbsession: update session data: %w", err)
+	}
+	if !ok {
+		return item.Session{}, ErrNoSession
+	}
+	found, live, err := c.store.getSession(ctx, idx.SessionPK)
+	if err != nil {
+		return item.Session{}, fmt.Errorf("ddbsession: update session data: %w", err)
+	}
+	if !live || found.ID != s.ID {
+		return item.Session{}, ErrNoSession
+	}
+	found.SessionPK = idx.SessionPK
+	return found, nil
+}
+
+// encodeData is v as the data the session item holds: JSON, at most
+// item.MaxData bytes; nil for a nil v.
+func encodeData(v any) (json.RawMessage, error) {
+	var raw []byte
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	default:
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("ddbsession: update session data: encode %T: %w", v, err)
+		}
+	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("ddbsession: update session data: not JSON")
+	}
+	if len(raw) > item.MaxData {
+		return nil, fmt.Errorf("ddbsession: update session data: %d bytes of JSON, more than the %d that keep the session item within one read unit (4 KB)", len(raw), item.MaxData)
+	}
+	return raw, nil
+}
