@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// This file reaches DynamoDB: the client, the Manager the commands work
+// through, and the words for what goes wrong on the way.
+
+// Client is the part of the DynamoDB client that the command uses: the
+// library's, and Scan for sweep and count. *dynamodb.Client satisfies it.
+type Client interface {
+	ddbsession.Client
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// endpointEnv is the SDK's own variable for a DynamoDB endpoint of one's
+// choosing, such as a local engine.
+const endpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
+
+// connectAWS builds a client from the SDK's usual configuration, and
+// makes sure there is a Region and credentials before any call, so that
+// their absence gets words of its own.
+func connectAWS(ctx context.Context, o *options) (Client, error) {
+	var opts []func(*config.LoadOptions) error
+	if o.region != "" {
+		opts = append(opts, config.WithRegion(o.region))
+	}
+	if o.profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(o.profile))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, &setupError{what: "load the AWS configuration", err: err}
+	}
+	if cfg.Region == "" {
+		return nil, &setupError{what: "find the AWS Region", err: errors.New("none is set: set AWS_REGION, pass -region, or name one in the profile")}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cfg.Credentials.Retrieve(rctx); err != nil {
+		return nil, &setupError{what: "find AWS credentials", err: err, hint: credentialsHint}
+	}
+	return dynamodb.NewFromConfig(cfg), nil
+}
+
+const credentialsHint = "Set AWS_PROFILE (after 'aws sso login' for an SSO profile), or AWS_ACCESS_KEY_ID and\n" +
+	"AWS_SECRET_ACCESS_KEY, or run where a role provides them. For a local engine\n" +
+	"(DynamoDB Local, dynalite), set AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n" +
+	"and any credentials, e.g. AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local."
+
+// setupError is an AWS configuration that cannot reach DynamoDB.
+type setupError struct {
+	what string
+	err  error
+	hint string
+}
+
+func (e *setupError) Error() string { return "cannot " + e.what + ": " + e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// manager is the library's Manager for the table the flags name. The
+// command never decodes users, so its user type is empty.
+func (e *env) manager(client Client, o *options) (*ddbsession.Manager[struct{}], error) {
+	return ddbsession.New(ddbsession.Config[struct{}]{
+		Client: client,
+		Table:  o.table,
+		Layout: o.layout,
+		MREC:   o.mrec,
+		// One call's bound: an operator's link can be slower than an
+		// app's, and nobody waits on a request here.
+		StoreTimeout: 30 * time.Second,
+		Logger:       slog.New(&warnings{w: e.stderr}),
+		Now:          e.now,
+	})
+}
+
+// fail prints what went wrong, in words an operator acts on, and returns
+// the exit code for it.
+func (e *env) fail(c *command, o *options, err error) int {
+	code, text := explain(o, err)
+	fmt.Fprintf(e.stderr, "ddbsession %s: %s\n", c.path, text)
+	return code
+}
+
+// explain returns the exit code for err and what to say of it.
+func explain(o *options, err error) (int, string) {
+	var setup *setupError
+	var notFound *types.ResourceNotFoundException
+	var api smithy.APIError
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &setup):
+		if setup.hint != "" {
+			return exitFailure, setup.Error() + "\n" + setup.hint
+		}
+		return exitFailure, setup.Error()
+	case errors.As(err, &notFound):
+		return exitNotFound, fmt.Sprintf("table %q does not exist %s. Create it with:\n  ddbsession table create -table %s%s",
+			o.table, where(o), o.table, layoutArgs(o))
+	case errors.As(err, &api):
+		switch api.ErrorCode() {
+		case "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "InvalidClientTokenId":
+			return exitFailure, fmt.Sprintf("DynamoDB refused the credentials (%s: %s). Check AWS_PROFILE or the access keys; an expired SSO session needs 'aws sso login'.",
+				api.ErrorCode(), api.ErrorMessage())
+		case "AccessDeniedException":
+			return exitFailure, fmt.Sprintf("the credentials may not do this (%s). Grant the IAM permission the message names.", api.ErrorMessage())
+		}
+	case errors.Is(err, context.Canceled):
+		return exitFailure, "interrupted"
+	case errors.As(err, &opErr), errors.As(err, &dnsErr):
+		if endpoint := os.Getenv(endpointEnv); endpoint != "" {
+			return exitFailure, fmt.Sprintf("cannot reach DynamoDB at %s=%s: is the engine running there? (%v)", endpointEnv, endpoint, err)
+		}
+		return exitFailure, fmt.Sprintf("cannot reach DynamoDB %s: check the network and the Region (%v)", where(o), err)
+	}
+	return exitFailure, err.Error()
+}
+
+// where says which DynamoDB the command talks to, as far as it knows.
+func where(o *options) string {
+	if endpoint := os.Getenv(endpointEnv); endpoint != "" {
+		return "at " + endpoint + " (" + endpointEnv + ")"
+	}
+	region := o.region
+	if region == "" {
+		region = os.Getenv("AWS_REGION")
+	}
+	if region == "" {
+		return "in the profile's Region"
+	}
+	return "in " + region
+}
+
+// layoutArgs are the layout flags of o as a command line would repeat
+// them, each with a leading space.
+func layoutArgs(o *options) string {
+	var b strings.Builder
+	l := o.layout
+	for _, f := range []struct{ name, value string }{
+		{"partition-key", l.PartitionKey}, {"sort-key", l.SortKey},
+		{"session-prefix", l.SessionPrefix}, {"user-sessions-prefix", l.UserSessionsPrefix},
+		{"ttl-attribute", l.TTLAttribute}, {"valid-after-attribute", l.ValidAfterAttribute},
+		{"expiry-index", l.ExpiryIndex},
+	} {
+		if f.value != "" {
+			fmt.Fprintf(&b, " -%s %s", f.name, shellQuote(f.value))
+		}
+	}
+	if l.HashOnly {
+		b.WriteString(" -hash-only")
+	}
+	if l.ExpiryIndexShards != 0 {
+		fmt.Fprintf(&b, " -expiry-index-shards %d", l.ExpiryIndexShards)
+	}
+	if o.mrec {
+		b.WriteString(" -mrec")
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// warnings is the Manager's logger: its warnings (a table without TTL,
+// say) as lines on stderr. Below Warn, nothing.
+type warnings struct {
+	w io.Writer
+}
+
+func (h *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnings) Handle(_ context.Context, r slog.Record) error {
+	level := "warning"
+	if r.Level >= slog.LevelError {
+		level = "error"
+	}
+	msg := strings.TrimPrefix(r.Message, "ddbsession: ")
+	var extra []string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "table" {
+			extra = append(extra, a.String())
+		}
+		return true
+	})
+	if len(extra) > 0 {
+		msg += " (" + strings.Join(extra, " ") + ")"
+	}
+	_, err := fmt.Fprintf(h.w, "%s: %s\n", level, msg)
+	return err
+}
+
+func (h *warnings) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *warnings) WithGroup(string) slog.Handler { return h }

@@ -1,0 +1,62 @@
+// Command ddbsession operates a ddbsession table from a terminal or a
+// script: it creates and checks the table, lists and ends a user's
+// sessions, ends every session at once, deletes expired items where TTL is
+// off or lagging, and counts live sessions. It works through the library
+// itself (Manager.CreateTable, CheckTable, List, Revoke, RevokeAll,
+// RevokeEveryone) and its item format's one decoder.
+//
+//	go install github.com/ddbsession/ddbsession/cmd/ddbsession@latest
+//
+// It is a module of its own, so that nothing it needs enters the graph of
+// the library's users; it needs the standard library and the AWS SDK.
+//
+// # Commands
+//
+//	ddbsession table create              create the table the layout needs
+//	ddbsession table check               check it fits and has TTL on
+//	ddbsession sessions list USER        a user's live sessions (the devices page)
+//	ddbsession sessions revoke USER ID   end one session
+//	ddbsession sessions revoke-all USER  end every session of one user
+//	ddbsession sessions revoke-everyone  end every session of every user (asks first)
+//	ddbsession sweep                     delete expired session, index and scs items, paced
+//	ddbsession count                     live sessions and users, by a paced scan (asks first)
+//
+// Each says what it does, what it prints and an example with -h.
+//
+// # Configuration
+//
+// DynamoDB is reached through the AWS SDK's usual configuration
+// (config.LoadDefaultConfig): AWS_PROFILE, AWS_REGION, the credential
+// chain, and AWS_ENDPOINT_URL_DYNAMODB for a local engine; -region and
+// -profile override the first two. Every command takes -table and the
+// layout flags, one per field of ddbsession.Layout, which must be the
+// app's: -partition-key, -sort-key, -hash-only, -session-prefix,
+// -user-sessions-prefix, -ttl-attribute, -valid-after-attribute,
+// -expiry-index and -expiry-index-shards; and -mrec where the app sets
+// Config.MREC.
+//
+// A USER is the user item's partition key, UserKey.PK, and -sk its sort
+// key, UserKey.SK, which a table with a sort key needs:
+//
+//	ddbsession sessions list -table app USER#alice -sk PROFILE
+//
+// Flags may come before or after the arguments; "--" ends them, for a
+// USER that starts with "-".
+//
+// # Output
+//
+// On a terminal, tables aligned in columns, and progress bars on stderr.
+// With -json, one JSON object on stdout whose field names each command's
+// -h lists and which stay as they are; no progress. Errors go to stderr.
+//
+// # Exit codes
+//
+//	0  done
+//	1  DynamoDB, the network or the AWS configuration failed
+//	2  usage error
+//	3  not found: the table, the user or the session
+//	4  declined: the confirmation was refused, or could not be asked
+//	   (stdin is not a terminal) and -yes was not given
+//	5  table check or create: the table does not fit the layout
+//	6  table check or create: it fits, but TTL is off or on another attribute
+package main

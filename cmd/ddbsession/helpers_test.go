@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+
+// testUser is the app's user item in the tests.
+type testUser struct {
+	PK   string `dynamodbav:"pk"`
+	SK   string `dynamodbav:"sk"`
+	Name string `dynamodbav:"name"`
+}
+
+// fixture is a table that a test prepares with the library, and the
+// command run against it in-process.
+type fixture struct {
+	t      *testing.T
+	engine *dynamodb.Client
+	probe  *probe // the client the command gets
+	table  string
+	app    *ddbsession.Manager[testUser]
+
+	// What the command's env gets.
+	stdin    string
+	terminal bool
+	clock    *fakeClock // nil: the real clock
+}
+
+// newFixture creates a table with the library's CreateTable and a Manager
+// on it.
+func newFixture(t *testing.T, mutate ...func(*ddbsession.Config[testUser])) *fixture {
+	t.Helper()
+	engine := ddbtest.Client(t)
+	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine)}
+	f.probe = &probe{Client: engine}
+	cfg := ddbsession.Config[testUser]{Client: engine, Table: f.table, StoreTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	app, err := ddbsession.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.app = app
+	if err := app.CreateTable(context.Background()); err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	return f
+}
+
+// run runs the command with args and -table, and returns its exit code,
+// stdout and stderr.
+func (f *fixture) run(args ...string) (int, string, string) {
+	f.t.Helper()
+	return f.runBare(append(args, "-table", f.table)...)
+}
+
+// runBare runs the command with args alone.
+func (f *fixture) runBare(args ...string) (int, string, string) {
+	f.t.Helper()
+	var stdout, stderr bytes.Buffer
+	stdin := strings.NewReader(f.stdin)
+	e := newEnv(stdin, &stdout, &stderr)
+	e.isTerminal = func(s any) bool { return f.terminal && (s == stdin || s == &stderr || s == &stdout) }
+	if f.clock != nil {
+		e.now, e.sleep = f.clock.now, f.clock.sleep
+	}
+	e.connect = func(context.Context, *options) (Client, error) { return f.probe, nil }
+	code := e.run(context.Background(), args)
+	return code, stdout.String(), stderr.String()
+}
+
+// wantCode fails the test unless code is want, showing the output.
+func wantCode(t *testing.T, code, want int, stdout, stderr string) {
+	t.Helper()
+	if code != want {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, want, stdout, stderr)
+	}
+}
+
+// decode decodes the command's JSON output into v, strictly.
+func decode(t *testing.T, stdout string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decode the JSON output: %v\n%s", err, stdout)
+	}
+}
+
+// user creates a user item for name and returns its key.
+func (f *fixture) user(name string) ddbsession.UserKey {
+	f.t.Helper()
+	key := ddbsession.UserKey{PK: "USER#" + name, SK: "PROFILE"}
+	if err := f.app.CreateUser(context.Background(), testUser{PK: key.PK, SK: key.SK, Name: name}); err != nil {
+		f.t.Fatalf("CreateUser %s: %v", name, err)
+	}
+	return key
+}
+
+// login signs user in from a browser of agent, having proved themselves
+// by methods, and returns the cookie.
+func (f *fixture) login(user ddbsession.UserKey, agent string, methods ...string) *http.Cookie {
+	f.t.Helper()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "https://app.test/login", nil)
+	r.Header.Set("User-Agent", agent)
+	if err := f.app.Login(w, r, user, nil, methods...); err != nil {
+		f.t.Fatalf("Login: %v", err)
+	}
+	for _, c := range w.Result().Cookies() {
+		if c.Value != "" {
+			return c
+		}
+	}
+	f.t.Fatal("Login set no cookie")
+	return nil
+}
+
+// beginLogin starts a two-step login of user, as the app's first step
+// does, which leaves a pending session item (version 3) and no index item.
+func (f *fixture) beginLogin(user ddbsession.UserKey) {
+	f.t.Helper()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "https://app.test/login", nil)
+	r.Header.Set("User-Agent", firefox)
+	if err := f.app.BeginLogin(w, r, user, nil, "password"); err != nil {
+		f.t.Fatalf("BeginLogin: %v", err)
+	}
+}
+
+// valid reports whether the cookie's session is accepted, by a Manager of
+// the app that starts afresh (and so reads the global generation anew).
+func (f *fixture) valid(c *http.Cookie) bool {
+	f.t.Helper()
+	m, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, StoreTimeout: time.Minute})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	_, _, err = m.Check(context.Background(), c.Value)
+	switch {
+	case errors.Is(err, ddbsession.ErrNoSession):
+		return false
+	case err != nil:
+		f.t.Fatalf("Check: %v", err)
+	}
+	return true
+}
+
+// put writes av to the table as it is.
+func (f *fixture) put(av map[string]types.AttributeValue) {
+	f.t.Helper()
+	if _, err := f.engine.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &f.table, Item: av}); err != nil {
+		f.t.Fatalf("PutItem: %v", err)
+	}
+}
+
+// item reads the item under key, strongly consistently; nil if none.
+func (f *fixture) item(key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	f.t.Helper()
+	out, err := f.engine.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &f.table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		f.t.Fatalf("GetItem: %v", err)
+	}
+	return out.Item
+}
+
+// keys returns the keys of every item in the table, as "pk|sk", sorted.
+func (f *fixture) keys() []string {
+	f.t.Helper()
+	var keys []string
+	pages := dynamodb.NewScanPaginator(f.engine, &dynamodb.ScanInput{TableName: &f.table, ConsistentRead: aws.Bool(true)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(context.Background())
+		if err != nil {
+			f.t.Fatalf("Scan: %v", err)
+		}
+		for _, av := range page.Items {
+			keys = append(keys, keyString(av))
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func keyString(av map[string]types.AttributeValue) string {
+	pk, _ := av["pk"].(*types.AttributeValueMemberS)
+	sk, _ := av["sk"].(*types.AttributeValueMemberS)
+	s := ""
+	if pk != nil {
+		s = pk.Value
+	}
+	if sk != nil {
+		s += "|" + sk.Value
+	}
+	return s
+}
+
+// layout is the tests' layout: the default.
+var layout = func() item.Layout {
+	l, err := item.Layout{}.WithDefaults()
+	if err != nil {
+		panic(err)
+	}
+	return l
+}()
+
+// expiredSession writes, through the library's encoder, a session of user
+// that expired at expires, with its index item, and returns their keys.
+func (f *fixture) expiredSession(user ddbsession.UserKey, expires time.Time, agent string) []string {
+	f.t.Helper()
+	created := expires.Add(-24 * time.Hour).Truncate(time.Millisecond)
+	s := item.Session{
+		ID: item.NewID(created), UserPK: user.PK, UserSK: user.SK,
+		CreatedAt: created, RefreshedAt: created, ExpiresAt: time.Unix(expires.Unix(), 0), UserAgent: agent,
+	}
+	pk := layout.SessionPK(item.NewToken())
+	session, index := layout.EncodeSession(pk, s), layout.EncodeIndex(pk, s)
+	f.put(session)
+	f.put(index)
+	return []string{keyString(session), keyString(index)}
+}
+
+// probe is the client the command gets: the engine's, recording what it
+// answers, with hooks.
+type probe struct {
+	Client
+
+	mu       sync.Mutex
+	calls    map[string]int
+	deleted  []float64 // each DeleteItem's reported write units
+	scanned  []float64 // each Scan page's reported read units
+	describe func(*types.TableDescription)
+	// beforeDelete, if set, runs before each DeleteItem.
+	beforeDelete func(in *dynamodb.DeleteItemInput)
+	// getItemErr, if set, is every GetItem's answer.
+	getItemErr error
+}
+
+func (p *probe) count(op string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.calls == nil {
+		p.calls = map[string]int{}
+	}
+	p.calls[op]++
+}
+
+func (p *probe) callsOf(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[op]
+}
+
+func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	p.count("DeleteItem")
+	if p.beforeDelete != nil {
+		p.beforeDelete(in)
+	}
+	out, err := p.Client.DeleteItem(ctx, in, o...)
+	if err == nil && out.ConsumedCapacity != nil {
+		p.mu.Lock()
+		p.deleted = append(p.deleted, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
+		p.mu.Unlock()
+	}
+	return out, err
+}
+
+func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if p.getItemErr != nil {
+		return nil, p.getItemErr
+	}
+	return p.Client.GetItem(ctx, in, o...)
+}
+
+func (p *probe) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	p.count("Scan")
+	out, err := p.Client.Scan(ctx, in, o...)
+	if err == nil && out.ConsumedCapacity != nil {
+		p.mu.Lock()
+		p.scanned = append(p.scanned, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
+		p.mu.Unlock()
+	}
+	return out, err
+}
+
+func (p *probe) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	out, err := p.Client.DescribeTable(ctx, in, o...)
+	if err == nil && p.describe != nil {
+		p.describe(out.Table)
+	}
+	return out, err
+}
+
+// fakeClock is a clock that moves only when the command sleeps, and
+// records each sleep.
+type fakeClock struct {
+	mu     sync.Mutex
+	t      time.Time
+	sleeps []time.Duration
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sleeps = append(c.sleeps, d)
+	c.t = c.t.Add(d)
+	return ctx.Err()
+}
+
+func (c *fakeClock) slept() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sleeps)
+}

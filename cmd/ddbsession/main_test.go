@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Every command has a -h that says what it does, with an example and the
+// exit codes, on stdout with exit 0; help COMMAND says the same.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	f := &fixture{t: t}
+	for _, c := range commands {
+		t.Run(c.path, func(t *testing.T) {
+			args := append(strings.Fields(c.path), "-h")
+			code, stdout, stderr := f.runBare(args...)
+			wantCode(t, code, exitOK, stdout, stderr)
+			for _, want := range []string{"Usage: ddbsession " + c.path, "Example:", "ddbsession " + c.path + " -table", "Exit codes:", "-table name", "-sort-key"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("-h does not say %q:\n%s", want, stdout)
+				}
+			}
+			code, help, _ := f.runBare(append([]string{"help"}, strings.Fields(c.path)...)...)
+			if code != exitOK || help != stdout {
+				t.Errorf("help %s: exit %d, and not -h's text:\n%s", c.path, code, help)
+			}
+		})
+	}
+	for _, args := range [][]string{{"-h"}, {"help"}, {"--help"}} {
+		code, stdout, stderr := f.runBare(args...)
+		wantCode(t, code, exitOK, stdout, stderr)
+		for _, c := range commands {
+			if !strings.Contains(stdout, c.path) {
+				t.Errorf("%v does not list %q:\n%s", args, c.path, stdout)
+			}
+		}
+	}
+}
+
+// Usage errors exit 2, say what is wrong on stderr, and call no DynamoDB.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"nothing", nil, "Usage: ddbsession COMMAND"},
+		{"unknown command", []string{"sessions", "frobnicate", "-table", "app"}, `no command "sessions frobnicate"`},
+		{"a group alone", []string{"table", "-table", "app"}, "no command"},
+		{"no -table", []string{"table", "check"}, "-table is required"},
+		{"unknown flag", []string{"sweep", "-table", "app", "-fast"}, "flag provided but not defined: -fast"},
+		{"no USER", []string{"sessions", "list", "-table", "app", "-sk", "PROFILE"}, "missing USER"},
+		{"no ID", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "USER#alice"}, "missing ID"},
+		{"extra argument", []string{"sessions", "revoke-all", "-table", "app", "-sk", "PROFILE", "USER#alice", "USER#bob"}, `unexpected argument "USER#bob"`},
+		{"no -sk", []string{"sessions", "list", "-table", "app", "USER#alice"}, "add -sk"},
+		// The user keys that List, Revoke and RevokeAll refuse: the
+		// command's own check comes first, and calls nothing.
+		{"empty USER to list", []string{"sessions", "list", "-table", "app", "-sk", "PROFILE", ""}, "USER is empty"},
+		{"empty USER to revoke", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "", "019a2b3c4d5e8f0e1d2c3b4a59687766"}, "USER is empty"},
+		{"empty USER to revoke-all", []string{"sessions", "revoke-all", "-table", "app", "-sk", "PROFILE", ""}, "USER is empty"},
+		{"empty -sk", []string{"sessions", "revoke-all", "-table", "app", "-sk", "", "USER#alice"}, "add -sk"},
+		{"empty ID", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "USER#alice", ""}, "ID is empty"},
+		{"-sk in a hash-only table", []string{"sessions", "revoke-all", "-table", "app", "-hash-only", "-sk", "PROFILE", "USER#alice"}, "-sk is set"},
+		{"list in a hash-only table", []string{"sessions", "list", "-table", "app", "-hash-only", "USER#alice"}, "no per-user index"},
+		{"bad layout", []string{"table", "check", "-table", "app", "-partition-key", "sk"}, "-partition-key and -sort-key are both"},
+		{"negative rate", []string{"sweep", "-table", "app", "-max-wcu", "-1"}, "must not be negative"},
+		{"too many segments", []string{"count", "-table", "app", "-segments", "1000"}, "-segments 1000"},
+		{"scs prefix is the session prefix", []string{"sweep", "-table", "app", "-scs-prefix", "SESSION#"}, "-scs-prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fixture{t: t, probe: &probe{}} // a nil client: any call panics
+			code, stdout, stderr := f.runBare(tc.args...)
+			wantCode(t, code, exitUsage, stdout, stderr)
+			if !strings.Contains(stderr, tc.says) {
+				t.Errorf("stderr does not say %q:\n%s", tc.says, stderr)
+			}
+		})
+	}
+}
+
+// Flags go anywhere among the arguments, and "--" ends them.
+func TestInterspersedFlags(t *testing.T) {
+	t.Parallel()
+	o := &options{}
+	fs := sessionsListCommand.flagSet(o)
+	pos, err := parseInterspersed(fs, []string{"-table", "app", "USER#alice", "-sk", "PROFILE", "--", "-odd", "-json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.table != "app" || o.sk != "PROFILE" || o.json || strings.Join(pos, " ") != "USER#alice -odd -json" {
+		t.Errorf("table %q, sk %q, json %v, positional %q", o.table, o.sk, o.json, pos)
+	}
+}
+
+// The command reaches the engine through the SDK's own configuration, as
+// an operator runs it: AWS_ENDPOINT_URL_DYNAMODB, which ddbtest.Main set,
+// and the credentials in the environment.
+func TestRunWithSDKConfiguration(t *testing.T) {
+	f := newFixture(t)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"sessions", "revoke-all", "-table", f.table, "-sk", "PROFILE", "USER#nobody"}, strings.NewReader(""), &stdout, &stderr)
+	wantCode(t, code, exitNotFound, stdout.String(), stderr.String())
+	f.user("alice")
+	stdout.Reset()
+	code = run(context.Background(), []string{"sessions", "revoke-all", "-table", f.table, "-sk", "PROFILE", "USER#alice"}, strings.NewReader(""), &stdout, &stderr)
+	wantCode(t, code, exitOK, stdout.String(), stderr.String())
+}
+
+// Without credentials, a Region or a running engine, the command says
+// what to set, before it makes any call (exit 1).
+func TestConnectErrors(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := "http://" + closed.Addr().String()
+	closed.Close()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		says []string
+	}{
+		{"no credentials", map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
+			[]string{"cannot find AWS credentials", "AWS_PROFILE", "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000"}},
+		{"no Region", map[string]string{"AWS_REGION": ""}, []string{"cannot find the AWS Region", "AWS_REGION", "-region"}},
+		{"no engine", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": nowhere}, []string{"cannot reach DynamoDB at AWS_ENDPOINT_URL_DYNAMODB=" + nowhere, "is the engine running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{"table", "check", "-table", "app"}, strings.NewReader(""), &stdout, &stderr)
+			wantCode(t, code, exitFailure, stdout.String(), stderr.String())
+			for _, want := range tc.says {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// The command builds from the standard library, the AWS SDK and this
+// repository's own packages alone.
+func TestPackageDeps(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasPrefix(pkg, "github.com/ddbsession/ddbsession"):
+		case strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/"), strings.HasPrefix(pkg, "github.com/aws/smithy-go"):
+		default:
+			t.Errorf("the command depends on %s, want only the AWS SDK and this repository", pkg)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+const (
+	firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0 with a long tail to be cut on a terminal"
+	curl    = "curl/8.14.1"
+)
+
+// boundSession writes a device-bound session of user, as device binding
+// leaves one, through the library's encoder: the list shows it bound.
+func (f *fixture) boundSession(user ddbsession.UserKey) string {
+	f.t.Helper()
+	out, err := f.engine.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &f.table, Key: layout.Key(user.PK, user.SK), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cutoff, err := layout.CutoffOf(out.Item)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Millisecond)
+	s := item.Session{
+		ID: item.NewID(now), UserPK: user.PK, UserSK: user.SK, CreatedAt: now, RefreshedAt: now,
+		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "Chrome/145", Gen: cutoff, HasGen: true, DeviceBound: true,
+		AuthAt: now, Methods: []string{"passkey"},
+		Binding: item.Binding{Key: `{"kty":"EC"}`, Cookies: [2]item.BoundCookie{{Digest: item.Digest("bound"), Expires: now.Add(10 * time.Minute)}}},
+	}
+	pk := layout.SessionPK(item.NewToken())
+	f.put(layout.EncodeIndex(pk, s))
+	f.put(layout.EncodeSession(pk, s))
+	return s.ID
+}
+
+// sessions list shows what Manager.List returns, in a table and in JSON,
+// how each session's user proved themselves included; an unknown user is
+// not found, a user without sessions has none.
+func TestSessionsList(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice, bob := f.user("alice"), f.user("bob")
+	f.login(alice, firefox, "password", "otp")
+	f.login(alice, curl) // a login that names no methods
+	bound := f.boundSession(alice)
+	f.expiredSession(alice, time.Now().Add(-time.Hour), "an expired one")
+
+	list, err := f.app.List(context.Background(), alice)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("the library's List: %d sessions, %v", len(list), err)
+	}
+	want := listJSON{User: userJSON{PK: alice.PK, SK: alice.SK}}
+	for _, s := range list {
+		want.Sessions = append(want.Sessions, sessionJSON{
+			ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
+			ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
+		})
+	}
+	code, stdout, stderr := f.run("sessions", "list", "-json", alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got listJSON
+	decode(t, stdout, &got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sessions list -json (-want +got):\n%s", diff)
+	}
+	if got.Sessions[0].ID != bound || !got.Sessions[0].DeviceBound || got.Sessions[1].DeviceBound {
+		t.Errorf("the bound session, newest, is not listed bound first: %+v", got.Sessions)
+	}
+	if diff := cmp.Diff([][]string{{"passkey"}, {}, {"password", "otp"}}, [][]string{got.Sessions[0].Methods, got.Sessions[1].Methods, got.Sessions[2].Methods}); diff != "" {
+		t.Errorf("the sessions' methods, newest first (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(stdout, `"methods": []`) {
+		t.Errorf("a session without methods does not have \"methods\": []:\n%s", stdout)
+	}
+
+	for _, terminal := range []bool{false, true} {
+		f.terminal = terminal
+		code, stdout, stderr = f.run("sessions", "list", alice.PK, "-sk", alice.SK)
+		wantCode(t, code, exitOK, stdout, stderr)
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		header := strings.Fields(lines[0])
+		if diff := cmp.Diff([]string{"ID", "DEVICE", "CREATED", "LAST", "REFRESHED", "EXPIRES", "METHODS", "BOUND"}, header); diff != "" || len(lines) != 4 {
+			t.Fatalf("terminal %v: the table:\n%s", terminal, stdout)
+		}
+		if !strings.HasPrefix(lines[1], bound) || !strings.HasSuffix(lines[1], "yes") || !strings.HasSuffix(lines[2], "no") {
+			t.Errorf("terminal %v: rows:\n%s", terminal, stdout)
+		}
+		// Columns line up: every row's BOUND starts where the header's does.
+		at := strings.Index(lines[0], "BOUND") // the header is ASCII
+		for _, l := range lines[1:] {
+			if r := []rune(l); len(r) < at || strings.TrimSpace(string(r[at:])) == "" || r[at-1] != ' ' {
+				t.Errorf("terminal %v: row not aligned with the header:\n%s\n%s", terminal, lines[0], l)
+			}
+		}
+		// METHODS, newest first: the bound session's, the login's without
+		// any, the one with a password and a code.
+		at = strings.Index(lines[0], "METHODS")
+		var methods []string
+		for _, l := range lines[1:] {
+			if r := []rune(l); len(r) > at && r[at-1] == ' ' {
+				methods = append(methods, strings.Fields(string(r[at:]))[0])
+			}
+		}
+		if diff := cmp.Diff([]string{"passkey", "-", "password,otp"}, methods); diff != "" {
+			t.Errorf("terminal %v: the METHODS column (-want +got):\n%s\n%s", terminal, diff, stdout)
+		}
+		if cut := strings.Contains(stdout, "…"); cut != terminal || strings.Contains(stdout, firefox) == terminal {
+			t.Errorf("terminal %v: the device column is cut %v:\n%s", terminal, cut, stdout)
+		}
+	}
+	f.terminal = false
+
+	code, stdout, stderr = f.run("sessions", "list", "-json", bob.PK, "-sk", bob.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	decode(t, stdout, &got)
+	if diff := cmp.Diff(listJSON{User: userJSON{PK: bob.PK, SK: bob.SK}, Sessions: []sessionJSON{}}, got); diff != "" {
+		t.Errorf("a user without sessions (-want +got):\n%s", diff)
+	}
+	code, stdout, stderr = f.run("sessions", "list", "USER#carol", "-sk", "PROFILE")
+	wantCode(t, code, exitNotFound, stdout, stderr)
+}
+
+// sessions revoke ends one session, and only that one; an ID that is not
+// the user's, or that is no session ID at all, is not found.
+func TestSessionsRevoke(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice, bob := f.user("alice"), f.user("bob")
+	keep, end := f.login(alice, firefox), f.login(alice, curl)
+	bobs := f.login(bob, curl)
+	list, err := f.app.List(context.Background(), alice)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List: %v, %v", list, err)
+	}
+	id := list[0].ID // newest: end's
+	code, stdout, stderr := f.run("sessions", "revoke", "-json", alice.PK, id, "-sk", alice.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got struct {
+		User    userJSON `json:"user"`
+		Revoked string   `json:"revoked"`
+	}
+	decode(t, stdout, &got)
+	if got.Revoked != id || got.User != (userJSON{alice.PK, alice.SK}) {
+		t.Errorf("sessions revoke -json: %+v", got)
+	}
+	if f.valid(end) || !f.valid(keep) || !f.valid(bobs) {
+		t.Errorf("after revoking one: revoked valid %v, other valid %v, bob's valid %v", f.valid(end), f.valid(keep), f.valid(bobs))
+	}
+	code, stdout, stderr = f.run("sessions", "revoke", alice.PK, "-sk", alice.SK, id)
+	wantCode(t, code, exitNotFound, stdout, stderr)
+	bobsList, _ := f.app.List(context.Background(), bob)
+	code, stdout, stderr = f.run("sessions", "revoke", alice.PK, "-sk", alice.SK, bobsList[0].ID)
+	wantCode(t, code, exitNotFound, stdout, stderr)
+	if !f.valid(bobs) {
+		t.Error("bob's session ended by a revoke for alice")
+	}
+	// Revoke answers a malformed ID as an unknown one, before any read.
+	code, stdout, stderr = f.run("sessions", "revoke", alice.PK, "-sk", alice.SK, "not-a-session-id")
+	wantCode(t, code, exitNotFound, stdout, stderr)
+}
+
+// sessions revoke-all ends every session of one user; an unknown user is
+// not found.
+func TestSessionsRevokeAll(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice, bob := f.user("alice"), f.user("bob")
+	a1, a2, b := f.login(alice, firefox), f.login(alice, curl), f.login(bob, curl)
+	code, stdout, stderr := f.run("sessions", "revoke-all", alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	if f.valid(a1) || f.valid(a2) || !f.valid(b) {
+		t.Errorf("after revoke-all: alice's valid %v %v, bob's valid %v", f.valid(a1), f.valid(a2), f.valid(b))
+	}
+	if again := f.login(alice, firefox); !f.valid(again) {
+		t.Error("a login after revoke-all is refused")
+	}
+	code, stdout, stderr = f.run("sessions", "revoke-all", "-json", bob.PK, "-sk", bob.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got struct {
+		User       userJSON `json:"user"`
+		RevokedAll bool     `json:"revokedAll"`
+	}
+	decode(t, stdout, &got)
+	if !got.RevokedAll || got.User.PK != bob.PK || f.valid(b) {
+		t.Errorf("revoke-all -json %+v; bob's session valid %v", got, f.valid(b))
+	}
+	code, stdout, stderr = f.run("sessions", "revoke-all", "USER#carol", "-sk", "PROFILE")
+	wantCode(t, code, exitNotFound, stdout, stderr)
+}
+
+// sessions revoke-everyone asks for the table's name, refuses without a
+// terminal unless -yes, and then ends every session of every user.
+func TestSessionsRevokeEveryone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice, bob := f.user("alice"), f.user("bob")
+	a, b := f.login(alice, firefox), f.login(bob, curl)
+
+	code, stdout, stderr := f.run("sessions", "revoke-everyone")
+	wantCode(t, code, exitDeclined, stdout, stderr)
+	if !strings.Contains(stderr, "pass -yes") {
+		t.Errorf("without a terminal, stderr does not say -yes:\n%s", stderr)
+	}
+	f.terminal, f.stdin = true, "yes\n"
+	code, stdout, stderr = f.run("sessions", "revoke-everyone")
+	wantCode(t, code, exitDeclined, stdout, stderr)
+	if !strings.Contains(stderr, "Type the table's name") || !f.valid(a) || !f.valid(b) {
+		t.Fatalf("declined, yet: valid %v %v; stderr:\n%s", f.valid(a), f.valid(b), stderr)
+	}
+
+	f.stdin = f.table + "\n"
+	code, stdout, stderr = f.run("sessions", "revoke-everyone")
+	wantCode(t, code, exitOK, stdout, stderr)
+	for _, want := range []string{"generation 1", "Config.RevokeEveryoneWithin (10s by default)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output does not say %q:\n%s", want, stdout)
+		}
+	}
+	if f.valid(a) || f.valid(b) {
+		t.Errorf("after revoke-everyone: valid %v %v", f.valid(a), f.valid(b))
+	}
+	if again := f.login(alice, firefox); !f.valid(again) {
+		t.Error("a login after revoke-everyone is refused")
+	}
+
+	f.terminal, f.stdin = false, ""
+	code, stdout, stderr = f.run("sessions", "revoke-everyone", "-yes", "-json")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got struct {
+		Table         string `json:"table"`
+		Generation    int64  `json:"generation"`
+		AppliedWithin string `json:"appliedWithin"`
+	}
+	decode(t, stdout, &got)
+	if got.Table != f.table || got.Generation != 2 || !strings.Contains(got.AppliedWithin, "10s") {
+		t.Errorf("revoke-everyone -json: %+v", got)
+	}
+}

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+var scsLayout = item.SCSLayout{Layout: layout, Prefix: item.DefaultSCSPrefix}
+
+// set adds attributes to the item under key, as the app or a future
+// release might.
+func (f *fixture) set(key map[string]types.AttributeValue, update string, values map[string]types.AttributeValue) {
+	f.t.Helper()
+	_, err := f.engine.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &f.table, Key: key, UpdateExpression: &update, ExpressionAttributeValues: values,
+	})
+	if err != nil {
+		f.t.Fatalf("UpdateItem: %v", err)
+	}
+}
+
+// scsItem writes an scs session expiring at expires, or its tombstone.
+func (f *fixture) scsItem(expires time.Time, tombstone bool) string {
+	f.t.Helper()
+	av := scsLayout.Encode(scsLayout.PK(item.NewToken()+item.NewToken()), item.SCSSession{Data: []byte("gob"), ExpiresAt: expires})
+	if tombstone {
+		av[item.AttrKind] = item.Str(item.KindSCSDestroyed)
+		delete(av, item.AttrData)
+	}
+	f.put(av)
+	return keyString(av)
+}
+
+// sweep deletes the expired items of the library's kinds and nothing
+// else: not user items, state items (a session limit's included), the
+// global item, an item of a version it does not know, or one under
+// another kind's key, whatever their TTL attribute says.
+func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	past := item.Num(now.Add(-time.Hour).Unix())
+	alice, bob, carol := f.user("alice"), f.user("bob"), f.user("carol")
+	f.login(alice, firefox)
+	swept := f.expiredSession(alice, now.Add(-time.Hour), firefox)
+	swept = append(swept, f.expiredSession(bob, now.Add(-48*time.Hour), curl)...)
+	swept = append(swept, f.scsItem(now.Add(-time.Hour), false), f.scsItem(now.Add(-time.Hour), true))
+	// Expired within -grace: left for the next sweep.
+	f.expiredSession(bob, now.Add(-time.Minute), curl)
+	f.scsItem(now.Add(time.Hour), false)
+	f.scsItem(now.Add(time.Hour), true)
+
+	// Items that are not the sweep's, each with an expired TTL attribute.
+	f.set(layout.Key(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	mrec, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, MREC: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mrec.RevokeAll(context.Background(), carol); err != nil { // writes carol's state item
+		t.Fatal(err)
+	}
+	f.set(layout.StateKey(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	// A state item with the sessions a session limit counts (liveSessions).
+	limited, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, MaxSessions: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dave := f.user("dave")
+	if err := limited.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "https://app.test/login", nil), dave, nil); err != nil {
+		t.Fatal(err)
+	}
+	daveState := f.item(layout.StateKey(dave.PK, dave.SK))
+	if _, ok := daveState[item.AttrStateSessions].(*types.AttributeValueMemberM); !ok || daveState[item.AttrKind].(*types.AttributeValueMemberS).Value != item.KindState {
+		t.Fatalf("the session limit's state item: %v", daveState)
+	}
+	f.set(layout.StateKey(dave.PK, dave.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	if err := mrec.RevokeEveryone(context.Background()); err != nil { // writes the global item
+		t.Fatal(err)
+	}
+	f.set(layout.GlobalKey(), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	// Version 4 is no version the decoder knows (3 is a pending login's
+	// session item: TestSweepDeletesExpiredPendingLogins).
+	future := f.expiredSession(carol, now.Add(-time.Hour), "a release from the future")
+	for _, k := range future {
+		pk, sk, _ := strings.Cut(k, "|")
+		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(4)})
+	}
+	app := map[string]types.AttributeValue{"pk": item.Str("ORDER#1"), "sk": item.Str("SESSION"), "kind": item.Str("session"), "expiresAt": past}
+	f.put(app)
+	misplaced := layout.EncodeSession("ORDER#2", item.Session{ID: item.NewID(now), UserPK: alice.PK, UserSK: alice.SK, CreatedAt: now, RefreshedAt: now, ExpiresAt: now.Add(-time.Hour)})
+	f.put(misplaced)
+	misplacedSCS := scsLayout.Encode("ORDER#3", item.SCSSession{Data: []byte("x"), ExpiresAt: now.Add(-time.Hour)})
+	f.put(misplacedSCS)
+
+	before := f.keys()
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	want := sweepReport{
+		Table: f.table, ExpiredBefore: time.Unix(now.Add(-5*time.Minute).Unix()+1, 0).UTC(),
+		Scanned: int64(len(before)), Expired: 6, Deleted: 6,
+		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindSCS: 1, item.KindSCSDestroyed: 1},
+		WriteUnits:    6,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(sweepReport{}, "ReadUnits")); diff != "" {
+		t.Errorf("sweep -json (-want +got):\n%s", diff)
+	}
+	if got.ReadUnits <= 0 || stderr != "" {
+		t.Errorf("read units %v; stderr with -json %q", got.ReadUnits, stderr)
+	}
+	wantLeft := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(swept, k) })
+	if diff := cmp.Diff(wantLeft, f.keys()); diff != "" {
+		t.Errorf("items left (-want +got):\n%s", diff)
+	}
+
+	code, stdout, stderr = f.run("sweep", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if !strings.Contains(stdout, "deleted      0") || !strings.Contains(stdout, "scanned      "+thousands(int64(len(wantLeft)))) {
+		t.Errorf("a second sweep:\n%s", stdout)
+	}
+}
+
+// -dry-run counts and deletes nothing.
+func TestSweepDryRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.expiredSession(f.user("alice"), time.Now().Add(-time.Hour), curl)
+	before := f.keys()
+	code, stdout, stderr := f.run("sweep", "-dry-run", "-json")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if !got.DryRun || got.Expired != 2 || got.Deleted != 0 || f.probe.callsOf("DeleteItem") != 0 {
+		t.Errorf("dry run: %+v, %d DeleteItems", got, f.probe.callsOf("DeleteItem"))
+	}
+	if diff := cmp.Diff(before, f.keys()); diff != "" {
+		t.Errorf("a dry run changed the table (-before +after):\n%s", diff)
+	}
+}
+
+// -max-wcu paces the deletes on the write units DynamoDB reports for
+// each: after a delete of n units, the next waits n/rate. An item over
+// 1 KB reports 2, and its wait doubles.
+func TestSweepPacesWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	alice := f.user("alice")
+	for range 4 {
+		f.expiredSession(alice, now.Add(-time.Hour), curl)
+	}
+	f.expiredSession(alice, now.Add(-time.Hour), strings.Repeat("x", 1500))
+	const rate = 4
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "4", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+
+	reported := f.probe.deleted
+	if len(reported) != 10 || !slices.Contains(reported, 2) {
+		t.Fatalf("the deletes reported %v write units, want 10 deletes and a 2 among them", reported)
+	}
+	var want []time.Duration
+	var total float64
+	for i, units := range reported {
+		total += units
+		if i < len(reported)-1 {
+			want = append(want, time.Duration(units/rate*float64(time.Second)))
+		}
+	}
+	if diff := cmp.Diff(want, f.clock.slept()); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+	elapsed := time.Duration(0)
+	for _, d := range want {
+		elapsed += d
+	}
+	if got.WriteUnits != total || got.ElapsedSeconds != seconds(elapsed) {
+		t.Errorf("write units %v, want %v; elapsed %vs, want %v", got.WriteUnits, total, got.ElapsedSeconds, elapsed)
+	}
+	t.Logf("%v write units in %v of waits: %.2f units/s at -max-wcu %d", total, elapsed, (total-reported[len(reported)-1])/elapsed.Seconds(), rate)
+}
+
+// -max-rcu paces the scan on the read units each page reports, in pages
+// of about a second's worth, or 64 KB.
+func TestScanPacesReads(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"sweep", "-dry-run", "-max-wcu", "0"}, {"count", "-yes", "-segments", "1"}} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			now := time.Now()
+			f.clock = newFakeClock(now)
+			alice := f.user("alice")
+			for range 70 { // 141 items: pages of 64 KB are 64 items of a guessed 1 KB
+				f.expiredSession(alice, now.Add(-time.Hour), curl)
+			}
+			const rate = 2
+			code, stdout, stderr := f.run(append(args, "-json", "-max-rcu", "2")...)
+			wantCode(t, code, exitOK, stdout, stderr)
+			reported := f.probe.scanned
+			if len(reported) < 3 {
+				t.Fatalf("%d Scan pages (%v), want several", len(reported), reported)
+			}
+			var want []time.Duration
+			for _, units := range reported[:len(reported)-1] {
+				want = append(want, time.Duration(units/rate*float64(time.Second)))
+			}
+			if diff := cmp.Diff(want, f.clock.slept()); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A session that the app refreshes between the sweep's scan and its
+// delete is kept: the delete's condition finds it no longer expired.
+func TestSweepRacingRefresh(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now().Truncate(time.Second)
+	var appNow atomic.Pointer[time.Time]
+	appNow.Store(&t0)
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) {
+		c.IdleTimeout = time.Hour
+		c.Now = func() time.Time { return *appNow.Load() }
+	})
+	alice := f.user("alice")
+	cookie := f.login(alice, firefox)
+	other := f.expiredSession(alice, t0.Add(-time.Hour), curl)
+	cred, _ := layout.ParseCredential(cookie.Value)
+	raced := []string{layout.SessionPK(cred.Token), layout.IndexPK(alice.PK, alice.SK)}
+
+	// The sweep runs after the session's expiry by its own clock; the
+	// app's lags by two minutes, and refreshes the session meanwhile.
+	f.clock = newFakeClock(t0.Add(61 * time.Minute))
+	var refreshed sync.Once
+	f.probe.beforeDelete = func(in *dynamodb.DeleteItemInput) {
+		pk := in.Key["pk"].(*types.AttributeValueMemberS).Value
+		if !slices.Contains(raced, pk) {
+			return
+		}
+		refreshed.Do(func() {
+			lag := t0.Add(59 * time.Minute)
+			appNow.Store(&lag)
+			r := httptest.NewRequest("GET", "https://app.test/", nil)
+			r.AddCookie(cookie)
+			w := httptest.NewRecorder()
+			f.app.RequireSession(okHandler).ServeHTTP(w, r)
+			if w.Code != 200 {
+				t.Errorf("the app's request during the sweep: %d", w.Code)
+			}
+			if err := f.app.Wait(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	code, stdout, stderr := f.run("sweep", "-json", "-grace", "0", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if got.Expired != 4 || got.Kept != 2 || got.Deleted != 2 {
+		t.Errorf("sweep: %d expired, %d kept, %d deleted; want 4, 2 (the refreshed session and its index item), 2", got.Expired, got.Kept, got.Deleted)
+	}
+	left := f.keys()
+	for _, k := range other {
+		if slices.Contains(left, k) {
+			t.Errorf("the other expired item %s is still there", k)
+		}
+	}
+	after := t0.Add(61 * time.Minute)
+	appNow.Store(&after)
+	if _, _, err := f.app.Check(context.Background(), cookie.Value); err != nil {
+		t.Errorf("the refreshed session after the sweep, past its old expiry: %v", err)
+	}
+	list, err := f.app.List(context.Background(), alice)
+	if err != nil || len(list) != 1 {
+		t.Errorf("List after the sweep: %v, %v; want the refreshed session", list, err)
+	}
+}
+
+// A pending two-step login's session item (version 3, with no index
+// item) is a session item of the library's, which TTL deletes: the sweep
+// keeps it while it is pending, and deletes it once expired.
+func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	alice, bob := f.user("alice"), f.user("bob")
+	signedIn := f.login(alice, firefox)
+	f.beginLogin(alice)
+	f.beginLogin(bob)
+	out, err := f.engine.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName: &f.table, FilterExpression: aws.String("v = :pending"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": item.Num(item.VersionPending)},
+	})
+	if err != nil || len(out.Items) != 2 {
+		t.Fatalf("pending session items: %d, %v; want 2", len(out.Items), err)
+	}
+	var pending []string
+	for _, av := range out.Items {
+		pending = append(pending, keyString(av))
+	}
+	before := f.keys()
+
+	// Config.PendingLifetime is 5 minutes, and -grace 5 minutes: a minute
+	// on they are pending still, 20 minutes on long expired. The signed-in
+	// session lives a day.
+	for _, tc := range []struct {
+		after   time.Duration
+		deleted int64
+		left    []string
+	}{
+		{time.Minute, 0, before},
+		{20 * time.Minute, 2, slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(pending, k) })},
+	} {
+		f.clock = newFakeClock(now.Add(tc.after))
+		code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+		wantCode(t, code, exitOK, stdout, stderr)
+		var got sweepReport
+		decode(t, stdout, &got)
+		byKind := map[string]int64{item.KindSession: tc.deleted, item.KindIndex: 0, item.KindSCS: 0, item.KindSCSDestroyed: 0}
+		if got.Expired != tc.deleted || got.Deleted != tc.deleted || got.Kept != 0 || !maps.Equal(got.DeletedByKind, byKind) {
+			t.Errorf("sweep %v on: %+v; want %d pending session items deleted", tc.after, got, tc.deleted)
+		}
+		if diff := cmp.Diff(tc.left, f.keys()); diff != "" {
+			t.Errorf("sweep %v on: items left (-want +got):\n%s", tc.after, diff)
+		}
+	}
+	if !f.valid(signedIn) {
+		t.Error("the signed-in session did not survive the sweep")
+	}
+}
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+
+// The progress: a bar that redraws itself on a terminal, lines otherwise,
+// nothing with -json; and a summary on stdout.
+func TestSweepProgress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	alice := f.user("alice")
+	for range 6 {
+		f.expiredSession(alice, now.Add(-time.Hour), curl)
+	}
+	f.terminal = true
+	code, stdout, stderr := f.run("sweep", "-max-wcu", "2", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if strings.Count(stderr, "\rsweep [") < 3 || !strings.Contains(stderr, "100%") || !strings.HasSuffix(strings.TrimRight(stderr, " \n"), "12 deleted") {
+		t.Errorf("no progress bar on a terminal:\n%q", stderr)
+	}
+	for _, want := range []string{"scanned      13", "deleted      12 (sessions 6, index items 6, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the summary does not say %q:\n%s", want, stdout)
+		}
+	}
+
+	f.terminal = false
+	for range 20 {
+		f.expiredSession(alice, now.Add(-time.Hour), curl)
+	}
+	code, stdout, stderr = f.run("sweep", "-max-wcu", "2", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if strings.Contains(stderr, "\r") || strings.Count(stderr, "items scanned") < 2 {
+		t.Errorf("no progress lines without a terminal:\n%s", stderr)
+	}
+}
+
+// The pace a real clock keeps: -max-wcu 100 on the engine.
+func TestSweepRateOnTheRealClock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice := f.user("alice")
+	const sessions = 100
+	for range sessions {
+		f.expiredSession(alice, time.Now().Add(-time.Hour), curl)
+	}
+	began := time.Now()
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "100")
+	elapsed := time.Since(began)
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if got.Deleted != 2*sessions {
+		t.Fatalf("deleted %d, want %d", got.Deleted, 2*sessions)
+	}
+	if min := time.Duration((got.WriteUnits - 1) / 100 * float64(time.Second)); elapsed < min {
+		t.Errorf("%v write units in %v: faster than -max-wcu 100 allows (%v)", got.WriteUnits, elapsed, min)
+	}
+	t.Logf("deleted %d items (%v write units) in %v: %.1f units/s at -max-wcu 100", got.Deleted, got.WriteUnits, elapsed.Round(time.Millisecond), got.WriteUnits/elapsed.Seconds())
+}

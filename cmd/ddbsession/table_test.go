@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+)
+
+// table create makes the table the layout needs, as the library's
+// CreateTable does, and table check then finds it fit; on an engine
+// without TTL, both say TTL is off, with the command that turns it on.
+func TestTableCreateAndCheck(t *testing.T) {
+	t.Parallel()
+	engine := ddbtest.Client(t)
+	table := ddbtest.TableName(t, engine)
+	f := &fixture{t: t, engine: engine, table: table}
+
+	t.Run("on an engine without TTL", func(t *testing.T) {
+		f.probe = &probe{Client: engine}
+		code, stdout, stderr := f.run("table", "create", "-json")
+		wantCode(t, code, exitOK, stdout, stderr)
+		var created tableReport
+		decode(t, stdout, &created)
+		yes := true
+		if diff := cmp.Diff(tableReport{Table: table, Created: &yes, TTL: "off", Problems: []problem{}}, created); diff != "" {
+			t.Errorf("table create -json (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(stderr, "does not implement UpdateTimeToLive") {
+			t.Errorf("no warning that TTL is off:\n%s", stderr)
+		}
+		code, stdout, stderr = f.run("table", "check")
+		wantCode(t, code, exitTTL, stdout, stderr)
+		want := "aws dynamodb update-time-to-live --table-name " + table + " --time-to-live-specification Enabled=true,AttributeName=expiresAt"
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table check does not say %q:\n%s", want, stdout)
+		}
+	})
+
+	t.Run("with TTL", func(t *testing.T) {
+		// The engine's TTL emulated, as DynamoDB has it.
+		f.probe = &probe{Client: ddbtest.WithTTL(engine)}
+		code, stdout, stderr := f.run("table", "create")
+		wantCode(t, code, exitOK, stdout, stderr)
+		if !strings.Contains(stdout, "exists and fits") || !strings.Contains(stdout, `TTL on "expiresAt"`) {
+			t.Errorf("table create on the existing table:\n%s", stdout)
+		}
+		code, stdout, stderr = f.run("table", "check", "-json")
+		wantCode(t, code, exitOK, stdout, stderr)
+		var checked tableReport
+		decode(t, stdout, &checked)
+		ok := true
+		if diff := cmp.Diff(tableReport{Table: table, OK: &ok, Problems: []problem{}}, checked); diff != "" {
+			t.Errorf("table check -json (-want +got):\n%s", diff)
+		}
+		code, stdout, stderr = f.run("table", "check")
+		wantCode(t, code, exitOK, stdout, stderr)
+		if !strings.Contains(stdout, "fits") {
+			t.Errorf("table check:\n%s", stdout)
+		}
+
+		// TTL on another attribute: how to use it, or move it.
+		code, stdout, stderr = f.run("table", "check", "-ttl-attribute", "validUntil", "-json")
+		wantCode(t, code, exitTTL, stdout, stderr)
+		decode(t, stdout, &checked)
+		if len(checked.Problems) != 1 || checked.Problems[0].Kind != "ttl-attribute" ||
+			!strings.Contains(checked.Problems[0].Fix, "-ttl-attribute expiresAt") ||
+			!strings.Contains(checked.Problems[0].Command, "Enabled=false,AttributeName=expiresAt") ||
+			!strings.Contains(checked.Problems[0].Command, "Enabled=true,AttributeName=validUntil") {
+			t.Errorf("TTL on another attribute: %+v", checked.Problems)
+		}
+	})
+
+	t.Run("with another layout", func(t *testing.T) {
+		f.probe = &probe{Client: engine}
+		for _, tc := range []struct {
+			args     []string
+			kind     string
+			says     string
+			exitCode int
+		}{
+			{[]string{"-hash-only"}, "schema", "-partition-key pk -sort-key sk", exitSchema},
+			{[]string{"-partition-key", "id", "-sort-key", "type"}, "schema", "-partition-key pk -sort-key sk", exitSchema},
+			{[]string{"-expiry-index", "expiring"}, "expiry-index", `aws dynamodb update-table --table-name ` + table, exitSchema},
+		} {
+			for _, verb := range []string{"check", "create"} {
+				code, stdout, stderr := f.run(append([]string{"table", verb, "-json"}, tc.args...)...)
+				wantCode(t, code, tc.exitCode, stdout, stderr)
+				var got tableReport
+				decode(t, stdout, &got)
+				found := false
+				for _, p := range got.Problems {
+					found = found || (p.Kind == tc.kind && strings.Contains(p.Fix+p.Command, tc.says))
+				}
+				if !found {
+					t.Errorf("table %s %v: problems %+v, want one of kind %q saying %q", verb, tc.args, got.Problems, tc.kind, tc.says)
+				}
+			}
+		}
+	})
+
+	t.Run("missing", func(t *testing.T) {
+		f.probe = &probe{Client: engine}
+		code, stdout, stderr := f.runBare("table", "check", "-table", table+"-missing")
+		wantCode(t, code, exitNotFound, stdout, stderr)
+		if !strings.Contains(stderr, "ddbsession table create -table "+table+"-missing") {
+			t.Errorf("stderr does not say how to create it:\n%s", stderr)
+		}
+	})
+}
+
+// A global table: MREC without -mrec does not fit (the app needs
+// Config.MREC), and MRSC has no TTL, for which the fix is a sweep. The
+// engine has no global tables: the probe describes the table as DynamoDB
+// describes one.
+func TestTableCheckGlobalTables(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		consistency types.MultiRegionConsistency
+		args        []string
+		exitCode    int
+		kinds       []string
+		says        string
+	}{
+		{"MREC without -mrec", types.MultiRegionConsistencyEventual, nil, exitSchema, []string{"mrec", "ttl-off"}, "pass -mrec"},
+		{"MREC with -mrec", types.MultiRegionConsistencyEventual, []string{"-mrec"}, exitTTL, []string{"ttl-off"}, "update-time-to-live"},
+		{"MRSC", types.MultiRegionConsistencyStrong, nil, exitTTL, []string{"mrsc-no-ttl"}, "ddbsession sweep -table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.probe.describe = func(d *types.TableDescription) {
+				d.MultiRegionConsistency = tc.consistency
+				d.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("eu-west-1")}}
+			}
+			code, stdout, stderr := f.run(append([]string{"table", "check", "-json"}, tc.args...)...)
+			wantCode(t, code, tc.exitCode, stdout, stderr)
+			var got tableReport
+			decode(t, stdout, &got)
+			var kinds []string
+			text := ""
+			for _, p := range got.Problems {
+				kinds = append(kinds, p.Kind)
+				text += p.Fix + p.Command
+			}
+			if diff := cmp.Diff(tc.kinds, kinds); diff != "" || !strings.Contains(text, tc.says) {
+				t.Errorf("problems %+v: want kinds %v (-want +got:\n%s) and words %q", got.Problems, tc.kinds, diff, tc.says)
+			}
+		})
+	}
+}
+
+// A failure of the library's check is a failure (exit 1), told as
+// DynamoDB's, never a problem of the table's: here its read of the global
+// revocation item is refused, on a table whose TTL is off besides.
+func TestTableCheckFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.probe.getItemErr = &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}
+	for _, verb := range []string{"check", "create"} {
+		code, stdout, stderr := f.run("table", verb, "-json")
+		wantCode(t, code, exitFailure, stdout, stderr)
+		if stdout != "" || !strings.Contains(stderr, "the credentials may not do this (not authorized to perform: dynamodb:GetItem)") {
+			t.Errorf("table %s: stdout %q; stderr:\n%s", verb, stdout, stderr)
+		}
+	}
+}
+
+// dynalite reports the consumed capacity that sweep and count pace on:
+// their pacing tests rest on the engine's numbers, not on a stand-in.
+func TestEngineReportsConsumedCapacity(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := f.user("alice")
+	ctx := context.Background()
+	scan, err := f.engine.Scan(ctx, &dynamodb.ScanInput{TableName: &f.table, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	del, err := f.engine.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &f.table, Key: layout.Key(key.PK, key.SK), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scan.ConsumedCapacity == nil || aws.ToFloat64(scan.ConsumedCapacity.CapacityUnits) != 0.5 {
+		t.Errorf("Scan of one small item reported %+v, want 0.5 read units (eventually consistent)", scan.ConsumedCapacity)
+	}
+	if del.ConsumedCapacity == nil || aws.ToFloat64(del.ConsumedCapacity.CapacityUnits) != 1 {
+		t.Errorf("DeleteItem of a small item reported %+v, want 1 write unit", del.ConsumedCapacity)
+	}
+}
