@@ -1,0 +1,151 @@
+package ddbsessionotel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbsessionotel"
+)
+
+// newMetrics returns a Telemetry whose metrics the returned reader reads,
+// for tests that call OnEvent themselves.
+func newMetrics(t *testing.T) (*ddbsessionotel.Telemetry, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	tel, err := ddbsessionotel.New(ddbsessionotel.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tel, reader
+}
+
+// Every kind of event has its instrument, with its unit, and each event
+// adds one (or, refreshed, one to the histogram's count and its Elapsed to
+// the sum).
+func TestEveryKindIsCounted(t *testing.T) {
+	t.Parallel()
+	tel, reader := newMetrics(t)
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	for _, e := range []ddbsession.Event{
+		{Kind: ddbsession.EventCreated, SessionID: "s1", User: alice},
+		{Kind: ddbsession.EventCreated, SessionID: "s2", User: alice},
+		{Kind: ddbsession.EventRefreshed, SessionID: "s1", User: alice, Elapsed: 20 * time.Millisecond},
+		{Kind: ddbsession.EventRefreshed, SessionID: "s2", User: alice, Elapsed: 30 * time.Millisecond},
+		{Kind: ddbsession.EventRotated, SessionID: "s1", User: alice},
+		{Kind: ddbsession.EventEnded, SessionID: "s2", User: alice},
+		{Kind: ddbsession.EventRevoked, SessionID: "s3", User: alice},
+		{Kind: ddbsession.EventRevokedAll, User: alice},
+		{Kind: ddbsession.EventRevokedEveryone},
+		{Kind: ddbsession.EventBound, SessionID: "s4", User: alice},
+		{Kind: ddbsession.EventBoundRefreshed, SessionID: "s4", User: alice},
+		{Kind: ddbsession.EventRejected, Reason: ddbsession.ReasonMalformed},
+		{Kind: ddbsession.EventRejected, Reason: ddbsession.ReasonUnknown},
+		{Kind: ddbsession.EventRejected, Reason: ddbsession.ReasonUnknown},
+		{Kind: ddbsession.EventRejected, Reason: ddbsession.ReasonCutoff, SessionID: "s5", User: alice},
+		{Kind: ddbsession.EventStoreFailed, Err: fmt.Errorf("ddbsession: load user: %w", context.DeadlineExceeded)},
+		{Kind: "a kind of a later release"},
+	} {
+		tel.OnEvent(context.Background(), e)
+	}
+
+	type point struct {
+		Name, Unit, Attrs string
+		Value             float64
+	}
+	var got []point
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != "github.com/ddbsession/ddbsession/ddbsessionotel" {
+			t.Errorf("instrumentation scope %q, want the module's import path", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			if m.Description == "" {
+				t.Errorf("%s has no description", m.Name)
+			}
+			switch data := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if !data.IsMonotonic {
+					t.Errorf("%s is not monotonic", m.Name)
+				}
+				for _, dp := range data.DataPoints {
+					got = append(got, point{m.Name, m.Unit, labels(dp.Attributes), float64(dp.Value)})
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range data.DataPoints {
+					got = append(got, point{m.Name + " count", m.Unit, labels(dp.Attributes), float64(dp.Count)},
+						point{m.Name + " sum", m.Unit, labels(dp.Attributes), dp.Sum})
+				}
+			}
+		}
+	}
+	want := []point{
+		{"ddbsession.bound_cookie.refreshed", "{cookie}", "", 1},
+		{"ddbsession.request.rejected", "{request}", "{ddbsession.rejection.reason=cutoff}", 1},
+		{"ddbsession.request.rejected", "{request}", "{ddbsession.rejection.reason=malformed}", 1},
+		{"ddbsession.request.rejected", "{request}", "{ddbsession.rejection.reason=unknown}", 2},
+		{"ddbsession.session.bound", "{session}", "", 1},
+		{"ddbsession.session.created", "{session}", "", 2},
+		{"ddbsession.session.ended", "{session}", "", 1},
+		{"ddbsession.session.refresh.duration count", "s", "", 2},
+		{"ddbsession.session.refresh.duration sum", "s", "", 0.05},
+		{"ddbsession.session.revoked", "{revocation}", "{ddbsession.revocation.scope=everyone}", 1},
+		{"ddbsession.session.revoked", "{revocation}", "{ddbsession.revocation.scope=session}", 1},
+		{"ddbsession.session.revoked", "{revocation}", "{ddbsession.revocation.scope=user}", 1},
+		{"ddbsession.session.rotated", "{session}", "", 1},
+		{"ddbsession.store.failed", "{request}", "{error.type=timeout}", 1},
+	}
+	sortPoints := cmpopts.SortSlices(func(a, b point) bool { return a.Name+a.Attrs < b.Name+b.Attrs })
+	if diff := cmp.Diff(want, got, sortPoints, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// A store failure's error.type is one of a short list, whatever the error.
+func TestStoreFailureErrorType(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("operation error DynamoDB: BatchGetItem: %w", context.DeadlineExceeded), "timeout"},
+		{fmt.Errorf("operation error DynamoDB: BatchGetItem: %w", context.Canceled), "canceled"},
+		{fmt.Errorf("ddbsession: %w", &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}), "ThrottlingException"},
+		{&smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}, "ProvisionedThroughputExceededException"},
+		{&smithy.GenericAPIError{Code: "not a code: USER#alice"}, "_OTHER"},
+		{&smithy.GenericAPIError{Code: ""}, "_OTHER"},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), "_OTHER"},
+		{nil, "_OTHER"},
+	} {
+		tel, reader := newMetrics(t)
+		tel.OnEvent(context.Background(), ddbsession.Event{Kind: ddbsession.EventStoreFailed, Err: tc.err})
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					v, _ := dp.Attributes.Value("error.type")
+					got = append(got, m.Name+" "+v.AsString())
+				}
+			}
+		}
+		if diff := cmp.Diff([]string{"ddbsession.store.failed " + tc.want}, got); diff != "" {
+			t.Errorf("store failure %v (-want +got):\n%s", tc.err, diff)
+		}
+	}
+}
