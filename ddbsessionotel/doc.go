@@ -89,7 +89,9 @@
 //   - the guard calling the app's handler: the session was accepted, or,
 //     with LoadSession, the request goes on anonymously;
 //   - the guard returning, if neither came first: the request carried no
-//     credential (or both a cookie and a bearer token).
+//     credential, or the guard refused it without an event (both a cookie
+//     and a bearer token, 400; a user item that the app's type cannot
+//     decode, 500, which the library logs).
 //
 // Its attribute ddbsession.check.outcome is "accepted", "rejected" (with
 // ddbsession.rejection.reason), "store-failed" (with error.type, and the
@@ -110,4 +112,14 @@
 // Guard needs the Manager's Session method to tell an accepted request from
 // an anonymous one that LoadSession lets through; the guard itself does not
 // say.
+//
+// # The DynamoDB spans
+//
+// This module's tests and example make them with otelaws
+// (go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws),
+// whose contrib module was deprecated in v0.72.0 for want of an owner: it
+// still works, and this package does not import it. Guard needs no more of
+// an instrumentation than that it start each call's span from the call's
+// context, so another one that does (the AWS SDK's own tracing adapter, say)
+// nests its spans under the check span the same way.
 package ddbsessionotel
