@@ -65,8 +65,9 @@ func (t *Telemetry) Guard(guard func(http.Handler) http.Handler, session func(co
 			c := &check{span: span, parent: parent}
 			guarded.ServeHTTP(w, r.WithContext(context.WithValue(ctx, checkKey{}, c)))
 			// Neither the handler nor an event: the request carried no
-			// credential, or one the guard refused unchecked (a cookie
-			// and a bearer token at once).
+			// credential, or the guard refused it without an event (a
+			// cookie and a bearer token at once; a user item that the
+			// app's type cannot decode).
 			c.end(outcomeNone)
 		})
 	}
