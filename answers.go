@@ -9,7 +9,8 @@ import (
 
 // This file holds the answers to requests that a guard does not let
 // through (Config.Unauthorized and Config.StoreUnavailable, and their
-// defaults), and the pair that sends a browser to log in and back.
+// defaults), and the pair that sends a browser to log in and back
+// (Config.LoginPath and ReturnPath).
 
 // textHandler answers with a status code and a one-line plain-text body.
 func textHandler(code int, msg string) http.Handler {
@@ -18,32 +19,53 @@ func textHandler(code int, msg string) http.Handler {
 	})
 }
 
-// returnParam is the query parameter in which RedirectToLogin passes the
-// page the user was going to, for ReturnPath to read back.
+// returnParam is the query parameter in which the redirect to
+// Config.LoginPath passes the page the user was going to, for ReturnPath to
+// read back.
 const returnParam = "next"
 
-// RedirectToLogin answers with 303 See Other to loginPath, passing the path
-// and query of a GET or HEAD request in the "next" parameter, so that the
+// redirectTo answers with 303 See Other to path, passing the path and
+// query of a GET or HEAD request in the "next" parameter, so that the
 // login handler can send the user back with [ReturnPath]. Other methods
-// carry no "next": their target is no page to return to. Set it as
-// [Config.Unauthorized] to send browsers to a login page; an app that also
-// serves an API answers those routes in its own Unauthorized handler:
-//
-//	toLogin := ddbsession.RedirectToLogin("/login")
-//	cfg.Unauthorized = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-//		if strings.HasPrefix(r.URL.Path, "/api/") {
-//			writeAPIError(w, http.StatusUnauthorized) // the app's own JSON
-//			return
-//		}
-//		toLogin.ServeHTTP(w, r)
-//	})
-func RedirectToLogin(loginPath string) http.Handler {
+// carry no "next": their target is no page to return to. A request that
+// carried a bearer token is no browser's: it gets 401, as without a path.
+func redirectTo(path string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		target := loginPath
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		target := path
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			if next := r.URL.RequestURI(); localPath(next) {
 				target += "?" + url.Values{returnParam: {next}}.Encode()
 			}
+		}
+		http.Redirect(w, r, target, http.StatusSeeOther)
+	})
+}
+
+// redirectBack answers with 303 See Other to path, passing the page to come
+// back to in the "next" parameter: a GET's or HEAD's own path and query,
+// or, for a form's POST, the page that sent it, from a Referer of this
+// origin. Config.StepUp's default with Config.ReauthPath. A request that
+// carried a bearer token gets 401, as redirectTo gives it.
+func redirectBack(path string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "authenticate again to continue", http.StatusUnauthorized)
+			return
+		}
+		next := r.URL.RequestURI()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			next = ""
+			if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
+				next = ref.RequestURI()
+			}
+		}
+		target := path
+		if localPath(next) {
+			target += "?" + url.Values{returnParam: {next}}.Encode()
 		}
 		http.Redirect(w, r, target, http.StatusSeeOther)
 	})

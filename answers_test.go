@@ -1,6 +1,7 @@
 package ddbsession_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,9 +35,52 @@ func TestReturnPathRefusesOpenRedirects(t *testing.T) {
 	}
 }
 
+// Config.LoginPath sends a browser to log in and back: a GET or HEAD
+// remembers its page, another method does not, and a request with a bearer
+// token, no browser's, gets 401.
+func TestLoginPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.LoginPath = "/login"; c.BearerTokens = true })
+	guard := e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("let through") }))
+	for _, tc := range []struct {
+		method, target, bearer string
+		wantCode               int
+		wantLocation           string
+	}{
+		{"GET", "/account/settings?tab=2", "", http.StatusSeeOther, "/login?next=%2Faccount%2Fsettings%3Ftab%3D2"},
+		{"HEAD", "/account", "", http.StatusSeeOther, "/login?next=%2Faccount"},
+		{"POST", "/account/delete", "", http.StatusSeeOther, "/login"},
+		{"GET", "/api/me", "Bearer " + strings.Repeat("A", 43), http.StatusUnauthorized, ""},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		if tc.bearer != "" {
+			r.Header.Set("Authorization", tc.bearer)
+		}
+		guard.ServeHTTP(w, r)
+		if w.Code != tc.wantCode || w.Header().Get("Location") != tc.wantLocation {
+			t.Errorf("%s %s: %d Location %q, want %d %q", tc.method, tc.target, w.Code, w.Header().Get("Location"), tc.wantCode, tc.wantLocation)
+		}
+		if tc.wantLocation != "" {
+			loc, _ := url.Parse(tc.wantLocation)
+			want := cmp.Or(loc.Query().Get("next"), "/")
+			if got := ddbsession.ReturnPath(httptest.NewRequest("POST", loc.String(), nil), "/"); got != want {
+				t.Errorf("ReturnPath after the redirect to %s = %q, want %q", loc, got, want)
+			}
+		}
+	}
+	for _, bad := range []string{"login", "https://evil.example/login", "//evil.example"} {
+		cfg := e.cfg
+		cfg.LoginPath = bad
+		if _, err := ddbsession.New(cfg); err == nil || !strings.Contains(err.Error(), "Config.LoginPath") {
+			t.Errorf("New with LoginPath %q = %v, want it refused", bad, err)
+		}
+	}
+}
+
 // One Manager guards pages with a redirect that remembers the page, and an
 // API with JSON, without a second Manager: the Config's answers tell the
-// two apart, as RedirectToLogin's documentation shows.
+// two apart, as Config.Unauthorized's documentation shows.
 func TestAnswersForPagesAndAPI(t *testing.T) {
 	t.Parallel()
 	var p *probe
@@ -50,7 +94,13 @@ func TestAnswersForPagesAndAPI(t *testing.T) {
 		})
 	}
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
-		c.Unauthorized = apiOr(jsonError(http.StatusUnauthorized, "unauthorized"), ddbsession.RedirectToLogin("/login"))
+		c.Unauthorized = apiOr(jsonError(http.StatusUnauthorized, "unauthorized"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			target := "/login"
+			if r.Method == http.MethodGet {
+				target += "?" + url.Values{"next": {r.URL.RequestURI()}}.Encode()
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+		}))
 		c.StoreUnavailable = apiOr(jsonError(http.StatusServiceUnavailable, "session store unavailable, try again"), http.HandlerFunc(
 			func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "try again", http.StatusServiceUnavailable)

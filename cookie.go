@@ -87,12 +87,14 @@ func bearerToken(r *http.Request) (string, bool) {
 const maxCarriedTokens = 4
 
 // tokens returns the well-formed session tokens the request carries in
-// cookies and, with Config.BearerTokens, as a bearer token, for Login and
-// Logout to end them.
-func (c *cookies) tokens(r *http.Request) []string {
+// cookies, if withCookies, and, with Config.BearerTokens, as a bearer
+// token, for Login and Logout to end them.
+func (c *cookies) tokens(r *http.Request, withCookies bool) []string {
 	var values, tokens []string
-	for _, ck := range r.CookiesNamed(c.name) {
-		values = append(values, ck.Value)
+	if withCookies {
+		for _, ck := range r.CookiesNamed(c.name) {
+			values = append(values, ck.Value)
+		}
 	}
 	if token, ok := bearerToken(r); ok && c.bearer {
 		values = append(values, token)

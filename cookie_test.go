@@ -121,7 +121,7 @@ func TestLoginCookie(t *testing.T) {
 			e := newEnv(t, tc.mutate)
 			alice := e.putUser("alice")
 			w := httptest.NewRecorder()
-			if err := e.m.Login(w, httptest.NewRequest("POST", "/login", nil), alice); err != nil {
+			if err := e.m.Login(w, httptest.NewRequest("POST", "/login", nil), alice, nil); err != nil {
 				t.Fatal(err)
 			}
 			header := w.Header().Values("Set-Cookie")
@@ -161,15 +161,18 @@ func TestLoginCookie(t *testing.T) {
 
 func TestCookieMaxAgeFollowsExpiry(t *testing.T) {
 	t.Parallel()
-	// The absolute lifetime is shorter than the idle timeout, so the first
-	// expiry, and so Max-Age, comes from it.
-	e := newEnv(t, func(c *ddbsession.Config[User]) {
-		c.IdleTimeout = 2 * time.Hour
-		c.AbsoluteLifetime = 90 * time.Minute
-	})
+	// The idle timeout gives the first expiry; a refresh near the end of
+	// the absolute lifetime slides it to that end only, and Max-Age with it.
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.AbsoluteLifetime = 90 * time.Minute })
 	c := e.login(e.putUser("alice"))
-	if c.MaxAge != 90*60 {
-		t.Errorf("Max-Age = %d, want %d", c.MaxAge, 90*60)
+	if c.MaxAge != 60*60 {
+		t.Errorf("Max-Age = %d, want %d", c.MaxAge, 60*60)
+	}
+	e.clock.Advance(50 * time.Minute)
+	w := e.get(e.m.RequireSession(whoami(e.m)), c)
+	refreshed := sessionCookie(t, w.Result(), c.Name)
+	if refreshed == nil || refreshed.MaxAge != 40*60 {
+		t.Errorf("refreshed cookie %v, want Max-Age %d", refreshed, 40*60)
 	}
 }
 

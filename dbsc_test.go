@@ -50,7 +50,7 @@ func (e *env) loginOffered(device *dbsctest.Device, key ddbsession.UserKey) (*bo
 	e.t.Helper()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://example.test/login", nil)
-	if err := e.m.Login(w, r, key); err != nil {
+	if err := e.m.Login(w, r, key, nil); err != nil {
 		e.t.Fatalf("Login: %v", err)
 	}
 	offer, err := dbsctest.ParseOffer(w.Header().Get("Secure-Session-Registration"))

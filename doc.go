@@ -28,7 +28,7 @@
 //	mux.Handle("GET /account", sessions.RequireSession(http.HandlerFunc(account)))
 //	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
 //		key := ddbsession.UserKey{PK: "USER#" + r.PostFormValue("name"), SK: "PROFILE"}
-//		err := sessions.LoginWith(w, r, key, func(u User) error {
+//		err := sessions.Login(w, r, key, func(u User) error {
 //			return checkPassword(u.PasswordHash, r.PostFormValue("password")) // the app's own
 //		})
 //		if err != nil {
@@ -296,7 +296,7 @@
 //
 // Revoking one session finds its index item in the caller's own index
 // partition; another user's session ID is not there, so it gets the same
-// [ErrSessionNotFound] as an unknown one.
+// [ErrNoSession] as an unknown one.
 //
 // # Sessions about to expire
 //
@@ -349,8 +349,8 @@
 // A password change must not leave a session that rests on the old
 // password: write the new credential, then call [Manager.RevokeAll], then
 // sign the changing browser in again with [Manager.Login]. Password logins
-// go through [Manager.LoginWith], which reads the credential and the
-// cutoff together: a login that read the old password copied the old
+// check the password in Login's verify, which sees the credential and the
+// cutoff of one read: a login that read the old password copied the old
 // cutoff, and dies with the RevokeAll that follows the change, however the
 // two interleave and whatever the clocks say; a login that read the new
 // password read the raised cutoff too, and lives. New user items carry a

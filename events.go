@@ -22,7 +22,8 @@ type Event struct {
 	SessionID string
 	// User is the session's user, where known.
 	User UserKey
-	// Reason says why a request was rejected (EventRejected).
+	// Reason says why a request was rejected (EventRejected), or what
+	// ended a session (EventEvicted: ReasonSessionLimit).
 	Reason Reason
 	// Err is the store's error (EventStoreFailed).
 	Err error
@@ -36,7 +37,7 @@ type Event struct {
 type EventKind string
 
 const (
-	EventCreated         EventKind = "created"          // Login, LoginWith or LoginBearer made a session
+	EventCreated         EventKind = "created"          // Login or LoginBearer made a session
 	EventRefreshed       EventKind = "refreshed"        // a request moved the expiry forward (reported once written)
 	EventRotated         EventKind = "rotated"          // Login ended a session the request carried
 	EventEnded           EventKind = "ended"            // Logout ended a session
@@ -47,6 +48,13 @@ const (
 	EventStoreFailed     EventKind = "store-failed"     // DynamoDB failed or timed out; the request failed closed
 	EventBound           EventKind = "bound"            // a browser bound a session to its device key (DBSC)
 	EventBoundRefreshed  EventKind = "bound-refreshed"  // a bound session's device proved itself for a fresh bound cookie
+
+	EventReauthenticated      EventKind = "reauthenticated"         // a Login on a request that carried the user's own session: a new session, with fresh AuthenticatedAt
+	EventPending              EventKind = "pending"                 // BeginLogin: a first factor passed, the second awaited
+	EventSecondFactorFailed   EventKind = "second-factor-failed"    // CompleteLogin's verify refused; the pending session ends after five
+	EventStepUp               EventKind = "step-up"                 // RequireAuthentication sent a request to re-authenticate
+	EventEvicted              EventKind = "evicted"                 // Config.MaxSessions ended the oldest session to make room
+	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Config.MaxSessions sessions (RefuseAtMaxSessions)
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.

@@ -60,11 +60,11 @@ func TestEventsOfASessionsLife(t *testing.T) {
 	first := e.login(alice)
 	e.clock.Advance(30 * time.Minute)
 	e.status(first)                 // refreshes
-	second := e.login(alice, first) // rotates
+	second := e.login(alice, first) // rotates: alice's own session, so a re-authentication
 	if err := e.m.Logout(newRecorder(), newRequest(second)); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"created #1", "refreshed #1", "rotated #1", "created #2", "ended #2"}
+	want := []string{"created #1", "refreshed #1", "rotated #1", "created #2", "reauthenticated #2", "ended #2"}
 	if diff := cmp.Diff(want, log.take()); diff != "" {
 		t.Errorf("events of login, refresh, login again, logout (-want +got):\n%s", diff)
 	}

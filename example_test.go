@@ -119,7 +119,7 @@ func Example() {
 	})))
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
 		// A real app checks a password here.
-		if err := sessions.Login(w, r, ddbsession.UserKey{PK: alice.PK, SK: alice.SK}); err != nil {
+		if err := sessions.Login(w, r, ddbsession.UserKey{PK: alice.PK, SK: alice.SK}, nil); err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}

@@ -371,9 +371,9 @@ func faultOps() []faultOp {
 		r := newRequest(fx.cookie)
 		var err error
 		if with {
-			err = m.LoginWith(w, r, fx.user, func(User) error { return nil })
+			err = m.Login(w, r, fx.user, func(User) error { return nil })
 		} else {
-			err = m.Login(w, r, fx.user)
+			err = m.Login(w, r, fx.user, nil)
 		}
 		return faultOutcome{err: err, setCookie: w.Header().Values("Set-Cookie")}
 	}
@@ -407,7 +407,7 @@ func faultOps() []faultOp {
 		{name: "Login", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
 			return login(m, fx, false)
 		}},
-		{name: "LoginWith", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
+		{name: "Login with verify", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
 			return login(m, fx, true)
 		}},
 		{name: "Logout", clears: true, ended: sessionEnded, run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
@@ -601,7 +601,7 @@ func TestFaultMatrix(t *testing.T) {
 			t.Errorf("%s reported success under the fault", c.op.name)
 		case out.err == nil && !c.op.ended(c.fx):
 			t.Errorf("%s reported success, but the session still authenticates", c.op.name)
-		case errors.Is(out.err, ddbsession.ErrNoSession), errors.Is(out.err, ddbsession.ErrSessionNotFound),
+		case errors.Is(out.err, ddbsession.ErrNoSession),
 			errors.Is(out.err, ddbsession.ErrUserNotFound), errors.Is(out.err, ddbsession.ErrUserExists):
 			t.Errorf("a store failure reported as an answer: %v", out.err)
 		}

@@ -297,7 +297,7 @@ func FuzzLogin(f *testing.F) {
 func fuzzLogin(t *testing.T, m *ddbsession.Manager[User], key ddbsession.UserKey, r *http.Request) string {
 	t.Helper()
 	w := httptest.NewRecorder()
-	if err := m.Login(w, r, key); err != nil {
+	if err := m.Login(w, r, key, nil); err != nil {
 		t.Fatalf("Login(%+v): %v", key, err)
 	}
 	var values []string

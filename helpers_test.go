@@ -87,6 +87,13 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// Reset forgets what was written.
+func (b *syncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -152,7 +159,7 @@ func primed[U any](t testing.TB, cfg ddbsession.Config[U]) *ddbsession.Manager[U
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CheckTable(context.Background()); err != nil && !errors.Is(err, ddbsession.ErrTTLOff) {
+	if err := m.CreateTable(context.Background()); err != nil { // the table exists: it checks it
 		t.Fatal(err)
 	}
 	return m
@@ -259,7 +266,7 @@ func (e *env) login(key ddbsession.UserKey, carried ...*http.Cookie) *http.Cooki
 	for _, c := range carried {
 		r.AddCookie(c)
 	}
-	if err := e.m.Login(w, r, key); err != nil {
+	if err := e.m.Login(w, r, key, nil); err != nil {
 		e.t.Fatalf("Login: %v", err)
 	}
 	c := sessionCookie(e.t, w.Result(), cookieName)
@@ -387,15 +394,17 @@ func loggedIn(id string, user ddbsession.UserKey, at time.Time, idle time.Durati
 		RefreshedAt: ms,
 		ExpiresAt:   time.Unix(at.Add(idle).Unix(), 0),
 		UserAgent:   testAgent,
+
+		AuthenticatedAt: ms,
 	}
 }
 
 // listIn calls List for user inside a request that carries c, so that the
 // session of c is the current one.
-func (e *env) listIn(c *http.Cookie, user ddbsession.UserKey) []ddbsession.SessionInfo {
+func (e *env) listIn(c *http.Cookie, user ddbsession.UserKey) []ddbsession.Session {
 	e.t.Helper()
 	var (
-		list []ddbsession.SessionInfo
+		list []ddbsession.Session
 		err  error
 	)
 	e.inRequest(c, func(ctx context.Context) { list, err = e.m.List(ctx, user) })
@@ -406,7 +415,7 @@ func (e *env) listIn(c *http.Cookie, user ddbsession.UserKey) []ddbsession.Sessi
 }
 
 // mustList calls List for user outside any request.
-func (e *env) mustList(user ddbsession.UserKey) []ddbsession.SessionInfo {
+func (e *env) mustList(user ddbsession.UserKey) []ddbsession.Session {
 	e.t.Helper()
 	list, err := e.m.List(context.Background(), user)
 	if err != nil {
@@ -415,8 +424,14 @@ func (e *env) mustList(user ddbsession.UserKey) []ddbsession.SessionInfo {
 	return list
 }
 
+// current is s as List shows the session of the request it serves.
+func current(s ddbsession.Session) ddbsession.Session {
+	s.Current = true
+	return s
+}
+
 // listIDs returns the IDs of a list, in its order.
-func listIDs(list []ddbsession.SessionInfo) []string {
+func listIDs(list []ddbsession.Session) []string {
 	ids := []string{}
 	for _, s := range list {
 		ids = append(ids, s.ID)

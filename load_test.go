@@ -66,7 +66,7 @@ func loginLoadRun(tb testing.TB, e *env, prefix string, logins, workers, users i
 	began := time.Now()
 	parallel(func(i int) {
 		w := httptest.NewRecorder()
-		if err := e.m.Login(w, newRequest(), keys[i%users]); err != nil {
+		if err := e.m.Login(w, newRequest(), keys[i%users], nil); err != nil {
 			fail("Login failed", "login %d: %v", i, err)
 			return
 		}

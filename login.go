@@ -1,10 +1,12 @@
 package ddbsession
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -15,8 +17,8 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file signs users up, in and out: CreateUser, Login, LoginWith,
-// LoginBearer and Logout, and what they share.
+// This file signs users up, in and out: CreateUser, Login, LoginBearer and
+// Logout, and what they share.
 
 // CreateUser writes a new user item: v is the app's own value (a struct or
 // a map, encoded with attributevalue.MarshalMap, holding the table's key
@@ -61,52 +63,59 @@ func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 	return nil
 }
 
-// Login signs user in on this browser, for flows whose credentials are not
-// read from the user item (a single sign-on callback, a magic link): a
-// password login should use [Manager.LoginWith]. It reads the user item
-// (strongly consistent), and returns [ErrUserNotFound], writing nothing,
-// for a user without one. It rotates the session: every session the request
-// carries is deleted first, so a token planted before sign-in (session
-// fixation) dies with it, and a new session with a fresh token is created
-// and sent in the cookie. The new session item is written with
-// attribute_not_exists, so it can never overwrite another. If deleting a
-// carried session fails, Login stops there and writes nothing.
-func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey) error {
-	return m.signInBrowser(w, r, user, nil, nil)
-}
-
-// LoginWith signs user in after verify accepts the user as read, in the
-// same call, from the user item: verify checks the password (or other
-// credential) against it and returns an error, which LoginWith returns,
-// to refuse. Otherwise it is [Manager.Login].
+// Login signs user in on this browser after verify accepts the user as
+// read, in the same call, from the user item: verify checks the password
+// (or other credential) against it and returns an error, which Login
+// returns, to refuse. A flow whose credential is not in the user item (a
+// single sign-on callback, a magic link) passes nil. methods name how the
+// user proved themselves ("password", "otp", "passkey", or the app's own
+// words), for [Session.Methods] and [Manager.RequireAuthentication]. Login
+// returns [ErrUserNotFound], writing nothing, for a user without an item.
 //
-// It is race-free against a credential change that writes the new
-// credential and then calls [Manager.RevokeAll]: the session copies the
-// revocation version read with the credential, so a login that read the old
-// credential copied the old version and dies with the others, and a login
-// that read after the change saw the new credential, and the raised
-// version, and lives; whatever the instances' clocks say (see "Revocation"
-// in the package documentation). A plain Login after the app's own read
-// cannot promise that, since it cannot know what the app read.
+// It rotates the session: every session the request carries is deleted
+// first, so a token planted before sign-in (session fixation) dies with it,
+// and a new session with a fresh token is created and sent in the cookie.
+// The new session item is written with attribute_not_exists, so it can
+// never overwrite another. If deleting a carried session fails, Login stops
+// there and writes nothing. A Login on a request that carried a live
+// session of the same user is a re-authentication: the new session has a
+// fresh AuthenticatedAt and these methods, keeps the old one's data and
+// cookie kind, and the user's other sessions are left alone.
+//
+// A login with verify is race-free against a credential change that
+// writes the new credential and then calls [Manager.RevokeAll]: the session
+// copies the revocation version read with the credential, so a login that
+// read the old credential copied the old version and dies with the others,
+// and a login that read after the change saw the new credential, and the
+// raised version, and lives; whatever the instances' clocks say (see
+// "Revocation" in the package documentation). A login whose app checked
+// the credential in a read of its own cannot promise that, since Login
+// cannot know what the app read.
 //
 // With a custom [Config.LoadUser], the loader must return the credential in
 // U and read it, with the cutoff, in one strongly consistent read.
 //
 // verify runs within the call's StoreTimeout, between the read and the
 // writes: a slow password hash fits, a wait for one does not. An app that
-// bounds its hashing work takes its slot before calling LoginWith.
-func (m *Manager[U]) LoginWith(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error) error {
-	if verify == nil {
-		return errors.New("ddbsession: LoginWith: verify is nil")
-	}
+// bounds its hashing work takes its slot before calling Login.
+func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
 	var u U
-	return m.signInBrowser(w, r, user, &u, func() error { return verify(u) })
+	return m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll})
 }
 
-// signInBrowser is Login's and LoginWith's: a session in a cookie, offered
-// for device binding if configured.
-func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, user UserKey, out any, verify func() error) error {
-	token, s, now, err := c.signIn(r, user, out, verify, true)
+// verifier is verify bound to the user that the sign-in reads into u; nil
+// for a nil verify.
+func verifier[U any](u *U, verify func(U) error) func() error {
+	if verify == nil {
+		return nil
+	}
+	return func() error { return verify(*u) }
+}
+
+// signInBrowser is Login's and CompleteLogin's: a session in a cookie,
+// offered for device binding if configured.
+func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, in signIn) error {
+	token, s, now, err := c.signIn(r, in)
 	if err != nil {
 		return err
 	}
@@ -124,78 +133,179 @@ func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, user UserKe
 // that moves the expiry forward says so in the Session-Expires response
 // header (RFC 3339). The session is like any other: hashed at rest,
 // expiring and refreshed, listed with the request's User-Agent, revocable,
-// and ended by RevokeAll. verify, if not nil, is [Manager.LoginWith]'s. It
+// and ended by RevokeAll. verify and methods are [Manager.Login]'s. It
 // returns [ErrUserNotFound] for a user without an item. RequireSession
 // accepts the token when [Config.BearerTokens] is set.
+//
+// A bearer token the request carries ends, as Login ends carried sessions;
+// its cookies are left alone, so that a signed-in page can issue a token
+// for a script. A request whose bearer token is the user's own live
+// session is a re-authentication, as with Login: the client's token is
+// replaced by a new one with a fresh AuthenticatedAt. There is no two-step
+// bearer login: an API client sends both factors in one request, and verify
+// checks both.
 //
 // Bearer requests need no cross-origin protection: a browser never adds an
 // Authorization header to a request on its own, as it adds cookies, so
 // another site cannot make a browser send one. Cookie requests do need it
 // (SameSite=Lax, and http.CrossOriginProtection for state changes).
-func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error) (token string, expires time.Time, err error) {
+func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
 	var u U
-	var check func() error
-	if verify != nil {
-		check = func() error { return verify(u) }
-	}
-	token, s, _, err := m.signIn(r, user, &u, check, false)
+	token, s, _, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer})
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	return m.cookies.value(token, s), s.ExpiresAt, nil
 }
 
-// signIn reads the user into out, has verify, if not nil, check it, ends
-// the sessions the request carries in cookies if asked, and creates a new
-// session. It returns the new token, the session and the time it took as
-// now.
-func (c *core) signIn(r *http.Request, user UserKey, out any, verify func() error, endCarried bool) (string, item.Session, time.Time, error) {
+// signIn is one login: whose, how the user proved themselves, and what of
+// the request it ends.
+type signIn struct {
+	user    UserKey
+	out     any          // the user is read into it
+	verify  func() error // checks the user as read; nil for nothing to check
+	methods []string
+	end     carried
+	// pending is the pending session that CompleteLogin completes, which
+	// the sign-in deletes before it creates the session, or nil.
+	pending *item.Session
+}
+
+// carried says which sessions a request carries a sign-in ends.
+type carried int
+
+const (
+	endAll    carried = iota // cookie and bearer token: Login, CompleteLogin
+	endBearer                // the bearer token alone: LoginBearer
+)
+
+// Bounds of the methods of one authentication, which every request reads
+// with its session.
+const (
+	maxMethods   = 4
+	maxMethodLen = 32
+)
+
+// checkSignIn refuses, before any call, a user key that does not fit the
+// table and methods beyond their bounds.
+func (c *core) checkSignIn(user UserKey, methods []string) error {
+	if err := c.checkKey(user); err != nil {
+		return fmt.Errorf("ddbsession: Login: %w", err)
+	}
+	if len(methods) > maxMethods {
+		return fmt.Errorf("ddbsession: Login: %d methods, more than %d", len(methods), maxMethods)
+	}
+	for _, m := range methods {
+		if m == "" || len(m) > maxMethodLen || strings.ContainsFunc(m, func(r rune) bool { return r < '!' || r > '~' }) {
+			return fmt.Errorf("ddbsession: Login: method %q: want 1 to %d printable ASCII characters", m, maxMethodLen)
+		}
+	}
+	return nil
+}
+
+// signIn reads the user into in.out, has in.verify, if not nil, check it,
+// ends the sessions the request carries as in.end says, takes a slot under
+// Config.MaxSessions, and creates a new session. It returns the new token,
+// the session and the time it took as now.
+func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Time, error) {
 	var none item.Session
-	if user.PK == "" || (user.SK == "") != c.store.HashOnly {
-		return "", none, time.Time{}, fmt.Errorf("ddbsession: Login: user key %+v does not fit the table's key schema", user)
+	if err := c.checkSignIn(in.user, in.methods); err != nil {
+		return "", none, time.Time{}, err
 	}
 	// Not cut short by the client: a half-done rotation helps no one.
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	now, began := c.now(), mono()
-	rev, err := c.users.load(ctx, user, out, true)
+	rev, err := c.users.load(ctx, in.user, in.out, true)
 	if errors.Is(err, ErrUserNotFound) {
 		return "", none, now, err
 	}
 	if err != nil {
 		return "", none, now, fmt.Errorf("ddbsession: Login: load user: %w", err)
 	}
-	if verify != nil {
-		if err := verify(); err != nil {
+	c.everyone.seen(rev.global, began)
+	if in.pending != nil && c.revoked(*in.pending, rev.State, now) != "" {
+		// The user's sessions were revoked (a password change) between
+		// the two steps: the first step's proof is void.
+		if _, _, err := c.store.deleteSession(ctx, in.pending.SessionPK); err != nil {
+			return "", none, now, err
+		}
+		return "", none, now, rejected(ReasonCutoff)
+	}
+	if in.verify != nil {
+		if err := in.verify(); err != nil {
 			return "", none, now, err
 		}
 	}
-	if endCarried {
-		if err := c.endRequestSessions(ctx, r, EventRotated); err != nil {
-			return "", none, now, err
+	if in.pending != nil {
+		// Of racing completions, the one whose delete finds the pending
+		// session goes on; the others find nothing.
+		if _, found, err := c.store.deleteSession(ctx, in.pending.SessionPK); err != nil || !found {
+			return "", none, now, cmp.Or(err, rejected(ReasonUnknown))
 		}
+	}
+	ended, err := c.endRequestSessions(ctx, r, in.end, EventRotated)
+	if err != nil {
+		return "", none, now, err
 	}
 	// The session copies the revocation version read with the credential:
 	// a RevokeAll after that read, on any instance and whatever its clock,
 	// ends it. Its creation time comes after the cutoff too, for releases
 	// that date sessions by it (see revoked).
 	created := max(now.UnixMilli(), rev.Cutoff+1)
-	s := c.life.newSession(user, userAgent(r), time.UnixMilli(created))
+	s := c.life.newSession(in.user, userAgent(r), time.UnixMilli(created))
 	s.Gen, s.HasGen = rev.Cutoff, true
-	c.everyone.seen(rev.global, began)
 	s.GlobalGen = c.everyone.gen.Load() // read with the user: a RevokeEveryone before this login ends no session of it
-	s.BrowserOnly = endCarried && c.keepSignedIn != nil && !c.keepSignedIn(r)
-	if endCarried && c.binding.Enabled {
+	s.Methods = in.methods
+	browser := in.end == endAll
+	s.BrowserOnly = browser && c.keepSignedIn != nil && !c.keepSignedIn(r)
+	if in.pending != nil {
+		s.Methods = union(in.pending.Methods, in.methods)
+		s.BrowserOnly = in.pending.BrowserOnly // KeepSignedIn asked the first step
+	}
+	reauth := false
+	for _, old := range ended {
+		// The user's own live session: a re-authentication, which hands
+		// on what the app keeps in it and the kind of its cookie.
+		if userOf(old) == in.user && !old.Pending && c.life.live(old, now) && c.revoked(old, rev.State, now) == "" {
+			s.Data, s.BrowserOnly, reauth = old.Data, old.BrowserOnly, true
+		}
+	}
+	if browser && c.binding.Enabled {
 		// The challenge of the offer to bind, which the Login response
 		// makes, goes in with the session: it costs no write of its own.
 		s.Challenge = challengeFor(now, registrationChallengeLifetime)
+	}
+	var evicted []item.Session
+	if c.limit.max > 0 {
+		if evicted, err = c.claim(ctx, in.user, rev.State, rev.Cutoff, &s, ended, now); err != nil {
+			if errors.Is(err, ErrTooManySessions) {
+				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
+			}
+			return "", none, now, err
+		}
 	}
 	token := item.NewToken()
 	if err := c.store.createSession(ctx, c.store.SessionPK(token), s); err != nil {
 		return "", none, now, err
 	}
-	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: user})
+	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
+	if reauth {
+		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
+	}
+	c.endEvicted(ctx, evicted)
 	return token, s, now, nil
+}
+
+// union is a then the methods of b that a lacks, in order.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, m := range b {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Logout ends every session the request carries, in cookies or (with
@@ -215,14 +325,17 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	return m.endRequestSessions(ctx, r, EventEnded)
+	pendingErr := m.endPending(ctx, w, r)
+	_, err := m.endRequestSessions(ctx, r, endAll, EventEnded)
+	return errors.Join(pendingErr, err)
 }
 
-// endRequestSessions deletes the sessions the request carries, and reports
-// each as kind.
-func (c *core) endRequestSessions(ctx context.Context, r *http.Request, kind EventKind) error {
+// endRequestSessions deletes the sessions the request carries, those that
+// which says, reports each as kind, and returns them as they were.
+func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which carried, kind EventKind) ([]item.Session, error) {
 	var errs []error
-	for _, token := range c.cookies.tokens(r) {
+	var ended []item.Session
+	for _, token := range c.cookies.tokens(r, which == endAll) {
 		s, found, err := c.store.deleteSession(ctx, c.store.SessionPK(token))
 		if err == nil && found {
 			err = c.recordEnd(ctx, s)
@@ -231,10 +344,11 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, kind Eve
 			errs = append(errs, err)
 		}
 		if found {
+			ended = append(ended, s)
 			c.events.emit(ctx, Event{Kind: kind, SessionID: s.ID, User: userOf(s)})
 		}
 	}
-	return errors.Join(errs...)
+	return ended, errors.Join(errs...)
 }
 
 // recordEnd, in MREC mode, notes in the user's state item that session s,

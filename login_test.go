@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestLoginUndoIsBounded(t *testing.T) {
 		return nil
 	}
 	began := time.Now()
-	if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice); err == nil {
+	if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice, nil); err == nil {
 		t.Fatal("Login succeeded though its session write failed")
 	}
 	if took := time.Since(began); took > 4*time.Second { // far above 100ms, below the hang's 5s
@@ -75,7 +76,7 @@ func TestLoginAndLogoutReportStoreFailure(t *testing.T) {
 
 	failOn(p, "PutItem", errors.New("down"))
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(cookie), alice); err == nil {
+	if err := e.m.Login(w, newRequest(cookie), alice, nil); err == nil {
 		t.Error("Login succeeded with the store down")
 	} else if strings.Contains(err.Error(), cookie.Value) {
 		t.Errorf("Login error reveals the token: %v", err)
@@ -105,7 +106,7 @@ func TestKeepSignedIn(t *testing.T) {
 	alice := e.putUser("alice")
 	login := func(target string) *http.Cookie {
 		w := httptest.NewRecorder()
-		if err := e.m.Login(w, httptest.NewRequest("POST", target, nil), alice); err != nil {
+		if err := e.m.Login(w, httptest.NewRequest("POST", target, nil), alice, nil); err != nil {
 			t.Fatal(err)
 		}
 		return sessionCookie(t, w.Result(), cookieName)
@@ -225,7 +226,7 @@ func TestLoginRejectsKeyThatDoesNotFitTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	for _, key := range []ddbsession.UserKey{{}, {PK: "USER#a"}, {SK: "PROFILE"}} {
-		if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), key); err == nil {
+		if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), key, nil); err == nil {
 			t.Errorf("Login(%+v) succeeded in a table with a sort key", key)
 		}
 	}
@@ -265,7 +266,7 @@ func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
 	}
 	p.reset()
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), alice); err == nil {
+	if err := e.m.Login(w, newRequest(), alice, nil); err == nil {
 		t.Fatal("Login succeeded though its session write failed")
 	}
 	if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
@@ -313,7 +314,7 @@ func TestLoginAndLogoutEndEveryCarriedSession(t *testing.T) {
 			w := newRecorder()
 			var err error
 			if end == "Login" {
-				err = e.m.Login(w, newRequest(cookies...), alice)
+				err = e.m.Login(w, newRequest(cookies...), alice, nil)
 			} else {
 				err = e.m.Logout(w, newRequest(cookies...))
 			}
@@ -358,7 +359,7 @@ func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	failOn(p, "DeleteItem", errors.New("down"))
 	p.reset()
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(old), alice); err == nil {
+	if err := e.m.Login(w, newRequest(old), alice, nil); err == nil {
 		t.Fatal("Login succeeded though deleting the carried session failed")
 	}
 	if c := sessionCookie(t, w.Result(), cookieName); c != nil && c.Value != "" {
@@ -383,7 +384,7 @@ func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	}
 }
 
-// Member is a user type that carries its credential, as LoginWith's verify
+// Member is a user type that carries its credential, as Login's verify
 // needs; json:"-" keeps the hash out of any JSON the app writes.
 type Member struct {
 	PK       string `dynamodbav:"pk"`
@@ -394,7 +395,7 @@ type Member struct {
 
 var errWrongPassword = errors.New("wrong password")
 
-// checkPassword is the app's verify function for LoginWith.
+// checkPassword is the app's verify function for Login with verify.
 func checkPassword(password string) func(Member) error {
 	return func(a Member) error {
 		if a.Password != password {
@@ -421,11 +422,11 @@ func (e *env) members(mutate ...func(*ddbsession.Config[Member])) *ddbsession.Ma
 	return m
 }
 
-// loginWith runs LoginWith on a fresh request and returns the cookie, or nil
+// loginWith runs Login with verify on a fresh request and returns the cookie, or nil
 // with the error.
 func loginWith(m *ddbsession.Manager[Member], key ddbsession.UserKey, password string) (*http.Cookie, error) {
 	w := newRecorder()
-	if err := m.LoginWith(w, newRequest(), key, checkPassword(password)); err != nil {
+	if err := m.Login(w, newRequest(), key, checkPassword(password)); err != nil {
 		return nil, err
 	}
 	for _, c := range w.Result().Cookies() {
@@ -507,7 +508,7 @@ func TestCreateUserEndsSessionsOfAnEarlierUser(t *testing.T) {
 	}
 }
 
-// Login and LoginWith refuse a user without an item, and write nothing.
+// Login and Login with verify refuse a user without an item, and write nothing.
 func TestLoginWithoutUserItem(t *testing.T) {
 	t.Parallel()
 	var p *probe
@@ -516,11 +517,11 @@ func TestLoginWithoutUserItem(t *testing.T) {
 	ghost := ddbsession.UserKey{PK: "USER#ghost", SK: "PROFILE"}
 	p.reset()
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), ghost); !errors.Is(err, ddbsession.ErrUserNotFound) {
+	if err := e.m.Login(w, newRequest(), ghost, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {
 		t.Errorf("Login = %v, want ErrUserNotFound", err)
 	}
 	if _, err := loginWith(m, ghost, "x"); !errors.Is(err, ddbsession.ErrUserNotFound) {
-		t.Errorf("LoginWith = %v, want ErrUserNotFound", err)
+		t.Errorf("Login with verify = %v, want ErrUserNotFound", err)
 	}
 	if len(w.Header().Values("Set-Cookie")) != 0 || p.count("PutItem") != 0 || len(e.scanAll()) != 0 {
 		t.Errorf("a refused Login wrote: cookies %q, %d PutItems, items %v", w.Header().Values("Set-Cookie"), p.count("PutItem"), itemsText(e.scanAll()))
@@ -540,11 +541,11 @@ func TestLoginWithRefusalWritesNothing(t *testing.T) {
 	}
 	p.reset()
 	w := newRecorder()
-	if err := m.LoginWith(w, newRequest(c), alice, checkPassword("guess")); !errors.Is(err, errWrongPassword) {
-		t.Errorf("LoginWith with a wrong password = %v, want errWrongPassword", err)
+	if err := m.Login(w, newRequest(c), alice, checkPassword("guess")); !errors.Is(err, errWrongPassword) {
+		t.Errorf("Login with verify with a wrong password = %v, want errWrongPassword", err)
 	}
 	if p.count("PutItem")+p.count("DeleteItem")+p.count("UpdateItem") != 0 || len(w.Header().Values("Set-Cookie")) != 0 {
-		t.Errorf("a refused LoginWith wrote: calls %v, cookies %q", p.calls, w.Header().Values("Set-Cookie"))
+		t.Errorf("a refused Login with verify wrote: calls %v, cookies %q", p.calls, w.Header().Values("Set-Cookie"))
 	}
 	if got := statusOf(m, c); got != http.StatusOK {
 		t.Errorf("the carried session after a refused login: %d, want 200", got)
@@ -560,7 +561,7 @@ func TestUserAgentIsCleaned(t *testing.T) {
 	r := newRequest()
 	r.Header.Set("User-Agent", "Mozilla/5.0 \u202eXNU\u202c Fire\u200bfox\x07")
 	w := newRecorder()
-	if err := e.m.Login(w, r, alice); err != nil {
+	if err := e.m.Login(w, r, alice, nil); err != nil {
 		t.Fatal(err)
 	}
 	list := e.mustList(alice)
@@ -597,7 +598,7 @@ func TestLoginWhoseWriteIsLostLeavesNoListedSession(t *testing.T) {
 			e := newEnv(t, withProbe(&p))
 			answerApplied(p, "PutItem", tc.put, nil, tc.answer)
 			alice := e.putUser("alice")
-			if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice); err == nil {
+			if err := e.m.Login(httptest.NewRecorder(), newRequest(), alice, nil); err == nil {
 				t.Fatal("Login succeeded though a write's answer was lost")
 			}
 			if list := e.mustList(alice); len(list) != 0 {
@@ -637,4 +638,308 @@ func TestLogoutClearSiteData(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Login records how the user proved themselves and when, and every request
+// reads it with the session, at no extra call; List shows it too. Methods
+// beyond their bounds are refused before any call.
+func TestLoginRecordsAuthentication(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	e.clock.Advance(time.Minute)
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice, nil, "password", "otp"); err != nil {
+		t.Fatal(err)
+	}
+	c := sessionCookie(t, w.Result(), cookieName)
+	at := time.UnixMilli(e.clock.Now().UnixMilli())
+	p.reset()
+	e.inRequest(c, func(ctx context.Context) {
+		s, _ := e.m.Session(ctx)
+		if !s.AuthenticatedAt.Equal(at) || !slices.Equal(s.Methods, []string{"password", "otp"}) {
+			t.Errorf("session: AuthenticatedAt %v Methods %q, want %v [password otp]", s.AuthenticatedAt, s.Methods, at)
+		}
+	})
+	if p.total() != 1 {
+		t.Errorf("the request made %v, want one BatchGetItem", p.calls)
+	}
+	if list := e.mustList(alice); len(list) != 1 || !slices.Equal(list[0].Methods, []string{"password", "otp"}) {
+		t.Errorf("List = %+v, want the session with its methods", list)
+	}
+	p.reset()
+	for _, methods := range [][]string{{""}, {"pass word"}, {strings.Repeat("x", 33)}, {"a", "b", "c", "d", "e"}, {"café"}} {
+		if err := e.m.Login(newRecorder(), newRequest(), alice, nil, methods...); err == nil || !strings.Contains(err.Error(), "method") {
+			t.Errorf("Login with methods %q = %v, want it refused", methods, err)
+		}
+	}
+	if p.total() != 0 {
+		t.Errorf("refused logins made %v", p.calls)
+	}
+}
+
+// The user keys that no item can have are refused before any call, with an
+// error that says what is wrong: an empty one is what Session gives outside
+// RequireSession.
+func TestMalformedUserKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	ctx := context.Background()
+	p.reset()
+	for _, tc := range []struct {
+		key  ddbsession.UserKey
+		want string
+	}{
+		{ddbsession.UserKey{}, "has no PK: pass the signed-in user's key (Session(ctx).User, inside RequireSession)"},
+		{ddbsession.UserKey{PK: "USER#alice"}, "has no SK, which the table's sort key needs"},
+	} {
+		for name, call := range map[string]func() error{
+			"Login":     func() error { return e.m.Login(newRecorder(), newRequest(), tc.key, nil) },
+			"RevokeAll": func() error { return e.m.RevokeAll(ctx, tc.key) },
+			"Revoke":    func() error { return e.m.Revoke(ctx, tc.key, strings.Repeat("a", 32)) },
+			"List":      func() error { _, err := e.m.List(ctx, tc.key); return err },
+			"BeginLogin": func() error {
+				return e.m.BeginLogin(newRecorder(), newRequest(), tc.key, nil)
+			},
+		} {
+			if err := call(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s(%+v) = %v, want it to say %q", name, tc.key, err, tc.want)
+			}
+		}
+	}
+	if p.total() != 0 {
+		t.Errorf("malformed keys reached DynamoDB: %v", p.calls)
+	}
+}
+
+// pendingCookie is the cookie of a login waiting for its second factor.
+const pendingCookie = cookieName + "-pending"
+
+var errWrongCode = errors.New("wrong code")
+
+// code is a second-factor check that accepts want.
+func code(got, want string) func(User) error {
+	return func(User) error {
+		if got != want {
+			return errWrongCode
+		}
+		return nil
+	}
+}
+
+// beginLogin runs BeginLogin for key on a request carrying cookies, and
+// returns the pending cookie.
+func (e *env) beginLogin(key ddbsession.UserKey, cookies ...*http.Cookie) *http.Cookie {
+	e.t.Helper()
+	w := newRecorder()
+	if err := e.m.BeginLogin(w, newRequest(cookies...), key, nil, "password"); err != nil {
+		e.t.Fatalf("BeginLogin: %v", err)
+	}
+	if sessionCookie(e.t, w.Result(), cookieName) != nil {
+		e.t.Error("BeginLogin set a session cookie")
+	}
+	c := sessionCookie(e.t, w.Result(), pendingCookie)
+	if c == nil || c.MaxAge != 300 || !c.HttpOnly || !c.Secure {
+		e.t.Fatalf("BeginLogin's pending cookie = %v, want HttpOnly, Secure, Max-Age 300", c)
+	}
+	return c
+}
+
+// completeLogin runs CompleteLogin with a code on a request carrying
+// cookies, and returns its error and response.
+func (e *env) completeLogin(got string, cookies ...*http.Cookie) (*http.Response, error) {
+	w := newRecorder()
+	err := e.m.CompleteLogin(w, newRequest(cookies...), code(got, "123456"), "otp")
+	return w.Result(), err
+}
+
+// A two-step login: the first step leaves a pending session that nothing
+// but CompleteLogin takes, from the browser that has its cookie; a right
+// code signs in with both steps' methods and ends the pending session; a
+// wrong one leaves it for another try, five in all; it lives minutes.
+func TestTwoStepLogin(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.OnEvent = log.record; c.BearerTokens = true })
+	alice := e.putUser("alice")
+	pending := e.beginLogin(alice)
+
+	// Not a session, in any slot a credential may come in.
+	if got := e.status(&http.Cookie{Name: cookieName, Value: pending.Value}); got != http.StatusUnauthorized {
+		t.Errorf("the pending token as a session cookie: %d, want 401", got)
+	}
+	if _, _, err := e.m.Check(context.Background(), pending.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("Check of the pending token: %v, want ErrNoSession", err)
+	}
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List shows the pending login: %+v", list)
+	}
+	// Another browser, without the cookie, cannot complete it.
+	if _, err := e.completeLogin("123456"); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("CompleteLogin without the pending cookie: %v, want ErrNoSession", err)
+	}
+	// A wrong code: its error, and the pending session stays.
+	res, err := e.completeLogin("000000", pending)
+	if !errors.Is(err, errWrongCode) || sessionCookie(t, res, cookieName) != nil || sessionCookie(t, res, pendingCookie) != nil {
+		t.Errorf("a wrong code: %v, cookies %v; want errWrongCode and no cookie change", err, res.Cookies())
+	}
+	e.clock.Advance(time.Minute)
+	res, err = e.completeLogin("123456", pending)
+	if err != nil {
+		t.Fatalf("the right code: %v", err)
+	}
+	c := sessionCookie(t, res, cookieName)
+	if cleared := sessionCookie(t, res, pendingCookie); c == nil || cleared == nil || cleared.MaxAge >= 0 {
+		t.Fatalf("the right code: session cookie %v, pending cookie %v; want a session and the pending cookie cleared", c, cleared)
+	}
+	s := e.sessionFor(c)
+	at := time.UnixMilli(e.clock.Now().UnixMilli())
+	if !slices.Equal(s.Methods, []string{"password", "otp"}) || !s.AuthenticatedAt.Equal(at) {
+		t.Errorf("completed session: Methods %q AuthenticatedAt %v, want [password otp] at %v", s.Methods, s.AuthenticatedAt, at)
+	}
+	if got := e.status(c); got != http.StatusOK {
+		t.Errorf("the completed session: %d", got)
+	}
+	if _, err := e.completeLogin("123456", pending); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("completing it again: %v, want ErrNoSession", err)
+	}
+	if got := log.take(); !slices.Contains(got, "pending #1") || !slices.Contains(got, "second-factor-failed #1") || !slices.Contains(got, "created #2") {
+		t.Errorf("events %q, want pending, second-factor-failed and created", got)
+	}
+
+	// Five wrong codes end it; the sixth try, right or not, finds nothing.
+	pending = e.beginLogin(alice)
+	for i := range 5 {
+		res, err := e.completeLogin("000000", pending)
+		if !errors.Is(err, errWrongCode) && !(i == 4 && errors.Is(err, ddbsession.ErrNoSession)) {
+			t.Errorf("wrong code %d: %v", i+1, err)
+		}
+		if cleared := sessionCookie(t, res, pendingCookie); (i == 4) != (cleared != nil) {
+			t.Errorf("wrong code %d: pending cookie %v", i+1, cleared)
+		}
+	}
+	if _, err := e.completeLogin("123456", pending); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("the right code after five wrong ones: %v, want ErrNoSession", err)
+	}
+
+	// It lives PendingLifetime.
+	pending = e.beginLogin(alice)
+	e.clock.Advance(5*time.Minute + time.Second)
+	if _, err := e.completeLogin("123456", pending); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("the right code after five minutes: %v, want ErrNoSession", err)
+	}
+
+	// A password change between the steps voids the first.
+	pending = e.beginLogin(alice)
+	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.completeLogin("123456", pending); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("completing across a RevokeAll: %v, want ErrNoSession", err)
+	}
+	for _, item := range e.scanAll() {
+		if attrText(item["pk"]) == attrText(sessionItemKey(pending.Value)["pk"]) {
+			t.Errorf("the voided pending session is left: %s", itemText(item))
+		}
+	}
+}
+
+// A signed-in browser that re-authenticates with two factors stays signed
+// in until the second step, which rotates its session; Logout ends a
+// pending login too.
+func TestTwoStepReauthentication(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	signedIn := e.login(alice)
+	pending := e.beginLogin(alice, signedIn)
+	if got := e.status(signedIn); got != http.StatusOK {
+		t.Errorf("the signed-in session during a two-step re-authentication: %d", got)
+	}
+	res, err := e.completeLogin("123456", signedIn, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.status(signedIn); got != http.StatusUnauthorized {
+		t.Errorf("the session before the re-authentication: %d, want 401", got)
+	}
+	if got := e.status(sessionCookie(t, res, cookieName)); got != http.StatusOK {
+		t.Errorf("the re-authenticated session: %d", got)
+	}
+
+	pending = e.beginLogin(alice)
+	w := newRecorder()
+	if err := e.m.Logout(w, newRequest(pending)); err != nil {
+		t.Fatal(err)
+	}
+	if cleared := sessionCookie(t, w.Result(), pendingCookie); cleared == nil || cleared.MaxAge >= 0 {
+		t.Errorf("Logout left the pending cookie: %v", cleared)
+	}
+	if _, err := e.completeLogin("123456", pending); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("completing after Logout: %v, want ErrNoSession", err)
+	}
+}
+
+// With MaxSessions, the login past the limit ends the oldest session, or,
+// with RefuseAtMaxSessions, is refused; a session that ended otherwise
+// frees its slot; a re-authentication takes its own session's slot.
+func TestSessionLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("end the oldest", func(t *testing.T) {
+		t.Parallel()
+		log := &eventLog{}
+		e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions = 2; c.OnEvent = log.record })
+		alice, bob := e.putUser("alice"), e.putUser("bob")
+		first := e.login(alice)
+		e.clock.Advance(time.Second)
+		second := e.login(alice)
+		e.login(bob) // another user's sessions do not count
+		e.clock.Advance(time.Second)
+		log.take()
+		third := e.login(alice)
+		if got := log.take(); !slices.Contains(got, "evicted #1 session-limit") {
+			t.Errorf("events %q, want the first session evicted", got)
+		}
+		for i, c := range []*http.Cookie{first, second, third} {
+			want := http.StatusOK
+			if i == 0 {
+				want = http.StatusUnauthorized
+			}
+			if got := e.status(c); got != want {
+				t.Errorf("session %d of 3: %d, want %d", i+1, got, want)
+			}
+		}
+		if list := e.mustList(alice); len(list) != 2 {
+			t.Errorf("List shows %d sessions, want 2", len(list))
+		}
+		// Re-authenticating the newest takes its own slot: the second lives.
+		e.login(alice, third)
+		if got := e.status(second); got != http.StatusOK {
+			t.Errorf("a re-authentication at the limit ended another session: %d", got)
+		}
+	})
+	t.Run("refuse", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions = 2; c.RefuseAtMaxSessions = true })
+		alice := e.putUser("alice")
+		first := e.login(alice)
+		second := e.login(alice)
+		w := newRecorder()
+		if err := e.m.Login(w, newRequest(), alice, nil); !errors.Is(err, ddbsession.ErrTooManySessions) || sessionCookie(t, w.Result(), cookieName) != nil {
+			t.Errorf("the third login: %v, want ErrTooManySessions and no cookie", err)
+		}
+		for _, c := range []*http.Cookie{first, second} {
+			if got := e.status(c); got != http.StatusOK {
+				t.Errorf("a session before the refused login: %d", got)
+			}
+		}
+		e.login(alice, second) // a re-authentication frees its own slot
+		if err := e.m.Logout(newRecorder(), newRequest(first)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Minute) // past the slot of a login in flight
+		e.login(alice)                   // the slot Logout left is free
+	})
 }

@@ -1,6 +1,7 @@
 package ddbsession
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -20,7 +22,7 @@ import (
 // handlers with them. It is safe for concurrent use. [New] makes one.
 //
 // U appears at the surface only: in the user that the middleware puts in
-// the context (User, NewContext), in the check of LoginWith and LoginBearer,
+// the context (User, NewContext), in the check of Login and LoginBearer,
 // and in Check's result. Everything below works on the non-generic core,
 // which decodes users through a pointer.
 type Manager[U any] struct {
@@ -40,9 +42,17 @@ type core struct {
 	binding  DeviceBinding
 	everyone *everyone
 
+	// noTTL says that CreateTable found the engine without
+	// UpdateTimeToLive, for CheckTable.
+	noTTL atomic.Bool
+
+	limit   sessionLimit
+	pending pending
+
 	keepSignedIn                   func(*http.Request) bool // Config.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
 	unauthorized, storeUnavailable http.Handler
+	stepUp                         http.Handler  // Config.StepUp
 	timeout                        time.Duration // Config.StoreTimeout
 	now                            func() time.Time
 	logger                         *slog.Logger
@@ -120,7 +130,9 @@ type Config[U any] struct {
 	// a stray variable must not silently downgrade its cookies.
 	InsecureDevMode bool
 
-	// IdleTimeout is how long a session lives without requests. Default 24h.
+	// IdleTimeout is how long a session lives without requests. Default
+	// 24h (AAL's bound with AAL set), or AbsoluteLifetime if that is
+	// shorter; never longer than AbsoluteLifetime.
 	IdleTimeout time.Duration
 
 	// RefreshInterval is how often, at most, a request moves a session's
@@ -130,7 +142,8 @@ type Config[U any] struct {
 	RefreshInterval time.Duration
 
 	// AbsoluteLifetime caps a session's life from its creation, however
-	// active it is (OWASP's absolute timeout). Default 30 days.
+	// active it is (OWASP's absolute timeout). Default 30 days (AAL's
+	// bound with AAL set).
 	AbsoluteLifetime time.Duration
 
 	// StoreTimeout bounds the DynamoDB work of one request. A refresh's
@@ -139,11 +152,28 @@ type Config[U any] struct {
 	// bounded by StoreTimeout on its own. Default 2s.
 	StoreTimeout time.Duration
 
+	// LoginPath, if set, is the app's login page, a path on this site: the
+	// default Unauthorized answers a browser with 303 See Other to it,
+	// passing the page it was going to (a GET's or HEAD's path and query)
+	// in the "next" parameter, for the login handler to send it back with
+	// [ReturnPath]. A request with a bearer token gets 401 all the same.
+	LoginPath string
+
 	// Unauthorized answers a request without a valid session. The cookie
 	// has already been cleared, and a request with a bearer token has been
-	// told WWW-Authenticate: Bearer error="invalid_token". Default: 401
-	// with a short body. [RedirectToLogin] sends browsers to a login page
-	// and back; its documentation shows one handler for pages and an API.
+	// told WWW-Authenticate: Bearer error="invalid_token". Default: a
+	// redirect to LoginPath if set, 401 with a short body otherwise. An
+	// app that also serves an API answers its routes in a handler of its
+	// own:
+	//
+	//	cfg.Unauthorized = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	//		if strings.HasPrefix(r.URL.Path, "/api/") {
+	//			writeAPIError(w, http.StatusUnauthorized) // the app's own JSON
+	//			return
+	//		}
+	//		next := url.Values{"next": {r.URL.RequestURI()}}.Encode()
+	//		http.Redirect(w, r, "/login?"+next, http.StatusSeeOther)
+	//	})
 	Unauthorized http.Handler
 
 	// StoreUnavailable answers a request whose session could not be checked
@@ -169,6 +199,62 @@ type Config[U any] struct {
 	//
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
+
+	// AAL names the NIST SP 800-63B-4 authentication assurance level whose
+	// session bounds this Manager keeps: 1, 2 or 3, or 0 for none. It fills
+	// in IdleTimeout and AbsoluteLifetime where they are unset, and New
+	// refuses ones beyond the level's bounds (the inactivity timeout and the
+	// overall timeout, after which the user must authenticate again):
+	//
+	//	AAL1: AbsoluteLifetime at most 30 days (default 30 days, IdleTimeout 24h)
+	//	AAL2: IdleTimeout at most 1 hour, AbsoluteLifetime at most 24 hours (the defaults)
+	//	AAL3: IdleTimeout at most 15 minutes, AbsoluteLifetime at most 12 hours (the defaults)
+	//
+	// The level's authenticators are the app's to ask for: at AAL2 two
+	// factors (a password and a one-time code, with BeginLogin and
+	// CompleteLogin) or a multi-factor one such as a passkey, at AAL3 a
+	// phishing-resistant, hardware-bound one. The preset bounds the time.
+	AAL int
+
+	// MaxSessions, if set, caps how many sessions a user may have at once
+	// (OWASP ASVS 5.0 7.1.2). A login beyond it ends the user's oldest
+	// session, or, with RefuseAtMaxSessions, is refused with
+	// [ErrTooManySessions] and writes no session. Logins racing on several
+	// instances never leave more than MaxSessions alive: the user's state
+	// item lists the sessions that count, each login takes its slot there
+	// with a conditional write, and a session lives only while listed. It
+	// costs one more read unit per request (the state item, in the same
+	// round trip as the session), and a login one write of the state item;
+	// a login at the limit also queries the user's index partition, to
+	// drop the slots of sessions that ended otherwise. Sessions created
+	// before it was set are not counted. At most 100; it needs a table with
+	// a sort key, as List does.
+	MaxSessions int
+
+	// RefuseAtMaxSessions makes a login beyond MaxSessions fail instead of
+	// ending the oldest session.
+	RefuseAtMaxSessions bool
+
+	// PendingLifetime is how long a two-step login waits for its second
+	// factor after [Manager.BeginLogin]: default 5 minutes, between 10
+	// seconds and an hour.
+	PendingLifetime time.Duration
+
+	// ReauthPath, if set, is the app's re-authentication page, a path on
+	// this site: the default StepUp answers a browser that
+	// [Manager.RequireAuthentication] turned away with 303 See Other to it,
+	// passing the page to come back to in the "next" parameter (a GET's
+	// path and query; for another method, the page that sent it, from a
+	// same-origin Referer), for the page to send it back with [ReturnPath].
+	ReauthPath string
+
+	// StepUp answers a request with a session that
+	// [Manager.RequireAuthentication] found not recently or not strongly
+	// enough authenticated. A request with a bearer token has been told
+	// WWW-Authenticate: Bearer error="insufficient_user_authentication",
+	// with max_age (RFC 9470). The session is never ended. Default: a
+	// redirect to ReauthPath if set, 401 with a short body otherwise.
+	StepUp http.Handler
 
 	// RevokeEveryoneWithin bounds how long after [Manager.RevokeEveryone]
 	// this instance may still accept a session created before it: a
@@ -224,7 +310,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	if err != nil {
 		return nil, err
 	}
-	st := newStore(cfg.Client, cfg.Table, layout, cfg.MREC, cfg.Logger)
+	st := newStore(cfg.Client, cfg.Table, layout, cfg.MREC || cfg.MaxSessions > 0, cfg.Logger)
 	ev := events{on: cfg.OnEvent, logger: cfg.Logger}
 	life := lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime}
 	m := &Manager[U]{core{
@@ -242,10 +328,13 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		events:           ev,
 		binding:          cfg.DeviceBinding,
 		everyone:         &everyone{within: cfg.RevokeEveryoneWithin},
+		limit:            sessionLimit{max: cfg.MaxSessions, refuse: cfg.RefuseAtMaxSessions},
+		pending:          pending{lifetime: cfg.PendingLifetime, cookie: cfg.CookieName + pendingSuffix, secure: !cfg.InsecureDevMode},
 		keepSignedIn:     cfg.KeepSignedIn,
 		clearSiteData:    clearSiteData(cfg.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,
 		storeUnavailable: cfg.StoreUnavailable,
+		stepUp:           cfg.StepUp,
 		timeout:          cfg.StoreTimeout,
 		now:              cfg.Now,
 		logger:           cfg.Logger,
@@ -304,8 +393,27 @@ func (c Config[U]) withDefaults() (Config[U], item.Layout, error) {
 			return c, layout, fmt.Errorf("ddbsession: Config.ClearSiteData %q: not a Clear-Site-Data directive (cache, cookies, storage, executionContexts, *)", d)
 		}
 	}
-	if c.Unauthorized == nil {
+	for name, path := range map[string]string{"LoginPath": c.LoginPath, "ReauthPath": c.ReauthPath} {
+		if path != "" && !localPath(path) {
+			return c, layout, fmt.Errorf("ddbsession: Config.%s %q: not a path on this site", name, path)
+		}
+	}
+	switch {
+	case c.Unauthorized != nil:
+	case c.LoginPath != "":
+		c.Unauthorized = redirectTo(c.LoginPath)
+	default:
 		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")
+	}
+	switch {
+	case c.StepUp != nil:
+	case c.ReauthPath != "":
+		c.StepUp = redirectBack(c.ReauthPath)
+	default:
+		c.StepUp = textHandler(http.StatusUnauthorized, "authenticate again to continue")
+	}
+	if err := c.limitWithDefaults(layout); err != nil {
+		return c, layout, err
 	}
 	if c.StoreUnavailable == nil {
 		c.StoreUnavailable = textHandler(http.StatusServiceUnavailable, "session store unavailable, try again")
@@ -319,13 +427,52 @@ func (c Config[U]) withDefaults() (Config[U], item.Layout, error) {
 	return c, layout, nil
 }
 
-// lifetimesWithDefaults fills in and checks the durations.
+// aalBounds are the NIST SP 800-63B-4 session bounds of each assurance
+// level (sections 2.1.3, 2.2.3 and 2.3.3), which Config.AAL names: the
+// inactivity timeout (0: none) and the overall timeout.
+var aalBounds = map[int]struct{ idle, absolute time.Duration }{
+	1: {0, 30 * 24 * time.Hour},
+	2: {time.Hour, 24 * time.Hour},
+	3: {15 * time.Minute, 12 * time.Hour},
+}
+
+// limitWithDefaults checks the session limit against the layout.
+func (c *Config[U]) limitWithDefaults(layout item.Layout) error {
+	switch {
+	case c.MaxSessions < 0 || c.MaxSessions > maxSessionsLimit:
+		return fmt.Errorf("ddbsession: Config.MaxSessions %d: must be between 1 and %d, or 0 for no limit", c.MaxSessions, maxSessionsLimit)
+	case c.MaxSessions > 0 && layout.HashOnly:
+		return errors.New("ddbsession: Config.MaxSessions needs a table with a sort key, for the user's state item (Layout.HashOnly is set)")
+	case c.RefuseAtMaxSessions && c.MaxSessions == 0:
+		return errors.New("ddbsession: Config.RefuseAtMaxSessions is set without a MaxSessions")
+	}
+	return nil
+}
+
+// lifetimesWithDefaults fills in and checks the durations, within the
+// bounds of the assurance level named, if any.
 func (c *Config[U]) lifetimesWithDefaults() error {
+	aal, ok := aalBounds[c.AAL]
+	if !ok && c.AAL != 0 {
+		return fmt.Errorf("ddbsession: Config.AAL %d: must be 1, 2 or 3 (NIST SP 800-63B-4), or 0 for none", c.AAL)
+	}
+	if c.AbsoluteLifetime == 0 {
+		c.AbsoluteLifetime = cmp.Or(aal.absolute, 30*24*time.Hour)
+	}
+	if c.AbsoluteLifetime < time.Second {
+		return fmt.Errorf("ddbsession: Config.AbsoluteLifetime %v: must be at least a second", c.AbsoluteLifetime)
+	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 24 * time.Hour
+		// Never past the absolute lifetime, which would end every session
+		// first.
+		c.IdleTimeout = min(cmp.Or(aal.idle, 24*time.Hour), c.AbsoluteLifetime)
 	}
 	if c.IdleTimeout < time.Second {
 		return fmt.Errorf("ddbsession: Config.IdleTimeout %v: must be at least a second", c.IdleTimeout)
+	}
+	if c.IdleTimeout > c.AbsoluteLifetime {
+		return fmt.Errorf("ddbsession: Config.IdleTimeout %v is longer than AbsoluteLifetime %v, which ends every session first: "+
+			"lower IdleTimeout, or raise AbsoluteLifetime", c.IdleTimeout, c.AbsoluteLifetime)
 	}
 	if c.RefreshInterval == 0 {
 		c.RefreshInterval = c.IdleTimeout / 24
@@ -333,11 +480,17 @@ func (c *Config[U]) lifetimesWithDefaults() error {
 	if c.RefreshInterval < 0 || c.RefreshInterval >= c.IdleTimeout {
 		return fmt.Errorf("ddbsession: Config.RefreshInterval %v: must be positive and shorter than IdleTimeout %v", c.RefreshInterval, c.IdleTimeout)
 	}
-	if c.AbsoluteLifetime == 0 {
-		c.AbsoluteLifetime = 30 * 24 * time.Hour
+	if aal.idle > 0 && c.IdleTimeout > aal.idle {
+		return fmt.Errorf("ddbsession: Config.IdleTimeout %v: AAL%d allows at most %v", c.IdleTimeout, c.AAL, aal.idle)
 	}
-	if c.AbsoluteLifetime < time.Second {
-		return fmt.Errorf("ddbsession: Config.AbsoluteLifetime %v: must be at least a second", c.AbsoluteLifetime)
+	if aal.absolute > 0 && c.AbsoluteLifetime > aal.absolute {
+		return fmt.Errorf("ddbsession: Config.AbsoluteLifetime %v: AAL%d allows at most %v", c.AbsoluteLifetime, c.AAL, aal.absolute)
+	}
+	if c.PendingLifetime == 0 {
+		c.PendingLifetime = 5 * time.Minute
+	}
+	if c.PendingLifetime < 10*time.Second || c.PendingLifetime > time.Hour {
+		return fmt.Errorf("ddbsession: Config.PendingLifetime %v: must be between 10s and 1h", c.PendingLifetime)
 	}
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = 2 * time.Second

@@ -39,6 +39,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"partition key is a session attribute", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "sid" }, `"sid"`},
 		{"too many shards", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndexShards = 1000 }, "Config.Layout.ExpiryIndexShards"},
 		{"unknown Clear-Site-Data directive", func(c *ddbsession.Config[User]) { c.ClearSiteData = []string{"cookies", "everything"} }, `Config.ClearSiteData "everything"`},
+		{"idle longer than the absolute lifetime", func(c *ddbsession.Config[User]) {
+			c.IdleTimeout, c.AbsoluteLifetime = 2*time.Hour, time.Hour
+		}, "Config.IdleTimeout 2h0m0s is longer than AbsoluteLifetime 1h0m0s, which ends every session first"},
+		{"unknown AAL", func(c *ddbsession.Config[User]) { c.AAL = 4 }, "Config.AAL 4: must be 1, 2 or 3"},
+		{"AAL1 beyond 30 days", func(c *ddbsession.Config[User]) { c.AAL, c.AbsoluteLifetime = 1, 31*24*time.Hour }, "AAL1 allows at most 720h0m0s"},
+		{"AAL2 idle beyond an hour", func(c *ddbsession.Config[User]) { c.AAL, c.IdleTimeout = 2, 2*time.Hour }, "Config.IdleTimeout 2h0m0s: AAL2 allows at most 1h0m0s"},
+		{"AAL2 beyond a day", func(c *ddbsession.Config[User]) { c.AAL, c.AbsoluteLifetime = 2, 25*time.Hour }, "AAL2 allows at most 24h0m0s"},
+		{"AAL3 idle beyond 15 minutes", func(c *ddbsession.Config[User]) { c.AAL, c.IdleTimeout = 3, 16*time.Minute }, "AAL3 allows at most 15m0s"},
+		{"AAL3 beyond 12 hours", func(c *ddbsession.Config[User]) { c.AAL, c.AbsoluteLifetime = 3, 13*time.Hour }, "AAL3 allows at most 12h0m0s"},
+		{"negative MaxSessions", func(c *ddbsession.Config[User]) { c.MaxSessions = -1 }, "Config.MaxSessions -1"},
+		{"MaxSessions beyond 100", func(c *ddbsession.Config[User]) { c.MaxSessions = 101 }, "Config.MaxSessions 101"},
+		{"MaxSessions on a hash-only table", func(c *ddbsession.Config[User]) { c.MaxSessions, c.Layout.HashOnly = 2, true }, "Config.MaxSessions needs a table with a sort key"},
+		{"RefuseAtMaxSessions alone", func(c *ddbsession.Config[User]) { c.RefuseAtMaxSessions = true }, "Config.RefuseAtMaxSessions is set without a MaxSessions"},
+		{"pending login too short", func(c *ddbsession.Config[User]) { c.PendingLifetime = time.Second }, "Config.PendingLifetime 1s"},
+		{"pending login too long", func(c *ddbsession.Config[User]) { c.PendingLifetime = 2 * time.Hour }, "Config.PendingLifetime 2h0m0s"},
+		{"ReauthPath elsewhere", func(c *ddbsession.Config[User]) { c.ReauthPath = "https://evil.example/" }, `Config.ReauthPath "https://evil.example/"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,5 +68,36 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t"}); err != nil {
 		t.Errorf("New with only Client and Table: %v", err)
+	}
+}
+
+// An assurance level fills in its bounds as defaults, and a shorter
+// absolute lifetime the idle timeout's: the cookie of a new session says
+// which.
+func TestLifetimeDefaults(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mutate func(*ddbsession.Config[User])
+		maxAge int // of a new session's cookie: the idle timeout
+	}{
+		{"no preset", nil, 24 * 3600},
+		{"AAL1", func(c *ddbsession.Config[User]) { c.AAL = 1 }, 24 * 3600},
+		{"AAL2", func(c *ddbsession.Config[User]) { c.AAL = 2 }, 3600},
+		{"AAL3", func(c *ddbsession.Config[User]) { c.AAL = 3 }, 15 * 60},
+		{"absolute lifetime shorter than a day", func(c *ddbsession.Config[User]) { c.AbsoluteLifetime = 3 * time.Hour }, 3 * 3600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *ddbsession.Config[User]) {
+				c.IdleTimeout, c.RefreshInterval = 0, 0 // the defaults, not the env's
+				if tc.mutate != nil {
+					tc.mutate(c)
+				}
+			})
+			if c := e.login(e.putUser("alice")); c.MaxAge != tc.maxAge {
+				t.Errorf("Max-Age %d, want %d", c.MaxAge, tc.maxAge)
+			}
+		})
 	}
 }

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // This file is the request path, top down: the middleware, its check of the
-// credential, the rules that make a session valid, and the accessors that
-// hand the session and its user to the handler.
+// credential, the rules that make a session valid, the guard on a recent
+// authentication, and the accessors that hand the session and its user to
+// the handler.
 
 // RequireSession lets a request through only with a valid session, and puts
 // the session and its user in the request context. Any other request gets
@@ -249,6 +252,8 @@ func (c *core) reject(s item.Session, found bool, cred item.Credential, now time
 	switch {
 	case !found:
 		return ReasonUnknown
+	case s.Pending:
+		return ReasonPending // only CompleteLogin takes it
 	case cred.HasUser() && (s.UserPK != cred.UserPK || s.UserSK != cred.UserSK):
 		return ReasonUserMismatch
 	}
@@ -265,13 +270,19 @@ func (c *core) reject(s item.Session, found bool, cred item.Credential, now time
 // that release required. In MREC mode, the state item's cutoff counts too,
 // and the sessions it lists as ended lately stay ended. Above all that, the
 // session must not be older than the last RevokeEveryone this instance
-// knows of (see everyone).
+// knows of (see everyone), and a session counted by Config.MaxSessions
+// must still hold its slot in the state item.
 func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
 	switch {
 	case s.GlobalGen < c.everyone.gen.Load():
 		return ReasonEveryone // created before a RevokeEveryone
 	case rev.Ends(s.ID, now):
 		return ReasonUnknown // ended, and brought back by a write of another Region
+	case c.limit.max > 0 && s.SlotRev > 0 && !rev.Holds(s.ID):
+		if c.users.mrec && rev.Rev < s.SlotRev {
+			return ReasonNotReplicated // its slot has not come here yet
+		}
+		return ReasonSessionLimit // a newer login took its slot
 	case !s.HasGen && s.CreatedAt.UnixMilli() <= rev.Cutoff:
 		return ReasonCutoff
 	case !s.HasGen, s.Gen == rev.Cutoff:
@@ -284,6 +295,72 @@ func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
 	// Raised since (RevokeAll), or, for a higher copy, the user item
 	// was made anew under the same key.
 	return ReasonCutoff
+}
+
+// Recent authentication: a guard, for a sensitive action (OWASP ASVS 5.0
+// V7.5), on how recently and how the session's user last proved
+// themselves.
+
+// RequireAuthentication returns middleware that lets a request through only
+// if its session's user authenticated within the last within, with each of
+// methods among [Session.Methods] (none named: any). It goes inside
+// [Manager.RequireSession], whose session it reads, and costs no DynamoDB
+// call:
+//
+//	recent := sessions.RequireAuthentication(10 * time.Minute)
+//	mux.Handle("POST /logout-everywhere", sessions.RequireSession(recent(logoutEverywhere)))
+//
+// A request that fails it gets [Config.StepUp]: a browser goes to
+// [Config.ReauthPath] and back, an API client with a bearer token gets 401
+// with WWW-Authenticate: Bearer error="insufficient_user_authentication"
+// and max_age (RFC 9470). Either re-authenticates with [Manager.Login] or
+// [Manager.LoginBearer] (or BeginLogin and CompleteLogin), which gives it a
+// new session with a fresh AuthenticatedAt. The guard never ends the
+// session. A request without a session gets [Config.Unauthorized].
+//
+// The time is the login instance's clock against this one's: instances
+// whose clocks differ by d shift the window by d. Code without HTTP checks
+// the same on [Session.AuthenticatedAt] and [Session.Methods].
+func (m *Manager[U]) RequireAuthentication(within time.Duration, methods ...string) func(http.Handler) http.Handler {
+	if within <= 0 {
+		panic(fmt.Sprintf("ddbsession: RequireAuthentication(%v): within must be positive", within))
+	}
+	challenge := `Bearer error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age=` +
+		strconv.FormatInt(int64((within+time.Second-1)/time.Second), 10)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s, ok := m.Session(r.Context())
+			if !ok {
+				m.refuse(w, r, m.carriesBearer(r), ErrNoSession)
+				return
+			}
+			if m.now().Sub(s.AuthenticatedAt) <= within && hasAll(s.Methods, methods) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			m.events.emit(r.Context(), Event{Kind: EventStepUp, SessionID: s.ID, User: s.User})
+			if m.carriesBearer(r) {
+				w.Header().Set("WWW-Authenticate", challenge)
+			}
+			m.stepUp.ServeHTTP(w, r)
+		})
+	}
+}
+
+// carriesBearer reports whether r's credential is a bearer token.
+func (c *core) carriesBearer(r *http.Request) bool {
+	_, ok := bearerToken(r)
+	return ok && c.cookies.bearer
+}
+
+// hasAll reports whether have holds each of want.
+func hasAll(have, want []string) bool {
+	for _, m := range want {
+		if !slices.Contains(have, m) {
+			return false
+		}
+	}
+	return true
 }
 
 // ctxKey keys the request state by its Manager, so that an app with two

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -700,4 +701,173 @@ func TestAuthenticatedResponsesAreNotCached(t *testing.T) {
 	if got := send(cookiesOnly.RequireSession(plain), "", cookie).Values("Vary"); !cmp.Equal(got, []string{"Cookie"}) {
 		t.Errorf("without BearerTokens: Vary %q, want [Cookie]", got)
 	}
+}
+
+// RequireAuthentication lets a session through while its user's last
+// authentication is recent and strong enough, reading nothing more than
+// RequireSession does; past that, a browser goes to re-authenticate and
+// back, an API client gets RFC 9470's challenge, and the session lives on.
+// Login on the same browser re-authenticates: a new session with a fresh
+// time, the old token dead, the user's other sessions untouched.
+func TestRequireAuthentication(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	log := &eventLog{}
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
+		c.ReauthPath, c.BearerTokens, c.OnEvent = "/reauth", true, log.record
+	})
+	alice := e.putUser("alice")
+	login := func(carried *http.Cookie, methods ...string) *http.Cookie {
+		t.Helper()
+		w, r := newRecorder(), newRequest()
+		if carried != nil {
+			r.AddCookie(carried)
+		}
+		if err := e.m.Login(w, r, alice, nil, methods...); err != nil {
+			t.Fatal(err)
+		}
+		return sessionCookie(t, w.Result(), cookieName)
+	}
+	browser := login(nil, "password")
+	phone := login(nil, "password")
+	recent := e.m.RequireAuthentication(10*time.Minute, "password")
+	guarded := e.m.RequireSession(recent(whoami(e.m)))
+	serve := func(r *http.Request, c *http.Cookie) *httptest.ResponseRecorder {
+		t.Helper()
+		if c != nil {
+			r.AddCookie(c)
+		}
+		w := httptest.NewRecorder()
+		guarded.ServeHTTP(w, r)
+		e.settle()
+		return w
+	}
+
+	p.reset()
+	if w := serve(httptest.NewRequest("GET", "https://example.test/account", nil), browser); w.Code != http.StatusOK {
+		t.Fatalf("a fresh session: %d %q", w.Code, w.Body)
+	}
+	if calls := p.total(); calls != 1 {
+		t.Errorf("a guarded request made %d DynamoDB calls (%v), want RequireSession's one", calls, p.calls)
+	}
+	if w := serve(httptest.NewRequest("GET", "/", nil), browser); w.Code != http.StatusOK {
+		t.Fatalf("a fresh session again: %d", w.Code)
+	}
+
+	e.clock.Advance(11 * time.Minute)
+	log.take()
+	for _, tc := range []struct {
+		name, method, target, referer, want string
+	}{
+		{"GET", "GET", "https://example.test/account?tab=2", "", "/reauth?next=%2Faccount%3Ftab%3D2"},
+		{"form POST", "POST", "https://example.test/logout-everywhere", "https://example.test/account", "/reauth?next=%2Faccount"},
+		{"POST from another origin", "POST", "https://example.test/logout-everywhere", "https://evil.example/account", "/reauth"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		if tc.referer != "" {
+			r.Header.Set("Referer", tc.referer)
+		}
+		w := serve(r, browser)
+		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != tc.want {
+			t.Errorf("%s after 11 minutes: %d Location %q, want 303 %q", tc.name, w.Code, w.Header().Get("Location"), tc.want)
+		}
+		if c := sessionCookie(t, w.Result(), cookieName); c != nil && c.MaxAge < 0 {
+			t.Errorf("%s: the guard cleared the session cookie: %v", tc.name, c)
+		}
+	}
+	stepUps := slices.DeleteFunc(log.take(), func(l string) bool { return !strings.HasPrefix(l, "step-up") })
+	if !slices.Equal(stepUps, []string{"step-up #1", "step-up #1", "step-up #1"}) {
+		t.Errorf("step-up events = %q, want one for each", stepUps)
+	}
+	if e.status(browser) != http.StatusOK {
+		t.Error("the guard ended the session")
+	}
+
+	// An API client: RFC 9470's challenge, with max_age in seconds.
+	token, _, err := e.m.LoginBearer(newRequest(), alice, nil, "password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(11 * time.Minute)
+	r := httptest.NewRequest("DELETE", "https://example.test/api/sessions/x", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	w := serve(r, nil)
+	wantChallenge := `Bearer error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age=600`
+	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != wantChallenge {
+		t.Errorf("bearer past 10 minutes: %d WWW-Authenticate %q, want 401 %q", w.Code, w.Header().Get("WWW-Authenticate"), wantChallenge)
+	}
+	// LoginBearer with the token re-authenticates it: a new token, the old
+	// one dead.
+	r = newRequest()
+	r.Header.Set("Authorization", "Bearer "+token)
+	fresh, _, err := e.m.LoginBearer(r, alice, nil, "password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.m.Check(context.Background(), token); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("the bearer token after its re-authentication: %v, want ErrNoSession", err)
+	}
+	r = httptest.NewRequest("DELETE", "https://example.test/api/sessions/x", nil)
+	r.Header.Set("Authorization", "Bearer "+fresh)
+	if w := serve(r, nil); w.Code != http.StatusOK {
+		t.Errorf("the re-authenticated bearer token: %d", w.Code)
+	}
+
+	// The browser re-authenticates: Login on the signed-in request.
+	again := login(browser, "password")
+	if w := serve(httptest.NewRequest("POST", "/logout-everywhere", nil), again); w.Code != http.StatusOK {
+		t.Errorf("after re-authenticating: %d", w.Code)
+	}
+	if e.status(browser) != http.StatusUnauthorized {
+		t.Error("the session before the re-authentication still works")
+	}
+	if e.status(phone) != http.StatusOK {
+		t.Error("the re-authentication ended the user's other session")
+	}
+	if w := serve(httptest.NewRequest("GET", "/", nil), phone); w.Code != http.StatusSeeOther {
+		t.Errorf("the other session, not re-authenticated: %d, want 303", w.Code)
+	}
+
+	// A method the session lacks.
+	withCode := e.m.RequireSession(e.m.RequireAuthentication(time.Hour, "password", "otp")(whoami(e.m)))
+	w = httptest.NewRecorder()
+	r = httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(again)
+	withCode.ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther {
+		t.Errorf("a password-only session where a code is needed: %d, want 303", w.Code)
+	}
+	// No session at all: Unauthorized, as RequireSession without it.
+	w = httptest.NewRecorder()
+	recent(whoami(e.m)).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("the guard without a session: %d, want 401", w.Code)
+	}
+}
+
+// Without ReauthPath the step-up answer is a plain 401, or the app's own
+// StepUp handler; a nonsensical window is a programming error.
+func TestRequireAuthenticationAnswers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.login(e.putUser("alice"))
+	e.clock.Advance(2 * time.Minute)
+	h := e.m.RequireSession(e.m.RequireAuthentication(time.Minute)(whoami(e.m)))
+	if w := e.get(h, c); w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != "" {
+		t.Errorf("default answer: %d WWW-Authenticate %q, want a plain 401", w.Code, w.Header().Get("WWW-Authenticate"))
+	}
+	custom := newEnv(t, func(cfg *ddbsession.Config[User]) {
+		cfg.StepUp = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "prove it", http.StatusForbidden) })
+	})
+	c = custom.login(custom.putUser("alice"))
+	custom.clock.Advance(2 * time.Minute)
+	if w := custom.get(custom.m.RequireSession(custom.m.RequireAuthentication(time.Minute)(whoami(custom.m))), c); w.Code != http.StatusForbidden {
+		t.Errorf("Config.StepUp: %d, want its 403", w.Code)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("RequireAuthentication(0) did not panic")
+		}
+	}()
+	e.m.RequireAuthentication(0)
 }

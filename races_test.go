@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -27,7 +28,7 @@ import (
 )
 
 // An attacker who knows the old password logs in while the owner changes
-// it: the attacker's LoginWith is paused after it read the user item (old
+// it: the attacker's Login with verify is paused after it read the user item (old
 // password, accepted) and before it writes its session; the change writes
 // the new password and cuts off; then the login completes. Its session
 // must be dead on arrival. The clock does not move at all, the hardest
@@ -67,7 +68,7 @@ func TestLoginWithRacingPasswordChange(t *testing.T) {
 	}
 	// After the change, the old password fails and the new one works.
 	if _, err := loginWith(m, alice, "old"); !errors.Is(err, errWrongPassword) {
-		t.Errorf("LoginWith with the old password after the change: %v, want errWrongPassword", err)
+		t.Errorf("Login with verify with the old password after the change: %v, want errWrongPassword", err)
 	}
 	c, err := loginWith(m, alice, "new")
 	if err != nil {
@@ -79,7 +80,7 @@ func TestLoginWithRacingPasswordChange(t *testing.T) {
 }
 
 // The race of a password change, on instances whose clocks disagree: the
-// attacker's LoginWith runs on one instance and waits inside its verify
+// attacker's Login with verify runs on one instance and waits inside its verify
 // callback, having read and accepted the old password, while the owner
 // writes the new one and calls RevokeAll on another; then the login
 // completes. Whichever instance's clock is off, by 50 ms or by 5 s either
@@ -111,7 +112,7 @@ func TestPasswordChangeUnderClockSkew(t *testing.T) {
 				go func() {
 					defer close(done)
 					w := newRecorder()
-					loginErr = attackers.LoginWith(w, newRequest(), alice, func(m Member) error {
+					loginErr = attackers.Login(w, newRequest(), alice, func(m Member) error {
 						err := checkPassword("old")(m)
 						close(verified)
 						<-resume // the owner changes the password meanwhile
@@ -150,7 +151,7 @@ func TestPasswordChangeUnderClockSkew(t *testing.T) {
 }
 
 // The same race, as it happens: attackers on a second instance loop
-// LoginWith with the old password while the owner changes it; none of
+// Login with verify with the old password while the owner changes it; none of
 // their sessions survives the change, and the owner's own browser is signed
 // in again with a fresh session. The instances run on the test's clock, or
 // on the machine's, the attackers' off by 25 ms or 5 s either way.
@@ -214,7 +215,7 @@ func TestLoginWithLoopingAttackersDuringPasswordChange(t *testing.T) {
 			}
 			e.changePassword(owner, alice, "new")
 			w := newRecorder()
-			if err := owner.Login(w, newRequest(ownerCookie), alice); err != nil { // keep the owner signed in
+			if err := owner.Login(w, newRequest(ownerCookie), alice, nil); err != nil { // keep the owner signed in
 				t.Fatal(err)
 			}
 			fresh := sessionCookie(t, w.Result(), cookieName)
@@ -246,7 +247,7 @@ func TestLoginWithLoopingAttackersDuringPasswordChange(t *testing.T) {
 }
 
 // TestRevokeAllRacingLoginsAndRefreshes runs RevokeAll several times while
-// logins (Login on one instance, LoginWith on another) and requests that
+// logins (Login without verify on one instance, with it on another) and requests that
 // refresh sessions run at full speed against the same user, with the
 // injected clock advancing under all of them. Afterwards the table decides:
 // with the user's final stored cutoff, every session created at or before
@@ -285,7 +286,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 				afterFinal := revokesDone.Load() == rounds
 				if (worker+i)%2 == 0 {
 					w := newRecorder()
-					if err = first.Login(w, newRequest(), alice); err == nil {
+					if err = first.Login(w, newRequest(), alice, nil); err == nil {
 						c = w.Result().Cookies()[0]
 					}
 				} else {
@@ -1051,10 +1052,131 @@ func TestMRSCWriteConflicts(t *testing.T) {
 		t.Errorf("RevokeAll under endless conflicts = %v, want the conflict, said so", err)
 	}
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), alice); err == nil || sessionCookie(t, w.Result(), cookieName) != nil {
+	if err := e.m.Login(w, newRequest(), alice, nil); err == nil || sessionCookie(t, w.Result(), cookieName) != nil {
 		t.Errorf("Login under endless conflicts = %v, cookie %v; want an error and no cookie", err, w.Header().Values("Set-Cookie"))
 	}
 	if elapsed := time.Since(began); elapsed > 5*time.Second {
 		t.Errorf("the failing calls took %v, far past StoreTimeout", elapsed)
+	}
+}
+
+// Racing completions of one two-step login, on two instances: exactly one
+// signs in; and racing wrong codes get five checks in all, however many
+// requests try at once.
+func TestTwoStepLoginRacing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other, err := ddbsession.New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.putUser("alice")
+	instances := []*ddbsession.Manager[User]{e.m, other}
+
+	pending := e.beginLogin(alice)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var signedIn []*http.Cookie
+	start := make(chan struct{})
+	for i := range 8 {
+		wg.Go(func() {
+			<-start
+			w := newRecorder()
+			err := instances[i%2].CompleteLogin(w, newRequest(pending), code("123456", "123456"), "otp")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				signedIn = append(signedIn, sessionCookie(t, w.Result(), cookieName))
+			case !errors.Is(err, ddbsession.ErrNoSession):
+				t.Errorf("a racing completion: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(signedIn) != 1 {
+		t.Fatalf("%d of 8 racing completions signed in, want 1", len(signedIn))
+	}
+	if list := e.mustList(alice); len(list) != 1 {
+		t.Errorf("List after the race: %d sessions, want 1", len(list))
+	}
+
+	pending = e.beginLogin(alice)
+	var checks atomic.Int32
+	guess := func(User) error { checks.Add(1); return errWrongCode }
+	start = make(chan struct{})
+	for i := range 20 {
+		wg.Go(func() {
+			<-start
+			err := instances[i%2].CompleteLogin(newRecorder(), newRequest(pending), guess, "otp")
+			if !errors.Is(err, errWrongCode) && !errors.Is(err, ddbsession.ErrNoSession) {
+				t.Errorf("a racing guess: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := checks.Load(); n != 5 {
+		t.Errorf("20 racing guesses got %d checks, want 5", n)
+	}
+}
+
+// Logins racing on two instances never leave more sessions alive than
+// MaxSessions, whether the limit ends the oldest or refuses the newest.
+func TestSessionLimitRacingLogins(t *testing.T) {
+	t.Parallel()
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
+			t.Parallel()
+			const limit, logins = 3, 8
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions, c.RefuseAtMaxSessions = limit, refuse })
+			other, err := ddbsession.New(e.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			instances := []*ddbsession.Manager[User]{e.m, other}
+			alice := e.putUser("alice")
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var tokens []string
+			refused := 0
+			start := make(chan struct{})
+			for i := range logins {
+				wg.Go(func() {
+					<-start
+					token, _, err := instances[i%2].LoginBearer(newRequest(), alice, nil)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						tokens = append(tokens, token)
+					case refuse && errors.Is(err, ddbsession.ErrTooManySessions):
+						refused++
+					default:
+						t.Errorf("a racing login: %v", err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			alive := 0
+			for _, token := range tokens {
+				if _, _, err := e.m.Check(context.Background(), token); err == nil {
+					alive++
+				} else if !errors.Is(err, ddbsession.ErrNoSession) {
+					t.Fatal(err)
+				}
+			}
+			if alive > limit || alive == 0 {
+				t.Errorf("%d sessions alive after %d racing logins, want at most %d (and some)", alive, logins, limit)
+			}
+			if refuse && (len(tokens) != limit || refused != logins-limit) {
+				t.Errorf("refusing: %d logins succeeded and %d were refused, want %d and %d", len(tokens), refused, limit, logins-limit)
+			}
+			if list := e.mustList(alice); len(list) != alive {
+				t.Errorf("List shows %d sessions, %d are alive", len(list), alive)
+			}
+		})
 	}
 }

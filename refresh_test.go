@@ -92,7 +92,7 @@ func TestRefreshRepairsIndexItem(t *testing.T) {
 	if got, want := attrText(repaired["sessionPK"]), "S:SESSION#"+tokenHash(cookie.Value); got != want {
 		t.Errorf("repaired index item's sessionPK = %s, want %s", got, want)
 	}
-	if diff := cmp.Diff([]ddbsession.SessionInfo{{Session: want}}, e.mustList(alice)); diff != "" {
+	if diff := cmp.Diff([]ddbsession.Session{want}, e.mustList(alice)); diff != "" {
 		t.Errorf("List after the repairing refresh (-want +got):\n%s", diff)
 	}
 }
@@ -503,7 +503,7 @@ func TestRefreshRacingLogoutLeavesNoListedSession(t *testing.T) {
 			return e.m.Revoke(context.Background(), user, id)
 		}},
 		{"Login rotating it", func(e *env, user ddbsession.UserKey, cookie *http.Cookie, _ string) error {
-			return e.m.Login(newRecorder(), newRequest(cookie), user)
+			return e.m.Login(newRecorder(), newRequest(cookie), user, nil)
 		}},
 	} {
 		t.Run(end.name, func(t *testing.T) {

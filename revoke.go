@@ -16,21 +16,9 @@ import (
 // a user's sessions, end one of them, end them all, and find the sessions
 // about to expire.
 
-// ErrSessionNotFound is returned by [Manager.Revoke] for a session ID that is
-// unknown, malformed or another user's: the three are not told apart.
-var ErrSessionNotFound = errors.New("ddbsession: session not found")
-
 // errNoSortKey is List's and Revoke's answer in a hash-only table, which
 // cannot hold the per-user index they read.
 var errNoSortKey = errors.New("ddbsession: listing and revoking single sessions need a table with a sort key (Layout.HashOnly is set)")
-
-// SessionInfo is one entry of [Manager.List].
-type SessionInfo struct {
-	Session
-	// Current is true for the session of the request whose context was
-	// passed to List.
-	Current bool
-}
 
 // List returns user's live sessions, newest first, for a "where you're
 // signed in" page. It leaves out sessions that have expired but that TTL has
@@ -44,9 +32,12 @@ type SessionInfo struct {
 //	for _, e := range list {
 //		fmt.Fprintln(w, e.ID, e.UserAgent, e.ExpiresAt, e.Current)
 //	}
-func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, error) {
+func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]Session, error) {
 	if m.store.HashOnly {
 		return nil, errNoSortKey
+	}
+	if err := m.checkKey(user); err != nil {
+		return nil, fmt.Errorf("ddbsession: list sessions: %w", err)
 	}
 	current, _ := m.Session(ctx)
 	ctx, cancel := m.storeContext(ctx)
@@ -69,14 +60,16 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: %w", err)
 	}
-	var list []SessionInfo
+	var list []Session
 	for _, s := range found { // newest first
 		// The query's filter ran at the engine's "now"; this check runs at
 		// ours, and also drops the sessions that RevokeAll has ended.
 		if userOf(s) != user || !m.life.live(s, now) || m.revoked(s, rev.State, now) != "" {
 			continue
 		}
-		list = append(list, SessionInfo{Session: sessionOf(s), Current: s.ID == current.ID})
+		e := sessionOf(s)
+		e.Current = s.ID == current.ID
+		list = append(list, e)
 	}
 	return list, nil
 }
@@ -85,17 +78,20 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]SessionInfo, err
 // device" button does. The session dies on its next request. Pass the
 // signed-in user's key from [Manager.Session], never one taken from the
 // request: an ID that is not one of user's sessions gets
-// [ErrSessionNotFound], exactly as an unknown one does.
+// [ErrNoSession], exactly as an unknown one does.
 //
 //	s, _ := sessions.Session(r.Context())
 //	err := sessions.Revoke(r.Context(), s.User, r.FormValue("id"))
-//	if errors.Is(err, ddbsession.ErrSessionNotFound) { /* 404 */ }
+//	if errors.Is(err, ddbsession.ErrNoSession) { /* 404 */ }
 func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error {
 	if m.store.HashOnly {
 		return errNoSortKey
 	}
+	if err := m.checkKey(user); err != nil {
+		return fmt.Errorf("ddbsession: revoke session: %w", err)
+	}
 	if !item.ValidID(id) {
-		return ErrSessionNotFound
+		return ErrNoSession
 	}
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
@@ -106,7 +102,7 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 		return fmt.Errorf("ddbsession: revoke session: %w", err)
 	}
 	if !ok {
-		return ErrSessionNotFound
+		return ErrNoSession
 	}
 	_, found, err := m.store.deleteSession(ctx, s.SessionPK)
 	if err == nil && !found {
@@ -144,10 +140,13 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 //
 // To change a credential (a password), write the new credential first and
 // call RevokeAll after it, then Login again to keep the current browser
-// signed in with a fresh session; a login that races the change must use
-// [Manager.LoginWith], which reads the credential and the cutoff in one
-// read, to be sure to end with the others.
+// signed in with a fresh session; a login that races the change must check
+// the credential in [Manager.Login]'s verify, which sees the credential
+// and the cutoff of one read, to be sure to end with the others.
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
+	if err := m.checkKey(user); err != nil {
+		return fmt.Errorf("ddbsession: revoke all sessions: %w", err)
+	}
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
 	found, err := m.raiseCutoff(ctx, user, m.now().UnixMilli())

@@ -88,8 +88,8 @@ func TestRevokeEndsOneSession(t *testing.T) {
 	if items := itemsWithSID(e.scanAll(), phoneID); len(items) != 0 {
 		t.Errorf("revoked session still has %d items: %v", len(items), items)
 	}
-	if err := e.m.Revoke(context.Background(), alice, phoneID); !errors.Is(err, ddbsession.ErrSessionNotFound) {
-		t.Errorf("second Revoke of the same ID = %v, want ErrSessionNotFound", err)
+	if err := e.m.Revoke(context.Background(), alice, phoneID); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("second Revoke of the same ID = %v, want ErrNoSession", err)
 	}
 }
 
@@ -133,8 +133,8 @@ func TestRevokeRefusesIDsThatAreNotTheUsers(t *testing.T) {
 		{"own ID for an unknown user", ddbsession.UserKey{PK: "USER#ghost", SK: "PROFILE"}, ids["alice"]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := e.m.Revoke(context.Background(), tc.user, tc.id); !errors.Is(err, ddbsession.ErrSessionNotFound) {
-				t.Errorf("Revoke(%+v, %q) = %v, want ErrSessionNotFound", tc.user, tc.id, err)
+			if err := e.m.Revoke(context.Background(), tc.user, tc.id); !errors.Is(err, ddbsession.ErrNoSession) {
+				t.Errorf("Revoke(%+v, %q) = %v, want ErrNoSession", tc.user, tc.id, err)
 			}
 			for name, c := range cookies {
 				if got := e.status(c); got != http.StatusOK {
@@ -184,8 +184,8 @@ func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 	if n := len(e.itemsOf(kindIndex, otherID)); n != 1 {
 		t.Errorf("the other session has %d index items, want 1", n)
 	}
-	if err := e.m.Revoke(context.Background(), alice, goneID); !errors.Is(err, ddbsession.ErrSessionNotFound) {
-		t.Errorf("second Revoke = %v, want ErrSessionNotFound", err)
+	if err := e.m.Revoke(context.Background(), alice, goneID); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("second Revoke = %v, want ErrNoSession", err)
 	}
 }
 
@@ -287,7 +287,7 @@ func TestListNewestFirstWithCurrent(t *testing.T) {
 	bob := e.putUser("bob")
 
 	var cookies []*http.Cookie
-	var want []ddbsession.SessionInfo
+	var want []ddbsession.Session
 	for i := range 3 {
 		if i > 0 {
 			e.clock.Advance(1500 * time.Millisecond)
@@ -296,7 +296,7 @@ func TestListNewestFirstWithCurrent(t *testing.T) {
 		c := e.login(alice)
 		cookies = append(cookies, c)
 		s := loggedIn(e.sessionFor(c).ID, alice, at, time.Hour)
-		want = append([]ddbsession.SessionInfo{{Session: s}}, want...) // newest first
+		want = append([]ddbsession.Session{s}, want...) // newest first
 
 		// A session created a moment ago is already listed.
 		got := e.mustList(alice)
@@ -307,7 +307,7 @@ func TestListNewestFirstWithCurrent(t *testing.T) {
 	e.login(bob)
 
 	for i, c := range cookies {
-		wantNow := make([]ddbsession.SessionInfo, len(want))
+		wantNow := make([]ddbsession.Session, len(want))
 		copy(wantNow, want)
 		wantNow[len(want)-1-i].Current = true
 		if diff := cmp.Diff(wantNow, e.listIn(c, alice)); diff != "" {
@@ -484,7 +484,7 @@ func TestListFollowsRefresh(t *testing.T) {
 	alice := e.putUser("alice")
 	c := e.login(alice)
 	s := loggedIn(e.sessionFor(c).ID, alice, start, time.Hour)
-	if diff := cmp.Diff([]ddbsession.SessionInfo{{Session: s, Current: true}}, e.listIn(c, alice)); diff != "" {
+	if diff := cmp.Diff([]ddbsession.Session{current(s)}, e.listIn(c, alice)); diff != "" {
 		t.Fatalf("List before the refresh (-want +got):\n%s", diff)
 	}
 
@@ -496,7 +496,7 @@ func TestListFollowsRefresh(t *testing.T) {
 	}
 	s.RefreshedAt = time.UnixMilli(now.UnixMilli())
 	s.ExpiresAt = time.Unix(now.Add(time.Hour).Unix(), 0)
-	if diff := cmp.Diff([]ddbsession.SessionInfo{{Session: s}}, e.mustList(alice)); diff != "" {
+	if diff := cmp.Diff([]ddbsession.Session{s}, e.mustList(alice)); diff != "" {
 		t.Errorf("List after the refresh (-want +got):\n%s", diff)
 	}
 

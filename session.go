@@ -31,14 +31,32 @@ type Session struct {
 	RefreshedAt time.Time
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
 	UserAgent   string
+	// AuthenticatedAt is when the user last proved themselves for this
+	// session: at the login that made it, or at the re-authentication that
+	// did (a Login on a request that carried a session of the same user).
+	// Methods says how, in the names the app gave [Manager.Login] or
+	// [Manager.CompleteLogin] ("password", "otp", "passkey"), every factor
+	// of that one authentication and nothing of an earlier one. A session
+	// of a release before these fields has its CreatedAt and no methods.
+	// [Manager.RequireAuthentication] guards with them; code without HTTP
+	// reads them as they are:
+	//
+	//	fresh := time.Since(s.AuthenticatedAt) < 10*time.Minute && slices.Contains(s.Methods, "otp")
+	AuthenticatedAt time.Time
+	Methods         []string
 	// DeviceBound says that the session is bound to a key on its device
 	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
 	DeviceBound bool
+	// Current is set by [Manager.List] on the session of the request whose
+	// context it was given: "this browser".
+	Current bool
 }
 
 // ErrNoSession is returned by [Manager.Check] for a token that is malformed,
-// unknown, expired or revoked, or whose user no longer exists. It does not
-// say which: callers treat them all as "signed out".
+// unknown, expired or revoked, or whose user no longer exists, and by
+// [Manager.Revoke] for a session ID that is unknown, malformed or another
+// user's. It does not say which: callers treat them all as "signed out",
+// or "no such session".
 var ErrNoSession = errors.New("ddbsession: no valid session")
 
 // Reason is why a request was rejected; "" for none.
@@ -55,6 +73,8 @@ const (
 	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie
 	ReasonNotReplicated    Reason = "not-replicated"    // MREC: the session is newer than its user's state in this Region; the cookie is kept
 	ReasonEveryone         Reason = "revoked-everyone"  // created before a RevokeEveryone
+	ReasonPending          Reason = "pending"           // a login waiting for its second factor (BeginLogin), which only CompleteLogin takes
+	ReasonSessionLimit     Reason = "session-limit"     // ended by Config.MaxSessions to make room for a newer session
 )
 
 // rejection is ErrNoSession with its reason, for events.
@@ -68,7 +88,8 @@ func (r *rejection) Is(target error) bool { return target == ErrNoSession }
 var rejections = func() map[Reason]*rejection {
 	all := map[Reason]*rejection{}
 	for _, r := range []Reason{ReasonMalformed, ReasonUnknown, ReasonExpired, ReasonAbsoluteLifetime,
-		ReasonCutoff, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone} {
+		ReasonCutoff, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone,
+		ReasonPending, ReasonSessionLimit} {
 		all[r] = &rejection{r}
 	}
 	return all
@@ -101,6 +122,9 @@ func sessionOf(s item.Session) Session {
 		ExpiresAt:   s.ExpiresAt,
 		UserAgent:   s.UserAgent,
 		DeviceBound: s.DeviceBound,
+
+		AuthenticatedAt: s.AuthAt,
+		Methods:         s.Methods,
 	}
 }
 

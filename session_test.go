@@ -18,7 +18,7 @@ func TestAbsoluteLifetimeCheckedOnRead(t *testing.T) {
 	cookie := e.login(e.putUser("alice"))
 	e.clock.Advance(50 * time.Minute)
 	stricter := e.cfg
-	stricter.AbsoluteLifetime = 45 * time.Minute
+	stricter.IdleTimeout, stricter.AbsoluteLifetime = 30*time.Minute, 45*time.Minute
 	m, err := ddbsession.New(stricter)
 	if err != nil {
 		t.Fatal(err)

@@ -51,13 +51,13 @@ type store struct {
 	table  string
 	logger *slog.Logger
 	pairs  sync.Pool // of *pairRead
-	// mrec is Config.MREC: the hot path's read takes the user's state item
-	// too (see item.State).
-	mrec bool
+	// withState says that every read of a user takes the user's state item
+	// too (see item.State): with Config.MREC, and with Config.MaxSessions.
+	withState bool
 }
 
-func newStore(client Client, table string, layout item.Layout, mrec bool, logger *slog.Logger) *store {
-	st := &store{Layout: layout, client: client, table: table, logger: logger, mrec: mrec}
+func newStore(client Client, table string, layout item.Layout, withState bool, logger *slog.Logger) *store {
+	st := &store{Layout: layout, client: client, table: table, logger: logger, withState: withState}
 	st.pairs.New = func() any { return st.newPairRead() }
 	return st
 }
@@ -106,14 +106,14 @@ type userItems struct {
 }
 
 // getSessionAndUser reads the session item under sessionPK and the user
-// item under (userPK, userSK), in MREC mode the user's state item, and with
+// item under (userPK, userSK), the user's state item where it counts, and with
 // withGlobal the global item, in one strongly consistent BatchGetItem: one
 // round trip. The session is reported as getSession reports it.
 func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string, withGlobal bool) (s item.Session, found bool, u userItems, err error) {
 	read := st.pairs.Get().(*pairRead)
 	defer st.pairs.Put(read)
 	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
-	if st.mrec {
+	if st.withState {
 		read.statePK.Value = st.IndexPK(userPK, userSK)
 	}
 	in := &read.in
@@ -133,7 +133,7 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 		switch pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); {
 		case pk != nil && pk.Value == sessionPK:
 			sessionItem = av
-		case !st.mrec && !withGlobal: // the hot path: nothing else to tell apart
+		case !st.withState && !withGlobal: // the hot path: nothing else to tell apart
 			u.user = av
 		default:
 			st.sort(&u, av, userPK, userSK)
@@ -192,7 +192,7 @@ func (st *store) newPairRead() *pairRead {
 		session[st.SortKey] = st.SessionKey("")[st.SortKey]
 		user[st.SortKey] = &r.userSK
 	}
-	if st.mrec {
+	if st.withState {
 		state := st.StateKey("", "")
 		state[st.PartitionKey] = &r.statePK
 		keys = append(keys, state)
@@ -323,6 +323,29 @@ func (st *store) createSession(ctx context.Context, sessionPK string, s item.Ses
 	return err
 }
 
+// createPending writes the session item of a login waiting for its second
+// factor. It has no index item: List does not show it, and no session
+// limit counts it.
+func (st *store) createPending(ctx context.Context, sessionPK string, s item.Session) error {
+	return wrapErr("ddbsession: create pending session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+}
+
+// takeAttempt counts one more second-factor attempt of the pending session
+// under sessionPK, unless it is gone, expired at now, not pending, or has
+// had max attempts, and returns it as counted: one UpdateItem, so that
+// racing attempts never count as fewer than they are.
+func (st *store) takeAttempt(ctx context.Context, sessionPK string, max int64, now time.Time) (item.Session, bool, error) {
+	av, failed, err := st.updateReturning(ctx, st.SessionKey(sessionPK), st.TakeAttempt(max, now))
+	if err != nil {
+		return item.Session{}, false, fmt.Errorf("ddbsession: count a second-factor attempt: %w", err)
+	}
+	if failed {
+		return item.Session{}, false, nil
+	}
+	s, found := st.decodeSession(ctx, av)
+	return s, found && s.Pending, nil
+}
+
 // putFresh writes a session's item, which must not exist: an item already
 // under its key is an error, whether a collision or the SDK's retry of a
 // put whose answer was lost meeting its own write. Login fails closed
@@ -360,7 +383,7 @@ func (st *store) deleteSession(ctx context.Context, sessionPK string) (item.Sess
 	if err != nil {
 		return item.Session{}, false, nil
 	}
-	if !st.HashOnly {
+	if !st.HashOnly && !s.Pending { // a pending session has no index item
 		if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
 			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
 		}
@@ -558,18 +581,34 @@ func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue)
 // update makes the conditional UpdateItem w of the item under key and
 // reports a failed condition as failed, apart from other errors.
 func (st *store) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
-	err = retryConflicts(ctx, func() error {
-		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, failed, err = st.write(ctx, key, w, types.ReturnValueNone)
+	return failed, err
+}
+
+// updateReturning is update, returning the item as written.
+func (st *store) updateReturning(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (map[string]types.AttributeValue, bool, error) {
+	return st.write(ctx, key, w, types.ReturnValueAllNew)
+}
+
+func (st *store) write(ctx context.Context, key map[string]types.AttributeValue, w item.Writes, rv types.ReturnValue) (map[string]types.AttributeValue, bool, error) {
+	var out *dynamodb.UpdateItemOutput
+	err := retryConflicts(ctx, func() (err error) {
+		out, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 &st.table,
 			Key:                       key,
 			UpdateExpression:          &w.Update,
 			ConditionExpression:       &w.Condition,
 			ExpressionAttributeNames:  w.Names,
 			ExpressionAttributeValues: w.Values,
+			ReturnValues:              rv,
 		})
 		return err
 	})
-	return st.failed(err)
+	failed, err := st.failed(err)
+	if failed || err != nil {
+		return nil, failed, err
+	}
+	return out.Attributes, false, nil
 }
 
 // delete deletes the item under key and, if old, returns what it held.

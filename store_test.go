@@ -196,7 +196,7 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	// An item in an unknown format is logged about.
 	hs := newHandSession(alice)
 	session, _ := hs.items()
-	session["v"] = attrN(3)
+	session["v"] = attrN(9) // 3 is a pending login's
 	e.putItem(session)
 	tokens = append(tokens, hs.token)
 	if got := e.status(&http.Cookie{Name: cookieName, Value: hs.token}); got != http.StatusUnauthorized {
@@ -279,13 +279,13 @@ func TestMissingTableErrorsNameIt(t *testing.T) {
 			return missingTableError(t, err)
 		}},
 		{"Login", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.Login(newRecorder(), newRequest(), user))
+			return missingTableError(t, m.Login(newRecorder(), newRequest(), user, nil))
 		}},
 		{"Login carrying a session", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.Login(newRecorder(), carrying(m), user))
+			return missingTableError(t, m.Login(newRecorder(), carrying(m), user, nil))
 		}},
-		{"LoginWith", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.LoginWith(newRecorder(), newRequest(), user, func(User) error { return nil }))
+		{"Login with verify", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+			return missingTableError(t, m.Login(newRecorder(), newRequest(), user, func(User) error { return nil }))
 		}},
 		{"LoginBearer", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
 			_, _, err := m.LoginBearer(newRequest(), user, nil)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,12 +19,6 @@ import (
 
 // This file creates the table a Manager needs, and checks one at startup.
 
-// Sentinel errors of [Manager.CheckTable] and [Manager.CreateTable].
-var (
-	ErrTableSchema = errors.New("ddbsession: table does not match the configured key schema")
-	ErrTTLOff      = errors.New("ddbsession: table TTL is not enabled on the configured attribute")
-)
-
 // CreateTable creates the table the Manager is configured for, unless it
 // exists: on-demand (PAY_PER_REQUEST) billing, string keys PartitionKey and
 // SortKey (or a hash key alone), the expiry index if configured, and TTL on
@@ -30,7 +26,7 @@ var (
 //
 // A table that exists already must have the configured key schema and
 // expiry index, as [Manager.CheckTable] checks them: otherwise CreateTable
-// returns an error wrapping [ErrTableSchema] and leaves the table alone.
+// returns an error that says how it differs, and leaves the table alone.
 //
 // Engines that do not implement UpdateTimeToLive, such as dynalite, get a
 // logged warning and a table without TTL; the package checks expiry in code
@@ -68,15 +64,18 @@ func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	}
 	attr, enabled, err := m.store.describeTTL(ctx)
 	switch {
+	case errors.Is(err, errUnsupported):
+		// enableTTL finds the same, and says so.
 	case err != nil:
 		return err
 	case enabled && attr == m.store.TTLAttribute:
 		return nil
 	case enabled:
-		return fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.store.TTLAttribute)
+		return m.ttlElsewhere(attr)
 	}
 	supported, err := m.store.enableTTL(ctx)
 	if err == nil && !supported {
+		m.noTTL.Store(true)
 		m.logger.WarnContext(ctx, "ddbsession: this DynamoDB engine does not implement UpdateTimeToLive; expired sessions stay in the table (they are still rejected)", "table", m.store.table)
 	}
 	return err
@@ -110,19 +109,17 @@ func tableInput(l item.Layout) *dynamodb.CreateTableInput {
 	return in
 }
 
-// CheckTable reports, at startup, whether the table fits the configuration:
-// its key schema must be the configured one (wrapping [ErrTableSchema]), the
-// expiry index must exist if configured, and TTL must be enabled on
-// TTLAttribute (wrapping [ErrTTLOff]). It joins every problem it finds. An
-// engine without TTL, such as dynalite, reports TTL as off; an app may log
-// that and carry on, because expiry is always checked in code:
-//
-//	switch err := sessions.CheckTable(ctx); {
-//	case errors.Is(err, ddbsession.ErrTTLOff) && !errors.Is(err, ddbsession.ErrTableSchema):
-//		slog.Warn("table TTL is off: expired sessions are not cleaned up", "err", err)
-//	case err != nil:
-//		log.Fatal(err)
-//	}
+// CheckTable reports, at startup, whether the table fits the configuration,
+// in an error that says each way it does not and what to do: its key schema
+// must be the configured one, the expiry index must exist if configured, a
+// global table must be in the mode [Config.MREC] says, and TTL must be
+// enabled on TTLAttribute. Two tables cannot have TTL, and get a logged
+// warning instead of an error: one in multi-Region strong consistency
+// (MRSC), and one on an engine without UpdateTimeToLive, such as dynalite,
+// once this Manager's CreateTable has found that out (dynalite describes
+// TTL as off, as DynamoDB describes a table whose TTL is off: only the
+// attempt to enable it tells them apart). Expiry is checked in code all
+// the same; only the clean-up of expired items is missing there.
 func (m *Manager[U]) CheckTable(ctx context.Context) error {
 	table := m.store.table
 	t, err := m.store.describeTable(ctx)
@@ -132,16 +129,27 @@ func (m *Manager[U]) CheckTable(ctx context.Context) error {
 	errs := []error{m.mismatch(t), m.readEveryone(ctx)}
 	attr, enabled, err := m.store.describeTTL(ctx)
 	switch {
+	case strong(t) && !enabled && (err == nil || errors.Is(err, errUnsupported)):
+		m.logger.WarnContext(ctx, "ddbsession: the table is a global table in multi-Region strong consistency (MRSC), which has no TTL: expired sessions stay in the table until a sweep removes them (they are still rejected)", "table", table)
+	case errors.Is(err, errUnsupported) || (!enabled && m.noTTL.Load()):
+		m.logger.WarnContext(ctx, "ddbsession: this DynamoDB engine does not implement TTL; expired sessions stay in the table (they are still rejected)", "table", table)
 	case err != nil:
 		errs = append(errs, err)
-	case !enabled && strong(t):
-		errs = append(errs, fmt.Errorf("%w: table %q is a global table in multi-Region strong consistency (MRSC), which has no TTL: sweep expired items instead", ErrTTLOff, table))
 	case !enabled:
-		errs = append(errs, fmt.Errorf("%w: TTL is off on table %q", ErrTTLOff, table))
+		errs = append(errs, fmt.Errorf("ddbsession: TTL is off on table %q, so expired sessions are rejected but never deleted: "+
+			"call CreateTable, which enables it, or run: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification \"Enabled=true, AttributeName=%s\"",
+			table, table, m.store.TTLAttribute))
 	case attr != m.store.TTLAttribute:
-		errs = append(errs, fmt.Errorf("%w: TTL is on %q, not %q", ErrTTLOff, attr, m.store.TTLAttribute))
+		errs = append(errs, m.ttlElsewhere(attr))
 	}
 	return errors.Join(errs...)
+}
+
+// ttlElsewhere is the error for a table whose TTL is on attr, which is not
+// the layout's TTL attribute: a table has one TTL attribute.
+func (c *core) ttlElsewhere(attr string) error {
+	return fmt.Errorf("ddbsession: table %q has TTL on %q, not on %q, where sessions keep their expiry: "+
+		"a table has one TTL attribute, so set Layout.TTLAttribute to %q, or use another table", c.store.table, attr, c.store.TTLAttribute, attr)
 }
 
 // mismatch tells how table t differs from the configuration: its schema,
@@ -149,8 +157,8 @@ func (m *Manager[U]) CheckTable(ctx context.Context) error {
 func (c *core) mismatch(t *types.TableDescription) error {
 	err := schemaMismatch(c.store.table, c.store.Layout, t)
 	if len(t.Replicas) > 0 && !strong(t) && !c.users.mrec {
-		err = errors.Join(err, fmt.Errorf("%w: table %q is a global table in multi-Region eventual consistency (MREC), "+
-			"where a write in one Region can undo a RevokeAll or a Logout in another: set Config.MREC", ErrTableSchema, c.store.table))
+		err = errors.Join(err, fmt.Errorf("ddbsession: table %q is a global table in multi-Region eventual consistency (MREC), "+
+			"where a write in one Region can undo a RevokeAll or a Logout in another: set Config.MREC", c.store.table))
 	}
 	return err
 }
@@ -162,8 +170,8 @@ func strong(t *types.TableDescription) bool {
 }
 
 // schemaMismatch tells how table t differs from layout l in its key schema
-// (names and String types) and, if configured, its expiry index, in errors
-// wrapping [ErrTableSchema]; nil if it does not.
+// (names and String types) and, if configured, its expiry index; nil if it
+// does not.
 func schemaMismatch(table string, l item.Layout, t *types.TableDescription) error {
 	attrTypes := map[string]types.ScalarAttributeType{}
 	for _, a := range t.AttributeDefinitions {
@@ -178,9 +186,9 @@ func schemaMismatch(table string, l item.Layout, t *types.TableDescription) erro
 	var errs []error
 	switch {
 	case got != want:
-		errs = append(errs, fmt.Errorf("%w: table %q has key %s, want %s", ErrTableSchema, table, got, want))
+		errs = append(errs, fmt.Errorf("ddbsession: table %q has key %s, want %s (Config.Layout)", table, got, want))
 	case slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }):
-		errs = append(errs, fmt.Errorf("%w: table %q has key %s of types %s, want String (S)", ErrTableSchema, table, got, keyTypes))
+		errs = append(errs, fmt.Errorf("ddbsession: table %q has key %s of types %s, want String (S)", table, got, keyTypes))
 	}
 	if l.ExpiryIndex != "" {
 		want := keySchema{hash: item.AttrExpiryBucket, rng: l.TTLAttribute}
@@ -193,9 +201,9 @@ func schemaMismatch(table string, l item.Layout, t *types.TableDescription) erro
 		}
 		switch {
 		case !found:
-			errs = append(errs, fmt.Errorf("%w: table %q has no expiry index %q", ErrTableSchema, table, l.ExpiryIndex))
+			errs = append(errs, fmt.Errorf("ddbsession: table %q has no expiry index %q (Layout.ExpiryIndex)", table, l.ExpiryIndex))
 		case got != want:
-			errs = append(errs, fmt.Errorf("%w: expiry index %q of table %q has key %s, want %s", ErrTableSchema, l.ExpiryIndex, table, got, want))
+			errs = append(errs, fmt.Errorf("ddbsession: expiry index %q of table %q has key %s, want %s", l.ExpiryIndex, table, got, want))
 		}
 	}
 	return errors.Join(errs...)
@@ -236,7 +244,7 @@ func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput)
 	case errors.As(err, &exists):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("ddbsession: create table %q: %w", st.table, err)
+		return false, fmt.Errorf("ddbsession: create table %q: %w%s", st.table, err, noEngineHint(err))
 	}
 	return true, nil
 }
@@ -254,17 +262,21 @@ func (st *store) waitForTable(ctx context.Context) error {
 func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
 	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
 	if err != nil {
-		return nil, fmt.Errorf("ddbsession: describe table %q: %w", st.table, err)
+		return nil, fmt.Errorf("ddbsession: describe table %q: %w%s", st.table, err, noEngineHint(err))
 	}
 	return out.Table, nil
 }
 
+// errUnsupported is describeTTL's answer on an engine without
+// DescribeTimeToLive.
+var errUnsupported = errors.New("ddbsession: the engine does not implement DescribeTimeToLive")
+
 // describeTTL returns the table's TTL attribute and whether TTL is enabled
-// (or being enabled). An engine without DescribeTimeToLive has TTL off.
+// (or being enabled), or errUnsupported.
 func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
 	out, err := st.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
 	if unsupported(err) {
-		return "", false, nil
+		return "", false, errUnsupported
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", st.table, err)
@@ -294,6 +306,20 @@ func (st *store) enableTTL(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("ddbsession: enable TTL on %q: %w", st.table, err)
 	}
 	return true, nil
+}
+
+// noEngineHint is what to add to err, the first call's of CreateTable or
+// CheckTable, when it says there is no DynamoDB to talk to: no credentials,
+// no Region, or nothing listening at the endpoint. "" otherwise.
+func noEngineHint(err error) string {
+	var region *aws.MissingRegionError
+	var dial *net.OpError
+	if !errors.As(err, &region) && !strings.Contains(err.Error(), "get identity: ") &&
+		!(errors.As(err, &dial) && dial.Op == "dial") {
+		return ""
+	}
+	return " (no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and dummy AWS_ACCESS_KEY_ID and " +
+		"AWS_SECRET_ACCESS_KEY, as ./scripts/with-dynalite does; for DynamoDB, configure AWS credentials and a Region)"
 }
 
 // unsupported reports whether err says the engine lacks the operation, as

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,22 +101,42 @@ func TestCheckTable(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, ttl bool, withClient func(*ddbsession.Config[User])) {
 		e := newEnv(t, withClient)
-		err := e.m.CheckTable(context.Background())
-		switch {
-		case ttl && err != nil:
+		e.logs.Reset()
+		if err := e.m.CheckTable(context.Background()); err != nil {
 			t.Errorf("CheckTable on the table CreateTable made = %v, want nil", err)
-		case !ttl && (!errors.Is(err, ddbsession.ErrTTLOff) || errors.Is(err, ddbsession.ErrTableSchema)):
-			t.Errorf("CheckTable on an engine without TTL = %v, want ErrTTLOff alone", err)
+		}
+		// An engine without TTL (dynalite) is no table to fix, once
+		// CreateTable has found that out: a warning.
+		if warned := strings.Contains(e.logs.String(), "does not implement TTL"); warned == ttl {
+			t.Errorf("CheckTable warned %v on an engine with TTL %v:\n%s", warned, ttl, e.logs)
+		}
+		if !ttl {
+			// Without that, dynalite looks like DynamoDB with TTL off,
+			// which is an error that says how to turn it on.
+			m, err := ddbsession.New(e.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`TTL is off on table %q, so expired sessions are rejected but never deleted: call CreateTable, which enables it, `+
+				`or run: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification "Enabled=true, AttributeName=expiresAt"`, e.cfg.Table, e.cfg.Table)
+			if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("CheckTable of a Manager that did not create the table = %v, want it to say %q", err, want)
+			}
 		}
 
 		mismatched := []struct {
 			name   string
 			mutate func(*ddbsession.Config[User])
+			says   string
 		}{
-			{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }},
-			{"other partition key name", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "PK" }},
-			{"other sort key name", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "SK" }},
-			{"missing expiry index", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndex = "expiry" }},
+			{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true },
+				`has key (hash "pk", range "sk"), want (hash "pk") (Config.Layout)`},
+			{"other partition key name", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "PK" },
+				`has key (hash "pk", range "sk"), want (hash "PK", range "sk")`},
+			{"other sort key name", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "SK" },
+				`has key (hash "pk", range "sk"), want (hash "pk", range "SK")`},
+			{"missing expiry index", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndex = "expiry" },
+				`has no expiry index "expiry" (Layout.ExpiryIndex)`},
 		}
 		for _, tc := range mismatched {
 			t.Run(tc.name, func(t *testing.T) {
@@ -127,8 +146,8 @@ func TestCheckTable(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := m.CheckTable(context.Background()); !errors.Is(err, ddbsession.ErrTableSchema) {
-					t.Errorf("CheckTable = %v, want ErrTableSchema", err)
+				if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Errorf("CheckTable = %v, want it to say %q", err, tc.says)
 				}
 			})
 		}
@@ -140,8 +159,9 @@ func TestCheckTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := m.CheckTable(context.Background()); !errors.Is(err, ddbsession.ErrTTLOff) {
-				t.Errorf("CheckTable with TTL on expiresAt, configured ttl = %v, want ErrTTLOff", err)
+			want := `has TTL on "expiresAt", not on "ttl", where sessions keep their expiry: a table has one TTL attribute, so set Layout.TTLAttribute to "expiresAt"`
+			if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("CheckTable with TTL on expiresAt, configured ttl = %v, want it to say %q", err, want)
 			}
 		}
 	})
@@ -164,8 +184,8 @@ func TestCheckTableNumberKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CheckTable(context.Background()); !errors.Is(err, ddbsession.ErrTableSchema) {
-		t.Errorf("CheckTable with a Number key = %v, want ErrTableSchema", err)
+	if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), `has key (hash "pk") of types [N], want String (S)`) {
+		t.Errorf("CheckTable with a Number key = %v, want it to name the type", err)
 	}
 }
 
@@ -199,12 +219,16 @@ func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
 		attr       string
 		status     types.TimeToLiveStatus
 		updateErr  error
-		wantCreate error // from CreateTable; nil for success
-		wantCheck  error // from CheckTable
+		wantCreate error  // wrapped by CreateTable's error, if not nil
+		createSays string // in CreateTable's error
+		checkSays  string // in CheckTable's error; "" for none
 	}{
-		{"enabled on expiresAt", "expiresAt", types.TimeToLiveStatusEnabled, nil, nil, nil},
-		{"enabled on another attribute", "ttl", types.TimeToLiveStatusEnabled, nil, ddbsession.ErrTTLOff, ddbsession.ErrTTLOff},
-		{"disabled and enabling fails", "", types.TimeToLiveStatusDisabled, accessDenied, accessDenied, ddbsession.ErrTTLOff},
+		{"enabled on expiresAt", "expiresAt", types.TimeToLiveStatusEnabled, nil, nil, "", ""},
+		{"enabled on another attribute", "ttl", types.TimeToLiveStatusEnabled, nil, nil,
+			`has TTL on "ttl", not on "expiresAt"`, `set Layout.TTLAttribute to "ttl"`},
+		{"disabled and enabling fails", "", types.TimeToLiveStatusDisabled, accessDenied, accessDenied, "not allowed",
+			`TTL is off on table "{table}", so expired sessions are rejected but never deleted: call CreateTable, which enables it, ` +
+				`or run: aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification "Enabled=true, AttributeName=expiresAt"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,11 +236,18 @@ func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
 			var p *probe
 			e := newEnv(t, withProbe(&p))
 			ttlEngine(p, tc.attr, tc.status, tc.updateErr)
-			if err := e.m.CreateTable(context.Background()); !errors.Is(err, tc.wantCreate) || (tc.wantCreate == nil) != (err == nil) {
-				t.Errorf("CreateTable = %v, want %v", err, tc.wantCreate)
+			m, err := ddbsession.New(e.cfg) // one that has not met dynalite's lack of TTL
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err := e.m.CheckTable(context.Background()); !errors.Is(err, tc.wantCheck) || (tc.wantCheck == nil) != (err == nil) {
-				t.Errorf("CheckTable = %v, want %v", err, tc.wantCheck)
+			err = m.CreateTable(context.Background())
+			if (tc.wantCreate != nil && !errors.Is(err, tc.wantCreate)) || (tc.createSays == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.createSays)) {
+				t.Errorf("CreateTable = %v, want %v saying %q", err, tc.wantCreate, tc.createSays)
+			}
+			err = m.CheckTable(context.Background())
+			says := strings.ReplaceAll(tc.checkSays, "{table}", e.cfg.Table)
+			if (says == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), says)) {
+				t.Errorf("CheckTable = %v, want it to say %q", err, says)
 			}
 		})
 	}
@@ -232,14 +263,17 @@ func TestCreateTableOnOtherSchema(t *testing.T) {
 		name   string
 		keys   []tableKey // of the existing table
 		mutate func(*ddbsession.Config[User])
+		says   string
 	}{
-		{"hash key id", []tableKey{{"id", s, types.KeyTypeHash}}, nil},
-		{"other key names", []tableKey{{"PK", s, types.KeyTypeHash}, {"SK", s, types.KeyTypeRange}}, nil},
-		{"Number partition key", []tableKey{{"pk", n, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}}, nil},
+		{"hash key id", []tableKey{{"id", s, types.KeyTypeHash}}, nil, `has key (hash "id"), want (hash "pk", range "sk")`},
+		{"other key names", []tableKey{{"PK", s, types.KeyTypeHash}, {"SK", s, types.KeyTypeRange}}, nil,
+			`has key (hash "PK", range "SK"), want (hash "pk", range "sk")`},
+		{"Number partition key", []tableKey{{"pk", n, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}}, nil,
+			`has key (hash "pk", range "sk") of types [N S], want String (S)`},
 		{"sort key, hash-only config", []tableKey{{"pk", s, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}},
-			func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }},
+			func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }, `has key (hash "pk", range "sk"), want (hash "pk")`},
 		{"no expiry index", []tableKey{{"pk", s, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}},
-			withExpiryIndex},
+			withExpiryIndex, `has no expiry index "expiry"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,8 +290,8 @@ func TestCreateTableOnOtherSchema(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = m.CreateTable(context.Background())
-			if !errors.Is(err, ddbsession.ErrTableSchema) {
-				t.Fatalf("CreateTable on an existing table with other keys = %v, want ErrTableSchema", err)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("CreateTable on an existing table with other keys = %v, want it to say %q", err, tc.says)
 			}
 			if !strings.Contains(err.Error(), table) {
 				t.Errorf("CreateTable's error does not name table %q: %v", table, err)
@@ -302,19 +336,28 @@ func TestGlobalTables(t *testing.T) {
 		name        string
 		consistency types.MultiRegionConsistency
 		mrec        bool
-		wantCheck   []error // each must be in CheckTable's error
-		wantCreate  error
-		checkSays   string
+		checkSays   string // in CheckTable's error; "" for none
+		createSays  string // in CreateTable's error; "" for none
+		warns       string // in the log of CheckTable and CreateTable; "" for none
 	}{
-		{"MREC without Config.MREC", types.MultiRegionConsistencyEventual, false, []error{ddbsession.ErrTableSchema, ddbsession.ErrTTLOff}, ddbsession.ErrTableSchema, "set Config.MREC"},
-		{"MREC with Config.MREC", types.MultiRegionConsistencyEventual, true, []error{ddbsession.ErrTTLOff}, nil, "TTL is off"},
-		{"MRSC", types.MultiRegionConsistencyStrong, false, []error{ddbsession.ErrTTLOff}, nil, "multi-Region strong consistency (MRSC), which has no TTL"},
+		{"MREC without Config.MREC", types.MultiRegionConsistencyEventual, false,
+			"multi-Region eventual consistency (MREC), where a write in one Region can undo a RevokeAll or a Logout in another: set Config.MREC",
+			"set Config.MREC", ""},
+		{"MREC with Config.MREC", types.MultiRegionConsistencyEventual, true, "", "", ""},
+		{"MRSC", types.MultiRegionConsistencyStrong, false, "", "", "multi-Region strong consistency (MRSC), which has no TTL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var p *probe
 			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.MREC = tc.mrec })
 			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+				if op == "DescribeTimeToLive" { // as DynamoDB has it: an MRSC table cannot have TTL
+					d := &types.TimeToLiveDescription{AttributeName: aws.String("expiresAt"), TimeToLiveStatus: types.TimeToLiveStatusEnabled}
+					if tc.consistency == types.MultiRegionConsistencyStrong {
+						d = &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}
+					}
+					return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: d}, true
+				}
 				if op != "DescribeTable" {
 					return nil, false
 				}
@@ -326,22 +369,20 @@ func TestGlobalTables(t *testing.T) {
 				out.Table.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("us-west-2")}}
 				return out, true
 			}
-			err := e.m.CheckTable(context.Background())
-			for _, want := range tc.wantCheck {
-				if !errors.Is(err, want) {
-					t.Errorf("CheckTable = %v, want it to wrap %v", err, want)
+			says := func(op string, err error, want string) {
+				t.Helper()
+				if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+					t.Errorf("%s = %v, want it to say %q", op, err, want)
 				}
+				if warned := strings.Contains(e.logs.String(), "MRSC"); warned != (tc.warns != "") || !strings.Contains(e.logs.String(), tc.warns) {
+					t.Errorf("%s warned %v, want %v:\n%s", op, warned, tc.warns != "", e.logs)
+				}
+				e.logs.Reset()
 			}
-			if errors.Is(err, ddbsession.ErrTableSchema) != slices.Contains(tc.wantCheck, ddbsession.ErrTableSchema) {
-				t.Errorf("CheckTable = %v; want ErrTableSchema %v", err, slices.Contains(tc.wantCheck, ddbsession.ErrTableSchema))
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.checkSays) {
-				t.Errorf("CheckTable = %v, want it to say %q", err, tc.checkSays)
-			}
+			e.logs.Reset()
+			says("CheckTable", e.m.CheckTable(context.Background()), tc.checkSays)
 			p.reset()
-			if err := e.m.CreateTable(context.Background()); !errors.Is(err, tc.wantCreate) || (tc.wantCreate == nil) != (err == nil) {
-				t.Errorf("CreateTable on the existing table = %v, want %v", err, tc.wantCreate)
-			}
+			says("CreateTable on the existing table", e.m.CreateTable(context.Background()), tc.createSays)
 			if tc.consistency == types.MultiRegionConsistencyStrong && p.count("UpdateTimeToLive") != 0 {
 				t.Error("CreateTable tried to enable TTL on an MRSC table, which cannot have it")
 			}

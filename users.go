@@ -22,7 +22,7 @@ import (
 // type parameter.
 
 // ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
-// not exist, by [Manager.Login] and [Manager.LoginWith] for a user without an
+// not exist, by [Manager.Login] and [Manager.LoginBearer] for a user without an
 // item (they write nothing then), and by [Manager.RevokeAll] for a user item
 // that is not in the table.
 //
@@ -35,6 +35,22 @@ var ErrUserNotFound = errors.New("ddbsession: user not found")
 // ErrUserExists is returned by [Manager.CreateUser] for a key that already
 // holds an item.
 var ErrUserExists = errors.New("ddbsession: user already exists")
+
+// checkKey refuses a user key that no item of the table can have, before
+// any call: an empty one is what a handler gets from Session outside
+// RequireSession, and DynamoDB would answer it with a validation error that
+// says nothing of that.
+func (c *core) checkKey(user UserKey) error {
+	switch {
+	case user.PK == "":
+		return fmt.Errorf("user key %+v has no PK: pass the signed-in user's key (Session(ctx).User, inside RequireSession)", user)
+	case c.store.HashOnly && user.SK != "":
+		return fmt.Errorf("user key %+v has an SK, but the table has no sort key (Layout.HashOnly)", user)
+	case !c.store.HashOnly && user.SK == "":
+		return fmt.Errorf("user key %+v has no SK, which the table's sort key needs", user)
+	}
+	return nil
+}
 
 // users loads a session's user and the user's revocation state.
 type users struct {
@@ -78,7 +94,7 @@ func (u *users) load(ctx context.Context, key UserKey, out any, withGlobal bool)
 		out = u.newUser()
 	}
 	if u.custom == nil {
-		items, err := u.store.getUser(ctx, key.PK, key.SK, u.mrec, withGlobal)
+		items, err := u.store.getUser(ctx, key.PK, key.SK, u.store.withState, withGlobal)
 		if err != nil {
 			return revocation{}, err
 		}
@@ -92,7 +108,7 @@ func (u *users) load(ctx context.Context, key UserKey, out any, withGlobal bool)
 		return revocation{}, err
 	}
 	items := userItems{globalRead: withGlobal}
-	if u.mrec {
+	if u.store.withState {
 		if items.state, err = u.store.getState(ctx, key.PK, key.SK); err != nil {
 			return revocation{}, err
 		}
@@ -128,7 +144,7 @@ func (u *users) decode(items userItems, out any) (revocation, error) {
 // cutoff counts too, the higher of the two.
 func (u *users) revocationOf(cutoff int64, items userItems) (revocation, error) {
 	var rev revocation
-	if u.mrec {
+	if u.store.withState {
 		state, err := item.DecodeState(items.state)
 		if err != nil {
 			return rev, fmt.Errorf("ddbsession: the user's state item: %w", err)

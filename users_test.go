@@ -45,7 +45,7 @@ func TestCustomLoadUser(t *testing.T) {
 	}{User{Name: "dave"}, start.Add(time.Second)}
 	// Login asks the loader too: a user it does not know gets no session.
 	w := newRecorder()
-	if err := e.m.Login(w, newRequest(), ddbsession.UserKey{PK: "EXT#erin", SK: "-"}); !errors.Is(err, ddbsession.ErrUserNotFound) {
+	if err := e.m.Login(w, newRequest(), ddbsession.UserKey{PK: "EXT#erin", SK: "-"}, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {
 		t.Errorf("Login of a user unknown to the loader = %v, want ErrUserNotFound", err)
 	}
 	if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
@@ -114,7 +114,7 @@ func TestUserItemThatDoesNotDecode(t *testing.T) {
 	}
 	// Every read of the user item decodes it: a Login issues no session
 	// that every request would then refuse, and List says why it fails.
-	if err := e.m.Login(newRecorder(), newRequest(), alice); err == nil || !strings.Contains(err.Error(), `"name"`) {
+	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); err == nil || !strings.Contains(err.Error(), `"name"`) {
 		t.Errorf("Login of a user whose item does not decode = %v, want an error naming the attribute", err)
 	}
 	if _, err := e.m.List(context.Background(), alice); err == nil || !strings.Contains(err.Error(), `"name"`) {

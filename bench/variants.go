@@ -223,7 +223,7 @@ func loginAll(ctx context.Context, e *env, cfg ddbsession.Config[User], n int, b
 		}
 		w := httptest.NewRecorder()
 		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/login", nil)
-		if err := m.Login(w, r, ddbsession.UserKey{PK: u.PK, SK: u.SK}); err != nil {
+		if err := m.Login(w, r, ddbsession.UserKey{PK: u.PK, SK: u.SK}, nil); err != nil {
 			return nil, err
 		}
 		for _, c := range w.Result().Cookies() {

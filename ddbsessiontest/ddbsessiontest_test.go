@@ -41,7 +41,7 @@ func TestAccountPage(t *testing.T) {
 	}))
 
 	login := httptest.NewRecorder()
-	if err := sessions.Login(login, httptest.NewRequest("POST", "https://app.example/login", nil), bob); err != nil {
+	if err := sessions.Login(login, httptest.NewRequest("POST", "https://app.example/login", nil), bob, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -54,7 +54,7 @@ func Example() {
 
 	// https:// requests, for the Secure __Host- cookie.
 	login := httptest.NewRecorder()
-	if err := sessions.Login(login, httptest.NewRequest("POST", "https://app.example/login", nil), alice); err != nil {
+	if err := sessions.Login(login, httptest.NewRequest("POST", "https://app.example/login", nil), alice, nil); err != nil {
 		log.Fatal(err)
 	}
 	r := httptest.NewRequest("GET", "https://app.example/account", nil)

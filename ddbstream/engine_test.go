@@ -155,7 +155,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("POST", "https://example.test/login", nil)
 			r.Header.Set("User-Agent", "test-agent/1.0")
-			if err := m.Login(w, r, tt.user); err != nil {
+			if err := m.Login(w, r, tt.user, nil); err != nil {
 				t.Fatalf("Login: %v", err)
 			}
 			var token string

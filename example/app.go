@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -113,7 +112,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		BearerTokens: true,
 		// A page that needs a session sends the browser to log in, and
 		// back here after; the API answers in JSON instead.
-		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), ddbsession.RedirectToLogin("/login")),
+		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), toLogin),
 		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
 			textAnswer(http.StatusServiceUnavailable, "session store unavailable, try again")),
 		KeepSignedIn: keepSignedIn,
@@ -137,12 +136,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if err := sessions.CreateTable(ctx); err != nil {
 		return nil, err
 	}
-	switch err := sessions.CheckTable(ctx); {
-	case errors.Is(err, ddbsession.ErrTTLOff) && !errors.Is(err, ddbsession.ErrTableSchema):
-		// dynalite has no TTL. Sessions still expire, because ddbsession
-		// checks expiry in code; only the clean-up of old items is missing.
-		log.WarnContext(ctx, "table TTL is off: expired sessions are rejected but stay in the table", "err", err)
-	case err != nil:
+	// dynalite has no TTL, which CheckTable logs: sessions still expire,
+	// because ddbsession checks expiry in code; only the clean-up of old
+	// items is missing.
+	if err := sessions.CheckTable(ctx); err != nil {
 		return nil, err
 	}
 	h := newHasher(cfg.HashSlots, cfg.HashQueue)

@@ -33,7 +33,7 @@ import (
 // login writes its session. The login succeeds, since it checked the old
 // password against the hash it read, but its session must be dead on
 // arrival. A login that checked the password on one read and took the
-// cutoff from a later one (the example's code before LoginWith) would have
+// cutoff from a later one (the example's code before Login with verify) would have
 // stamped its session after the change's cutoff, and kept it.
 func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 	ta := newTestApp(t)
@@ -42,7 +42,7 @@ func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 	owner.signup("alice", "old password")
 	phone.login("alice", "old password")
 
-	pause := second.api.pauseAfter("GetItem", readsUser(userKey("alice")))
+	pause := second.api.pauseAfter("*", readsUser(userKey("alice")))
 	defer pause.release()
 	attacker := second.browser("attacker")
 	done := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -102,7 +103,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	signedIn := a.passwordLogin(w, r, username, password, a.errorPage, func(user ddbsession.UserKey, verify func(User) error) error {
-		return a.sessions.LoginWith(w, r, user, verify)
+		return a.sessions.Login(w, r, user, verify)
 	})
 	if signedIn {
 		// ReturnPath takes only a path on this site: no open redirect.
@@ -170,7 +171,7 @@ type answerFunc func(w http.ResponseWriter, code int, msg string)
 
 // passwordLogin checks username's password, under the failure limits and
 // the hashing queue, and starts a session with signIn, which is
-// ddbsession's LoginWith for a browser and LoginBearer for an API client.
+// ddbsession's Login for a browser and LoginBearer for an API client.
 // It answers a failure itself, with answer, and returns false; on success
 // it returns true and the caller answers.
 func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password string, answer answerFunc,
@@ -181,14 +182,14 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 	}
 	defer at.end()
 	// The slot is taken before signIn, not inside verify: the wait for it
-	// is bounded by the request's life, whereas LoginWith's own store
+	// is bounded by the request's life, whereas Login's own store
 	// deadline runs from before its read and must not be spent queueing.
 	slot, ok := a.hashSlot(w, r, answer)
 	if !ok {
 		return false
 	}
 	defer slot.release()
-	// LoginWith (and LoginBearer) reads the user item and checks the
+	// Login (and LoginBearer) reads the user item and checks the
 	// password against the hash it read, in the same call that writes the
 	// session, and stamps the session with a time from before that read.
 	// A login that checked the old password therefore always predates the
@@ -234,7 +235,7 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 // already carries is ended first, so a token planted in this browser before
 // sign-in is worthless.
 func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash) {
-	err := a.sessions.LoginWith(w, r, user, func(u User) error {
+	err := a.sessions.Login(w, r, user, func(u User) error {
 		if subtle.ConstantTimeCompare([]byte(u.PasswordHash), []byte(hash)) != 1 {
 			return errPasswordChanged
 		}
@@ -318,7 +319,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// gap: a login that reads the old hash after the cutoff but before the
 	// write creates a session after the cutoff, on the old password, and
 	// it survives. In this order a login that read the old hash read it
-	// before the write, so before the cutoff, and LoginWith stamps its
+	// before the write, so before the cutoff, and Login stamps its
 	// session before its read: it dies with the others. A login that reads
 	// after the write sees the new hash and fails.
 	//
@@ -365,7 +366,7 @@ func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
 	// so an ID of someone else's session is simply not found.
 	s, _ := a.sessions.Session(r.Context())
 	err := a.sessions.Revoke(r.Context(), s.User, id)
-	if errors.Is(err, ddbsession.ErrSessionNotFound) {
+	if errors.Is(err, ddbsession.ErrNoSession) {
 		a.errorPage(w, http.StatusNotFound, "No such session.")
 		return
 	}
@@ -439,6 +440,17 @@ func apiOr(api, page http.Handler) http.Handler {
 		page.ServeHTTP(w, r)
 	})
 }
+
+// toLogin sends a browser to log in, and back to the page it asked for
+// (a GET's path and query, which the login handler reads back with
+// ddbsession.ReturnPath).
+var toLogin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := "/login"
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		target += "?" + url.Values{"next": {r.URL.RequestURI()}}.Encode()
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+})
 
 // textAnswer answers code with a line of plain text.
 func textAnswer(code int, msg string) http.Handler {

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -319,7 +320,7 @@ type callMatch struct {
 	match func(in any) bool
 }
 
-func (c callMatch) matches(op string, in any) bool { return c.op == op && c.match(in) }
+func (c callMatch) matches(op string, in any) bool { return (c.op == "*" || c.op == op) && c.match(in) }
 
 // waitReached waits until the paused call has been made.
 func (p *pausePoint) waitReached(t *testing.T) {
@@ -355,11 +356,22 @@ func (f *faultyClient) paused(ctx context.Context, op string, in any) {
 	}
 }
 
-// readsUser matches a GetItem of user's item.
+// readsUser matches a read of user's item: a GetItem, or a BatchGetItem
+// that reads it with others (a login reads the table's global revocation
+// item with it).
 func readsUser(user ddbsession.UserKey) func(in any) bool {
 	return func(in any) bool {
-		get, ok := in.(*dynamodb.GetItemInput)
-		return ok && keyIs(get.Key, user)
+		switch in := in.(type) {
+		case *dynamodb.GetItemInput:
+			return keyIs(in.Key, user)
+		case *dynamodb.BatchGetItemInput:
+			for _, ka := range in.RequestItems {
+				if slices.ContainsFunc(ka.Keys, func(k map[string]types.AttributeValue) bool { return keyIs(k, user) }) {
+					return true
+				}
+			}
+		}
+		return false
 	}
 }
 
@@ -406,7 +418,9 @@ func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIt
 	if err := f.fail("BatchGetItem", in); err != nil {
 		return nil, err
 	}
-	return f.Client.BatchGetItem(ctx, in, opts...)
+	out, err := f.Client.BatchGetItem(ctx, in, opts...)
+	f.paused(ctx, "BatchGetItem", in)
+	return out, err
 }
 
 func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {

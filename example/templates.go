@@ -27,7 +27,7 @@ func parsePage(content string) *template.Template {
 // Next is the page the forms send a visitor back to once signed in.
 type indexData struct {
 	User     *User
-	Sessions []ddbsession.SessionInfo
+	Sessions []ddbsession.Session
 	Next     string
 }
 

@@ -19,7 +19,7 @@ import (
 // User is the user item as sign-up writes it and as the session middleware
 // hands it to handlers: ddbsession decodes it with attributevalue. It
 // carries the password hash because a password login must check the hash
-// that ddbsession.Manager.LoginWith reads in the same call that stamps the
+// that ddbsession.Manager.Login reads in the same call that stamps the
 // new session: a hash read separately could be stale by the time the session
 // is written (see changePassword). The hash is a passwordHash, which prints
 // as "[redacted]" through fmt, templates and logs and is left out of JSON,

@@ -64,12 +64,12 @@ func home(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "public page: POST /login with name and password, then GET /me")
 }
 
-// login signs in with LoginWith, which reads the user item and hands it to
+// login signs in with Login, which reads the user item and hands it to
 // the check in one call, and sends the browser back where it was going.
 func login(sessions *ddbsession.Manager[User]) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		password := r.PostFormValue("password")
-		err := sessions.LoginWith(w, r, userKey(r.PostFormValue("name")), func(u User) error {
+		err := sessions.Login(w, r, userKey(r.PostFormValue("name")), func(u User) error {
 			return checkPassword(u, password)
 		})
 		switch {

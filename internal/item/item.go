@@ -37,6 +37,13 @@ const Version = 1
 // marked as bound: one fact in one place.
 const VersionBound = 2
 
+// VersionPending is the version of the session item of a login that has
+// passed its first factor and waits for its second. It is a session that
+// nothing but the second-factor step may accept, and a release that knows
+// nothing of two-step logins must not accept it as a signed-in one: with a
+// version of its own, that release treats it as absent.
+const VersionPending = 3
+
 // Attribute names of session and index items.
 const (
 	AttrVersion      = "v"
@@ -60,6 +67,24 @@ const (
 	// generation is no higher. Items of releases before it lack it, and
 	// count as generation 0.
 	AttrGlobalGen = "globalGen"
+	// AttrAuthAt is when the user last proved themselves for the session,
+	// epoch milliseconds: the login, or the re-authentication that made
+	// it. Items of releases before it lack it, and count their creation.
+	AttrAuthAt = "authAt"
+	// AttrMethods lists how they did (a List of Strings, the app's names:
+	// "password", "otp", "passkey").
+	AttrMethods = "methods"
+	// AttrSlotRev marks a session counted by a per-user session limit: the
+	// revision of the user's state item whose write gave it its slot. The
+	// session is valid while the state item still lists it.
+	AttrSlotRev = "slotRev"
+	// AttrAttempts counts a pending session's second-factor attempts.
+	AttrAttempts = "attempts"
+	// AttrAppData is the app's data of the session, JSON text, and
+	// AttrDataRev counts its writes, for the next one's condition. Session
+	// items only.
+	AttrAppData = "appData"
+	AttrDataRev = "dataRev"
 
 	// Device binding (DBSC), session items only.
 	AttrBoundKey         = "boundKey"         // the device's public key: a JWK, in JSON
@@ -83,7 +108,8 @@ var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
 	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true, AttrGlobalGen: true,
-	AttrStateEnded: true, attrStateRev: true,
+	AttrAuthAt: true, AttrMethods: true, AttrSlotRev: true, AttrAttempts: true, AttrAppData: true, AttrDataRev: true,
+	AttrStateEnded: true, AttrStateSessions: true, attrStateRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
 	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true,
 }
@@ -207,6 +233,21 @@ type Session struct {
 	// session was created under ([AttrGlobalGen]); 0 for an item of an
 	// earlier release.
 	GlobalGen int64
+	// AuthAt is when the user last proved themselves for the session, and
+	// Methods how ([AttrAuthAt], [AttrMethods]).
+	AuthAt  time.Time
+	Methods []string
+	// SlotRev is the state item revision that gave a session counted by a
+	// session limit its slot; 0 for one that no limit counts.
+	SlotRev int64
+	// Pending marks a login waiting for its second factor, stored as
+	// [VersionPending], and Attempts counts its second-factor attempts.
+	Pending  bool
+	Attempts int64
+	// Data is the app's data, JSON text, and DataRev counts its writes.
+	// Session items only.
+	Data    string
+	DataRev int64
 	// DeviceBound marks a session bound to a device key (DBSC), stored as
 	// [VersionBound]. A bound session is valid only with its bound cookie.
 	DeviceBound bool
@@ -373,8 +414,28 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.GlobalGen != 0 {
 		av[AttrGlobalGen] = Num(s.GlobalGen)
 	}
+	if !s.AuthAt.IsZero() {
+		av[AttrAuthAt] = Num(s.AuthAt.UnixMilli())
+	}
+	if len(s.Methods) > 0 {
+		methods := make([]types.AttributeValue, len(s.Methods))
+		for i, m := range s.Methods {
+			methods[i] = Str(m)
+		}
+		av[AttrMethods] = &types.AttributeValueMemberL{Value: methods}
+	}
+	if s.SlotRev != 0 {
+		av[AttrSlotRev] = Num(s.SlotRev)
+	}
 	if kind != KindSession {
 		return
+	}
+	if s.Attempts != 0 {
+		av[AttrAttempts] = Num(s.Attempts)
+	}
+	if s.Data != "" {
+		av[AttrAppData] = Str(s.Data)
+		av[AttrDataRev] = Num(s.DataRev)
 	}
 	if s.Binding.Key != "" {
 		av[AttrBoundKey] = Str(s.Binding.Key)
@@ -398,7 +459,10 @@ var boundCookieAttrs = [2][2]string{
 }
 
 func versionOf(s Session) int64 {
-	if s.DeviceBound {
+	switch {
+	case s.Pending:
+		return VersionPending
+	case s.DeviceBound:
 		return VersionBound
 	}
 	return Version
@@ -421,8 +485,10 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	case d.err != nil:
 	case v == VersionBound:
 		s.DeviceBound = true
+	case v == VersionPending && kind == KindSession:
+		s.Pending = true
 	case v != Version:
-		return Session{}, fmt.Errorf("%w: format version %d is neither %d nor %d", ErrMalformed, v, Version, VersionBound)
+		return Session{}, fmt.Errorf("%w: format version %d is not %d, %d or, for a session item, %d", ErrMalformed, v, Version, VersionBound, VersionPending)
 	}
 	s.ID = d.str(AttrID, true)
 	s.UserPK = d.str(AttrUserPK, true)
@@ -443,7 +509,21 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	if _, present := av[AttrGlobalGen]; present {
 		s.GlobalGen = d.num(AttrGlobalGen)
 	}
+	s.AuthAt = s.CreatedAt
+	if _, present := av[AttrAuthAt]; present {
+		s.AuthAt = time.UnixMilli(d.num(AttrAuthAt))
+	}
+	s.Methods = d.strs(AttrMethods)
+	if _, present := av[AttrSlotRev]; present {
+		s.SlotRev = d.num(AttrSlotRev)
+	}
 	if kind == KindSession {
+		if _, present := av[AttrAttempts]; present {
+			s.Attempts = d.num(AttrAttempts)
+		}
+		if s.Data = d.str(AttrAppData, false); s.Data != "" {
+			s.DataRev = d.num(AttrDataRev)
+		}
 		d.dbsc(&s)
 	}
 	if d.err != nil {
@@ -493,6 +573,29 @@ func (d *decoder) str(name string, required bool) string {
 		return ""
 	}
 	return s.Value
+}
+
+// strs reads an optional List of Strings; nil if absent.
+func (d *decoder) strs(name string) []string {
+	v, present := d.av[name]
+	if !present {
+		return nil
+	}
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		d.fail("%q is not a List", name)
+		return nil
+	}
+	out := make([]string, len(l.Value))
+	for i, e := range l.Value {
+		s, ok := e.(*types.AttributeValueMemberS)
+		if !ok {
+			d.fail("%q holds a value that is not a String", name)
+			return nil
+		}
+		out[i] = s.Value
+	}
+	return out
 }
 
 // num reads a required integer Number. A fractional or out-of-range value

@@ -22,6 +22,9 @@ func testSession() Session {
 		RefreshedAt: time.UnixMilli(1796040600250),
 		ExpiresAt:   time.Unix(1796044200, 0),
 		UserAgent:   "test-agent/1.0",
+		AuthAt:      created.Add(time.Second),
+		Methods:     []string{"password", "otp"},
+		SlotRev:     3,
 	}
 }
 
@@ -35,6 +38,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for name, l := range map[string]Layout{"default": Default, "hash-only, custom TTL, expiry index": custom} {
 		t.Run(name, func(t *testing.T) {
 			s := testSession()
+			s.Data, s.DataRev, s.Attempts = `{"cart":[1,2]}`, 2, 1 // session items only
 			if l.HashOnly {
 				s.UserSK = ""
 			}
@@ -54,10 +58,37 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			}
 			want := s
 			want.SessionPK = sessionPK
+			want.Data, want.DataRev, want.Attempts = "", 0, 0
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("index item (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A session of a release before authAt counts its creation as its
+// authentication, with no methods; a pending one is a version of its own,
+// which earlier releases treat as absent, and no index item has it.
+func TestDecodeAuthenticationAndPending(t *testing.T) {
+	l := Default
+	s := testSession()
+	av := l.EncodeSession(l.SessionPK(NewToken()), s)
+	delete(av, AttrAuthAt)
+	delete(av, AttrMethods)
+	got, err := l.Decode(av, KindSession)
+	if err != nil || !got.AuthAt.Equal(s.CreatedAt) || got.Methods != nil {
+		t.Errorf("legacy item: AuthAt %v, Methods %v, err %v; want the creation time and none", got.AuthAt, got.Methods, err)
+	}
+	s.Pending = true
+	av = l.EncodeSession(l.SessionPK(NewToken()), s)
+	if v := av[AttrVersion].(*types.AttributeValueMemberN).Value; v != "3" {
+		t.Errorf("pending session item v = %s, want 3", v)
+	}
+	if got, err := l.Decode(av, KindSession); err != nil || !got.Pending {
+		t.Errorf("pending session item: Pending %v, err %v", got.Pending, err)
+	}
+	if _, err := l.Decode(l.EncodeIndex("SESSION#x", s), KindIndex); !errors.Is(err, ErrMalformed) {
+		t.Errorf("pending index item: err %v, want ErrMalformed", err)
 	}
 }
 
@@ -71,7 +102,7 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"other kind", func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindIndex) }, ErrOtherKind},
 		{"no kind", func(av map[string]types.AttributeValue) { delete(av, AttrKind) }, ErrOtherKind},
-		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(3) }, ErrMalformed},
+		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(4) }, ErrMalformed},
 		{"no version", func(av map[string]types.AttributeValue) { delete(av, AttrVersion) }, ErrMalformed},
 		{"no refreshedAt", func(av map[string]types.AttributeValue) { delete(av, AttrRefreshedAt) }, ErrMalformed},
 		{"no TTL", func(av map[string]types.AttributeValue) { delete(av, l.TTLAttribute) }, ErrMalformed},

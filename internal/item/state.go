@@ -7,9 +7,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The state item holds a user's revocation state where nothing but the
-// library writes it, for tables replicated across Regions with multi-Region
-// eventual consistency (MREC). There, concurrent writes of one item in two
+// The state item holds what of a user's sessions only the library writes:
+// the sessions that a per-user session limit counts, and the revocation
+// state for tables replicated across Regions with multi-Region eventual
+// consistency (MREC). There, concurrent writes of one item in two
 // Regions are settled whole-item, last writer wins: an app's own write of
 // the user item in one Region can undo a RevokeAll's raise of the cutoff
 // there in another, and a refresh's write of a session item can bring back
@@ -25,12 +26,15 @@ import (
 //	kind    S  "session-state"
 //	gen            N  the user's revocation version, as the user item's cutoff
 //	endedSessions  M  session ID -> N, epoch seconds until which it stays ended
-//	endedRev       N  counts the writes of endedSessions
+//	liveSessions   M  session ID -> N, creation in epoch ms: the sessions a
+//	                  session limit counts, which alone are valid
+//	endedRev       N  counts the writes of endedSessions and liveSessions
 const (
-	KindState       = "session-state"
-	stateSort       = "STATE"
-	AttrStateCutoff = AttrGen
-	AttrStateEnded  = "endedSessions"
+	KindState         = "session-state"
+	stateSort         = "STATE"
+	AttrStateCutoff   = AttrGen
+	AttrStateEnded    = "endedSessions"
+	AttrStateSessions = "liveSessions"
 )
 
 // State is a user's state item, decoded; the zero State is a user without
@@ -38,7 +42,12 @@ const (
 type State struct {
 	Cutoff int64
 	Ended  map[string]int64 // session ID -> epoch seconds
-	// Rev counts the writes of Ended, for the next one's condition.
+	// Sessions are the sessions that a session limit counts: session ID ->
+	// creation, epoch milliseconds. Only they are valid of the sessions
+	// created under the limit.
+	Sessions map[string]int64
+	// Rev counts the writes of Ended and Sessions, for the next one's
+	// condition.
 	Rev int64
 }
 
@@ -74,25 +83,41 @@ func DecodeState(av map[string]types.AttributeValue) (State, error) {
 	if _, present := av[attrStateRev]; present {
 		s.Rev = d.num(attrStateRev)
 	}
-	if m, present := av[AttrStateEnded]; present {
-		ended, ok := m.(*types.AttributeValueMemberM)
-		if !ok {
-			d.fail("%q is not a Map", AttrStateEnded)
-		} else {
-			e := decoder{av: ended.Value}
-			s.Ended = make(map[string]int64, len(ended.Value))
-			for id := range ended.Value {
-				s.Ended[id] = e.num(id)
-			}
-			if d.err == nil {
-				d.err = e.err
-			}
-		}
-	}
+	s.Ended = d.numMap(AttrStateEnded)
+	s.Sessions = d.numMap(AttrStateSessions)
 	if d.err != nil {
 		return State{}, d.err
 	}
 	return s, nil
+}
+
+// numMap reads an optional Map of Numbers; nil if absent.
+func (d *decoder) numMap(name string) map[string]int64 {
+	m, present := d.av[name]
+	if !present {
+		return nil
+	}
+	mv, ok := m.(*types.AttributeValueMemberM)
+	if !ok {
+		d.fail("%q is not a Map", name)
+		return nil
+	}
+	e := decoder{av: mv.Value}
+	out := make(map[string]int64, len(mv.Value))
+	for k := range mv.Value {
+		out[k] = e.num(k)
+	}
+	if d.err == nil {
+		d.err = e.err
+	}
+	return out
+}
+
+// Holds reports whether s counts session id among those a session limit
+// lets live.
+func (s State) Holds(id string) bool {
+	_, ok := s.Sessions[id]
+	return ok
 }
 
 // attrStateRev holds State.Rev.
@@ -132,11 +157,29 @@ func (l *Layout) End(s State, id string, until int64, now time.Time) Writes {
 			ended[other] = Num(u)
 		}
 	}
+	return s.write(AttrStateEnded, ended)
+}
+
+// Count records in state s, as read, that the sessions a session limit
+// counts are now sessions (ID -> creation, epoch ms), on the same condition
+// as End's: no other write of the state item's maps since s was read. The
+// session that takes a slot copies s.Rev+1, the revision this write makes.
+func (l *Layout) Count(s State, sessions map[string]int64) Writes {
+	m := make(map[string]types.AttributeValue, len(sessions))
+	for id, created := range sessions {
+		m[id] = Num(created)
+	}
+	return s.write(AttrStateSessions, m)
+}
+
+// write sets the state item's map attr to m, and the revision one on,
+// unless another write moved the revision since s was read.
+func (s State) write(attr string, m map[string]types.AttributeValue) Writes {
 	w := Writes{
-		Update: "SET #v = :v, #kind = :kind, #ended = :ended, #rev = :next",
-		Names:  map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#ended": AttrStateEnded, "#rev": attrStateRev},
+		Update: "SET #v = :v, #kind = :kind, #map = :map, #rev = :next",
+		Names:  map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#map": attr, "#rev": attrStateRev},
 		Values: map[string]types.AttributeValue{
-			":v": Num(Version), ":kind": Str(KindState), ":ended": &types.AttributeValueMemberM{Value: ended}, ":next": Num(s.Rev + 1),
+			":v": Num(Version), ":kind": Str(KindState), ":map": &types.AttributeValueMemberM{Value: m}, ":next": Num(s.Rev + 1),
 		},
 	}
 	if s.Rev == 0 {

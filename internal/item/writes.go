@@ -158,3 +158,16 @@ func (l *Layout) SetChallenge(id string, next Challenge, now time.Time) Writes {
 		},
 	}
 }
+
+// TakeAttempt counts one more second-factor attempt of a pending session,
+// unless the item is gone, not pending, expired at now, or has had max.
+func (l *Layout) TakeAttempt(max int64, now time.Time) Writes {
+	return Writes{
+		Update:    "ADD #attempts :one",
+		Condition: "attribute_exists(#pk) AND #v = :pending AND #ttl > :now AND (attribute_not_exists(#attempts) OR #attempts < :max)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#v": AttrVersion, "#ttl": l.TTLAttribute, "#attempts": AttrAttempts},
+		Values: map[string]types.AttributeValue{
+			":one": Num(1), ":pending": Num(VersionPending), ":now": Num(now.Unix()), ":max": Num(max),
+		},
+	}
+}

@@ -1,0 +1,192 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file signs users in with two factors, in two requests: BeginLogin
+// checks the first and leaves a pending session, which only CompleteLogin,
+// from the same browser and within minutes, turns into a signed-in one.
+
+// pending is how a two-step login waits for its second factor: a session
+// item of its own version, which RequireSession never accepts, whose token
+// travels in a cookie of its own, so that a signed-in browser that
+// re-authenticates with two factors stays signed in meanwhile.
+type pending struct {
+	lifetime time.Duration // Config.PendingLifetime
+	cookie   string        // the session cookie's name and pendingSuffix
+	secure   bool
+}
+
+// pendingSuffix follows the session cookie's name in the pending cookie's.
+const pendingSuffix = "-pending"
+
+// maxAttempts bounds the second-factor checks of one pending login: a
+// six-digit code guessed five times in a row has one chance in 200,000.
+const maxAttempts = 5
+
+// BeginLogin is the first step of a two-step login: verify checks the
+// first factor, as [Manager.Login]'s does, and methods name it. It signs no
+// one in: it writes a pending session that lives [Config.PendingLifetime]
+// and sends its token in a cookie of its own, which [Manager.CompleteLogin]
+// reads, in the same browser, to check the second factor. RequireSession
+// never accepts a pending session, and the sessions the request carries
+// stay as they are until CompleteLogin, so a signed-in user who
+// re-authenticates with two factors is not signed out by a second step left
+// undone. [Config.KeepSignedIn] is asked here, where the login form is.
+//
+// A user who needs no second factor (the app decides: one who enrolled
+// none) goes through Login instead. BeginLogin costs Login's read and one
+// write, the pending session's.
+func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
+	if err := m.checkSignIn(user, methods); err != nil {
+		return err
+	}
+	var u U
+	check := verifier(&u, verify)
+	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	now, began := m.now(), mono()
+	rev, err := m.users.load(ctx, user, &u, true)
+	if errors.Is(err, ErrUserNotFound) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("ddbsession: BeginLogin: load user: %w", err)
+	}
+	m.everyone.seen(rev.global, began)
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if err := m.endPending(ctx, w, r); err != nil {
+		return err
+	}
+	created := max(now.UnixMilli(), rev.Cutoff+1)
+	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
+	s.Pending, s.Methods = true, methods
+	s.ExpiresAt = time.Unix(now.Add(m.pending.lifetime).Unix(), 0)
+	s.Gen, s.HasGen, s.GlobalGen = rev.Cutoff, true, m.everyone.gen.Load()
+	s.BrowserOnly = m.keepSignedIn != nil && !m.keepSignedIn(r)
+	token := item.NewToken()
+	if err := m.store.createPending(ctx, m.store.SessionPK(token), s); err != nil {
+		return err
+	}
+	writeCookie(w, m.pending.cookie, token, int(m.pending.lifetime/time.Second), m.pending.secure)
+	m.events.emit(ctx, Event{Kind: EventPending, SessionID: s.ID, User: user})
+	return nil
+}
+
+// CompleteLogin is the second step of a two-step login: it reads the
+// pending session that [Manager.BeginLogin] left in this browser, reads
+// its user as Login does, and has verify check the second factor (a
+// one-time code) against it. If verify accepts, it signs the user in as
+// Login does, with the methods of both steps, and the pending session is
+// gone. If verify refuses, its error is returned and the pending session
+// stays for another try, up to five in all; after the fifth, or once
+// [Config.PendingLifetime] is over, CompleteLogin returns [ErrNoSession]
+// and the user starts again with BeginLogin.
+//
+// Each try costs one write before verify runs, which counts it: five
+// racing requests with five guesses each still get five guesses in all. Of
+// racing completions only one signs in; the others get ErrNoSession. A
+// RevokeAll between the steps (a password change) voids the first: the
+// completion gets ErrNoSession.
+func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verify func(U) error, methods ...string) error {
+	if len(methods) > maxMethods {
+		return fmt.Errorf("ddbsession: CompleteLogin: %d methods, more than %d", len(methods), maxMethods)
+	}
+	var u U
+	check := verifier(&u, verify)
+	p, err := m.takeAttempt(r)
+	if err == nil {
+		var proofErr error
+		in := signIn{user: userOf(p), out: &u, methods: methods, end: endAll, pending: &p}
+		in.verify = func() error {
+			if check == nil {
+				return nil
+			}
+			if proofErr = check(); proofErr != nil {
+				m.events.emit(r.Context(), Event{Kind: EventSecondFactorFailed, SessionID: p.ID, User: userOf(p)})
+			}
+			return proofErr
+		}
+		err = m.signInBrowser(w, r, in)
+		switch {
+		case err == nil:
+		case proofErr != nil && p.Attempts < maxAttempts:
+			return err // another try is left: the cookie stays
+		case proofErr != nil:
+			// That was the last try: the pending session goes, and the
+			// user starts over.
+			ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
+			defer cancel()
+			if _, _, derr := m.store.deleteSession(ctx, p.SessionPK); derr != nil {
+				return derr
+			}
+			err = ErrNoSession
+		}
+	}
+	if err == nil || errors.Is(err, ErrNoSession) {
+		writeCookie(w, m.pending.cookie, "", -1, m.pending.secure)
+	}
+	if errors.Is(err, ErrNoSession) {
+		return ErrNoSession
+	}
+	return err
+}
+
+// takeAttempt reads the pending session of r's pending cookie, counting
+// one more attempt of it; ErrNoSession for none, or one whose tries or
+// time are over. The session returned knows its key.
+func (c *core) takeAttempt(r *http.Request) (item.Session, error) {
+	ck, err := r.Cookie(c.pending.cookie)
+	if err != nil || !item.ValidToken(ck.Value) {
+		return item.Session{}, ErrNoSession
+	}
+	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	pk := c.store.SessionPK(ck.Value)
+	p, ok, err := c.store.takeAttempt(ctx, pk, maxAttempts, c.now())
+	switch {
+	case err != nil:
+		return p, err
+	case !ok:
+		return p, ErrNoSession
+	}
+	p.SessionPK = pk
+	return p, nil
+}
+
+// endPending deletes the pending session of r's pending cookie, if any,
+// and clears the cookie.
+func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	ck, err := r.Cookie(c.pending.cookie)
+	if err != nil {
+		return nil
+	}
+	writeCookie(w, c.pending.cookie, "", -1, c.pending.secure)
+	if !item.ValidToken(ck.Value) {
+		return nil
+	}
+	pk := c.store.SessionPK(ck.Value)
+	s, found, err := c.store.getSession(ctx, pk)
+	if err != nil {
+		return fmt.Errorf("ddbsession: end pending login: %w", err)
+	}
+	// Only a pending session: a signed-in token put in this cookie is no
+	// business of this cookie's.
+	if found && s.Pending {
+		if _, _, err := c.store.deleteSession(ctx, pk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
