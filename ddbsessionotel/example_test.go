@@ -73,7 +73,7 @@ func Example() {
 		fmt.Fprintln(w, "hello", user.PK)
 	})))
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
-		if err := sessions.Login(w, r, alice); err != nil { // after the app's own check of who this is
+		if err := sessions.Login(w, r, alice, nil); err != nil { // nil: no credential in the user item to check (a single sign-on callback, say)
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 		}
 	})

@@ -115,7 +115,7 @@ func (e *env) newUser() ddbsession.UserKey {
 func (e *env) quietLogin(user ddbsession.UserKey) *http.Cookie {
 	e.t.Helper()
 	w := httptest.NewRecorder()
-	if err := e.setup.Login(w, httptest.NewRequest(http.MethodPost, "/login", nil), user); err != nil {
+	if err := e.setup.Login(w, httptest.NewRequest(http.MethodPost, "/login", nil), user, nil); err != nil {
 		e.t.Fatal(err)
 	}
 	return sessionCookie(e.t, w)
@@ -126,7 +126,7 @@ func (e *env) quietLogin(user ddbsession.UserKey) *http.Cookie {
 
 func (e *env) loginHandler(user ddbsession.UserKey) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := e.m.Login(w, r, user); err != nil {
+		if err := e.m.Login(w, r, user, nil); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
