@@ -43,22 +43,45 @@
 // One instrument per kind of [ddbsession.Event], in the "ddbsession."
 // namespace, with units in the conventions' curly-brace form:
 //
-//	instrument                           kind       unit          event kinds (attributes)
-//	ddbsession.session.created           counter    {session}     created
-//	ddbsession.session.rotated           counter    {session}     rotated
-//	ddbsession.session.ended             counter    {session}     ended (Logout)
-//	ddbsession.session.revoked           counter    {revocation}  revoked, revoked-all, revoked-everyone
-//	                                                              (ddbsession.revocation.scope: session, user, everyone)
-//	ddbsession.session.bound             counter    {session}     bound (DBSC)
-//	ddbsession.bound_cookie.refreshed    counter    {cookie}      bound-refreshed (DBSC)
-//	ddbsession.request.rejected          counter    {request}     rejected (ddbsession.rejection.reason: a ddbsession.Reason)
-//	ddbsession.store.failed              counter    {request}     store-failed (error.type, below)
-//	ddbsession.session.refresh.duration  histogram  s             refreshed: Event.Elapsed, the refresh's writes
+//	instrument                             kind       unit          event kinds (attributes)
+//	ddbsession.session.created             counter    {session}     created
+//	ddbsession.session.reauthenticated     counter    {session}     reauthenticated
+//	ddbsession.session.rotated             counter    {session}     rotated
+//	ddbsession.session.ended               counter    {session}     ended (Logout)
+//	ddbsession.session.revoked             counter    {revocation}  revoked, revoked-all, revoked-everyone
+//	                                                                (ddbsession.revocation.scope: session, user, everyone)
+//	ddbsession.session.evicted             counter    {session}     evicted (Config.MaxSessions)
+//	ddbsession.session.bound               counter    {session}     bound (DBSC)
+//	ddbsession.bound_cookie.refreshed      counter    {cookie}      bound-refreshed (DBSC)
+//	ddbsession.login.pending               counter    {login}       pending (BeginLogin)
+//	ddbsession.login.second_factor.failed  counter    {attempt}     second-factor-failed (CompleteLogin)
+//	ddbsession.login.refused               counter    {login}       refused-at-max-sessions (Config.RefuseAtMaxSessions)
+//	ddbsession.request.step_up             counter    {request}     step-up (RequireAuthentication)
+//	ddbsession.request.rejected            counter    {request}     rejected (ddbsession.rejection.reason: a ddbsession.Reason)
+//	ddbsession.store.failed                counter    {request}     store-failed (error.type, below)
+//	ddbsession.session.refresh.duration    histogram  s             refreshed: Event.Elapsed, the refresh's writes
 //
 // The refresh histogram's count is the number of refreshes; it has no
 // counter of its own. Its buckets run from 5ms to 10s. A revocation of a
 // user's sessions or of everyone's counts one, however many sessions it
 // ends: the library ends them without reading them.
+//
+// The login counters overlap as the events do. A re-authentication (a
+// login on a request that carried the user's own live session) counts
+// once in ddbsession.session.created and once in
+// ddbsession.session.reauthenticated, and the session it replaced once in
+// ddbsession.session.rotated. A two-step login counts in
+// ddbsession.login.pending when BeginLogin passes its first factor, in
+// ddbsession.login.second_factor.failed for each try that CompleteLogin's
+// verify refuses, and in ddbsession.session.created once it completes.
+// ddbsession.login.refused counts only the logins that Config.MaxSessions
+// refused: a verify that refuses a password reports no event, and counts
+// nowhere. A login that makes room under Config.MaxSessions counts each
+// session it ends in ddbsession.session.evicted. A request that carries
+// one of those is rejected with the reason "session-limit" while its item
+// is still there (the login deletes it at once, if it can), and "unknown"
+// after; a request that presents a pending login's token as its session
+// is rejected with "pending".
 //
 // error.type is "timeout" for a store call past its StoreTimeout,
 // "canceled" for a request whose client went away (no outage: the library

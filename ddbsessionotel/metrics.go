@@ -33,8 +33,12 @@ var durationBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 
 
 type instruments struct {
 	created, rotated, ended, bound metric.Int64Counter
+	reauthenticated, evicted       metric.Int64Counter
 	revoked                        metric.Int64Counter // by ddbsession.revocation.scope
 	boundRefreshed                 metric.Int64Counter
+	pending, secondFactorFailed    metric.Int64Counter
+	refused                        metric.Int64Counter
+	stepUp                         metric.Int64Counter
 	rejected                       metric.Int64Counter // by ddbsession.rejection.reason
 	storeFailed                    metric.Int64Counter // by error.type
 	refresh                        metric.Float64Histogram
@@ -52,17 +56,29 @@ func newInstruments(meter metric.Meter) (instruments, error) {
 	}
 	ins := instruments{
 		created: counter("ddbsession.session.created", "{session}",
-			"Sessions created by Login, LoginWith or LoginBearer."),
+			"Sessions created by Login, CompleteLogin or LoginBearer, re-authentications included."),
+		reauthenticated: counter("ddbsession.session.reauthenticated", "{session}",
+			"Sessions created by a login on a request that carried the same user's live session, which it rotated; each is a created session too."),
 		rotated: counter("ddbsession.session.rotated", "{session}",
 			"Sessions that a login ended because its request carried them."),
 		ended: counter("ddbsession.session.ended", "{session}",
 			"Sessions ended by Logout."),
 		revoked: counter("ddbsession.session.revoked", "{revocation}",
 			"Revocations: of one session (Revoke), of all of a user's sessions (RevokeAll), of every session (RevokeEveryone)."),
+		evicted: counter("ddbsession.session.evicted", "{session}",
+			"Sessions that a login ended, oldest first, to keep its user within Config.MaxSessions."),
 		bound: counter("ddbsession.session.bound", "{session}",
 			"Sessions that a browser bound to its device key (DBSC)."),
 		boundRefreshed: counter("ddbsession.bound_cookie.refreshed", "{cookie}",
 			"Bound cookies refreshed by a device that proved it holds its key (DBSC)."),
+		pending: counter("ddbsession.login.pending", "{login}",
+			"Two-step logins whose first factor passed (BeginLogin), left pending for the second."),
+		secondFactorFailed: counter("ddbsession.login.second_factor.failed", "{attempt}",
+			"Tries at a pending login's second factor that CompleteLogin's verify refused."),
+		refused: counter("ddbsession.login.refused", "{login}",
+			"Logins refused because their user had Config.MaxSessions sessions (Config.RefuseAtMaxSessions)."),
+		stepUp: counter("ddbsession.request.step_up", "{request}",
+			"Requests with a session that RequireAuthentication sent to re-authenticate."),
 		rejected: counter("ddbsession.request.rejected", "{request}",
 			"Requests whose credential granted no session, by reason."),
 		storeFailed: counter("ddbsession.store.failed", "{request}",
@@ -102,6 +118,18 @@ func (ins *instruments) record(ctx context.Context, e ddbsession.Event) {
 		ins.bound.Add(ctx, 1)
 	case ddbsession.EventBoundRefreshed:
 		ins.boundRefreshed.Add(ctx, 1)
+	case ddbsession.EventReauthenticated:
+		ins.reauthenticated.Add(ctx, 1)
+	case ddbsession.EventPending:
+		ins.pending.Add(ctx, 1)
+	case ddbsession.EventSecondFactorFailed:
+		ins.secondFactorFailed.Add(ctx, 1)
+	case ddbsession.EventStepUp:
+		ins.stepUp.Add(ctx, 1)
+	case ddbsession.EventEvicted:
+		ins.evicted.Add(ctx, 1)
+	case ddbsession.EventRefusedAtMaxSessions:
+		ins.refused.Add(ctx, 1)
 	case ddbsession.EventRejected:
 		ins.rejected.Add(ctx, 1, metric.WithAttributes(reasonKey.String(string(e.Reason))))
 	case ddbsession.EventStoreFailed:
