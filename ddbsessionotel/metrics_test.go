@@ -4,6 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,7 +43,7 @@ func TestEveryKindIsCounted(t *testing.T) {
 	t.Parallel()
 	tel, reader := newMetrics(t)
 	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-	for _, e := range []ddbsession.Event{
+	events := []ddbsession.Event{
 		{Kind: ddbsession.EventCreated, SessionID: "s1", User: alice},
 		{Kind: ddbsession.EventCreated, SessionID: "s2", User: alice},
 		{Kind: ddbsession.EventRefreshed, SessionID: "s1", User: alice, Elapsed: 20 * time.Millisecond},
@@ -66,7 +73,15 @@ func TestEveryKindIsCounted(t *testing.T) {
 		{Kind: ddbsession.EventRejected, Reason: ddbsession.ReasonPending, SessionID: "p2", User: alice},
 		{Kind: ddbsession.EventRejected, Reason: ddbsession.ReasonSessionLimit, SessionID: "s7", User: alice},
 		{Kind: "a kind of a later release"},
-	} {
+	}
+	// The list holds every kind that ddbsession declares, so that a kind
+	// added there fails this test until it has its instrument here.
+	for _, kind := range declaredKinds(t) {
+		if !slices.ContainsFunc(events, func(e ddbsession.Event) bool { return e.Kind == kind }) {
+			t.Errorf("ddbsession declares the event kind %q, which this test does not send", kind)
+		}
+	}
+	for _, e := range events {
 		tel.OnEvent(context.Background(), e)
 	}
 
@@ -131,6 +146,51 @@ func TestEveryKindIsCounted(t *testing.T) {
 	if diff := cmp.Diff(want, got, sortPoints, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
+}
+
+// declaredKinds returns the EventKind constants that the ddbsession
+// package declares, read from its source.
+func declaredKinds(t *testing.T) []ddbsession.EventKind {
+	t.Helper()
+	pkg, err := build.Import("github.com/ddbsession/ddbsession", ".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []ddbsession.EventKind
+	fset := token.NewFileSet()
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(pkg.Dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if typ, ok := vs.Type.(*ast.Ident); !ok || typ.Name != "EventKind" {
+					continue
+				}
+				for i, v := range vs.Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						t.Fatalf("%s: the EventKind %s is not a string literal", fset.Position(v.Pos()), vs.Names[i])
+					}
+					kind, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					kinds = append(kinds, ddbsession.EventKind(kind))
+				}
+			}
+		}
+	}
+	if len(kinds) < 17 { // as many as this release knows, at least
+		t.Fatalf("found %d EventKind constants in %s, want at least 17: %q", len(kinds), pkg.Dir, kinds)
+	}
+	return kinds
 }
 
 // A store failure's error.type is one of a short list, whatever the error.
