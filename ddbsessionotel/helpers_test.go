@@ -174,12 +174,18 @@ func (e *env) serve(h http.Handler, method, path string, cookies ...*http.Cookie
 // sessionCookie returns the session cookie that w sets.
 func sessionCookie(t *testing.T, w *httptest.ResponseRecorder) *http.Cookie {
 	t.Helper()
+	return cookieNamed(t, w, "__Host-session")
+}
+
+// cookieNamed returns the cookie named name that w sets, with a value.
+func cookieNamed(t *testing.T, w *httptest.ResponseRecorder, name string) *http.Cookie {
+	t.Helper()
 	for _, c := range w.Result().Cookies() {
-		if c.Name == "__Host-session" && c.Value != "" {
+		if c.Name == name && c.Value != "" {
 			return c
 		}
 	}
-	t.Fatalf("no session cookie in the response (%d %q)", w.Code, w.Body)
+	t.Fatalf("no cookie %s in the response (%d %q)", name, w.Code, w.Body)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package ddbsessionotel_test
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // A session's life through the library, against the engine: the metrics
@@ -145,4 +148,91 @@ func TestTelemetryHoldsNoSecret(t *testing.T) {
 func tokenOf(c *http.Cookie) string {
 	token, _, _ := strings.Cut(c.Value, ".")
 	return token
+}
+
+// The login counters against the engine, as the package documentation
+// says they overlap: a login that evicts the oldest session under
+// Config.MaxSessions, a re-authentication, a two-step login with two
+// wrong second factors, a step-up, and, with RefuseAtMaxSessions, a
+// refused login.
+func TestLoginCounters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(cfg *ddbsession.Config[User]) { cfg.MaxSessions = 1 })
+	alice := e.newUser()
+	login := e.loginHandler(alice)
+	account := e.tel.Guard(e.m.RequireSession, e.m.Session)(e.account())
+
+	first := sessionCookie(t, e.serve(login, http.MethodPost, "/login"))
+	second := sessionCookie(t, e.serve(login, http.MethodPost, "/login")) // another browser: the first session goes
+	if w := e.serve(account, http.MethodGet, "/account", first); w.Code != http.StatusUnauthorized {
+		t.Fatalf("GET /account with the evicted session: %d %q, want 401", w.Code, w.Body)
+	}
+	reauthenticated := sessionCookie(t, e.serve(login, http.MethodPost, "/login", second))
+
+	// A two-step login in a third browser, whose code is right at the third
+	// try; its session takes the slot of the re-authenticated one.
+	begin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := e.m.BeginLogin(w, r, alice, nil, "password"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	tries := 0
+	complete := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tries++
+		err := e.m.CompleteLogin(w, r, func(User) error {
+			if tries < 3 {
+				return errors.New("wrong code")
+			}
+			return nil
+		}, "otp")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+		}
+	})
+	pending := cookieNamed(t, e.serve(begin, http.MethodPost, "/login"), "__Host-session-pending")
+	for range 2 {
+		if w := e.serve(complete, http.MethodPost, "/login/otp", pending); w.Code != http.StatusForbidden {
+			t.Fatalf("POST /login/otp with a wrong code: %d %q, want 403", w.Code, w.Body)
+		}
+	}
+	twoStep := sessionCookie(t, e.serve(complete, http.MethodPost, "/login/otp", pending))
+
+	// Eleven minutes on, a guard that wants an authentication within ten
+	// sends the request to re-authenticate.
+	e.clock.Advance(11 * time.Minute)
+	recent := e.tel.Guard(e.m.RequireSession, e.m.Session)(e.m.RequireAuthentication(10 * time.Minute)(e.account()))
+	if w := e.serve(recent, http.MethodPost, "/logout-everywhere", twoStep); w.Code != http.StatusUnauthorized {
+		t.Fatalf("POST /logout-everywhere eleven minutes after the login: %d %q, want 401", w.Code, w.Body)
+	}
+	if w := e.serve(account, http.MethodGet, "/account", reauthenticated); w.Code != http.StatusUnauthorized {
+		t.Fatalf("GET /account with the session the two-step login evicted: %d %q, want 401", w.Code, w.Body)
+	}
+
+	want := map[string]float64{
+		"ddbsession.session.created":                                       4, // two logins, the re-authentication, the two-step login
+		"ddbsession.session.evicted":                                       2, // the first session, the re-authenticated one
+		"ddbsession.request.rejected{ddbsession.rejection.reason=unknown}": 2, // the evicted sessions, deleted
+		"ddbsession.session.reauthenticated":                               1,
+		"ddbsession.session.rotated":                                       1, // the session the re-authentication replaced
+		"ddbsession.login.pending":                                         1,
+		"ddbsession.login.second_factor.failed":                            2,
+		"ddbsession.request.step_up":                                       1,
+	}
+	if diff := cmp.Diff(want, e.metricValues()); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+
+	refusing := newEnv(t, func(cfg *ddbsession.Config[User]) { cfg.MaxSessions, cfg.RefuseAtMaxSessions = 1, true })
+	bob := refusing.newUser()
+	refusing.serve(refusing.loginHandler(bob), http.MethodPost, "/login")
+	if w := refusing.serve(refusing.loginHandler(bob), http.MethodPost, "/login"); w.Code != http.StatusInternalServerError {
+		t.Fatalf("POST /login beyond MaxSessions: %d %q, want the handler's 500", w.Code, w.Body)
+	}
+	want = map[string]float64{
+		"ddbsession.session.created": 1,
+		"ddbsession.login.refused":   1,
+	}
+	if diff := cmp.Diff(want, refusing.metricValues()); diff != "" {
+		t.Errorf("metrics with RefuseAtMaxSessions (-want +got):\n%s", diff)
+	}
 }
