@@ -24,7 +24,15 @@ type cookies struct {
 	withUser bool
 	bearer   bool // Config.BearerTokens
 	layout   *item.Layout
+	// pending is the name of the cookie of a two-step login that waits for
+	// its second step: the session cookie's, and pendingSuffix. A cookie of
+	// its own, so that a signed-in browser that re-authenticates with two
+	// factors stays signed in meanwhile.
+	pending string
 }
+
+// pendingSuffix follows the session cookie's name in the pending cookie's.
+const pendingSuffix = "-pending"
 
 const hostPrefix = "__Host-"
 
@@ -125,6 +133,27 @@ func (c *cookies) set(w http.ResponseWriter, token string, s item.Session, now t
 
 // clear tells the browser to drop the session cookie.
 func (c *cookies) clear(w http.ResponseWriter) { writeCookie(w, c.name, "", -1, c.secure) }
+
+// setPending sends the pending cookie of a two-step login, for lifetime.
+func (c *cookies) setPending(w http.ResponseWriter, token string, lifetime time.Duration) {
+	writeCookie(w, c.pending, token, int(lifetime/time.Second), c.secure)
+}
+
+// clearPending tells the browser to drop the pending cookie.
+func (c *cookies) clearPending(w http.ResponseWriter) { writeCookie(w, c.pending, "", -1, c.secure) }
+
+// pendingToken returns the token of r's pending cookie, if well-formed;
+// present says whether there was such a cookie at all.
+func (c *cookies) pendingToken(r *http.Request) (token string, present bool) {
+	ck, err := r.Cookie(c.pending)
+	if err != nil {
+		return "", false
+	}
+	if !item.ValidToken(ck.Value) {
+		return "", true
+	}
+	return ck.Value, true
+}
 
 // writeCookie sets cookie name with the attributes that browsers enforce
 // for the __Host- prefix: Secure, Path=/ and no Domain. HttpOnly keeps it

@@ -67,7 +67,9 @@
 //
 // Session and index items carry these attributes:
 //
-//	v            N  format version: 1, or 2 for a device-bound session (see below)
+//	v            N  format version: 1, 2 for a device-bound session (see below),
+//	                or, session items only, 3 for a login waiting for its second
+//	                factor ([Manager.BeginLogin]), which only CompleteLogin takes
 //	kind         S  "session" or "session-index"
 //	sid          S  public session ID: 32 lowercase hex digits, the creation time
 //	                in epoch milliseconds (12 digits) then 80 random bits, so that
@@ -85,6 +87,14 @@
 //	                or format characters (optional)
 //	browserOnly  N  1 for a session whose cookie ends with the browser
 //	                ([Config.KeepSignedIn]); absent otherwise
+//	authAt       N  when the user last proved themselves for the session, epoch
+//	                milliseconds; absent in items of earlier releases, which count
+//	                createdAt
+//	methods      L  of S: how ("password", "otp"; the app's names, at most 4 of
+//	                32 printable ASCII characters); optional
+//	slotRev      N  a session that [Config.MaxSessions] counts: the state item
+//	                revision that gave it its slot; absent otherwise
+//	attempts     N  session items of version 3 only: second-factor tries so far
 //	sessionPK    S  index items only: the session item's partition key
 //	expiryBucket S  session items only, with [Layout.ExpiryIndex]: "<yyyymmddhh>#<shard>"
 //
@@ -110,8 +120,8 @@
 // "SID#<session ID>" with random IDs; they stay readable (List merges them in,
 // Revoke and Logout find them) until they expire.
 //
-// Every attribute but userSK, userAgent, browserOnly, expiryBucket and
-// those of device binding is required; an item that lacks one, has one of the wrong type, or has a fractional number is
+// Every attribute but userSK, userAgent, browserOnly, expiryBucket, authAt,
+// methods, slotRev, attempts and those of device binding is required; an item that lacks one, has one of the wrong type, or has a fractional number is
 // treated as absent. The format is stable: a release may add attributes,
 // which older releases ignore, but changes none, so that releases can run
 // side by side during a rolling deploy. An incompatible change would bump
@@ -142,9 +152,9 @@
 // with a clock. A service whose users live elsewhere sets [Config.LoadUser]
 // instead.
 //
-// With [Config.MREC], the package also keeps a state item per user, in the
-// user's index partition, which only the package writes (see
-// "Multi-Region"):
+// With [Config.MREC] or [Config.MaxSessions], the package also keeps a state
+// item per user, in the user's index partition, which only the package
+// writes (see "Multi-Region" and "Step-up"):
 //
 //	pk             S  the user's index partition, as the index items'
 //	sk             S  STATE
@@ -153,8 +163,10 @@
 //	gen            N  the user's revocation version, raised by RevokeAll; the
 //	                  higher of it and the user item's counts
 //	endedSessions  M  session ID -> N: epoch seconds until which a session that
-//	                  Logout, Revoke or Login's rotation ended stays ended
-//	endedRev       N  counts the writes of endedSessions
+//	                  Logout, Revoke or Login's rotation ended stays ended (MREC)
+//	liveSessions   M  session ID -> N: creation, epoch ms, of the sessions that
+//	                  MaxSessions counts, which alone of theirs are valid
+//	endedRev       N  counts the writes of endedSessions and liveSessions
 //
 // A token is 26 characters of the RFC 4648 base32 alphabet (130 random
 // bits). The table never holds one: whoever reads it, or a backup of it,
@@ -404,6 +416,40 @@
 // RevokeAll) can lose one of them to the other, as any MREC item can; the
 // session a lost note was for stays deleted unless a refresh raced it too.
 //
+// # Step-up
+//
+// A session knows when and how its user last proved themselves
+// ([Session.AuthenticatedAt], [Session.Methods]), from the login that made
+// it: reading that costs nothing, it comes with the session.
+// [Manager.RequireAuthentication] guards a sensitive action on it (OWASP
+// ASVS 5.0 V7.5): a browser that fails goes to [Config.ReauthPath] and
+// back, an API client gets RFC 9470's insufficient_user_authentication
+// challenge with max_age, and the session lives on. The app's
+// re-authentication handler calls Login (or LoginBearer) on the signed-in
+// request: a privilege change gets a new token, and the user's other
+// sessions are left alone.
+//
+// A second factor takes two requests: [Manager.BeginLogin] checks the
+// first and writes a pending session (item version 3, which no earlier
+// release accepts) in a cookie of its own, for [Config.PendingLifetime];
+// [Manager.CompleteLogin] checks the second, at most five times, and
+// signs in with the methods of both. The pending session is no session
+// anywhere else: RequireSession, Check and List do not take it.
+//
+// [Config.MaxSessions] caps a user's live sessions (ASVS 7.1.2): the
+// user's state item lists the sessions that count, a login takes a slot
+// with a conditional write (ending the oldest session, or refusing with
+// [ErrTooManySessions]), and a session lives only while it holds one, so
+// racing logins never leave more. [Config.AAL] sets and enforces the
+// session bounds of NIST SP 800-63B-4's assurance levels.
+//
+// Costs: RequireAuthentication reads nothing. A login records its methods
+// in the items it writes anyway. BeginLogin costs Login's user read and one
+// write; each CompleteLogin try one write more. MaxSessions adds one read
+// unit to every request (the state item, in the same round trip) and a
+// write of the state item to each login, and a query of the user's index
+// partition to a login at the limit.
+//
 // # Reading the code
 //
 // A request passes through the files from the top down, and no file refers
@@ -419,11 +465,13 @@
 //	store.go       every DynamoDB call on items
 //	internal/item  the item format: one encoder, one decoder
 //
-// Beside the path, at the top: login.go signs users up, in and out;
-// revoke.go lists and ends sessions; dbsc.go serves device binding's
-// endpoints; table.go creates and checks the table, with its own calls. At
-// the bottom, the
-// words they all share: session.go, events.go, layout.go and answers.go.
+// Beside the path, at the top: twostep.go signs users in with two factors,
+// on login.go, which signs users up, in and out, and takes a session slot
+// through limit.go; revoke.go lists and ends sessions; dbsc.go serves
+// device binding's endpoints; table.go creates and checks the table, with
+// its own calls. At the bottom, the words they all share: session.go,
+// events.go, layout.go and answers.go. Tests follow the files (login_test.go
+// covers twostep.go and limit.go too, races_test.go their races).
 // The Manager's type parameter stops at its methods: everything below them
 // decodes the user through a pointer.
 //
@@ -434,7 +482,7 @@
 // package uses no transactions (dynalite has no TransactWriteItems): writes
 // that touch two items are ordered so that a failure in between leaves
 // nothing live that should not be. dynalite also has no UpdateTimeToLive;
-// there CreateTable logs a warning and CheckTable reports TTL as off.
+// there CreateTable logs a warning, and so does CheckTable after it.
 //
 // Streams: the module github.com/ddbsession/ddbsession/ddbstream turns TTL
 // deletions from a DynamoDB stream into clean-up calls. It is a module of its

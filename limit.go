@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -27,10 +28,18 @@ var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions a
 // well within the 4 KB of one read unit.
 const maxSessionsLimit = 100
 
-// sessionLimit is Config.MaxSessions and Config.RefuseAtMaxSessions.
+// sessionLimit is Config.MaxSessions and Config.RefuseAtMaxSessions, and
+// what taking a slot needs.
 type sessionLimit struct {
 	max    int // 0: no limit
 	refuse bool
+	store  *store
+	life   lifetimes
+	// young is how young a slot must be to count as a login on its way
+	// (Config.StoreTimeout and inFlight).
+	young  time.Duration
+	events events
+	logger *slog.Logger
 }
 
 // inFlight is how young a slot must be to count as a login still on its
@@ -46,7 +55,7 @@ const inFlight = 30 * time.Second
 // whose slots are free. The write is conditional on the state item being as
 // read, so two racing logins never both take the last slot: the loser reads
 // the item again and decides anew. s copies the revision its write made.
-func (c *core) claim(ctx context.Context, user UserKey, state item.State, cutoff int64, s *item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
+func (l *sessionLimit) claim(ctx context.Context, user UserKey, state item.State, cutoff int64, s *item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
 	for attempt := 1; ; attempt++ {
 		slots := maps.Clone(state.Sessions)
 		if slots == nil {
@@ -56,30 +65,30 @@ func (c *core) claim(ctx context.Context, user UserKey, state item.State, cutoff
 			delete(slots, e.ID)
 		}
 		var live map[string]item.Session
-		if len(slots) >= c.limit.max {
+		if len(slots) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
 			// a Revoke, an expiry): those give their slots up.
-			if live, err = c.liveSessions(ctx, user, cutoff, now); err != nil {
+			if live, err = l.liveSessions(ctx, user, cutoff, now); err != nil {
 				return nil, err
 			}
 			for id, created := range slots {
-				if _, ok := live[id]; !ok && now.Sub(time.UnixMilli(created)) > c.timeout+inFlight {
+				if _, ok := live[id]; !ok && now.Sub(time.UnixMilli(created)) > l.young {
 					delete(slots, id)
 				}
 			}
 		}
 		evicted = evicted[:0]
-		if len(slots) >= c.limit.max && c.limit.refuse {
+		if len(slots) >= l.max && l.refuse {
 			return nil, ErrTooManySessions
 		}
-		for _, id := range oldestFirst(slots)[:max(len(slots)-c.limit.max+1, 0)] {
+		for _, id := range oldestFirst(slots)[:max(len(slots)-l.max+1, 0)] {
 			delete(slots, id)
 			if e, ok := live[id]; ok {
 				evicted = append(evicted, e)
 			}
 		}
 		slots[s.ID] = s.CreatedAt.UnixMilli()
-		taken, err := c.store.update(ctx, c.store.StateKey(user.PK, user.SK), c.store.Count(state, slots))
+		taken, err := l.store.update(ctx, l.store.StateKey(user.PK, user.SK), l.store.Count(state, slots))
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("ddbsession: take a session slot: %w", err)
@@ -89,7 +98,7 @@ func (c *core) claim(ctx context.Context, user UserKey, state item.State, cutoff
 		case attempt == 10:
 			return nil, errors.New("ddbsession: take a session slot: the user's state item kept changing (ten logins at once?)")
 		}
-		av, err := c.store.getState(ctx, user.PK, user.SK)
+		av, err := l.store.getState(ctx, user.PK, user.SK)
 		if err == nil {
 			state, err = item.DecodeState(av)
 		}
@@ -101,14 +110,14 @@ func (c *core) claim(ctx context.Context, user UserKey, state item.State, cutoff
 
 // liveSessions returns user's live sessions by ID, from the index items
 // that List reads.
-func (c *core) liveSessions(ctx context.Context, user UserKey, cutoff int64, now time.Time) (map[string]item.Session, error) {
-	found, err := c.store.queryIndex(ctx, user.PK, user.SK, time.UnixMilli(cutoff), now)
+func (l *sessionLimit) liveSessions(ctx context.Context, user UserKey, cutoff int64, now time.Time) (map[string]item.Session, error) {
+	found, err := l.store.queryIndex(ctx, user.PK, user.SK, time.UnixMilli(cutoff), now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions for the session limit: %w", err)
 	}
 	live := make(map[string]item.Session, len(found))
 	for _, s := range found {
-		if c.life.live(s, now) {
+		if l.life.live(s, now) {
 			live[s.ID] = s
 		}
 	}
@@ -125,15 +134,15 @@ func oldestFirst(slots map[string]int64) []string {
 // endEvicted deletes the sessions that claim took the slots of. They are
 // dead already, since a session lives only while it holds its slot: this
 // clears them from List and the table, and a failure is only logged.
-func (c *core) endEvicted(ctx context.Context, evicted []item.Session) {
+func (l *sessionLimit) endEvicted(ctx context.Context, evicted []item.Session) {
 	for _, e := range evicted {
-		_, found, err := c.store.deleteSession(ctx, e.SessionPK)
+		_, found, err := l.store.deleteSession(ctx, e.SessionPK)
 		if err == nil && !found {
-			err = c.store.deleteIndex(ctx, e)
+			err = l.store.deleteIndex(ctx, e)
 		}
 		if err != nil {
-			c.logger.ErrorContext(ctx, "ddbsession: delete a session the session limit ended", "sid", e.ID, "err", err)
+			l.logger.ErrorContext(ctx, "ddbsession: delete a session the session limit ended", "sid", e.ID, "err", err)
 		}
-		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
+		l.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
 	}
 }

@@ -189,7 +189,7 @@ const (
 // checkSignIn refuses, before any call, a user key that does not fit the
 // table and methods beyond their bounds.
 func (c *core) checkSignIn(user UserKey, methods []string) error {
-	if err := c.checkKey(user); err != nil {
+	if err := c.users.checkKey(user); err != nil {
 		return fmt.Errorf("ddbsession: Login: %w", err)
 	}
 	if len(methods) > maxMethods {
@@ -278,7 +278,7 @@ func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Ti
 	}
 	var evicted []item.Session
 	if c.limit.max > 0 {
-		if evicted, err = c.claim(ctx, in.user, rev.State, rev.Cutoff, &s, ended, now); err != nil {
+		if evicted, err = c.limit.claim(ctx, in.user, rev.State, rev.Cutoff, &s, ended, now); err != nil {
 			if errors.Is(err, ErrTooManySessions) {
 				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
 			}
@@ -293,7 +293,7 @@ func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Ti
 	if reauth {
 		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
 	}
-	c.endEvicted(ctx, evicted)
+	c.limit.endEvicted(ctx, evicted)
 	return token, s, now, nil
 }
 
@@ -349,6 +349,32 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 		}
 	}
 	return ended, errors.Join(errs...)
+}
+
+// endPending deletes the pending session of r's pending cookie, if any,
+// and clears the cookie.
+func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	token, present := c.cookies.pendingToken(r)
+	if !present {
+		return nil
+	}
+	c.cookies.clearPending(w)
+	if token == "" {
+		return nil
+	}
+	pk := c.store.SessionPK(token)
+	s, found, err := c.store.getSession(ctx, pk)
+	if err != nil {
+		return fmt.Errorf("ddbsession: end pending login: %w", err)
+	}
+	// Only a pending session: a signed-in token put in this cookie is no
+	// business of this cookie's.
+	if found && s.Pending {
+		if _, _, err := c.store.deleteSession(ctx, pk); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordEnd, in MREC mode, notes in the user's state item that session s,

@@ -46,8 +46,7 @@ type core struct {
 	// UpdateTimeToLive, for CheckTable.
 	noTTL atomic.Bool
 
-	limit   sessionLimit
-	pending pending
+	limit *sessionLimit
 
 	keepSignedIn                   func(*http.Request) bool // Config.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
@@ -312,7 +311,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	}
 	st := newStore(cfg.Client, cfg.Table, layout, cfg.MREC || cfg.MaxSessions > 0, cfg.Logger)
 	ev := events{on: cfg.OnEvent, logger: cfg.Logger}
-	life := lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime}
+	life := lifetimes{idle: cfg.IdleTimeout, refresh: cfg.RefreshInterval, absolute: cfg.AbsoluteLifetime, pending: cfg.PendingLifetime}
 	m := &Manager[U]{core{
 		store: st,
 		users: users{store: st, decoder: attributevalue.NewDecoder(), mrec: cfg.MREC, newUser: func() any { return new(U) }},
@@ -320,16 +319,19 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 			name:     cfg.CookieName,
 			secure:   !cfg.InsecureDevMode,
 			withUser: cfg.LoadUser == nil && !cfg.HideUserKey,
+			pending:  cfg.CookieName + pendingSuffix,
 			bearer:   cfg.BearerTokens,
 			layout:   &st.Layout,
 		},
-		life:             life,
-		refresh:          &refresher{store: st, life: life, timeout: cfg.StoreTimeout, events: ev, logger: cfg.Logger},
-		events:           ev,
-		binding:          cfg.DeviceBinding,
-		everyone:         &everyone{within: cfg.RevokeEveryoneWithin},
-		limit:            sessionLimit{max: cfg.MaxSessions, refuse: cfg.RefuseAtMaxSessions},
-		pending:          pending{lifetime: cfg.PendingLifetime, cookie: cfg.CookieName + pendingSuffix, secure: !cfg.InsecureDevMode},
+		life:     life,
+		refresh:  &refresher{store: st, life: life, timeout: cfg.StoreTimeout, events: ev, logger: cfg.Logger},
+		events:   ev,
+		binding:  cfg.DeviceBinding,
+		everyone: &everyone{within: cfg.RevokeEveryoneWithin},
+		limit: &sessionLimit{
+			max: cfg.MaxSessions, refuse: cfg.RefuseAtMaxSessions,
+			store: st, life: life, young: cfg.StoreTimeout + inFlight, events: ev, logger: cfg.Logger,
+		},
 		keepSignedIn:     cfg.KeepSignedIn,
 		clearSiteData:    clearSiteData(cfg.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,

@@ -36,7 +36,7 @@ func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]Session, error) 
 	if m.store.HashOnly {
 		return nil, errNoSortKey
 	}
-	if err := m.checkKey(user); err != nil {
+	if err := m.users.checkKey(user); err != nil {
 		return nil, fmt.Errorf("ddbsession: list sessions: %w", err)
 	}
 	current, _ := m.Session(ctx)
@@ -87,7 +87,7 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 	if m.store.HashOnly {
 		return errNoSortKey
 	}
-	if err := m.checkKey(user); err != nil {
+	if err := m.users.checkKey(user); err != nil {
 		return fmt.Errorf("ddbsession: revoke session: %w", err)
 	}
 	if !item.ValidID(id) {
@@ -144,7 +144,7 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 // the credential in [Manager.Login]'s verify, which sees the credential
 // and the cutoff of one read, to be sure to end with the others.
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
-	if err := m.checkKey(user); err != nil {
+	if err := m.users.checkKey(user); err != nil {
 		return fmt.Errorf("ddbsession: revoke all sessions: %w", err)
 	}
 	ctx, cancel := m.storeContext(ctx)

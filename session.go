@@ -136,6 +136,7 @@ type lifetimes struct {
 	idle     time.Duration // Config.IdleTimeout
 	refresh  time.Duration // Config.RefreshInterval
 	absolute time.Duration // Config.AbsoluteLifetime
+	pending  time.Duration // Config.PendingLifetime: a two-step login's wait for its second step
 }
 
 // newSession returns a session for user created at now. Times are stored

@@ -14,19 +14,6 @@ import (
 // checks the first and leaves a pending session, which only CompleteLogin,
 // from the same browser and within minutes, turns into a signed-in one.
 
-// pending is how a two-step login waits for its second factor: a session
-// item of its own version, which RequireSession never accepts, whose token
-// travels in a cookie of its own, so that a signed-in browser that
-// re-authenticates with two factors stays signed in meanwhile.
-type pending struct {
-	lifetime time.Duration // Config.PendingLifetime
-	cookie   string        // the session cookie's name and pendingSuffix
-	secure   bool
-}
-
-// pendingSuffix follows the session cookie's name in the pending cookie's.
-const pendingSuffix = "-pending"
-
 // maxAttempts bounds the second-factor checks of one pending login: a
 // six-digit code guessed five times in a row has one chance in 200,000.
 const maxAttempts = 5
@@ -72,14 +59,14 @@ func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user Use
 	created := max(now.UnixMilli(), rev.Cutoff+1)
 	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
 	s.Pending, s.Methods = true, methods
-	s.ExpiresAt = time.Unix(now.Add(m.pending.lifetime).Unix(), 0)
+	s.ExpiresAt = time.Unix(now.Add(m.life.pending).Unix(), 0)
 	s.Gen, s.HasGen, s.GlobalGen = rev.Cutoff, true, m.everyone.gen.Load()
 	s.BrowserOnly = m.keepSignedIn != nil && !m.keepSignedIn(r)
 	token := item.NewToken()
 	if err := m.store.createPending(ctx, m.store.SessionPK(token), s); err != nil {
 		return err
 	}
-	writeCookie(w, m.pending.cookie, token, int(m.pending.lifetime/time.Second), m.pending.secure)
+	m.cookies.setPending(w, token, m.life.pending)
 	m.events.emit(ctx, Event{Kind: EventPending, SessionID: s.ID, User: user})
 	return nil
 }
@@ -135,7 +122,7 @@ func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verif
 		}
 	}
 	if err == nil || errors.Is(err, ErrNoSession) {
-		writeCookie(w, m.pending.cookie, "", -1, m.pending.secure)
+		m.cookies.clearPending(w)
 	}
 	if errors.Is(err, ErrNoSession) {
 		return ErrNoSession
@@ -147,13 +134,13 @@ func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verif
 // one more attempt of it; ErrNoSession for none, or one whose tries or
 // time are over. The session returned knows its key.
 func (c *core) takeAttempt(r *http.Request) (item.Session, error) {
-	ck, err := r.Cookie(c.pending.cookie)
-	if err != nil || !item.ValidToken(ck.Value) {
+	token, _ := c.cookies.pendingToken(r)
+	if token == "" {
 		return item.Session{}, ErrNoSession
 	}
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	pk := c.store.SessionPK(ck.Value)
+	pk := c.store.SessionPK(token)
 	p, ok, err := c.store.takeAttempt(ctx, pk, maxAttempts, c.now())
 	switch {
 	case err != nil:
@@ -163,30 +150,4 @@ func (c *core) takeAttempt(r *http.Request) (item.Session, error) {
 	}
 	p.SessionPK = pk
 	return p, nil
-}
-
-// endPending deletes the pending session of r's pending cookie, if any,
-// and clears the cookie.
-func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
-	ck, err := r.Cookie(c.pending.cookie)
-	if err != nil {
-		return nil
-	}
-	writeCookie(w, c.pending.cookie, "", -1, c.pending.secure)
-	if !item.ValidToken(ck.Value) {
-		return nil
-	}
-	pk := c.store.SessionPK(ck.Value)
-	s, found, err := c.store.getSession(ctx, pk)
-	if err != nil {
-		return fmt.Errorf("ddbsession: end pending login: %w", err)
-	}
-	// Only a pending session: a signed-in token put in this cookie is no
-	// business of this cookie's.
-	if found && s.Pending {
-		if _, _, err := c.store.deleteSession(ctx, pk); err != nil {
-			return err
-		}
-	}
-	return nil
 }

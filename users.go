@@ -40,13 +40,13 @@ var ErrUserExists = errors.New("ddbsession: user already exists")
 // any call: an empty one is what a handler gets from Session outside
 // RequireSession, and DynamoDB would answer it with a validation error that
 // says nothing of that.
-func (c *core) checkKey(user UserKey) error {
+func (u *users) checkKey(user UserKey) error {
 	switch {
 	case user.PK == "":
 		return fmt.Errorf("user key %+v has no PK: pass the signed-in user's key (Session(ctx).User, inside RequireSession)", user)
-	case c.store.HashOnly && user.SK != "":
+	case u.store.HashOnly && user.SK != "":
 		return fmt.Errorf("user key %+v has an SK, but the table has no sort key (Layout.HashOnly)", user)
-	case !c.store.HashOnly && user.SK == "":
+	case !u.store.HashOnly && user.SK == "":
 		return fmt.Errorf("user key %+v has no SK, which the table's sort key needs", user)
 	}
 	return nil
