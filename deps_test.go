@@ -18,10 +18,11 @@ import (
 const rootModule = "github.com/ddbsession/ddbsession"
 
 // integrationOnly are module path prefixes that only the integration
-// modules (example, example/routers, example/scs, ddbstream, scsstore) may
-// need. (The example's golang.org/x/text and x/time are not listed: the
-// AWS SDK's own graph may name them.) The root module's graph
-// names none of them, except golang.org/x/crypto through testOnlyLegacy.
+// modules (example, example/routers, example/scs, ddbstream, scsstore,
+// ddbsessionotel) may need. (The example's golang.org/x/text and x/time are
+// not listed: the AWS SDK's own graph may name them.) The root module's
+// graph names none of them, except golang.org/x/crypto through
+// testOnlyLegacy.
 var integrationOnly = []string{
 	"github.com/chromedp/",
 	"github.com/aws/aws-lambda-go",
@@ -31,6 +32,7 @@ var integrationOnly = []string{
 	"github.com/labstack/echo",
 	"github.com/gin-gonic/",
 	"github.com/medama-io/go-useragent",
+	"go.opentelemetry.io/",
 	"golang.org/x/crypto",
 }
 
