@@ -439,3 +439,56 @@ func TestBearerLogoutAndRefusals(t *testing.T) {
 		t.Errorf("LoginBearer with a refusing verify = %v", err)
 	}
 }
+
+// A Secure cookie set in answer to plain HTTP for a host that is not
+// localhost is dropped by browsers, and the login seems to work while
+// every next request is signed out: the library says so, once, naming the
+// fix. HTTPS, a TLS proxy's X-Forwarded-Proto, localhost and dev mode are
+// fine and say nothing.
+func TestSecureCookieOverPlainHTTPWarns(t *testing.T) {
+	t.Parallel()
+	const warning = "a Secure session cookie answers a plain-HTTP request"
+	for _, tc := range []struct {
+		name   string
+		target string
+		header string
+		dev    bool
+		warns  bool
+	}{
+		{"LAN address", "http://192.168.1.20:8080/login", "", false, true},
+		{"container name", "http://app:8080/login", "", false, true},
+		{"app.test", "http://app.test/login", "", false, true},
+		{"HTTPS", "https://app.test/login", "", false, false},
+		{"behind a TLS proxy", "http://app.test/login", "https", false, false},
+		{"localhost", "http://localhost:8080/login", "", false, false},
+		{"a .localhost name", "http://app.localhost:8080/login", "", false, false},
+		{"127.0.0.1", "http://127.0.0.1:8080/login", "", false, false},
+		{"[::1]", "http://[::1]:8080/login", "", false, false},
+		{"dev mode", "http://192.168.1.20:8080/login", "", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.InsecureDevMode = tc.dev })
+			alice := e.putUser("alice")
+			for range 2 {
+				r := httptest.NewRequest("POST", tc.target, nil)
+				if tc.header != "" {
+					r.Header.Set("X-Forwarded-Proto", tc.header)
+				}
+				if err := e.m.Login(httptest.NewRecorder(), r, alice, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := 0
+			if tc.warns {
+				want = 1
+			}
+			if got := strings.Count(e.logs.String(), warning); got != want {
+				t.Errorf("%d warnings after two logins, want %d:\n%s", got, want, e.logs)
+			}
+			if tc.warns && !strings.Contains(e.logs.String(), "Config.InsecureDevMode") {
+				t.Errorf("the warning does not name the fix:\n%s", e.logs)
+			}
+		})
+	}
+}

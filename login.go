@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -123,7 +125,39 @@ func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, in signIn) 
 	if c.binding.Enabled {
 		c.binding.offer(w, s)
 	}
+	c.warnIfDropped(r)
 	return nil
+}
+
+// warnIfDropped logs, once per Manager, that the Secure session cookie
+// just set answers a plain-HTTP request for a host other than localhost,
+// with no proxy saying the client's connection was HTTPS: browsers keep
+// Secure cookies from https:// and from http://localhost only, so this
+// login "succeeds" and every next request is signed out.
+func (c *core) warnIfDropped(r *http.Request) {
+	if !c.cookies.secure || r.TLS != nil || r.Header.Get("X-Forwarded-Proto") != "" || loopbackHost(r.Host) {
+		return
+	}
+	c.insecureOnce.Do(func() {
+		c.logger.WarnContext(r.Context(), "ddbsession: a Secure session cookie answers a plain-HTTP request, and browsers drop it except on localhost: "+
+			"every request after this login will be signed out; serve HTTPS (a TLS proxy in front sets X-Forwarded-Proto), "+
+			"or set Config.InsecureDevMode for local development over HTTP", "host", r.Host)
+	})
+}
+
+// loopbackHost reports whether host (with or without a port) is one that
+// browsers treat as a secure context over plain HTTP: localhost, a name
+// under .localhost, or a loopback address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
 }
 
 // LoginBearer signs user in for a client without cookies (a CLI, a mobile

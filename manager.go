@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,8 @@ type core struct {
 	// noTTL says that CreateTable found the engine without
 	// UpdateTimeToLive, for CheckTable.
 	noTTL atomic.Bool
+	// insecureOnce makes the warning of warnIfDropped once.
+	insecureOnce sync.Once
 
 	limit *sessionLimit
 

@@ -314,7 +314,8 @@ func (st *store) enableTTL(ctx context.Context) (bool, error) {
 func noEngineHint(err error) string {
 	var region *aws.MissingRegionError
 	var dial *net.OpError
-	if !errors.As(err, &region) && !strings.Contains(err.Error(), "get identity: ") &&
+	msg := err.Error()
+	if !errors.As(err, &region) && !strings.Contains(msg, "Missing Region") && !strings.Contains(msg, "get identity: ") &&
 		!(errors.As(err, &dial) && dial.Op == "dial") {
 		return ""
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -387,5 +388,58 @@ func TestGlobalTables(t *testing.T) {
 				t.Error("CreateTable tried to enable TTL on an MRSC table, which cannot have it")
 			}
 		})
+	}
+}
+
+// With nothing to talk to (no credentials, no Region, no engine listening)
+// CreateTable and CheckTable say how to point the SDK at a local engine or
+// at DynamoDB, beside the SDK's own words.
+func TestNoEngineHint(t *testing.T) {
+	t.Parallel()
+	refusing, err := ddbtest.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refusing.Close()
+	if err := refusing.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	noCredentials := aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{}, errors.New("no EC2 IMDS role found")
+	})
+	local := aws.String("http://" + refusing.Addr().String())
+	const hint = "no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and dummy AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+	for _, tc := range []struct {
+		name string
+		opts dynamodb.Options
+	}{
+		{"no credentials", dynamodb.Options{Region: "us-east-1", BaseEndpoint: local, Credentials: noCredentials}},
+		{"no Region", dynamodb.Options{Credentials: credentials.NewStaticCredentialsProvider("x", "y", "")}},
+		{"nothing listening", dynamodb.Options{Region: "us-east-1", BaseEndpoint: local, Credentials: credentials.NewStaticCredentialsProvider("x", "y", ""),
+			RetryMaxAttempts: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := ddbsession.New(ddbsession.Config[User]{Client: dynamodb.New(tc.opts), Table: "app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, call := range map[string]func(context.Context) error{"CreateTable": m.CreateTable, "CheckTable": m.CheckTable} {
+				if err := call(context.Background()); err == nil || !strings.Contains(err.Error(), hint) {
+					t.Errorf("%s = %v, want the hint", name, err)
+				}
+			}
+		})
+	}
+	// An engine that answers gets no hint, even with an error.
+	e := newEnv(t)
+	cfg := e.cfg
+	cfg.Table = "missing-" + e.cfg.Table
+	m, err := ddbsession.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckTable(context.Background()); err == nil || strings.Contains(err.Error(), hint) {
+		t.Errorf("CheckTable of a missing table = %v, want an error without the hint", err)
 	}
 }
