@@ -26,6 +26,11 @@
 // (config.LoadDefaultConfig), as an app's main does, reaches the same
 // engine: Main publishes it through AWS_ENDPOINT_URL_DYNAMODB.
 //
+// The app itself runs against such an engine, from its module's directory,
+// with the command in ddbsessiontest/run:
+//
+//	go run github.com/ddbsession/ddbsession/ddbsessiontest/run go run .
+//
 // # Engines
 //
 // Main finds the engine in this order:

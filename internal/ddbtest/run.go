@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // Run runs a developer's command, a program rather than a test binary,
@@ -17,7 +18,9 @@ import (
 // that it can reach no AWS account. It runs in a process group of its own,
 // which a SIGINT, SIGTERM or SIGHUP to Run goes on to whole: "go run ." does
 // not pass a signal on to the program it builds, and a server it started
-// would keep its port. The engine stops once the command has exited.
+// would keep its port. Run stops the command in the same way when its own
+// parent exits, as "go run" of Run's command does on a SIGTERM. The engine
+// stops once the command has exited.
 func (h Harness) Run(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintf(os.Stderr, "usage: %s command [argument...]\n", h.Name)
@@ -53,10 +56,17 @@ func (h Harness) Run(args []string) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	orphaned := parentGone()
 	for {
 		select {
 		case sig := <-signals:
 			signalGroup(cmd.Process.Pid, sig.(syscall.Signal))
+		case <-orphaned:
+			// The go run that started this one is gone (a SIGTERM to it
+			// alone, as an IDE's stop button sends, kills it and passes
+			// nothing on): stop as if told to.
+			signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+			orphaned = nil
 		case err := <-done:
 			var exit *exec.ExitError
 			switch {
@@ -71,4 +81,22 @@ func (h Harness) Run(args []string) int {
 			return 1
 		}
 	}
+}
+
+// parentGone returns a channel closed once this process's parent has
+// exited (its parent process ID changes, to the reaper's); never on a
+// system without one.
+func parentGone() <-chan struct{} {
+	gone := make(chan struct{})
+	parent := os.Getppid()
+	if parent <= 1 {
+		return gone
+	}
+	go func() {
+		for os.Getppid() == parent {
+			time.Sleep(200 * time.Millisecond)
+		}
+		close(gone)
+	}()
+	return gone
 }
