@@ -251,12 +251,16 @@
 //     Unauthorized answer (reason "not-bound" in events) and the session
 //     cookie is left alone: the device's browser refreshes its bound cookie
 //     before it sends a request without one, so such a request is a copy's.
-//  4. Shortly before the bound cookie expires ([DeviceBinding.CookieLifetime],
-//     10 minutes by default), the browser signs the challenge it was given
-//     and posts it to the refresh path: one read and one write for a fresh
-//     bound cookie and the next challenge. A browser without a challenge to
-//     sign, or with one that was used or has expired, gets 403 and a new
-//     one (one write). Challenges are single-use and expire.
+//  4. When a request finds the bound cookie within about two minutes of its
+//     expiry ([DeviceBinding.CookieLifetime], 10 minutes by default),
+//     Chromium first signs the challenge it was given and posts it to the
+//     refresh path: one read, one write and one signature check for a fresh
+//     bound cookie and the next challenge. An active browser so refreshes
+//     every lifetime less two minutes: every 8 minutes by default, on
+//     almost every request with a lifetime of a minute or two. A browser
+//     without a challenge to sign, or with one that was used or has
+//     expired, gets 403 and a new one (one write). Challenges are
+//     single-use and expire.
 //
 // A bound session never falls back: there is no way back to the session
 // cookie alone, and registration refuses a session that is bound already,
@@ -277,9 +281,12 @@
 // cookie, is refused once; the next one carries the cookie. Letting it
 // through would open a window in which the session cookie alone suffices.
 //
-// What it does not protect against: malware that acts on the device itself,
-// which can use the key without extracting it, and a copy used within the
-// bound cookie's remaining lifetime. Browsers without DBSC ignore the offer
+// A copy of the cookies works until its bound cookie expires, or sooner:
+// the session accepts the bound cookie of the last refresh and the one
+// before it, so once the real browser has refreshed twice, a copy's bound
+// cookie is neither. What it does not protect against: malware that acts
+// on the device itself, which can use the key without extracting it, and
+// a copy used within that window. Browsers without DBSC ignore the offer
 // and keep unbound sessions, as before. DBSC needs HTTPS, so DeviceBinding
 // cannot be combined with InsecureDevMode. Enable it only once every
 // instance runs a release that knows item version 2.

@@ -1,6 +1,6 @@
 // Command install-dynalite installs the pinned dynalite where Go tests that
 // start their own engine look for it (see ddbtest.InstallDynalite), unless
-// it is there already, and prints that directory. scripts/test runs it
+// it is there already, and says which directory that is. scripts/test runs it
 // first, so that no npm ci competes for the CPU with tests that run against
 // the shared engine.
 package main
@@ -22,5 +22,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "install-dynalite:", err)
 		os.Exit(1)
 	}
-	fmt.Println(dir)
+	fmt.Println("dynalite for tests that start their own engine:", dir)
 }
