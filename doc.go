@@ -335,19 +335,26 @@
 //
 // # Events
 //
-// [Config.OnEvent] is told what sessions do ([Event]: created, refreshed,
-// rotated, ended, revoked, revoked-all, rejected with a [Reason], and store
-// failures), never with a token. It costs nothing when unset. With
-// OpenTelemetry, one counter with the kind and reason as attributes:
+// [Config.OnEvent] is told what sessions do, never with a token: an
+// [Event] for each login, re-authentication, two-step login's first and
+// failed second factor, refresh, rotation, logout, revocation, eviction
+// under [Config.MaxSessions], step-up and rejection (with its [Reason]),
+// and for each store failure; [EventKind] lists them all. It costs nothing
+// when unset. For OpenTelemetry, the module
+// [github.com/ddbsession/ddbsession/ddbsessionotel] records the events as
+// metrics, one instrument per kind (its documentation lists them), and
+// traces each request's session check; its Telemetry's OnEvent is the
+// Config's:
 //
-//	sessionEvents, _ := otel.Meter("app").Int64Counter("sessions.events")
-//	cfg.OnEvent = func(ctx context.Context, e ddbsession.Event) {
-//		attrs := []attribute.KeyValue{attribute.String("kind", string(e.Kind))}
-//		if e.Reason != "" {
-//			attrs = append(attrs, attribute.String("reason", string(e.Reason)))
-//		}
-//		sessionEvents.Add(ctx, 1, metric.WithAttributes(attrs...))
+//	tel, err := ddbsessionotel.New(ddbsessionotel.Config{MeterProvider: meters, TracerProvider: tracers})
+//	if err != nil {
+//		log.Fatal(err)
 //	}
+//	cfg.OnEvent = tel.OnEvent
+//
+// It is a module of its own, so that an app that does not import it never
+// downloads OpenTelemetry. An app with an OnEvent of its own calls both
+// from one function, as that documentation shows.
 //
 // # Revocation
 //
