@@ -776,6 +776,10 @@ func TestTwoStepLogin(t *testing.T) {
 	if list := e.mustList(alice); len(list) != 0 {
 		t.Errorf("List shows the pending login: %+v", list)
 	}
+	// A completion must check something.
+	if err := e.m.CompleteLogin(newRecorder(), newRequest(pending), nil, "otp"); err == nil || !strings.Contains(err.Error(), "verify is nil") {
+		t.Errorf("CompleteLogin without verify: %v, want it refused", err)
+	}
 	// Another browser, without the cookie, cannot complete it.
 	if _, err := e.completeLogin("123456"); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("CompleteLogin without the pending cookie: %v, want ErrNoSession", err)

@@ -73,8 +73,8 @@ func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user Use
 
 // CompleteLogin is the second step of a two-step login: it reads the
 // pending session that [Manager.BeginLogin] left in this browser, reads
-// its user as Login does, and has verify check the second factor (a
-// one-time code) against it. If verify accepts, it signs the user in as
+// its user as Login does, and has verify (never nil) check the second
+// factor (a one-time code) against it. If verify accepts, it signs the user in as
 // Login does, with the methods of both steps, and the pending session is
 // gone. If verify refuses, its error is returned and the pending session
 // stays for another try, up to five in all; after the fifth, or once
@@ -87,6 +87,9 @@ func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user Use
 // RevokeAll between the steps (a password change) voids the first: the
 // completion gets ErrNoSession.
 func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verify func(U) error, methods ...string) error {
+	if verify == nil {
+		return errors.New("ddbsession: CompleteLogin: verify is nil: it checks the second factor")
+	}
 	if len(methods) > maxMethods {
 		return fmt.Errorf("ddbsession: CompleteLogin: %d methods, more than %d", len(methods), maxMethods)
 	}
@@ -97,9 +100,6 @@ func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verif
 		var proofErr error
 		in := signIn{user: userOf(p), out: &u, methods: methods, end: endAll, pending: &p}
 		in.verify = func() error {
-			if check == nil {
-				return nil
-			}
 			if proofErr = check(); proofErr != nil {
 				m.events.emit(r.Context(), Event{Kind: EventSecondFactorFailed, SessionID: p.ID, User: userOf(p)})
 			}
