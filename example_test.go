@@ -114,16 +114,12 @@ func TestREADMEUsageRuns(t *testing.T) {
 // (SIGTERM to the go run process alone): the program must stop, its port
 // freed.
 func runREADMECommand(t *testing.T, dir, command string, env []string, stop string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	args := strings.Fields(command)
 	run := exec.Command(goTool(t), args[1:]...)
 	var logs syncBuffer
-	run.Dir, run.Env, run.Stdout, run.Stderr = dir, append(env, "ADDR="+addr), &logs, &logs
+	// Port 0, and the program says which it got: a port picked here and
+	// freed for it could be taken by another test meanwhile.
+	run.Dir, run.Env, run.Stdout, run.Stderr = dir, append(env, "ADDR=127.0.0.1:0"), &logs, &logs
 	run.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
@@ -131,17 +127,22 @@ func runREADMECommand(t *testing.T, dir, command string, env []string, stop stri
 	done := make(chan error, 1)
 	go func() { done <- run.Wait() }()
 	defer syscall.Kill(-run.Process.Pid, syscall.SIGKILL)
-	base := "http://" + addr
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		res, err := http.Get(base + "/")
-		if err == nil {
-			res.Body.Close()
-			break
+	serving := regexp.MustCompile(`serving http://(127\.0\.0\.1:\d+)/`)
+	var addr string
+	for deadline := time.Now().Add(5 * time.Minute); addr == ""; time.Sleep(100 * time.Millisecond) {
+		if m := serving.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the command ended before serving: %v\n%s", err, &logs)
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the program never answered on %s:\n%s", addr, &logs)
+			t.Fatalf("the program never said where it serves:\n%s", &logs)
 		}
 	}
+	base := "http://" + addr
 	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	name := "alice-" + strings.ToLower(rand.Text()[:6]) // the program's table "app" outlives a run
 	creds := url.Values{"name": {name}, "password": {"correct horse"}}
