@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // Every command has a -h that says what it does, with an example and the
@@ -116,12 +117,17 @@ func TestRunWithSDKConfiguration(t *testing.T) {
 // Without credentials, a Region or a running engine, the command says
 // what to set, before it makes any call (exit 1).
 func TestConnectErrors(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port that refuses connections and stays bound, so that no other
+	// test's listener can take it meanwhile (a closed listener's could).
+	refusing, err := ddbtest.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	nowhere := "http://" + closed.Addr().String()
-	closed.Close()
+	defer refusing.Close()
+	if err := refusing.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	nowhere := "http://" + refusing.Addr().String()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
