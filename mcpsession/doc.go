@@ -78,15 +78,21 @@
 //
 // # Costs
 //
-//	initialize            LoginBearer: a strongly consistent GetItem of the server's user item
-//	                      and two PutItems (the session and its index item); then one
-//	                      BatchGetItem and one UpdateItem that store the state.
-//	                      The first initialize ever also creates the user item.
-//	any other request     one BatchGetItem (two GetItems in turn with HideUserKey), no writes;
-//	                      once per RefreshInterval, two UpdateItems after the response
-//	logging/setLevel      the same, and one UpdateItem when the level changes
-//	DELETE                the same read, and two DeleteItems
-//	unknown or expired ID the read alone; a malformed ID, nothing
+// In DynamoDB calls, as the tests count them:
+//
+//	initialize             5: LoginBearer's strongly consistent BatchGetItem of the server's
+//	                       user item and its two PutItems (the session and its index item),
+//	                       then a BatchGetItem and an UpdateItem that store the state; the
+//	                       first initialize ever also creates the user item (PutItem) and
+//	                       reads it once more
+//	any other request      1 BatchGetItem (2 GetItems in turn with HideUserKey), no write;
+//	                       once per RefreshInterval, 2 UpdateItems after the response
+//	logging/setLevel       the same, and 1 UpdateItem when the level changes
+//	DELETE                 the same read, and 2 DeleteItems
+//	an ID not issued,      the read alone, whatever the method; a malformed ID, none
+//	expired or revoked
+//	GET or DELETE without  none (400)
+//	an ID, and 2026-07-28
 //
 // # What the table cannot share
 //
@@ -103,10 +109,16 @@
 //   - per-session tools, resources and resource templates
 //     (server.SessionWithTools and its kin): handlers are code, not data;
 //   - resource subscriptions, cancellation of an in-flight request
-//     (notifications/cancelled), tasks, and resumable streams (unless the
-//     app gives every instance one EventStore of its own);
+//     (notifications/cancelled), and tasks;
+//   - resumable streams: with an EventStore that every instance shares,
+//     another instance replays what was recorded, but only the instance
+//     that runs a stream delivers what comes after;
 //   - the log level as a filter between requests: every instance learns a
-//     new level at the session's next request there, not at once.
+//     new level at the session's next request there, not at once;
+//   - the end of a session, for a GET stream already open: DELETE, Revoke,
+//     RevokeAll and expiry refuse every request after them, on every
+//     instance, but mcp-go checks no stream once it is open, and one stays
+//     open until the client or the instance closes it.
 //
 // Use sticky sessions (on the Mcp-Session-Id header) for those, or, better,
 // do without them, as protocol version 2026-07-28 does.

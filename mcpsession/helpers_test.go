@@ -43,15 +43,23 @@ type env struct {
 	t      *testing.T
 	client *dynamodb.Client
 	table  string
+	layout ddbsession.Layout
 	clock  *clock
 }
 
+// newEnv creates a table of ddbsession's default layout.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, ddbsession.Layout{})
+}
+
+// newEnvWith creates a table of layout.
+func newEnvWith(t *testing.T, layout ddbsession.Layout) *env {
+	t.Helper()
 	client := ddbtest.Client(t)
-	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), clock: &clock{now: start}}
+	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), layout: layout, clock: &clock{now: start}}
 	m, err := ddbsession.New(ddbsession.Config[struct{}]{
-		Client: client, Table: e.table,
+		Client: client, Table: e.table, Layout: layout,
 		Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL; the warning is expected
 	})
 	if err != nil {
@@ -68,7 +76,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) config(calls *probe) mcpsession.Config {
 	return mcpsession.Config{
 		Sessions: ddbsession.Config[struct{}]{
-			Client: calls, Table: e.table,
+			Client: calls, Table: e.table, Layout: e.layout,
 			IdleTimeout: idle, RefreshInterval: refresh,
 			// Calls a busy test machine delays are no store fault.
 			StoreTimeout: time.Minute,

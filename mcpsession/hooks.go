@@ -20,10 +20,11 @@ import (
 //
 //   - After initialize, the new session's state (see [State]) is stored in
 //     its data, before the response goes out: one strongly consistent read
-//     of the new session and one conditional UpdateItem. If the store
-//     fails, the session is ended, and the client's next request gets 404
-//     and initializes again. An initialize whose session ID could not be
-//     issued fails with a JSON-RPC error.
+//     of the new session and one conditional UpdateItem. If that fails, or
+//     the state does not fit, the session is ended, and the client's next
+//     message (mcp-go's client: the initialized notification, so that
+//     Initialize fails) gets 404. An initialize whose session ID could not
+//     be issued fails with a JSON-RPC error.
 //   - Before every request (not notifications), and when a GET opens a
 //     stream, the state the check read with the session goes into the
 //     ClientSession that mcp-go made for the request, at no call: the
