@@ -175,6 +175,10 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 			t.Errorf("DynamoDB calls (-want +got):\n%s", diff)
 		}
 	}
+	// List's Query filters it out too.
+	if list, err := two.sessions.List(context.Background()); err != nil || len(list) != 0 {
+		t.Errorf("List of the expired session = %v, %v; want none", list, err)
+	}
 	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{
 		TableName: &e.table, ConsistentRead: aws.Bool(true),
 		FilterExpression:          aws.String("sid = :sid"),

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -170,5 +171,53 @@ func TestHashOnlyTable(t *testing.T) {
 	}
 	if code, _ := post(t, one, id, callEcho); code != http.StatusNotFound {
 		t.Errorf("after DELETE: status %d, want 404", code)
+	}
+}
+
+// With an expiry index, the server's sessions about to expire are found
+// through ddbsession's Expiring, as the TTL index of the table's design
+// finds them; an ended session is not.
+func TestExpiringFindsMCPSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, ddbsession.Layout{ExpiryIndex: "expiry"})
+	in := e.start()
+	soon := initializeRaw(t, in)
+	e.clock.Advance(30 * time.Minute)
+	later := initializeRaw(t, in)
+	ended := initializeRaw(t, in)
+	if code, _ := send(t, in, http.MethodDelete, ended, ""); code != http.StatusOK {
+		t.Fatalf("DELETE: status %d", code)
+	}
+	id := func(token string) string {
+		s, _, err := in.sessions.Sessions().Check(context.Background(), token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		from, to time.Time
+		want     []string
+	}{
+		{"within 15 minutes of the first expiry", start.Add(idle - 15*time.Minute), start.Add(idle), []string{id(soon)}},
+		{"both", start.Add(idle - 15*time.Minute), start.Add(idle + 30*time.Minute), []string{id(soon), id(later)}},
+		{"none yet", start, start.Add(30 * time.Minute), nil},
+	} {
+		list, err := in.sessions.Sessions().Expiring(ctx, tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range list {
+			if s.User.PK != "MCPSERVER#notes" {
+				t.Errorf("%s: a session of %+v", tc.name, s.User)
+			}
+			got = append(got, s.ID)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Expiring (-want +got):\n%s", tc.name, diff)
+		}
 	}
 }
