@@ -18,8 +18,8 @@ import (
 const rootModule = "github.com/ddbsession/ddbsession"
 
 // integrationOnly are module path prefixes that only the integration
-// modules (example, example/routers, example/scs, ddbstream, scsstore,
-// ddbsessionotel, mcpsession) may need. (The example's
+// modules (example, example/routers, example/scs, example/mcp, ddbstream,
+// scsstore, ddbsessionotel, mcpsession) may need. (The example's
 // golang.org/x/text and x/time are not listed: the AWS SDK's own graph may
 // name them.) The root module's graph names none of them, except
 // golang.org/x/crypto through testOnlyLegacy.
