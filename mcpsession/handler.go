@@ -44,11 +44,15 @@ func (m *Manager) Handler(next http.Handler) http.Handler {
 		}
 		r = r.WithContext(r.Context())
 		r.Header = st.header
-		if !st.found && r.Method != http.MethodPost {
+		switch {
+		case r.Method == http.MethodPost:
+			next.ServeHTTP(w, r)
+			m.checkWiring(r.Context(), st, w.Header()) // an initialize that carried an old ID
+		case st.found:
+			next.ServeHTTP(w, r)
+		default:
 			http.Error(w, "Session not found", http.StatusNotFound)
-			return
 		}
-		next.ServeHTTP(w, r)
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := &request{id: r.Header.Get(server.HeaderKeySessionID), header: r.Header}

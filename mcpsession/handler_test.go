@@ -364,3 +364,26 @@ func TestRequestsWithoutSessions(t *testing.T) {
 		t.Errorf("a 2026-07-28 request: DynamoDB calls %v, want none", calls)
 	}
 }
+
+// An initialize that carries the ID of an ended session gets a new one:
+// mcp-go ignores the header at initialize, and so does the check's verdict.
+func TestInitializeWithAnEndedID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := e.start()
+	old := initializeRaw(t, in)
+	if code, _ := send(t, in, http.MethodDelete, old, ""); code != http.StatusOK {
+		t.Fatalf("DELETE: status %d", code)
+	}
+	code, body := post(t, in, old, initializeV)
+	if code != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("initialize with the ended ID: status %d %q", code, body)
+	}
+	list, err := in.sessions.List(context.Background())
+	if err != nil || len(list) != 1 {
+		t.Errorf("List = %v, %v; want the new session", list, err)
+	}
+	if logs := in.logs.String(); logs != "" {
+		t.Errorf("unexpected log:\n%s", logs)
+	}
+}

@@ -19,7 +19,11 @@ import (
 // first login that misses it.
 func (m *Manager) login(ctx context.Context, clientAgent string) (string, error) {
 	r := m.newRequest(ctx, "")
-	r.Header.Set("User-Agent", m.userAgent+"; "+clientAgent)
+	agent := m.userAgent
+	if clientAgent != "" {
+		agent += "; " + clientAgent
+	}
+	r.Header.Set("User-Agent", agent)
 	token, _, err := m.sessions.LoginBearer(r, m.server, nil, "mcp")
 	if errors.Is(err, ddbsession.ErrUserNotFound) {
 		if err := m.sessions.CreateUser(ctx, m.userItem); err != nil && !errors.Is(err, ddbsession.ErrUserExists) {
