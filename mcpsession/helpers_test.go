@@ -369,9 +369,10 @@ func (c *clock) Advance(d time.Duration) {
 type probe struct {
 	*dynamodb.Client
 
-	mu    sync.Mutex
-	calls map[string]int
-	fail  func(op string) error // nil, or an error for the calls to fail
+	mu     sync.Mutex
+	calls  map[string]int
+	fail   func(op string) error // nil, or an error for the calls to fail
+	before func(op string)       // nil, or run before each call goes out
 }
 
 func newProbe(c *dynamodb.Client) *probe { return &probe{Client: c, calls: map[string]int{}} }
@@ -393,12 +394,23 @@ func (p *probe) failing(fail func(op string) error) {
 	p.fail = fail
 }
 
-func (p *probe) enter(op string) error {
+// pausing makes before run ahead of each call, which may block it.
+func (p *probe) pausing(before func(op string)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.before = before
+}
+
+func (p *probe) enter(op string) error {
+	p.mu.Lock()
 	p.calls[op]++
-	if p.fail != nil {
-		return p.fail(op)
+	fail, before := p.fail, p.before
+	p.mu.Unlock()
+	if before != nil {
+		before(op)
+	}
+	if fail != nil {
+		return fail(op)
 	}
 	return nil
 }

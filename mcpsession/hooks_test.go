@@ -3,8 +3,13 @@ package mcpsession_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -111,5 +116,53 @@ func TestHooksLeaveOtherTransportsAlone(t *testing.T) {
 	}
 	if got := calls.counts(); len(got) != 0 {
 		t.Errorf("DynamoDB calls %v, want none", got)
+	}
+}
+
+// A setLevel whose write races a DELETE on another instance writes nothing
+// into the ended session: the write is conditional on the session being
+// there, and the session stays ended.
+func TestSetLevelRacingDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	one, two := e.start(), e.start()
+	id := initializeRaw(t, one)
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	two.calls.pausing(func(op string) {
+		if op == "UpdateItem" {
+			once.Do(func() {
+				close(paused)
+				<-resume
+			})
+		}
+	})
+	done := make(chan int)
+	go func() {
+		code, _ := send(t, two, http.MethodPost, id, setLevelInfo)
+		done <- code
+	}()
+	<-paused // instance 2 has checked the session, and is about to store the level
+	if code, _ := send(t, one, http.MethodDelete, id, ""); code != http.StatusOK {
+		t.Errorf("DELETE on instance 1: status %d", code)
+	}
+	close(resume)
+	if code := <-done; code != http.StatusOK {
+		t.Errorf("setLevel on instance 2: status %d, want 200 (its check came first)", code)
+	}
+	if logs := two.logs.String(); !strings.Contains(logs, "holds on this instance only") {
+		t.Errorf("instance 2's log:\n%s\nwant the level's failed store", logs)
+	}
+	// Of every item, only the server's user item is left: no session
+	// item, whole or a fragment of the level's write.
+	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.table, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 1 || out.Items[0]["mcpServer"] == nil {
+		t.Errorf("items after the race: %v, want the server's user item alone", out.Items)
+	}
+	if code, _ := post(t, two, id, callEcho); code != http.StatusNotFound {
+		t.Errorf("the ended session on instance 2: status %d, want 404", code)
 	}
 }
