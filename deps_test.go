@@ -18,11 +18,11 @@ import (
 const rootModule = "github.com/ddbsession/ddbsession"
 
 // integrationOnly are module path prefixes that only the integration
-// modules (example, example/routers, example/scs, ddbstream, scsstore,
-// ddbsessionotel) may need. (The example's golang.org/x/text and x/time are
-// not listed: the AWS SDK's own graph may name them.) The root module's
-// graph names none of them, except golang.org/x/crypto through
-// testOnlyLegacy.
+// modules (example, example/routers, example/scs, example/mcp, ddbstream,
+// scsstore, ddbsessionotel, mcpsession) may need. (The example's
+// golang.org/x/text and x/time are not listed: the AWS SDK's own graph may
+// name them.) The root module's graph names none of them, except
+// golang.org/x/crypto through testOnlyLegacy.
 var integrationOnly = []string{
 	"github.com/chromedp/",
 	"github.com/aws/aws-lambda-go",
@@ -33,6 +33,10 @@ var integrationOnly = []string{
 	"github.com/gin-gonic/",
 	"github.com/medama-io/go-useragent",
 	"go.opentelemetry.io/",
+	"github.com/mark3labs/mcp-go",
+	"github.com/google/jsonschema-go",        // mcp-go's
+	"github.com/santhosh-tekuri/jsonschema/", // mcp-go's
+	"github.com/yosida95/uritemplate/",       // mcp-go's
 	"golang.org/x/crypto",
 }
 

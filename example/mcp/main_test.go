@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+
+// start runs the server as main does, on a free port, and returns its
+// URL. It stops when the test ends, and the test checks that it stopped
+// cleanly. The client is built from the SDK's environment, which
+// ddbtest.Main points at the test engine.
+func start(t *testing.T, args ...string) string {
+	t.Helper()
+	url, stop := startStoppable(t, args...)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("run after its context ended: %v, want a clean shutdown", err)
+		}
+	})
+	return url
+}
+
+// startStoppable is start, with a function that stops the server and
+// returns what run returned.
+func startStoppable(t *testing.T, args ...string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, stdout := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), stdout, io.Discard)
+		stdout.Close()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("reading the URL that run prints: %v (run: %v)", err, <-done)
+	}
+	go io.Copy(io.Discard, out)
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "serving on ")
+	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/mcp") {
+		cancel()
+		t.Fatalf("run printed %q, want \"serving on http://127.0.0.1:<port>/mcp\"", line)
+	}
+	return url, func() error {
+		cancel()
+		return <-done
+	}
+}
+
+// connect returns mcp-go's own client of url, on protocol version
+// 2025-11-25, with the session ID id unless "".
+func connect(t *testing.T, url, id string) (*client.Client, *transport.StreamableHTTP) {
+	t.Helper()
+	trans, err := transport.NewStreamableHTTP(url, transport.WithSession(id), transport.WithHTTPLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20251125)}
+	if id != "" {
+		opts = append(opts, client.WithSession())
+	}
+	c := client.NewClient(trans, opts...)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, trans
+}
+
+func initialize(t *testing.T, c *client.Client) {
+	t.Helper()
+	var req mcp.InitializeRequest
+	req.Params.ClientInfo = mcp.Implementation{Name: "example-test", Version: "3.1"}
+	if _, err := c.Initialize(context.Background(), req); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+}
+
+// call calls the tool name and returns its text.
+func call(c *client.Client, name string, args map[string]any) (string, error) {
+	var req mcp.CallToolRequest
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		return "", err
+	}
+	text := mcp.GetTextFromContent(res.Content[0])
+	if res.IsError {
+		return "", errors.New(text)
+	}
+	return text, nil
+}
+
+func sessionOf(t *testing.T, c *client.Client) sessionInfo {
+	t.Helper()
+	text, err := call(c, "session", nil)
+	if err != nil {
+		t.Fatalf("session tool: %v", err)
+	}
+	var info sessionInfo
+	if err := json.Unmarshal([]byte(text), &info); err != nil {
+		t.Fatalf("session tool answered %q: %v", text, err)
+	}
+	return info
+}
+
+// Two instances on one table, as the README runs them, and mcp-go's own
+// client: initialize on instance 1, both tools on instance 2 with the
+// session's state, DELETE on instance 1, and the protocol's 404 on
+// instance 2.
+func TestTwoInstances(t *testing.T) {
+	t.Parallel()
+	table := ddbtest.TableName(t, ddbtest.Client(t))
+	one := start(t, "-table", table, "-idle", "20m")
+	two := start(t, "-table", table, "-idle", "20m")
+
+	first, trans := connect(t, one, "")
+	initialize(t, first)
+	id := trans.GetSessionId()
+	if id == "" {
+		t.Fatal("initialize on instance 1 issued no session ID")
+	}
+	atOne := sessionOf(t, first)
+
+	second, _ := connect(t, two, id)
+	if text, err := call(second, "echo", map[string]any{"text": "hello"}); err != nil || text != "hello" {
+		t.Errorf("echo on instance 2 = %q, %v; want hello", text, err)
+	}
+	//lint:ignore SA1019 logging/setLevel is part of the protocol versions that have sessions.
+	if err := second.SetLevel(context.Background(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
+		t.Fatalf("setLevel on instance 2: %v", err)
+	}
+	atTwo := sessionOf(t, second)
+	want := sessionInfo{
+		Client: "example-test", Version: "3.1", Protocol: mcp.ProtocolVersion20251125,
+		LogLevel: mcp.LoggingLevelInfo, ID: atOne.ID, ExpiresAt: atOne.ExpiresAt,
+	}
+	if diff := cmp.Diff(want, atTwo); diff != "" || len(atOne.ID) != 32 {
+		t.Errorf("the session tool on instance 2, which never saw initialize (-want +got):\n%s", diff)
+	}
+	if strings.Contains(atTwo.ID, id[:26]) {
+		t.Errorf("the tool showed the session ID %q, a credential", atTwo.ID)
+	}
+
+	if err := first.Close(); err != nil { // DELETE on instance 1
+		t.Fatal(err)
+	}
+	if _, err := call(second, "echo", map[string]any{"text": "again"}); !errors.Is(err, transport.ErrSessionTerminated) {
+		t.Errorf("echo on instance 2 after DELETE on instance 1: %v, want transport.ErrSessionTerminated (404)", err)
+	}
+}
+
+// A session past its expiry is refused, though TTL has not deleted it: the
+// item is still in the table.
+func TestExpiredSessionIsRefused(t *testing.T) {
+	t.Parallel()
+	clock := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	client := ddbtest.Client(t)
+	table := ddbtest.TableName(t, client)
+	url := serve(t, appConfig{Client: client, Table: table, IdleTimeout: 20 * time.Minute, Now: clock.Now})
+	c, trans := connect(t, url, "")
+	initialize(t, c)
+
+	clock.Advance(20 * time.Minute)
+	if _, err := call(c, "echo", map[string]any{"text": "late"}); !errors.Is(err, transport.ErrSessionTerminated) {
+		t.Errorf("echo with the expired session: %v, want transport.ErrSessionTerminated (404)", err)
+	}
+	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName: &table, ConsistentRead: aws.Bool(true),
+		FilterExpression:          aws.String("kind = :kind"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":kind": &types.AttributeValueMemberS{Value: "session"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 1 {
+		t.Errorf("session items in the table: %d, want the expired one still there", len(out.Items))
+	}
+	if trans.GetSessionId() != "" {
+		t.Errorf("the client still holds the session ID after the 404")
+	}
+}
+
+// An ID that was never issued costs one read and no write, whatever the
+// method; a malformed one costs nothing.
+func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
+	t.Parallel()
+	calls := &countingClient{Client: ddbtest.Client(t), calls: map[string]int{}}
+	url := serve(t, appConfig{Client: calls, Table: ddbtest.TableName(t, calls.Client), IdleTimeout: time.Hour})
+	c, trans := connect(t, url, "")
+	initialize(t, c)
+	_, userKey, _ := strings.Cut(trans.GetSessionId(), ".")
+
+	for _, tc := range []struct {
+		name, id string
+		want     map[string]int
+	}{
+		{"never issued", strings.Repeat("A", 26) + "." + userKey, map[string]int{"BatchGetItem": 1}},
+		{"malformed", "mcp-session-0b4e8f0a-not-ours", map[string]int{}},
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			calls.reset()
+			r, err := http.NewRequest(method, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Accept", "application/json, text/event-stream")
+			r.Header.Set("Mcp-Session-Id", tc.id)
+			res, err := http.DefaultClient.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("%s, %s: status %d, want 404", tc.name, method, res.StatusCode)
+			}
+			if diff := cmp.Diff(tc.want, calls.reset()); diff != "" {
+				t.Errorf("%s, %s: DynamoDB calls (-want +got):\n%s", tc.name, method, diff)
+			}
+		}
+	}
+}
+
+// A session's GET stream does not hold up shutdown, and shutting down ends
+// nothing in the table: another instance serves the session on.
+func TestShutdownWithOpenStream(t *testing.T) {
+	t.Parallel()
+	table := ddbtest.TableName(t, ddbtest.Client(t))
+	one, stop := startStoppable(t, "-table", table)
+	two := start(t, "-table", table)
+	c, trans := connect(t, one, "")
+	initialize(t, c)
+
+	r, err := http.NewRequest(http.MethodGet, one, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Accept", "text/event-stream")
+	r.Header.Set("Mcp-Session-Id", trans.GetSessionId())
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: status %d", res.StatusCode)
+	}
+	began := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("shutdown with an open stream: %v", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("shutdown took %v, want the stream closed at once", took)
+	}
+	second, _ := connect(t, two, trans.GetSessionId())
+	if text, err := call(second, "echo", map[string]any{"text": "still here"}); err != nil || text != "still here" {
+		t.Errorf("echo on instance 2 after instance 1 shut down: %q, %v", text, err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-idle", "soon"}, {"-nope"}, {"extra"}, {"-idle", "30s"}} {
+		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
+			t.Errorf("run(%q) = nil, want an error", args)
+		}
+	}
+}
+
+// serve runs an instance of cfg on a free port and returns its URL.
+func serve(t *testing.T, cfg appConfig) string {
+	t.Helper()
+	a, err := newApp(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.handler)
+	t.Cleanup(func() {
+		srv.Close()
+		if err := a.sessions.Sessions().Wait(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := a.transport.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv.URL + "/mcp"
+}
+
+// clock is the tests' injected time.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// countingClient counts the DynamoDB calls of each operation.
+type countingClient struct {
+	*dynamodb.Client
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+// reset returns the counts so far, and starts again.
+func (c *countingClient) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = map[string]int{}
+	return out
+}
+
+func (c *countingClient) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[op]++
+}
+
+type opt = func(*dynamodb.Options)
+
+func (c *countingClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt) (*dynamodb.GetItemOutput, error) {
+	c.count("GetItem")
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opt) (*dynamodb.BatchGetItemOutput, error) {
+	c.count("BatchGetItem")
+	return c.Client.BatchGetItem(ctx, in, o...)
+}
+
+func (c *countingClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...opt) (*dynamodb.PutItemOutput, error) {
+	c.count("PutItem")
+	return c.Client.PutItem(ctx, in, o...)
+}
+
+func (c *countingClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...opt) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+func (c *countingClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...opt) (*dynamodb.DeleteItemOutput, error) {
+	c.count("DeleteItem")
+	return c.Client.DeleteItem(ctx, in, o...)
+}
+
+func (c *countingClient) Query(ctx context.Context, in *dynamodb.QueryInput, o ...opt) (*dynamodb.QueryOutput, error) {
+	c.count("Query")
+	return c.Client.Query(ctx, in, o...)
+}

@@ -1,0 +1,164 @@
+// Package mcpsession keeps the sessions of an MCP server built on
+// github.com/mark3labs/mcp-go in DynamoDB, through ddbsession, so that every
+// instance of the server behind a load balancer serves every session.
+//
+// MCP's protocol versions 2025-03-26 through 2025-11-25 give each client a
+// session at initialize, in the Mcp-Session-Id header, which every request
+// after it carries and a DELETE ends. mcp-go keeps sessions in the memory of
+// the instance that served initialize; its server.SessionIdManager
+// interface lets a server keep them elsewhere. This package is one, on
+// ddbsession's bearer sessions: an MCP session is a bearer session of one
+// user item, the server's own, and its Mcp-Session-Id is the session's
+// bearer token.
+//
+//   - IDs have the token's strength: 130 random bits (26 base32 characters),
+//     followed by the server's user key unless HideUserKey is set, so that
+//     a request reads the session and the user item in one round trip.
+//     The table holds only the token's SHA-256.
+//   - Each request's ID is checked with one strongly consistent
+//     BatchGetItem, expiry and revocation in code (TTL deletes up to 48
+//     hours late): an expired session still in the table, a revoked one and
+//     one never issued all get 404, the protocol's answer that tells the
+//     client to initialize again. A malformed ID costs no call, and no
+//     request writes for an ID that is not a live session.
+//   - Use slides the expiry forward at most once per RefreshInterval, after
+//     the response (two conditional UpdateItems, which never extend a
+//     session that has ended); the requests in between write nothing.
+//   - DELETE ends the session on every instance, and so do
+//     [Manager.Revoke] (one session) and [Manager.RevokeAll] (all of the
+//     server's, with one write).
+//   - The session's data holds what initialize settled, which mcp-go lets
+//     another instance restore: the protocol version, the client's info and
+//     capabilities, and the log level of its last logging/setLevel (see
+//     [State]). Tools read it as mcp-go offers it, on any instance.
+//   - TTL deletes expired sessions; ddbstream's clean-up function gets each
+//     with its data, which [StateOf] reads.
+//
+// # Usage
+//
+// Three pieces of wiring, each on the part of mcp-go it belongs to: the
+// hooks on the MCP server, the Manager as the transport's session ID
+// manager resolver, and [Manager.Handler] in front of the transport.
+//
+//	sessions, err := mcpsession.New(mcpsession.Config{
+//		Sessions: ddbsession.Config[struct{}]{Client: dynamodb.NewFromConfig(awsCfg), Table: "app", IdleTimeout: time.Hour},
+//		Name:     "notes",
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	hooks := &server.Hooks{}
+//	sessions.AddHooks(hooks)
+//	mcpServer := server.NewMCPServer("notes", "1.0.0", server.WithHooks(hooks), server.WithLogging())
+//	transport := server.NewStreamableHTTPServer(mcpServer,
+//		server.WithSessionIdManagerResolver(sessions),
+//		server.WithSessionIdleTTL(time.Hour), // drops this instance's memory of idle sessions
+//		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+//	)
+//	mux.Handle("/mcp", sessions.Handler(transport))
+//
+// Without the resolver, mcp-go issues IDs of its own, which no other
+// instance knows; without the hooks, no session has its state, and every
+// session is refused at its second request. Handler logs either at the
+// first initialize. The last option keeps clients on the protocol versions
+// that have sessions; without it, clients of 2026-07-28 and later are served
+// too, statelessly, and never reach this package.
+//
+// A tool reads the session's state through mcp-go, on whichever instance
+// serves it:
+//
+//	func whoami(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+//		client := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo).GetClientInfo()
+//		return mcp.NewToolResultText(client.Name + " on " + server.RequestProtocolVersion(ctx)), nil
+//	}
+//
+// Every initialize writes a session, and initialize needs no credential:
+// put the endpoint behind the app's authentication, or a rate limit, where
+// anyone can reach it.
+//
+// # Costs
+//
+// In DynamoDB calls, as the tests count them:
+//
+//	initialize             5: LoginBearer's strongly consistent BatchGetItem of the server's
+//	                       user item and its two PutItems (the session and its index item),
+//	                       then a BatchGetItem and an UpdateItem that store the state; the
+//	                       first initialize ever also creates the user item (PutItem) and
+//	                       reads it once more
+//	any other request      1 BatchGetItem (2 GetItems in turn with HideUserKey), no write;
+//	                       once per RefreshInterval, 2 UpdateItems after the response
+//	logging/setLevel       the same, and 1 UpdateItem when the level changes
+//	DELETE                 the same read, and 2 DeleteItems
+//	an ID not issued,      the read alone, whatever the method; a malformed ID, none
+//	expired or revoked
+//	GET or DELETE without  none (400)
+//	an ID, and 2026-07-28
+//
+// # What the table cannot share
+//
+// mcp-go keeps some of a session in the memory of one instance, with no way
+// for a server to hand it to another; behind a plain load balancer, these
+// work only when the client's requests reach the instance that holds them:
+//
+//   - the GET stream, and whatever reaches a client through it:
+//     notifications the server sends outside a request (list changes,
+//     resource updates, log messages from background work), and
+//     server-to-client requests (sampling, elicitation, roots), whose
+//     answers the client posts, and mcp-go accepts only on the instance that
+//     asked;
+//   - per-session tools, resources and resource templates
+//     (server.SessionWithTools and its kin): handlers are code, not data;
+//   - resource subscriptions, cancellation of an in-flight request
+//     (notifications/cancelled), and tasks;
+//   - resumable streams: with an EventStore that every instance shares,
+//     another instance replays what was recorded, but only the instance
+//     that runs a stream delivers what comes after;
+//   - the log level as a filter between requests: every instance learns a
+//     new level at the session's next request there, not at once;
+//   - the end of a session, for a GET stream already open: DELETE, Revoke,
+//     RevokeAll and expiry refuse every request after them, on every
+//     instance, but mcp-go checks no stream once it is open, and one stays
+//     open until the client or the instance closes it.
+//
+// Use sticky sessions (on the Mcp-Session-Id header) for those, or, better,
+// do without them, as protocol version 2026-07-28 does.
+//
+// # Protocol version 2026-07-28
+//
+// The 2026-07-28 revision removed protocol-level sessions: no Mcp-Session-Id,
+// no initialize, and GET and DELETE answered with 405. Each request carries
+// its protocol version, client info, capabilities and log level in _meta
+// (mcp-go's server.RequestProtocolInfoFromContext), so there is nothing to
+// share between instances and no session ID manager to plug in. State that
+// must outlive a request belongs to the app: a handle that a tool returns
+// and the model passes back as an argument (mcp-go's migration advice), the
+// requestState of a multi round-trip request for a continuation, and, for
+// who the user is, the request's authorization, such as a ddbsession bearer
+// session checked by RequireSession with BearerTokens, whose Session.Data
+// holds a small value per sign-in.
+//
+// # Sharing a table
+//
+// MCP sessions live in the table's session format (see ddbsession's "Item
+// format"), as bearer sessions of the server's user item: List, Expiring,
+// RevokeAll and ddbstream treat them as any other session. A web app's
+// sessions presented as an Mcp-Session-Id are refused (their user is not
+// the server's), but a web app with BearerTokens on the same table and
+// Layout would accept an Mcp-Session-Id as a bearer token for the server's
+// user item, decoded into its own user type: give MCP sessions a table of
+// their own, or other prefixes (Layout.SessionPrefix and
+// Layout.UserSessionsPrefix), where a web app takes bearer tokens.
+//
+// # Reading the code
+//
+// A request passes through the files from the top down:
+//
+//	handler.go    Handler: the check of the request's Mcp-Session-Id
+//	idmanager.go  mcp-go's session ID manager: Generate, Validate, Terminate
+//	hooks.go      the MCP server's hooks: storing and restoring the state
+//	sessions.go   the calls into ddbsession that need a request of their own
+//	state.go      the state in the session's data: one encoder, one decoder
+//	request.go    what one request knows of its session
+//
+// manager.go holds Config, New, and the Manager's methods that need no request.
+package mcpsession

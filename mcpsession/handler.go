@@ -1,0 +1,93 @@
+package mcpsession
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// This file is the top of the request path: the check of a request's
+// Mcp-Session-Id, before mcp-go's transport sees the request.
+
+// Handler returns next, the server's streamable HTTP transport (a
+// *server.StreamableHTTPServer built with this Manager as its session ID
+// manager resolver), behind the check of each request's Mcp-Session-Id:
+//
+//	mux.Handle("/mcp", sessions.Handler(server.NewStreamableHTTPServer(mcpServer,
+//		server.WithSessionIdManagerResolver(sessions))))
+//
+// A request that carries an ID goes through [ddbsession.Manager.LoadSession],
+// with the ID as its bearer credential: one strongly consistent BatchGetItem
+// of the session and the server's user item, and, once per RefreshInterval
+// of the session's use, the refresh that moves its expiry forward, after the
+// response. A malformed ID costs no call. The session is valid if it is live,
+// the server's, and holds the state its initialize stored; mcp-go asks for
+// the verdict through the session ID manager, and answers 404 to a POST
+// without one. GET and DELETE, which mcp-go does not check, get 404 here
+// for an ID that is not valid, and 400 for none. Everything else goes
+// through unchecked and costs no call: a POST without an ID (an
+// initialize; mcp-go refuses any other), and requests of protocol version
+// 2026-07-28 and later, which have no sessions.
+//
+// mcp-go sees the request with the headers it came with, its own
+// Authorization and cookies included, which the check leaves alone. A store
+// failure fails the request with Config.Sessions.StoreUnavailable (503 by
+// default), whatever the method.
+func (m *Manager) Handler(next http.Handler) http.Handler {
+	checked := m.sessions.LoadSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := requestOf(r.Context())
+		if s, ok := m.sessions.Session(r.Context()); ok && s.User == m.server {
+			st.state, st.found = decodeState(s.Data)
+			st.session = s
+		}
+		r = r.WithContext(r.Context())
+		r.Header = st.header
+		switch {
+		case r.Method == http.MethodPost:
+			next.ServeHTTP(w, r)
+			m.checkWiring(r.Context(), st, w.Header()) // an initialize that carried an old ID
+		case st.found:
+			next.ServeHTTP(w, r)
+		default:
+			http.Error(w, "Session not found", http.StatusNotFound)
+		}
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &request{id: r.Header.Get(server.HeaderKeySessionID), header: r.Header}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
+		switch {
+		case mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)),
+			r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
+			next.ServeHTTP(w, r)
+		case st.id != "":
+			// The ID is the session's bearer token, and ddbsession reads
+			// it there; the request's own credentials are not its to see.
+			r = r.WithContext(r.Context())
+			r.Header = http.Header{"Authorization": {"Bearer " + st.id}}
+			checked.ServeHTTP(w, r)
+		case r.Method == http.MethodPost:
+			next.ServeHTTP(w, r)
+			m.checkWiring(r.Context(), st, w.Header())
+		default:
+			http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+		}
+	})
+}
+
+// checkWiring logs an initialize that shows the server is not wired up as
+// the package documentation says: mcp-go issued an ID of its own, or the
+// hook that stores the new session's state never ran, because the
+// initialize failed or the hooks are missing. Such a session is ended at
+// once: without its state, no instance would serve it.
+func (m *Manager) checkWiring(ctx context.Context, st *request, header http.Header) {
+	issued := header.Get(server.HeaderKeySessionID)
+	switch {
+	case issued != "" && issued != st.generated:
+		m.logger.ErrorContext(ctx, "mcpsession: mcp-go issued a session ID of its own; pass server.WithSessionIdManagerResolver(manager) to server.NewStreamableHTTPServer")
+	case st.generated != "" && !st.initialized:
+		m.logger.WarnContext(ctx, "mcpsession: an initialize ended without storing its session's state: it failed, or the MCP server lacks the Manager's hooks (Manager.AddHooks); the session is ended")
+		m.end(ctx, st.generated)
+	}
+}

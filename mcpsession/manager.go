@@ -1,0 +1,147 @@
+package mcpsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// Config configures a [Manager]. Sessions.Client, Sessions.Table and Name
+// have no default; [New] fills in the rest once.
+type Config struct {
+	// Sessions configures the ddbsession Manager that keeps the MCP
+	// sessions, bearer sessions of the server's user item: Client, Table
+	// and Layout as for any Manager on the table, and the lifetimes MCP
+	// clients get (IdleTimeout, RefreshInterval, AbsoluteLifetime; by
+	// default ddbsession's 24 hours, one hour and 30 days). OnEvent,
+	// Logger and Now work as they do there. New turns BearerTokens on,
+	// since the session ID is checked as a bearer credential; the cookie
+	// settings have no effect, as MCP sessions never use cookies.
+	Sessions ddbsession.Config[struct{}]
+
+	// Name names the MCP server: in the default ServerKey, and in the
+	// User-Agent its sessions are listed with ("<Name> (mcpsession);
+	// <the client's User-Agent>"). 1 to 64 printable ASCII characters.
+	Name string
+
+	// ServerKey is the key of the user item that owns the server's
+	// sessions, which the first initialize creates if it is missing
+	// ([ddbsession.Manager.CreateUser]). Every instance of the server
+	// uses the same; two servers on one table use two, and neither
+	// accepts the other's session IDs. Default PK "MCPSERVER#<Name>",
+	// SK "MCPSERVER" (no SK in a hash-only table).
+	ServerKey ddbsession.UserKey
+}
+
+// Manager keeps an MCP server's sessions in DynamoDB, for every instance
+// of the server to serve. It is safe for concurrent use. [New] makes one.
+type Manager struct {
+	sessions  *ddbsession.Manager[struct{}]
+	server    ddbsession.UserKey
+	userItem  map[string]string // the server's user item, for CreateUser
+	userAgent string            // the start of the sessions' User-Agent
+	logger    *slog.Logger
+}
+
+// New validates cfg once, fills in its defaults and returns a Manager. The
+// error names the first invalid field. New makes no DynamoDB call.
+func New(cfg Config) (*Manager, error) {
+	if err := checkName(cfg.Name); err != nil {
+		return nil, err
+	}
+	layout, err := item.Layout(cfg.Sessions.Layout).WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("mcpsession: Config.Sessions.%w", err)
+	}
+	key := cfg.ServerKey
+	if key == (ddbsession.UserKey{}) {
+		key.PK = "MCPSERVER#" + cfg.Name
+		if !layout.HashOnly {
+			key.SK = "MCPSERVER"
+		}
+	}
+	switch {
+	case key.PK == "":
+		return nil, fmt.Errorf("mcpsession: Config.ServerKey %+v has no PK", key)
+	case layout.HashOnly && key.SK != "":
+		return nil, fmt.Errorf("mcpsession: Config.ServerKey %+v has an SK, but the table has no sort key (Layout.HashOnly)", key)
+	case !layout.HashOnly && key.SK == "":
+		return nil, fmt.Errorf("mcpsession: Config.ServerKey %+v has no SK, which the table's sort key needs", key)
+	}
+	userItem := map[string]string{layout.PartitionKey: key.PK, "mcpServer": cfg.Name}
+	if !layout.HashOnly {
+		userItem[layout.SortKey] = key.SK
+	}
+
+	cfg.Sessions.BearerTokens = true
+	sessions, err := ddbsession.New(cfg.Sessions)
+	if err != nil {
+		return nil, fmt.Errorf("mcpsession: Config.Sessions: %w", err)
+	}
+	logger := cfg.Sessions.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Manager{
+		sessions:  sessions,
+		server:    key,
+		userItem:  userItem,
+		userAgent: cfg.Name + " (mcpsession)",
+		logger:    logger,
+	}, nil
+}
+
+// checkName refuses a Config.Name that is empty, long, or not printable
+// ASCII.
+func checkName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("mcpsession: Config.Name %q: want 1 to 64 printable ASCII characters", name)
+	}
+	for _, c := range []byte(name) {
+		if c < 0x20 || c > 0x7e {
+			return fmt.Errorf("mcpsession: Config.Name %q: want 1 to 64 printable ASCII characters", name)
+		}
+	}
+	return nil
+}
+
+// Sessions returns the ddbsession Manager that keeps the MCP sessions, for
+// what this package does not wrap: CreateTable and CheckTable at startup,
+// Expiring (with Layout.ExpiryIndex), and Wait on shutdown, after
+// http.Server.Shutdown, so that no refresh is cut off.
+func (m *Manager) Sessions() *ddbsession.Manager[struct{}] { return m.sessions }
+
+// List returns the server's live MCP sessions, newest first: their public
+// IDs (never the Mcp-Session-Id, which is a credential), when each was
+// created, refreshed and expires, and the client's User-Agent. It costs the
+// queries of [ddbsession.Manager.List].
+func (m *Manager) List(ctx context.Context) ([]ddbsession.Session, error) {
+	list, err := m.sessions.List(ctx, m.server)
+	if errors.Is(err, ddbsession.ErrUserNotFound) {
+		return nil, nil // no initialize yet
+	}
+	return list, err
+}
+
+// Revoke ends one MCP session by its public ID (Session.ID, from List or
+// an event), on every instance: its next request gets 404, and the client
+// starts a new session. It returns [ddbsession.ErrNoSession] for an ID that
+// is not one of this server's live sessions.
+func (m *Manager) Revoke(ctx context.Context, id string) error {
+	return m.sessions.Revoke(ctx, m.server, id)
+}
+
+// RevokeAll ends every MCP session of the server, on every instance, with
+// one write and no scan ([ddbsession.Manager.RevokeAll] on the server's user
+// item). Sessions that initialize after it live.
+func (m *Manager) RevokeAll(ctx context.Context) error {
+	err := m.sessions.RevokeAll(ctx, m.server)
+	if errors.Is(err, ddbsession.ErrUserNotFound) {
+		return nil // no initialize yet, so no session to end
+	}
+	return err
+}

@@ -1,0 +1,223 @@
+package mcpsession_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/mcpsession"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	e := &env{t: t, table: "t", clock: &clock{now: start}}
+	for _, tc := range []struct {
+		name string
+		edit func(*mcpsession.Config)
+		want string
+	}{
+		{"no name", func(c *mcpsession.Config) { c.Name = "" }, "Config.Name"},
+		{"long name", func(c *mcpsession.Config) { c.Name = strings.Repeat("n", 65) }, "Config.Name"},
+		{"name with a line break", func(c *mcpsession.Config) { c.Name = "notes\n" }, "Config.Name"},
+		{"name beyond ASCII", func(c *mcpsession.Config) { c.Name = "notés" }, "Config.Name"},
+		{"key without PK", func(c *mcpsession.Config) { c.ServerKey = ddbsession.UserKey{SK: "S"} }, "Config.ServerKey"},
+		{"key without SK", func(c *mcpsession.Config) { c.ServerKey = ddbsession.UserKey{PK: "P"} }, "Config.ServerKey"},
+		{"key with SK, hash-only table", func(c *mcpsession.Config) {
+			c.Sessions.Layout.HashOnly = true
+			c.ServerKey = ddbsession.UserKey{PK: "P", SK: "S"}
+		}, "Config.ServerKey"},
+		{"bad layout", func(c *mcpsession.Config) { c.Sessions.Layout.PartitionKey = "sk" }, "Config.Sessions.Layout"},
+		{"no table", func(c *mcpsession.Config) { c.Sessions.Table = "" }, "Config.Sessions: ddbsession: Config.Table"},
+		{"no client", func(c *mcpsession.Config) { c.Sessions.Client = nil }, "Config.Sessions: ddbsession: Config.Client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := e.config(newProbe(nil))
+			tc.edit(&cfg)
+			_, err := mcpsession.New(cfg)
+			if err == nil || !strings.HasPrefix(err.Error(), "mcpsession: "+tc.want) {
+				t.Errorf("New: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// Revoke ends one session and RevokeAll every one, on every instance; a
+// session initialized after RevokeAll lives.
+func TestRevokeAndRevokeAll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	one, two := e.start(), e.start()
+	if err := one.sessions.RevokeAll(context.Background()); err != nil {
+		t.Errorf("RevokeAll before any initialize: %v, want nil", err)
+	}
+	if list, err := one.sessions.List(context.Background()); err != nil || len(list) != 0 {
+		t.Errorf("List before any initialize = %v, %v; want none", list, err)
+	}
+	first := initializeRaw(t, one)
+	second := initializeRaw(t, one)
+	list, err := one.sessions.List(context.Background())
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List = %v, %v; want 2 sessions", list, err)
+	}
+	s, _, err := one.sessions.Sessions().Check(context.Background(), first)
+	if err != nil || (s.ID != list[0].ID && s.ID != list[1].ID) {
+		t.Fatalf("Check of the first session = %+v, %v; want one of the listed", s, err)
+	}
+	if err := one.sessions.Revoke(context.Background(), s.ID); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	if err := one.sessions.Revoke(context.Background(), s.ID); !errors.Is(err, ddbsession.ErrNoSession) {
+		t.Errorf("Revoke of a revoked session: %v, want ErrNoSession", err)
+	}
+	status := func(id string) int {
+		code, _ := post(t, two, id, callEcho)
+		return code
+	}
+	if diff := cmp.Diff([]int{http.StatusNotFound, http.StatusOK}, []int{status(first), status(second)}); diff != "" {
+		t.Errorf("after Revoke of the first, on instance 2 (-want +got):\n%s", diff)
+	}
+
+	if err := two.sessions.RevokeAll(context.Background()); err != nil {
+		t.Fatalf("RevokeAll: %v", err)
+	}
+	if code := status(second); code != http.StatusNotFound {
+		t.Errorf("after RevokeAll: status %d, want 404", code)
+	}
+	if code := status(initializeRaw(t, one)); code != http.StatusOK {
+		t.Errorf("a session initialized after RevokeAll: status %d, want 200", code)
+	}
+}
+
+// Servers that share a table refuse each other's session IDs, and a web
+// app's bearer sessions: none of them is the server's. Refusing costs the
+// one read and no write, and ends nothing.
+func TestSharedTableRefusesOthersSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	notes := e.start()
+	files := e.startWith(wiring{config: func(c *mcpsession.Config) { c.Name = "files" }})
+	notesID := initializeRaw(t, notes)
+
+	web, err := ddbsession.New(ddbsession.Config[struct{}]{Client: e.client, Table: e.table, BearerTokens: true, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := web.CreateUser(context.Background(), map[string]string{"pk": alice.PK, "sk": alice.SK}); err != nil {
+		t.Fatal(err)
+	}
+	webToken, _, err := web.LoginBearer(httptest.NewRequest(http.MethodPost, "/login", nil), alice, nil, "password")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		in   *instance
+		id   string
+	}{
+		{"notes' session on files", files, notesID},
+		{"a web session on notes", notes, webToken},
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			tc.in.calls.counts()
+			body := ""
+			if method == http.MethodPost {
+				body = callEcho
+			}
+			if code, answer := send(t, tc.in, method, tc.id, body); code != http.StatusNotFound {
+				t.Errorf("%s, %s: status %d %q, want 404", tc.name, method, code, answer)
+			}
+			if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, tc.in.calls.counts()); diff != "" {
+				t.Errorf("%s, %s: DynamoDB calls (-want +got):\n%s", tc.name, method, diff)
+			}
+		}
+	}
+	if code, body := post(t, notes, notesID, callEcho); code != http.StatusOK {
+		t.Errorf("notes' session on notes: status %d %q", code, body)
+	}
+	if _, _, err := web.Check(context.Background(), webToken); err != nil {
+		t.Errorf("the web session after its DELETE on notes: %v, want it alive", err)
+	}
+}
+
+// In a hash-only table, the server's user item has no sort key, and
+// sessions work as in any other.
+func TestHashOnlyTable(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, ddbsession.Layout{HashOnly: true})
+	one, two := e.start(), e.start()
+	lb := &balancer{target: one}
+	c, trans := mcpClient(t, lb)
+	initialize(t, c)
+	id := trans.GetSessionId()
+	if _, userPK, _ := strings.Cut(id, "."); userPK != "TUNQU0VSVkVSI25vdGVz" {
+		t.Errorf("session ID %q: want the server's PK alone after the token", id)
+	}
+	lb.to(two)
+	if got := callWhoami(t, c); got.Client.Name != "tester" {
+		t.Errorf("whoami on instance 2: %+v", got)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(t, one, id, callEcho); code != http.StatusNotFound {
+		t.Errorf("after DELETE: status %d, want 404", code)
+	}
+}
+
+// With an expiry index, the server's sessions about to expire are found
+// through ddbsession's Expiring, as the TTL index of the table's design
+// finds them; an ended session is not.
+func TestExpiringFindsMCPSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, ddbsession.Layout{ExpiryIndex: "expiry"})
+	in := e.start()
+	soon := initializeRaw(t, in)
+	e.clock.Advance(30 * time.Minute)
+	later := initializeRaw(t, in)
+	ended := initializeRaw(t, in)
+	if code, _ := send(t, in, http.MethodDelete, ended, ""); code != http.StatusOK {
+		t.Fatalf("DELETE: status %d", code)
+	}
+	id := func(token string) string {
+		s, _, err := in.sessions.Sessions().Check(context.Background(), token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		from, to time.Time
+		want     []string
+	}{
+		{"within 15 minutes of the first expiry", start.Add(idle - 15*time.Minute), start.Add(idle), []string{id(soon)}},
+		{"both", start.Add(idle - 15*time.Minute), start.Add(idle + 30*time.Minute), []string{id(soon), id(later)}},
+		{"none yet", start, start.Add(30 * time.Minute), nil},
+	} {
+		list, err := in.sessions.Sessions().Expiring(ctx, tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range list {
+			if s.User.PK != "MCPSERVER#notes" {
+				t.Errorf("%s: a session of %+v", tc.name, s.User)
+			}
+			got = append(got, s.ID)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Expiring (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
