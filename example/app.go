@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbsessionotel"
 )
 
 // appConfig is what main takes from its flags and environment. Tests fill
@@ -53,6 +54,10 @@ type appConfig struct {
 	// OnEvent, if set, is told every session event, after the debug log.
 	// Tests watch sessions with it.
 	OnEvent func(context.Context, ddbsession.Event)
+	// Telemetry has the providers that session metrics and the spans of
+	// session checks go to (ddbsessionotel); zero: OpenTelemetry's global
+	// ones, which do nothing unless set.
+	Telemetry ddbsessionotel.Config
 }
 
 // maxBody caps every request body. The largest form, a password change,
@@ -63,6 +68,7 @@ const maxBody = 16 << 10
 type app struct {
 	handler  http.Handler // routes(), behind the security middlewares
 	sessions *ddbsession.Manager[User]
+	tel      *ddbsessionotel.Telemetry // metrics of sessions, spans of their checks
 	users    users
 	dev      bool // appConfig.Dev
 	hasher   *hasher
@@ -112,9 +118,14 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.HashQueue <= 0 {
 		cfg.HashQueue = 8 * cfg.HashSlots
 	}
+	tel, err := ddbsessionotel.New(cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
 	// The app is made first, so that the session guard's page answers are
 	// its own; the rest is filled in below.
 	a := &app{
+		tel:          tel,
 		users:        users{client: cfg.Client, table: cfg.Table},
 		log:          log,
 		dev:          cfg.Dev,
@@ -143,6 +154,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// its cookies works only until that cookie expires.
 		DeviceBinding: ddbsession.DeviceBinding{Enabled: cfg.DeviceBinding, CookieLifetime: cfg.BoundLifetime},
 		OnEvent: func(ctx context.Context, e ddbsession.Event) {
+			tel.OnEvent(ctx, e)
 			logEvent(ctx, log, e)
 			if cfg.OnEvent != nil {
 				cfg.OnEvent(ctx, e)
@@ -227,12 +239,14 @@ func (a *app) shutdown(ctx context.Context) error { return a.sessions.Wait(ctx) 
 
 func (a *app) routes() http.Handler {
 	// Pages and the API share the guard; the Config's answers tell them
-	// apart by path (apiOr).
-	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
+	// apart by path (apiOr). Each check is a span of its own.
+	require := a.tel.Guard(a.sessions.RequireSession, a.sessions.Session)
+	load := a.tel.Guard(a.sessions.LoadSession, a.sessions.Session)
+	signedIn := func(h http.HandlerFunc) http.Handler { return require(h) }
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))
-	mux.Handle("GET /login", a.sessions.LoadSession(http.HandlerFunc(a.loginPage)))
+	mux.Handle("GET /{$}", load(http.HandlerFunc(a.index)))
+	mux.Handle("GET /login", load(http.HandlerFunc(a.loginPage)))
 	// The account alone, at an address that needs a session: a link to it
 	// (or a bookmark) goes through the login page and comes back.
 	mux.Handle("GET /account", signedIn(a.index))

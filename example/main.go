@@ -17,6 +17,12 @@
 // (-trusted-proxies 10.0.0.0/8,192.168.0.0/16), so that failed logins are
 // limited per client, as X-Forwarded-For names it, rather than per proxy.
 //
+// -metrics-addr serves Prometheus metrics (ddbsession's, see
+// ddbsessionotel, and the HTTP server's) at /metrics on a listener of their
+// own, on a loopback address only, for a scraper or agent on the same host.
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, metrics and traces also go there
+// over OTLP/HTTP; the other OTEL_EXPORTER_OTLP_* variables apply as usual.
+//
 // -tls-cert and -tls-key serve HTTPS with that certificate. With HTTPS,
 // -dbsc offers device-bound sessions (DBSC) to browsers that support them:
 // a bound session needs, besides its cookie, a bound cookie that lives
@@ -41,6 +47,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	//lint:ignore SA1019 otelaws is the AWS SDK's OpenTelemetry instrumentation that the module proxy serves; its contrib module has no owner any more (see ddbsessionotel's documentation).
+	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
+
+	"github.com/ddbsession/ddbsession/ddbsessionotel"
 )
 
 func main() {
@@ -86,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	certFile := flags.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM `file`; needs -tls-key")
 	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")
 	flags.BoolVar(&cfg.DeviceBinding, "dbsc", false, "offer device-bound sessions (DBSC) to browsers that support them; needs HTTPS (-tls-cert and -tls-key)")
+	metricsAddr := flags.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, a loopback address (127.0.0.1:9464, [::1]:9464, localhost:9464); off by default")
 	flags.DurationVar(&cfg.BoundLifetime, "bound", 0, "with -dbsc, the bound cookie's lifetime: how long a copy of a bound session's cookies works (default 10m, at least 10s)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -121,6 +134,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case cfg.BoundLifetime != 0 && cfg.BoundLifetime < 10*time.Second:
 		return fmt.Errorf("-bound %v: want at least 10s", cfg.BoundLifetime)
 	}
+	if *metricsAddr != "" {
+		if err := checkLoopback(*metricsAddr); err != nil {
+			return fmt.Errorf("-metrics-addr %q: %w", *metricsAddr, err)
+		}
+	}
 	if *debug {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
 	}
@@ -130,6 +148,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("load AWS configuration: %w", err)
+	}
+	var metricsLn net.Listener
+	if *metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", *metricsAddr); err != nil {
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+	}
+	tel, err := newTelemetry(ctx, metricsLn)
+	if err != nil {
+		return err
+	}
+	defer func() { // on an error before the graceful shutdown below, which makes this a no-op
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tel.shutdown(ctx)
+	}()
+	cfg.Telemetry = ddbsessionotel.Config{MeterProvider: tel.meters, TracerProvider: tel.tracers}
+	if tel.tracing {
+		// Each DynamoDB call a span, a child of the request's session check.
+		otelaws.AppendMiddlewares(&awsCfg.APIOptions, otelaws.WithTracerProvider(tel.tracers))
 	}
 	cfg.Client = dynamodb.NewFromConfig(awsCfg)
 	a, err := newApp(ctx, cfg)
@@ -142,7 +180,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           a,
+		// The server span of each request, the parent of its session check.
+		Handler:           otelhttp.NewHandler(a, "example", otelhttp.WithTracerProvider(tel.tracers), otelhttp.WithMeterProvider(tel.meters)),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -158,6 +197,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "open %s://%s/\n", scheme, ln.Addr())
+	if metricsLn != nil {
+		fmt.Fprintf(stdout, "metrics http://%s/metrics\n", metricsLn.Addr())
+	}
 
 	served := make(chan error, 1)
 	go func() {
@@ -175,5 +217,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	slog.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return errors.Join(srv.Shutdown(shutdownCtx), a.shutdown(shutdownCtx))
+	// The refreshes' events come before the telemetry's last export.
+	return errors.Join(srv.Shutdown(shutdownCtx), a.shutdown(shutdownCtx), tel.shutdown(shutdownCtx))
 }

@@ -117,6 +117,16 @@ func findCookie(cookies []*http.Cookie, name string) *http.Cookie {
 // prints.
 func startRun(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
+	base, rest, stop := startRunOutput(t, args...)
+	// Read on, so that run never blocks on its output.
+	go io.Copy(io.Discard, rest)
+	return base, stop
+}
+
+// startRunOutput is startRun, and returns what run prints after the URL,
+// which the caller must read on to its end.
+func startRunOutput(t *testing.T, args ...string) (base string, rest *bufio.Reader, stop func()) {
+	t.Helper()
 	// run finds the engine as main does, through the SDK's environment.
 	if ep := aws.ToString(ddbtest.Client(t).Options().BaseEndpoint); ep != "" {
 		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ep)
@@ -135,7 +145,8 @@ func startRun(t *testing.T, args ...string) (base string, stop func()) {
 		stdout.Close()
 	}()
 	t.Cleanup(cancel)
-	line, err := bufio.NewReader(out).ReadString('\n')
+	rest = bufio.NewReader(out)
+	line, err := rest.ReadString('\n')
 	if err != nil {
 		t.Fatalf("reading the URL that run prints: %v (run: %v)", err, <-done)
 	}
@@ -143,9 +154,7 @@ func startRun(t *testing.T, args ...string) (base string, stop func()) {
 	if !ok {
 		t.Fatalf("run printed %q, want \"open <url>\"", line)
 	}
-	// Read on, so that run never blocks on its output.
-	go io.Copy(io.Discard, out)
-	return base, func() {
+	return base, rest, func() {
 		t.Helper()
 		cancel()
 		select {
@@ -184,6 +193,10 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"bound without dbsc", []string{"-bound", "1m", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound is the lifetime of device binding's cookie: it needs -dbsc"},
 		{"bound too short", []string{"-dbsc", "-bound", "5s", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound 5s: want at least 10s"},
 		{"bound negative", []string{"-dbsc", "-bound", "-1m", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound -1m0s: want at least 10s"},
+		{"metrics on every interface", []string{"-metrics-addr", ":9464"}, `-metrics-addr ":9464": metrics are served on a loopback address only`},
+		{"metrics on a public address", []string{"-metrics-addr", "192.0.2.1:9464"}, "loopback address only"},
+		{"metrics on a host name", []string{"-metrics-addr", "metrics.example:9464"}, "loopback address only"},
+		{"metrics without a port", []string{"-metrics-addr", "127.0.0.1"}, "missing port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// An ended context and a free port: a run that wrongly accepted
