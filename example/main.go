@@ -73,73 +73,12 @@ func main() {
 // run serves the app until ctx is done. It prints the URL it serves on
 // stdout once it is listening, and flag errors and usage on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet("example", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	addr := flags.String("addr", "127.0.0.1:8080", "address to listen on")
-	var cfg appConfig
-	flags.StringVar(&cfg.Table, "table", "ddbsession-example", "DynamoDB table for users and sessions; created if missing")
-	flags.BoolVar(&cfg.Dev, "dev", false, "plain-HTTP development mode: the cookie loses Secure and the __Host- prefix")
-	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
-	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
-	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
-	debug := flags.Bool("debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
-	flags.Func("trusted-proxies", "comma-separated address `ranges` of the reverse proxies in front of the app (10.0.0.0/8,192.168.0.0/16): X-Forwarded-For is read only on their connections; without it the header is ignored and failed logins are limited by the connection's address", func(list string) error {
-		prefixes, err := parsePrefixes(list)
-		cfg.TrustedProxies = append(cfg.TrustedProxies, prefixes...)
-		return err
-	})
-	// -proxies N trusted the Nth entry from the right of any connection's
-	// X-Forwarded-For, so a client that reached the app directly chose its
-	// own address; it is refused with what to pass instead, rather than
-	// kept with a meaning it cannot have.
-	flags.Func("proxies", "removed: use -trusted-proxies", func(string) error {
-		return errors.New("-proxies is gone, since it believed X-Forwarded-For from any client: pass -trusted-proxies with your proxies' address ranges instead (-trusted-proxies 10.0.0.0/8)")
-	})
-	certFile := flags.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM `file`; needs -tls-key")
-	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")
-	flags.BoolVar(&cfg.DeviceBinding, "dbsc", false, "offer device-bound sessions (DBSC) to browsers that support them; needs HTTPS (-tls-cert and -tls-key)")
-	metricsAddr := flags.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, a loopback address (127.0.0.1:9464, [::1]:9464, localhost:9464); off by default")
-	flags.DurationVar(&cfg.BoundLifetime, "bound", 0, "with -dbsc, the bound cookie's lifetime: how long a copy of a bound session's cookies works (default 10m, at least 10s)")
-	if err := flags.Parse(args); err != nil {
+	opts, err := parseFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: every setting is a flag (-h lists them)", flags.Args())
-	}
-	var tlsConfig *tls.Config
-	switch {
-	case (*certFile == "") != (*keyFile == ""):
-		return errors.New("-tls-cert and -tls-key go together: pass both, or neither")
-	case *certFile != "" && cfg.Dev:
-		return errors.New("-dev is plain-HTTP mode: drop it to serve HTTPS with -tls-cert and -tls-key")
-	case *certFile != "":
-		// Loaded now, so that a wrong file is an error at start-up rather
-		// than on the first connection.
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fmt.Errorf("-tls-cert %q, -tls-key %q: %w", *certFile, *keyFile, err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	switch {
-	case cfg.DeviceBinding && cfg.Dev:
-		return errors.New("-dbsc needs HTTPS, and -dev is plain HTTP: drop -dev and pass -tls-cert and -tls-key")
-	case cfg.DeviceBinding && tlsConfig == nil:
-		// Browsers bind sessions only on secure origins, and the app
-		// cannot tell whether a proxy in front of it serves HTTPS, so -dbsc
-		// asks for a certificate of its own.
-		return errors.New("-dbsc needs HTTPS: pass -tls-cert and -tls-key")
-	case cfg.BoundLifetime != 0 && !cfg.DeviceBinding:
-		return errors.New("-bound is the lifetime of device binding's cookie: it needs -dbsc")
-	case cfg.BoundLifetime != 0 && cfg.BoundLifetime < 10*time.Second:
-		return fmt.Errorf("-bound %v: want at least 10s", cfg.BoundLifetime)
-	}
-	if *metricsAddr != "" {
-		if err := checkLoopback(*metricsAddr); err != nil {
-			return fmt.Errorf("-metrics-addr %q: %w", *metricsAddr, err)
-		}
-	}
-	if *debug {
+	cfg, tlsConfig := opts.app, opts.tls
+	if opts.debug {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
 	}
 
@@ -150,8 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
 	var metricsLn net.Listener
-	if *metricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", *metricsAddr); err != nil {
+	if opts.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", opts.metricsAddr); err != nil {
 			return fmt.Errorf("-metrics-addr: %w", err)
 		}
 	}
@@ -175,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", opts.addr)
 	if err != nil {
 		return err
 	}
@@ -219,4 +158,85 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	// The refreshes' events come before the telemetry's last export.
 	return errors.Join(srv.Shutdown(shutdownCtx), a.shutdown(shutdownCtx), tel.shutdown(shutdownCtx))
+}
+
+// options is what run takes from its flags.
+type options struct {
+	app         appConfig
+	addr        string      // -addr
+	tls         *tls.Config // -tls-cert and -tls-key, loaded; nil for plain HTTP
+	metricsAddr string      // -metrics-addr, checked
+	debug       bool
+}
+
+// parseFlags reads run's flags, and checks them and how they go together,
+// before anything is listened on or read from AWS.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var opts options
+	flags := flag.NewFlagSet("example", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	flags.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cfg := &opts.app
+	flags.StringVar(&cfg.Table, "table", "ddbsession-example", "DynamoDB table for users and sessions; created if missing")
+	flags.BoolVar(&cfg.Dev, "dev", false, "plain-HTTP development mode: the cookie loses Secure and the __Host- prefix")
+	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
+	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
+	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
+	flags.BoolVar(&opts.debug, "debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
+	flags.Func("trusted-proxies", "comma-separated address `ranges` of the reverse proxies in front of the app (10.0.0.0/8,192.168.0.0/16): X-Forwarded-For is read only on their connections; without it the header is ignored and failed logins are limited by the connection's address", func(list string) error {
+		prefixes, err := parsePrefixes(list)
+		cfg.TrustedProxies = append(cfg.TrustedProxies, prefixes...)
+		return err
+	})
+	// -proxies N trusted the Nth entry from the right of any connection's
+	// X-Forwarded-For, so a client that reached the app directly chose its
+	// own address; it is refused with what to pass instead, rather than
+	// kept with a meaning it cannot have.
+	flags.Func("proxies", "removed: use -trusted-proxies", func(string) error {
+		return errors.New("-proxies is gone, since it believed X-Forwarded-For from any client: pass -trusted-proxies with your proxies' address ranges instead (-trusted-proxies 10.0.0.0/8)")
+	})
+	certFile := flags.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM `file`; needs -tls-key")
+	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")
+	flags.BoolVar(&cfg.DeviceBinding, "dbsc", false, "offer device-bound sessions (DBSC) to browsers that support them; needs HTTPS (-tls-cert and -tls-key)")
+	flags.StringVar(&opts.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, a loopback address (127.0.0.1:9464, [::1]:9464, localhost:9464); off by default")
+	flags.DurationVar(&cfg.BoundLifetime, "bound", 0, "with -dbsc, the bound cookie's lifetime: how long a copy of a bound session's cookies works (default 10m, at least 10s)")
+	if err := flags.Parse(args); err != nil {
+		return opts, err
+	}
+	if flags.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q: every setting is a flag (-h lists them)", flags.Args())
+	}
+	switch {
+	case (*certFile == "") != (*keyFile == ""):
+		return opts, errors.New("-tls-cert and -tls-key go together: pass both, or neither")
+	case *certFile != "" && cfg.Dev:
+		return opts, errors.New("-dev is plain-HTTP mode: drop it to serve HTTPS with -tls-cert and -tls-key")
+	case *certFile != "":
+		// Loaded now, so that a wrong file is an error at start-up rather
+		// than on the first connection.
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return opts, fmt.Errorf("-tls-cert %q, -tls-key %q: %w", *certFile, *keyFile, err)
+		}
+		opts.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case cfg.DeviceBinding && cfg.Dev:
+		return opts, errors.New("-dbsc needs HTTPS, and -dev is plain HTTP: drop -dev and pass -tls-cert and -tls-key")
+	case cfg.DeviceBinding && opts.tls == nil:
+		// Browsers bind sessions only on secure origins, and the app
+		// cannot tell whether a proxy in front of it serves HTTPS, so -dbsc
+		// asks for a certificate of its own.
+		return opts, errors.New("-dbsc needs HTTPS: pass -tls-cert and -tls-key")
+	case cfg.BoundLifetime != 0 && !cfg.DeviceBinding:
+		return opts, errors.New("-bound is the lifetime of device binding's cookie: it needs -dbsc")
+	case cfg.BoundLifetime != 0 && cfg.BoundLifetime < 10*time.Second:
+		return opts, fmt.Errorf("-bound %v: want at least 10s", cfg.BoundLifetime)
+	}
+	if opts.metricsAddr != "" {
+		if err := checkLoopback(opts.metricsAddr); err != nil {
+			return opts, fmt.Errorf("-metrics-addr %q: %w", opts.metricsAddr, err)
+		}
+	}
+	return opts, nil
 }
