@@ -54,11 +54,22 @@ type appConfig struct {
 	// OnEvent, if set, is told every session event, after the debug log.
 	// Tests watch sessions with it.
 	OnEvent func(context.Context, ddbsession.Event)
+	// Reauth is how recent an authentication the sensitive actions need
+	// (logging out everywhere, revoking a session): a session whose user
+	// proved themselves longer ago is sent to re-authenticate first.
+	// Default 10 minutes.
+	Reauth time.Duration
+	// MaxSessions caps a user's sessions (ddbsession's Config.MaxSessions):
+	// a login beyond it ends the user's oldest session. 0: no limit.
+	MaxSessions int
 	// Telemetry has the providers that session metrics and the spans of
 	// session checks go to (ddbsessionotel); zero: OpenTelemetry's global
 	// ones, which do nothing unless set.
 	Telemetry ddbsessionotel.Config
 }
+
+// defaultReauth is appConfig.Reauth's default, and -reauth's.
+const defaultReauth = 10 * time.Minute
 
 // maxBody caps every request body. The largest form, a password change,
 // holds two 1 KiB passwords that URL encoding can triple.
@@ -74,6 +85,7 @@ type app struct {
 	hasher   *hasher
 	// storeTimeout bounds the app's own DynamoDB work in a request.
 	storeTimeout time.Duration
+	reauthWithin time.Duration // appConfig.Reauth
 	limits       *limits
 	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
@@ -93,6 +105,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Reauth <= 0 {
+		cfg.Reauth = defaultReauth
 	}
 	for _, l := range []struct {
 		name  string
@@ -130,6 +145,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		log:          log,
 		dev:          cfg.Dev,
 		storeTimeout: cfg.StoreTimeout,
+		reauthWithin: cfg.Reauth,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
@@ -147,6 +163,14 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), toLogin),
 		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
 			a.pageAnswer(http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")),
+		// A sensitive action from a session whose authentication is older
+		// than Reauth sends the browser to confirm the password, and back
+		// to the account, where all such actions are; the API gets RFC
+		// 9470's challenge, from ddbsession, and re-authenticates at POST
+		// /api/reauth.
+		StepUp: apiOr(apiAnswer(http.StatusUnauthorized, "authenticate again to continue: POST /api/reauth"),
+			http.RedirectHandler(reauthPath+"?next=/account", http.StatusSeeOther)),
+		MaxSessions:  cfg.MaxSessions,
 		KeepSignedIn: keepSignedIn,
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
@@ -243,6 +267,10 @@ func (a *app) routes() http.Handler {
 	require := a.tel.Guard(a.sessions.RequireSession, a.sessions.Session)
 	load := a.tel.Guard(a.sessions.LoadSession, a.sessions.Session)
 	signedIn := func(h http.HandlerFunc) http.Handler { return require(h) }
+	// The actions that could lock the user out or let someone in need a
+	// recent authentication too, whoever holds the session now.
+	recent := a.sessions.RequireAuthentication(a.reauthWithin)
+	sensitive := func(h http.HandlerFunc) http.Handler { return require(recent(h)) }
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", load(http.HandlerFunc(a.index)))
@@ -255,12 +283,18 @@ func (a *app) routes() http.Handler {
 	// Logout needs no valid session: it ends whatever the request carries,
 	// so a stale tab's "log out" button still clears the cookie.
 	mux.HandleFunc("POST /logout", a.logout)
-	mux.Handle("POST /logout-everywhere", signedIn(a.logoutEverywhere))
+	mux.Handle("POST /logout-everywhere", sensitive(a.logoutEverywhere))
+	// The password change asks for the current password itself, and signs
+	// in again with it: a re-authentication of its own.
 	mux.Handle("POST /password", signedIn(a.changePassword))
-	mux.Handle("POST /sessions/revoke", signedIn(a.revokeSession))
+	mux.Handle("POST /sessions/revoke", sensitive(a.revokeSession))
+	mux.Handle("GET "+reauthPath, signedIn(a.reauthPage))
+	mux.Handle("POST "+reauthPath, signedIn(a.reauthenticate))
 	mux.HandleFunc("POST /api/login", a.apiLogin)
+	mux.Handle("POST /api/reauth", signedIn(a.apiReauthenticate))
 	mux.Handle("GET /api/me", signedIn(a.me))
 	mux.Handle("GET /api/sessions", signedIn(a.listSessions))
+	mux.Handle("DELETE /api/sessions/{id}", sensitive(a.apiRevokeSession))
 	// Device binding's registration and refresh, where a browser proves it
 	// holds its key. Not behind RequireSession: a browser refreshes exactly
 	// when its bound cookie has expired, which RequireSession refuses. The

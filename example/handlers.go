@@ -120,8 +120,8 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	signedIn := a.passwordLogin(w, r, username, password, answer, func(user ddbsession.UserKey, verify func(User) error) error {
-		return a.sessions.Login(w, r, user, verify)
+	signedIn := a.passwordLogin(w, r, username, password, loginCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
+		return a.sessions.Login(w, r, user, verify, methodPassword)
 	})
 	if signedIn {
 		// ReturnPath takes only a path on this site: no open redirect.
@@ -147,23 +147,8 @@ type tokenJSON struct {
 // and hashing queue, but JSON in and out, and a bearer token instead of a
 // cookie.
 func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
-	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
-		jsonError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
-		return
-	}
 	var req loginRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
-		err = errors.New("more than one JSON value")
-	}
-	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-		jsonError(w, http.StatusRequestEntityTooLarge, "the body is too large")
-		return
-	}
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, `want one JSON object: {"username": ..., "password": ...}`)
+	if !decodeJSON(w, r, &req, `want one JSON object: {"username": ..., "password": ...}`) {
 		return
 	}
 	username, userErr := normalizeUsername(req.Username)
@@ -172,9 +157,9 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var token tokenJSON
-	signedIn := a.passwordLogin(w, r, username, req.Password, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, username, req.Password, loginCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
 		var err error
-		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, verify)
+		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, verify, methodPassword)
 		return err
 	})
 	if signedIn {
@@ -183,19 +168,53 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// decodeJSON reads r's body, which must be one JSON object that fits v and
+// nothing else, into v. If it is not, it answers itself (415, 413 or 400
+// with want, the shape it takes) and returns false.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, want string) bool {
+	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
+		jsonError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
+		return false
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("more than one JSON value")
+	}
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		jsonError(w, http.StatusRequestEntityTooLarge, "the body is too large")
+		return false
+	}
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, want)
+		return false
+	}
+	return true
+}
+
 // answerFunc answers a request that failed with code and a message for
 // the user: errorPage or formAnswer for a browser, jsonError for an API
 // client.
 type answerFunc func(w http.ResponseWriter, code int, msg string)
 
-// passwordLogin checks username's password, under the failure limits and
-// the hashing queue, and starts a session with signIn, which is
-// ddbsession's Login for a browser and LoginBearer for an API client.
-// It answers a failure itself, with answer, and returns false; on success
-// it returns true and the caller answers.
-func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password string, answer answerFunc,
+// methodPassword is how a session whose user typed the password signed
+// in, in Session.Methods.
+const methodPassword = "password"
+
+// passwordLogin checks username's password, under the failure limits of
+// check (loginCheck, or reauthCheck for a signed-in user) and the hashing
+// queue, and starts a session with signIn, which is ddbsession's Login for
+// a browser and LoginBearer for an API client. It answers a failure
+// itself, with answer, and returns false; on success it returns true and
+// the caller answers.
+func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password, check string, answer answerFunc,
 	signIn func(user ddbsession.UserKey, verify func(User) error) error) bool {
-	at, ok := a.beginAttempt(w, r, userBucket{username, loginCheck}, answer)
+	wrong := "Wrong username or password."
+	if check != loginCheck {
+		wrong = "The password is wrong."
+	}
+	at, ok := a.beginAttempt(w, r, userBucket{username, check}, answer)
 	if !ok {
 		return false
 	}
@@ -231,10 +250,10 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 		// tell who has an account.
 		slot.verify(a.dummyHash, password)
 		at.fail()
-		answer(w, http.StatusUnauthorized, "Wrong username or password.")
+		answer(w, http.StatusUnauthorized, wrong)
 	case errors.Is(err, errWrongPassword):
 		at.fail()
-		answer(w, http.StatusUnauthorized, "Wrong username or password.")
+		answer(w, http.StatusUnauthorized, wrong)
 	case errors.Is(err, errUnreadableHash):
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", username, "err", err)
 		answer(w, http.StatusInternalServerError, "Something went wrong.")
@@ -246,8 +265,8 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 	return false
 }
 
-// signInWith starts a session for user, whose password hash the request
-// has just written, and sends the browser home. If the hash has changed
+// signInWith starts a password session for user, whose password hash the
+// request has just written, and sends the browser home. If the hash has changed
 // since (another request changed the password), it is refused with
 // errPasswordChanged rather than signing in on a password this request
 // does not know. Like every login, it rotates: any session the request
@@ -259,7 +278,7 @@ func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession
 			return errPasswordChanged
 		}
 		return nil
-	})
+	}, methodPassword)
 	if errors.Is(err, errPasswordChanged) || errors.Is(err, ddbsession.ErrUserNotFound) {
 		a.errorPage(w, http.StatusConflict, "The account was changed by another request meanwhile. Log in again.")
 		return
@@ -404,6 +423,9 @@ type sessionJSON struct {
 	Current   bool      `json:"current"`
 	// DeviceBound: the session is bound to a key on its device (DBSC).
 	DeviceBound bool `json:"deviceBound"`
+	// Methods is how the user signed in, or last re-authenticated, for the
+	// session: "password", then "otp" for a one-time code.
+	Methods []string `json:"methods"`
 }
 
 func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -415,7 +437,8 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
 	for _, e := range list {
-		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound})
+		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound,
+			Methods: append([]string{}, e.Methods...)}) // [] rather than null for a session of an older release
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -4,6 +4,36 @@
 // password; and, for clients without cookies, log in at POST /api/login and
 // send the token it returns as "Authorization: Bearer <token>".
 //
+// Its routes:
+//
+//	GET  /                      the account, signed in; the log-in and sign-up forms, signed out
+//	GET  /account               the account (signed out: to log in, and back)
+//	GET  /login                 the log-in and sign-up forms, for a page that needed a session
+//	POST /signup                form: username, password, remember
+//	POST /login                 form: username, password, remember
+//	POST /logout                ends the sessions the request carries
+//	POST /logout-everywhere     ends every session of the user (recent authentication)
+//	POST /sessions/revoke       form: id; ends one of the user's sessions (recent authentication)
+//	POST /password              form: current, new; signs the other sessions out
+//	GET  /reauth                the password form of a re-authentication; query: next
+//	POST /reauth                form: password, next; a new session, then 303 to next
+//	POST /api/login             JSON {"username", "password"}: 200 {"token", "expiresAt"}
+//	POST /api/reauth            bearer; JSON {"password"}: 200 {"token", "expiresAt"}, the old token ended
+//	GET  /api/me                bearer or cookie: the user, JSON
+//	GET  /api/sessions          bearer or cookie: the user's sessions, JSON, with how each signed in
+//	DELETE /api/sessions/{id}   bearer or cookie: ends one of the user's sessions, 204 (recent authentication)
+//	POST /dbsc/...              device binding's registration and refresh (-dbsc)
+//
+// The actions marked "recent authentication" need a session whose user
+// proved themselves within -reauth (default 10m); an older one does
+// nothing: a browser gets 303 to /reauth?next=/account, an API client 401
+// with WWW-Authenticate: Bearer error="insufficient_user_authentication"
+// and max_age (RFC 9470), and either re-authenticates on the session it
+// holds, at /reauth or /api/reauth, which gives it a new one. A password
+// change asks for the current password, and counts as a re-authentication
+// too. -max-sessions N caps a user's sessions: the (N+1)th login ends the
+// oldest.
+//
 // -debug logs every session event: created, refreshed, ended, rejected and
 // why.
 //
@@ -182,6 +212,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
+	flags.DurationVar(&cfg.Reauth, "reauth", defaultReauth, "how recent an authentication the sensitive actions need (logging out everywhere, revoking a session); older, they ask for the password again")
+	flags.IntVar(&cfg.MaxSessions, "max-sessions", 0, "most sessions a user may have at once, at most 100: a login beyond it ends the user's oldest session (default 0: no limit)")
 	flags.BoolVar(&opts.debug, "debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
 	flags.Func("trusted-proxies", "comma-separated address `ranges` of the reverse proxies in front of the app (10.0.0.0/8,192.168.0.0/16): X-Forwarded-For is read only on their connections; without it the header is ignored and failed logins are limited by the connection's address", func(list string) error {
 		prefixes, err := parsePrefixes(list)
@@ -232,6 +264,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return opts, errors.New("-bound is the lifetime of device binding's cookie: it needs -dbsc")
 	case cfg.BoundLifetime != 0 && cfg.BoundLifetime < 10*time.Second:
 		return opts, fmt.Errorf("-bound %v: want at least 10s", cfg.BoundLifetime)
+	}
+	switch {
+	case cfg.Reauth < time.Second:
+		return opts, fmt.Errorf("-reauth %v: want a second or more", cfg.Reauth)
+	case cfg.MaxSessions < 0 || cfg.MaxSessions > 100:
+		return opts, fmt.Errorf("-max-sessions %d: want 0 (no limit) to 100", cfg.MaxSessions)
 	}
 	if opts.metricsAddr != "" {
 		if err := checkLoopback(opts.metricsAddr); err != nil {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"html/template"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -16,12 +18,13 @@ var templateFiles embed.FS
 // Each page is the shared layout plus its own "title" and "content"
 // blocks.
 var (
-	indexTemplate = parsePage("templates/index.html")
-	errorTemplate = parsePage("templates/error.html")
+	indexTemplate  = parsePage("templates/index.html")
+	errorTemplate  = parsePage("templates/error.html")
+	reauthTemplate = parsePage("templates/reauth.html")
 )
 
 func parsePage(content string) *template.Template {
-	funcs := template.FuncMap{"device": deviceName}
+	funcs := template.FuncMap{"device": deviceName, "methods": methodsInWords}
 	return template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", content))
 }
 
@@ -60,6 +63,23 @@ func (d indexData) Form(name string) failedForm {
 // session, which the page then explains.
 func (d indexData) AnyDeviceBound() bool {
 	return slices.ContainsFunc(d.Sessions, func(s ddbsession.Session) bool { return s.DeviceBound })
+}
+
+// methodWords are the sessions list's words for the methods a session's
+// user signed in with.
+var methodWords = map[string]string{methodPassword: "password"}
+
+// methodsInWords is how the sessions list says how a session signed in:
+// "password", or "password + one-time code".
+func methodsInWords(methods []string) string {
+	if len(methods) == 0 {
+		return "not recorded" // a session of a release before methods
+	}
+	words := make([]string, len(methods))
+	for i, m := range methods {
+		words[i] = cmp.Or(methodWords[m], m)
+	}
+	return strings.Join(words, " + ")
 }
 
 // render writes the page in full or not at all: it executes into a buffer

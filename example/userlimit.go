@@ -20,7 +20,7 @@ import (
 //
 //	pk         "FAILURES#<username>": no user ("USER#"), session, index or
 //	           name ("NAMESKELETON#") item starts so
-//	sk         the check: "login" or "password change"
+//	sk         the check: "login", "password change" or "reauthentication"
 //	fullAt     Number: epoch milliseconds at which the bucket is full again
 //	expiresAt  Number: epoch seconds, the table's TTL attribute; a bucket
 //	           that is full again is the same as none
@@ -47,6 +47,7 @@ const (
 const (
 	loginCheck          = "login"
 	passwordChangeCheck = "password change"
+	reauthCheck         = "reauthentication" // a signed-in user's, at /reauth and /api/reauth
 )
 
 // userBucket names the bucket an attempt counts against: a username's
