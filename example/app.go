@@ -55,7 +55,8 @@ type appConfig struct {
 	// Tests watch sessions with it.
 	OnEvent func(context.Context, ddbsession.Event)
 	// Reauth is how recent an authentication the sensitive actions need
-	// (logging out everywhere, revoking a session): a session whose user
+	// (logging out everywhere, revoking a session, setting up or removing
+	// one-time codes): a session whose user
 	// proved themselves longer ago is sent to re-authenticate first.
 	// Default 10 minutes.
 	Reauth time.Duration
@@ -85,7 +86,8 @@ type app struct {
 	hasher   *hasher
 	// storeTimeout bounds the app's own DynamoDB work in a request.
 	storeTimeout time.Duration
-	reauthWithin time.Duration // appConfig.Reauth
+	reauthWithin time.Duration    // appConfig.Reauth
+	now          func() time.Time // appConfig.Now: one-time codes' clock
 	limits       *limits
 	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
@@ -146,6 +148,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		dev:          cfg.Dev,
 		storeTimeout: cfg.StoreTimeout,
 		reauthWithin: cfg.Reauth,
+		now:          cfg.Now,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
@@ -280,6 +283,9 @@ func (a *app) routes() http.Handler {
 	mux.Handle("GET /account", signedIn(a.index))
 	mux.HandleFunc("POST /signup", a.signup)
 	mux.HandleFunc("POST /login", a.login)
+	// The second step of a login with a one-time code: the pending login
+	// of BeginLogin, in its own cookie, is the credential here.
+	mux.HandleFunc("POST /login/code", a.loginCode)
 	// Logout needs no valid session: it ends whatever the request carries,
 	// so a stale tab's "log out" button still clears the cookie.
 	mux.HandleFunc("POST /logout", a.logout)
@@ -288,6 +294,9 @@ func (a *app) routes() http.Handler {
 	// in again with it: a re-authentication of its own.
 	mux.Handle("POST /password", signedIn(a.changePassword))
 	mux.Handle("POST /sessions/revoke", sensitive(a.revokeSession))
+	mux.Handle("POST /totp/enrol", sensitive(a.totpEnrol))
+	mux.Handle("POST /totp/confirm", sensitive(a.totpConfirm))
+	mux.Handle("POST /totp/remove", sensitive(a.totpRemove))
 	mux.Handle("GET "+reauthPath, signedIn(a.reauthPage))
 	mux.Handle("POST "+reauthPath, signedIn(a.reauthenticate))
 	mux.HandleFunc("POST /api/login", a.apiLogin)
@@ -317,6 +326,10 @@ func (a *app) routes() http.Handler {
 	return securityHeaders(h, a.dev)
 }
 
+// contentSecurityPolicy is every page's: no scripts, no images (the
+// one-time-code set-up adds its QR code's data: image), styles inline.
+const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
 // securityHeaders sets headers every response of this app should carry.
 // Its pages are personal, so nothing may be cached; they have no scripts,
 // and no other site may frame them (a framed "log out everywhere" button
@@ -329,7 +342,7 @@ func securityHeaders(next http.Handler, dev bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		if !dev {

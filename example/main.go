@@ -1,8 +1,9 @@
 // Command example is a small web app that keeps its sessions in DynamoDB
 // with ddbsession: sign up, log in (for as long as the browser is open, or
 // longer), list and revoke sessions, log out everywhere, change the
-// password; and, for clients without cookies, log in at POST /api/login and
-// send the token it returns as "Authorization: Bearer <token>".
+// password, set up one-time codes (TOTP) as a second factor; and, for
+// clients without cookies, log in at POST /api/login and send the token it
+// returns as "Authorization: Bearer <token>".
 //
 // Its routes:
 //
@@ -10,15 +11,19 @@
 //	GET  /account               the account (signed out: to log in, and back)
 //	GET  /login                 the log-in and sign-up forms, for a page that needed a session
 //	POST /signup                form: username, password, remember
-//	POST /login                 form: username, password, remember
+//	POST /login                 form: username, password, remember; with one-time codes, 200 and the code form
+//	POST /login/code            form: username, code; the second step, for the pending login in this browser
 //	POST /logout                ends the sessions the request carries
 //	POST /logout-everywhere     ends every session of the user (recent authentication)
 //	POST /sessions/revoke       form: id; ends one of the user's sessions (recent authentication)
-//	POST /password              form: current, new; signs the other sessions out
-//	GET  /reauth                the password form of a re-authentication; query: next
-//	POST /reauth                form: password, next; a new session, then 303 to next
-//	POST /api/login             JSON {"username", "password"}: 200 {"token", "expiresAt"}
-//	POST /api/reauth            bearer; JSON {"password"}: 200 {"token", "expiresAt"}, the old token ended
+//	POST /password              form: current, new, code; signs the other sessions out
+//	POST /totp/enrol            starts a set-up of one-time codes: the QR code (recent authentication)
+//	POST /totp/confirm          form: code; the first code turns them on (recent authentication)
+//	POST /totp/remove           turns them off (recent authentication)
+//	GET  /reauth                the password (and code) form of a re-authentication; query: next
+//	POST /reauth                form: password, code, next; a new session, then 303 to next
+//	POST /api/login             JSON {"username", "password", "code"}: 200 {"token", "expiresAt"}
+//	POST /api/reauth            bearer; JSON {"password", "code"}: 200 {"token", "expiresAt"}, the old token ended
 //	GET  /api/me                bearer or cookie: the user, JSON
 //	GET  /api/sessions          bearer or cookie: the user's sessions, JSON, with how each signed in
 //	DELETE /api/sessions/{id}   bearer or cookie: ends one of the user's sessions, 204 (recent authentication)
@@ -33,6 +38,13 @@
 // change asks for the current password, and counts as a re-authentication
 // too. -max-sessions N caps a user's sessions: the (N+1)th login ends the
 // oldest.
+//
+// "code" is the six-digit code of the user's authenticator app, for a user
+// who has set one-time codes up, and only then: a browser logs in in two
+// steps (the password, which ddbsession's BeginLogin checks, then the code,
+// which CompleteLogin does), an API client sends both in one request. A
+// code works once, on any instance. Sessions record how their user signed
+// in ("password", then "otp"), and the sessions list says so.
 //
 // -debug logs every session event: created, refreshed, ended, rejected and
 // why.
@@ -212,7 +224,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
-	flags.DurationVar(&cfg.Reauth, "reauth", defaultReauth, "how recent an authentication the sensitive actions need (logging out everywhere, revoking a session); older, they ask for the password again")
+	flags.DurationVar(&cfg.Reauth, "reauth", defaultReauth, "how recent an authentication the sensitive actions need (logging out everywhere, revoking a session, setting up or removing one-time codes); older, they ask for the password (and code) again")
 	flags.IntVar(&cfg.MaxSessions, "max-sessions", 0, "most sessions a user may have at once, at most 100: a login beyond it ends the user's oldest session (default 0: no limit)")
 	flags.BoolVar(&opts.debug, "debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
 	flags.Func("trusted-proxies", "comma-separated address `ranges` of the reverse proxies in front of the app (10.0.0.0/8,192.168.0.0/16): X-Forwarded-For is read only on their connections; without it the header is ignored and failed logins are limited by the connection's address", func(list string) error {

@@ -24,10 +24,11 @@ import (
 const reauthPath = "/reauth"
 
 // reauthData is what the re-authentication page shows: whose session it
-// is, for how long a password counts, the page to go back to, and the
-// message of a refused try.
+// is, whether it asks for a one-time code too, for how long a password
+// counts, the page to go back to, and the message of a refused try.
 type reauthData struct {
 	Username string
+	Code     bool
 	Within   string
 	Next     string
 	Message  string
@@ -39,11 +40,12 @@ func (a *app) reauthPage(w http.ResponseWriter, r *http.Request) {
 
 func (a *app) reauthData(r *http.Request, next string) reauthData {
 	u, _ := a.sessions.User(r.Context())
-	return reauthData{Username: u.Username, Within: inWords(a.reauthWithin), Next: next}
+	return reauthData{Username: u.Username, Code: u.TOTPEnrolled(), Within: inWords(a.reauthWithin), Next: next}
 }
 
-// reauthenticate checks the signed-in user's password again, and on
-// success signs this browser in anew and sends it back to next.
+// reauthenticate checks the signed-in user's password again, and the
+// one-time code of a user who has them, and on success signs this browser
+// in anew and sends it back to next.
 func (a *app) reauthenticate(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
@@ -55,13 +57,14 @@ func (a *app) reauthenticate(w http.ResponseWriter, r *http.Request) {
 		a.render(w, code, reauthTemplate, data)
 	}
 	password := r.PostFormValue("password")
-	if err := validatePassword("password", password); err != nil {
+	code, codeErr := optionalCode(r.PostFormValue("code"))
+	if err := errors.Join(validatePassword("password", password), codeErr); err != nil {
 		answer(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	u, _ := a.sessions.User(r.Context())
 	signedIn := a.passwordLogin(w, r, u.Username, password, reauthCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
-		return a.sessions.Login(w, r, user, verify, methodPassword)
+		return a.sessions.Login(w, r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
 	})
 	if signedIn {
 		http.Redirect(w, r, next, http.StatusSeeOther)
@@ -76,9 +79,11 @@ func formReturnPath(r *http.Request, fallback string) string {
 	return ddbsession.ReturnPath(q, fallback)
 }
 
-// reauthRequest is the body of POST /api/reauth.
+// reauthRequest is the body of POST /api/reauth. Code is the one-time code
+// of a user who has them.
 type reauthRequest struct {
 	Password string `json:"password"`
+	Code     string `json:"code,omitempty"`
 }
 
 // apiReauthenticate is reauthenticate for a bearer token: the client gets
@@ -91,10 +96,11 @@ func (a *app) apiReauthenticate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req reauthRequest
-	if !decodeJSON(w, r, &req, `want one JSON object: {"password": ...}`) {
+	if !decodeJSON(w, r, &req, `want one JSON object: {"password": ..., "code": ...}`) {
 		return
 	}
-	if err := validatePassword("password", req.Password); err != nil {
+	code, codeErr := optionalCode(req.Code)
+	if err := errors.Join(validatePassword("password", req.Password), codeErr); err != nil {
 		jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -102,7 +108,7 @@ func (a *app) apiReauthenticate(w http.ResponseWriter, r *http.Request) {
 	var token tokenJSON
 	signedIn := a.passwordLogin(w, r, u.Username, req.Password, reauthCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
 		var err error
-		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, verify, methodPassword)
+		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
 		return err
 	})
 	if signedIn {

@@ -21,6 +21,8 @@ var (
 	indexTemplate  = parsePage("templates/index.html")
 	errorTemplate  = parsePage("templates/error.html")
 	reauthTemplate = parsePage("templates/reauth.html")
+	codeTemplate   = parsePage("templates/code.html")
+	totpTemplate   = parsePage("templates/totp.html")
 )
 
 func parsePage(content string) *template.Template {
@@ -67,10 +69,10 @@ func (d indexData) AnyDeviceBound() bool {
 
 // methodWords are the sessions list's words for the methods a session's
 // user signed in with.
-var methodWords = map[string]string{methodPassword: "password"}
+var methodWords = map[string]string{methodPassword: "password", methodOTP: "one-time code"}
 
 // methodsInWords is how the sessions list says how a session signed in:
-// "password", or "password + one-time code".
+// "password", or "password and one-time code".
 func methodsInWords(methods []string) string {
 	if len(methods) == 0 {
 		return "not recorded" // a session of a release before methods
@@ -79,7 +81,7 @@ func methodsInWords(methods []string) string {
 	for i, m := range methods {
 		words[i] = cmp.Or(methodWords[m], m)
 	}
-	return strings.Join(words, " + ")
+	return strings.Join(words, " and ")
 }
 
 // render writes the page in full or not at all: it executes into a buffer
@@ -119,6 +121,11 @@ func (a *app) errorPage(w http.ResponseWriter, code int, msg string) {
 	if !ok {
 		heading = http.StatusText(code)
 	}
+	a.errorPageWith(w, code, heading, msg)
+}
+
+// errorPageWith is errorPage with a heading of the caller's.
+func (a *app) errorPageWith(w http.ResponseWriter, code int, heading, msg string) {
 	a.render(w, code, errorTemplate, struct{ Heading, Message string }{heading, msg})
 }
 
