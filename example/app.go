@@ -56,9 +56,8 @@ type appConfig struct {
 	OnEvent func(context.Context, ddbsession.Event)
 	// Reauth is how recent an authentication the sensitive actions need
 	// (logging out everywhere, revoking a session, setting up or removing
-	// one-time codes): a session whose user
-	// proved themselves longer ago is sent to re-authenticate first.
-	// Default 10 minutes.
+	// one-time codes): a session whose user proved themselves longer ago
+	// is sent to re-authenticate first. Default 10 minutes.
 	Reauth time.Duration
 	// MaxSessions caps a user's sessions (ddbsession's Config.MaxSessions):
 	// a login beyond it ends the user's oldest session. 0: no limit.
@@ -167,8 +166,8 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
 			a.pageAnswer(http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")),
 		// A sensitive action from a session whose authentication is older
-		// than Reauth sends the browser to confirm the password, and back
-		// to the account, where all such actions are; the API gets RFC
+		// than Reauth sends the browser to confirm the password (and code),
+		// and back to the account, where all such actions are; the API gets RFC
 		// 9470's challenge, from ddbsession, and re-authenticates at POST
 		// /api/reauth.
 		StepUp: apiOr(apiAnswer(http.StatusUnauthorized, "authenticate again to continue: POST /api/reauth"),

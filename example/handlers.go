@@ -316,12 +316,11 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 
 // signInWith starts a session for user, whose password hash the request
 // has just written, with methods (what the request checked), and sends the
-// browser home. If the hash has changed
-// since (another request changed the password), it is refused with
-// errPasswordChanged rather than signing in on a password this request
-// does not know. Like every login, it rotates: any session the request
-// already carries is ended first, so a token planted in this browser before
-// sign-in is worthless.
+// browser home. If the hash has changed since (another request changed the
+// password), it is refused with errPasswordChanged rather than signing in
+// on a password this request does not know. Like every login, it rotates:
+// any session the request already carries is ended first, so a token
+// planted in this browser before sign-in is worthless.
 func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash, methods ...string) {
 	err := a.sessions.Login(w, r, user, func(u User) error {
 		if subtle.ConstantTimeCompare([]byte(u.PasswordHash), []byte(hash)) != 1 {
