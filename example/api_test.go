@@ -116,7 +116,7 @@ func TestAPILogin(t *testing.T) {
 	if res := cli.request("GET", "/api/sessions", ""); res.code != http.StatusOK || json.Unmarshal([]byte(res.body), &list) != nil {
 		t.Fatalf("GET /api/sessions with the bearer token: %d %s", res.code, res.body)
 	}
-	want := []sessionJSON{{UserAgent: "cli/1.0", Current: true}, {UserAgent: "browser-A"}}
+	want := []sessionJSON{{UserAgent: "cli/1.0", Current: true, Methods: passwordOnly}, {UserAgent: "browser-A", Methods: passwordOnly}}
 	if diff := cmp.Diff(want, list, cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt")); diff != "" {
 		t.Errorf("GET /api/sessions with the bearer token (-want +got):\n%s", diff)
 	}

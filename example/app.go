@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbsessionotel"
 )
 
 // appConfig is what main takes from its flags and environment. Tests fill
@@ -53,7 +54,22 @@ type appConfig struct {
 	// OnEvent, if set, is told every session event, after the debug log.
 	// Tests watch sessions with it.
 	OnEvent func(context.Context, ddbsession.Event)
+	// Reauth is how recent an authentication the sensitive actions need
+	// (logging out everywhere, revoking a session, setting up or removing
+	// one-time codes): a session whose user proved themselves longer ago
+	// is sent to re-authenticate first. Default 10 minutes.
+	Reauth time.Duration
+	// MaxSessions caps a user's sessions (ddbsession's Config.MaxSessions):
+	// a login beyond it ends the user's oldest session. 0: no limit.
+	MaxSessions int
+	// Telemetry has the providers that session metrics and the spans of
+	// session checks go to (ddbsessionotel); zero: OpenTelemetry's global
+	// ones, which do nothing unless set.
+	Telemetry ddbsessionotel.Config
 }
+
+// defaultReauth is appConfig.Reauth's default, and -reauth's.
+const defaultReauth = 10 * time.Minute
 
 // maxBody caps every request body. The largest form, a password change,
 // holds two 1 KiB passwords that URL encoding can triple.
@@ -63,11 +79,14 @@ const maxBody = 16 << 10
 type app struct {
 	handler  http.Handler // routes(), behind the security middlewares
 	sessions *ddbsession.Manager[User]
+	tel      *ddbsessionotel.Telemetry // metrics of sessions, spans of their checks
 	users    users
 	dev      bool // appConfig.Dev
 	hasher   *hasher
 	// storeTimeout bounds the app's own DynamoDB work in a request.
 	storeTimeout time.Duration
+	reauthWithin time.Duration    // appConfig.Reauth
+	now          func() time.Time // appConfig.Now: one-time codes' clock
 	limits       *limits
 	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
@@ -87,6 +106,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Reauth <= 0 {
+		cfg.Reauth = defaultReauth
 	}
 	for _, l := range []struct {
 		name  string
@@ -112,13 +134,20 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.HashQueue <= 0 {
 		cfg.HashQueue = 8 * cfg.HashSlots
 	}
+	tel, err := ddbsessionotel.New(cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
 	// The app is made first, so that the session guard's page answers are
 	// its own; the rest is filled in below.
 	a := &app{
+		tel:          tel,
 		users:        users{client: cfg.Client, table: cfg.Table},
 		log:          log,
 		dev:          cfg.Dev,
 		storeTimeout: cfg.StoreTimeout,
+		reauthWithin: cfg.Reauth,
+		now:          cfg.Now,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client:           cfg.Client,
@@ -136,6 +165,14 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		Unauthorized: apiOr(apiAnswer(http.StatusUnauthorized, "unauthorized"), toLogin),
 		StoreUnavailable: apiOr(apiAnswer(http.StatusServiceUnavailable, "session store unavailable, try again"),
 			a.pageAnswer(http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")),
+		// A sensitive action from a session whose authentication is older
+		// than Reauth sends the browser to confirm the password (and code),
+		// and back to the account, where all such actions are; the API gets RFC
+		// 9470's challenge, from ddbsession, and re-authenticates at POST
+		// /api/reauth.
+		StepUp: apiOr(apiAnswer(http.StatusUnauthorized, "authenticate again to continue: POST /api/reauth"),
+			http.RedirectHandler(reauthPath+"?next=/account", http.StatusSeeOther)),
+		MaxSessions:  cfg.MaxSessions,
 		KeepSignedIn: keepSignedIn,
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
@@ -143,6 +180,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// its cookies works only until that cookie expires.
 		DeviceBinding: ddbsession.DeviceBinding{Enabled: cfg.DeviceBinding, CookieLifetime: cfg.BoundLifetime},
 		OnEvent: func(ctx context.Context, e ddbsession.Event) {
+			tel.OnEvent(ctx, e)
 			logEvent(ctx, log, e)
 			if cfg.OnEvent != nil {
 				cfg.OnEvent(ctx, e)
@@ -227,26 +265,44 @@ func (a *app) shutdown(ctx context.Context) error { return a.sessions.Wait(ctx) 
 
 func (a *app) routes() http.Handler {
 	// Pages and the API share the guard; the Config's answers tell them
-	// apart by path (apiOr).
-	signedIn := func(h http.HandlerFunc) http.Handler { return a.sessions.RequireSession(h) }
+	// apart by path (apiOr). Each check is a span of its own.
+	require := a.tel.Guard(a.sessions.RequireSession, a.sessions.Session)
+	load := a.tel.Guard(a.sessions.LoadSession, a.sessions.Session)
+	signedIn := func(h http.HandlerFunc) http.Handler { return require(h) }
+	// The actions that could lock the user out or let someone in need a
+	// recent authentication too, whoever holds the session now.
+	recent := a.sessions.RequireAuthentication(a.reauthWithin)
+	sensitive := func(h http.HandlerFunc) http.Handler { return require(recent(h)) }
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /{$}", a.sessions.LoadSession(http.HandlerFunc(a.index)))
-	mux.Handle("GET /login", a.sessions.LoadSession(http.HandlerFunc(a.loginPage)))
+	mux.Handle("GET /{$}", load(http.HandlerFunc(a.index)))
+	mux.Handle("GET /login", load(http.HandlerFunc(a.loginPage)))
 	// The account alone, at an address that needs a session: a link to it
 	// (or a bookmark) goes through the login page and comes back.
 	mux.Handle("GET /account", signedIn(a.index))
 	mux.HandleFunc("POST /signup", a.signup)
 	mux.HandleFunc("POST /login", a.login)
+	// The second step of a login with a one-time code: the pending login
+	// of BeginLogin, in its own cookie, is the credential here.
+	mux.HandleFunc("POST /login/code", a.loginCode)
 	// Logout needs no valid session: it ends whatever the request carries,
 	// so a stale tab's "log out" button still clears the cookie.
 	mux.HandleFunc("POST /logout", a.logout)
-	mux.Handle("POST /logout-everywhere", signedIn(a.logoutEverywhere))
+	mux.Handle("POST /logout-everywhere", sensitive(a.logoutEverywhere))
+	// The password change asks for the current password itself, and signs
+	// in again with it: a re-authentication of its own.
 	mux.Handle("POST /password", signedIn(a.changePassword))
-	mux.Handle("POST /sessions/revoke", signedIn(a.revokeSession))
+	mux.Handle("POST /sessions/revoke", sensitive(a.revokeSession))
+	mux.Handle("POST /totp/enrol", sensitive(a.totpEnrol))
+	mux.Handle("POST /totp/confirm", sensitive(a.totpConfirm))
+	mux.Handle("POST /totp/remove", sensitive(a.totpRemove))
+	mux.Handle("GET "+reauthPath, signedIn(a.reauthPage))
+	mux.Handle("POST "+reauthPath, signedIn(a.reauthenticate))
 	mux.HandleFunc("POST /api/login", a.apiLogin)
+	mux.Handle("POST /api/reauth", signedIn(a.apiReauthenticate))
 	mux.Handle("GET /api/me", signedIn(a.me))
 	mux.Handle("GET /api/sessions", signedIn(a.listSessions))
+	mux.Handle("DELETE /api/sessions/{id}", sensitive(a.apiRevokeSession))
 	// Device binding's registration and refresh, where a browser proves it
 	// holds its key. Not behind RequireSession: a browser refreshes exactly
 	// when its bound cookie has expired, which RequireSession refuses. The
@@ -269,6 +325,10 @@ func (a *app) routes() http.Handler {
 	return securityHeaders(h, a.dev)
 }
 
+// contentSecurityPolicy is every page's: no scripts, no images (the
+// one-time-code set-up adds its QR code's data: image), styles inline.
+const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
 // securityHeaders sets headers every response of this app should carry.
 // Its pages are personal, so nothing may be cached; they have no scripts,
 // and no other site may frame them (a framed "log out everywhere" button
@@ -281,7 +341,7 @@ func securityHeaders(next http.Handler, dev bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		if !dev {

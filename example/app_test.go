@@ -273,7 +273,7 @@ func TestSessionsAndRevoke(t *testing.T) {
 	m.signup("mallory", "mallory's password")
 
 	list := a.sessions()
-	want := []sessionJSON{{UserAgent: "browser-B"}, {UserAgent: "browser-A", Current: true}} // newest first
+	want := []sessionJSON{{UserAgent: "browser-B", Methods: passwordOnly}, {UserAgent: "browser-A", Current: true, Methods: passwordOnly}} // newest first
 	if diff := cmp.Diff(want, list, cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt")); diff != "" {
 		t.Fatalf("alice's sessions (-want +got):\n%s", diff)
 	}
@@ -312,7 +312,7 @@ func TestSessionsAndRevoke(t *testing.T) {
 	if code := a.meStatus(); code != http.StatusOK {
 		t.Errorf("browser A after revoking B: /api/me %d, want 200", code)
 	}
-	if diff := cmp.Diff([]sessionJSON{{UserAgent: "browser-A", Current: true}}, a.sessions(), cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt")); diff != "" {
+	if diff := cmp.Diff([]sessionJSON{{UserAgent: "browser-A", Current: true, Methods: passwordOnly}}, a.sessions(), cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt")); diff != "" {
 		t.Errorf("alice's sessions after the revoke (-want +got):\n%s", diff)
 	}
 	if page := a.get("/"); !strings.Contains(page.body, "browser-A") || strings.Contains(page.body, "browser-B") {
@@ -398,6 +398,7 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 		"/logout-everywhere": nil,
 		"/password":          {"current": {"correct horse"}, "new": {"eve's choice"}},
 		"/sessions/revoke":   {"id": {id}},
+		"/reauth":            {"password": {"correct horse"}},
 	}
 	for path, form := range forms {
 		for _, header := range [][]string{

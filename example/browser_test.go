@@ -23,38 +23,8 @@ import (
 // chromium package and fails, never skips, without it.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("this test drives headless Chromium, which was not found (%v).\nInstall Debian's chromium package: apt-get install chromium", err)
-	}
 	ta := newTestApp(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var browserOutput syncBuffer
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.CombinedOutput(&browserOutput),
-		chromedp.Headless,
-		chromedp.NoSandbox, // tests may run as root, where the sandbox cannot start
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.IgnoreCertErrors, // httptest's self-signed certificate
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-	)...)
-	defer cancelAlloc()
-	first, cancelFirst := chromedp.NewContext(allocCtx)
-	defer cancelFirst()
-
-	// The first action starts the browser.
-	if err := chromedp.Do(first, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ta.srv.URL)); err != nil {
-		t.Fatalf("Chromium (%s) did not start or did not load the app: %v\n"+
-			"Install Debian's chromium package (apt-get install chromium).\nBrowser output:\n%s", chromium, err, browserOutput.String())
-	}
+	first := startChromium(t, ta.srv.URL)
 	checkWidths(t, first, "signed-out")
 	do(t, first, "open a page that needs a session", chromedp.Navigate(ta.srv.URL+"/account"), chromedp.WaitVisible("#notice"))
 	checkWidths(t, first, "login-required")
@@ -161,6 +131,45 @@ func TestBrowser(t *testing.T) {
 	ta.apiClient("tool/"+strings.Repeat("x", 200)).login(long, "correct horse battery")
 	do(t, second, "reload", chromedp.Reload(), chromedp.WaitVisible("#sessions"))
 	checkWidths(t, second, "long-name")
+}
+
+// startChromium starts headless Chromium, for at most two minutes of the
+// test, and returns its first tab, at 1280 px wide, with url loaded. The
+// browser ends with the test. It fails the test, never skips it, without
+// Debian's chromium package.
+func startChromium(t *testing.T, url string) context.Context {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("this test drives headless Chromium, which was not found (%v).\nInstall Debian's chromium package: apt-get install chromium", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	var browserOutput syncBuffer
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.CombinedOutput(&browserOutput),
+		chromedp.Headless,
+		chromedp.NoSandbox, // tests may run as root, where the sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.IgnoreCertErrors, // httptest's self-signed certificate
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	)...)
+	t.Cleanup(cancelAlloc)
+	tab, cancelTab := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelTab)
+
+	// The first action starts the browser.
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(url)); err != nil {
+		t.Fatalf("Chromium (%s) did not start or did not load the app: %v\n"+
+			"Install Debian's chromium package (apt-get install chromium).\nBrowser output:\n%s", chromium, err, browserOutput.String())
+	}
+	return tab
 }
 
 // checkWidths looks at the page the tab shows at 1280, 390 and 320 px

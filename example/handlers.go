@@ -99,7 +99,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		a.storeFailed(w, r, "create user", err, answer)
 		return
 	}
-	a.signInWith(w, r, key, hash)
+	a.signInWith(w, r, key, hash, methodPassword)
 }
 
 // errWrongPassword is what login's verify function refuses with.
@@ -120,19 +120,49 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	signedIn := a.passwordLogin(w, r, username, password, answer, func(user ddbsession.UserKey, verify func(User) error) error {
-		return a.sessions.Login(w, r, user, verify)
+	twoStep := false
+	signedIn := a.passwordLogin(w, r, username, password, loginCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
+		var checked passwordHash
+		err := a.sessions.Login(w, r, user, func(u User) error {
+			if err := verify(u); err != nil {
+				return err
+			}
+			if u.TOTPEnrolled() {
+				checked = u.PasswordHash
+				return errCodeNeeded // Login writes nothing
+			}
+			return nil
+		}, methodPassword)
+		if !errors.Is(err, errCodeNeeded) {
+			return err
+		}
+		// The first of two steps. The password was right for this hash:
+		// BeginLogin's read of the user needs no second hashing, only the
+		// same hash, and still one-time codes.
+		twoStep = true
+		return a.sessions.BeginLogin(w, r, user, func(u User) error {
+			if subtle.ConstantTimeCompare([]byte(u.PasswordHash), []byte(checked)) != 1 || !u.TOTPEnrolled() {
+				return errPasswordChanged
+			}
+			return nil
+		}, methodPassword)
 	})
-	if signedIn {
+	switch {
+	case signedIn && twoStep:
+		a.render(w, http.StatusOK, codeTemplate, codeData{Username: username, Next: ddbsession.ReturnPath(r, "")})
+	case signedIn:
 		// ReturnPath takes only a path on this site: no open redirect.
 		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
 	}
 }
 
-// loginRequest is the body of POST /api/login.
+// loginRequest is the body of POST /api/login. Code is the one-time code
+// of a user who has them, in the same request: there is no two-step login
+// for a client without cookies.
 type loginRequest struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
+	Code     string `json:"code,omitempty"`
 }
 
 // tokenJSON is the answer of POST /api/login: the bearer token and the
@@ -147,34 +177,20 @@ type tokenJSON struct {
 // and hashing queue, but JSON in and out, and a bearer token instead of a
 // cookie.
 func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
-	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
-		jsonError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
-		return
-	}
 	var req loginRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
-		err = errors.New("more than one JSON value")
-	}
-	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-		jsonError(w, http.StatusRequestEntityTooLarge, "the body is too large")
-		return
-	}
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, `want one JSON object: {"username": ..., "password": ...}`)
+	if !decodeJSON(w, r, &req, `want one JSON object: {"username": ..., "password": ..., "code": ...}`) {
 		return
 	}
 	username, userErr := normalizeUsername(req.Username)
-	if err := errors.Join(userErr, validatePassword("password", req.Password)); err != nil {
+	code, codeErr := optionalCode(req.Code)
+	if err := errors.Join(userErr, validatePassword("password", req.Password), codeErr); err != nil {
 		jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	var token tokenJSON
-	signedIn := a.passwordLogin(w, r, username, req.Password, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, username, req.Password, loginCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
 		var err error
-		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, verify)
+		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
 		return err
 	})
 	if signedIn {
@@ -183,19 +199,62 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// decodeJSON reads r's body, which must be one JSON object that fits v and
+// nothing else, into v. If it is not, it answers itself (415, 413 or 400
+// with want, the shape it takes) and returns false.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, want string) bool {
+	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
+		jsonError(w, http.StatusUnsupportedMediaType, "send the credentials as application/json")
+		return false
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("more than one JSON value")
+	}
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		jsonError(w, http.StatusRequestEntityTooLarge, "the body is too large")
+		return false
+	}
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, want)
+		return false
+	}
+	return true
+}
+
+// optionalCode is normalizeCode for a code that may be left out ("").
+func optionalCode(code string) (string, error) {
+	if code == "" {
+		return "", nil
+	}
+	return normalizeCode(code)
+}
+
 // answerFunc answers a request that failed with code and a message for
 // the user: errorPage or formAnswer for a browser, jsonError for an API
 // client.
 type answerFunc func(w http.ResponseWriter, code int, msg string)
 
-// passwordLogin checks username's password, under the failure limits and
-// the hashing queue, and starts a session with signIn, which is
-// ddbsession's Login for a browser and LoginBearer for an API client.
-// It answers a failure itself, with answer, and returns false; on success
-// it returns true and the caller answers.
-func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password string, answer answerFunc,
+// methodPassword is how a session whose user typed the password signed
+// in, in Session.Methods.
+const methodPassword = "password"
+
+// passwordLogin checks username's password, under the failure limits of
+// check (loginCheck, or reauthCheck for a signed-in user) and the hashing
+// queue, and starts a session with signIn, which is ddbsession's Login for
+// a browser and LoginBearer for an API client. signIn's verify may check
+// a one-time code after the password (secondFactor), whose failures count
+// as the password's. It answers a failure itself, with answer, and returns
+// false; on success it returns true and the caller answers.
+func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password, check string, answer answerFunc,
 	signIn func(user ddbsession.UserKey, verify func(User) error) error) bool {
-	at, ok := a.beginAttempt(w, r, userBucket{username, loginCheck}, answer)
+	wrong := "Wrong username or password."
+	if check != loginCheck {
+		wrong = "The password is wrong."
+	}
+	at, ok := a.beginAttempt(w, r, userBucket{username, check}, answer)
 	if !ok {
 		return false
 	}
@@ -231,10 +290,19 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 		// tell who has an account.
 		slot.verify(a.dummyHash, password)
 		at.fail()
-		answer(w, http.StatusUnauthorized, "Wrong username or password.")
+		answer(w, http.StatusUnauthorized, wrong)
 	case errors.Is(err, errWrongPassword):
 		at.fail()
-		answer(w, http.StatusUnauthorized, "Wrong username or password.")
+		answer(w, http.StatusUnauthorized, wrong)
+	case errors.Is(err, errWrongCode) || errors.Is(err, errCodeTaken):
+		at.fail()
+		code, msg, _ := codeMessage(err)
+		answer(w, code, msg)
+	case errors.Is(err, errCodeNeeded) || errors.Is(err, errNoTOTP):
+		code, msg, _ := codeMessage(err)
+		answer(w, code, msg)
+	case errors.Is(err, errPasswordChanged):
+		answer(w, http.StatusConflict, "The account was changed by another request meanwhile. Try again.")
 	case errors.Is(err, errUnreadableHash):
 		a.log.ErrorContext(r.Context(), "stored password hash is unreadable", "user", username, "err", err)
 		answer(w, http.StatusInternalServerError, "Something went wrong.")
@@ -247,19 +315,19 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 }
 
 // signInWith starts a session for user, whose password hash the request
-// has just written, and sends the browser home. If the hash has changed
-// since (another request changed the password), it is refused with
-// errPasswordChanged rather than signing in on a password this request
-// does not know. Like every login, it rotates: any session the request
-// already carries is ended first, so a token planted in this browser before
-// sign-in is worthless.
-func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash) {
+// has just written, with methods (what the request checked), and sends the
+// browser home. If the hash has changed since (another request changed the
+// password), it is refused with errPasswordChanged rather than signing in
+// on a password this request does not know. Like every login, it rotates:
+// any session the request already carries is ended first, so a token
+// planted in this browser before sign-in is worthless.
+func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash, methods ...string) {
 	err := a.sessions.Login(w, r, user, func(u User) error {
 		if subtle.ConstantTimeCompare([]byte(u.PasswordHash), []byte(hash)) != 1 {
 			return errPasswordChanged
 		}
 		return nil
-	})
+	}, methods...)
 	if errors.Is(err, errPasswordChanged) || errors.Is(err, ddbsession.ErrUserNotFound) {
 		a.errorPage(w, http.StatusConflict, "The account was changed by another request meanwhile. Log in again.")
 		return
@@ -301,7 +369,10 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
 	current, next := r.PostFormValue("current"), r.PostFormValue("new")
-	if err := errors.Join(validatePassword("current password", current), newPasswordError("new password", next, u.Username)); err != nil {
+	// A user with one-time codes types one too: the change signs in
+	// again, and counts as a re-authentication with both.
+	code, codeErr := optionalCode(r.PostFormValue("code"))
+	if err := errors.Join(validatePassword("current password", current), newPasswordError("new password", next, u.Username), codeErr); err != nil {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -327,6 +398,18 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	if !match {
 		at.fail()
 		a.errorPage(w, http.StatusUnauthorized, "The current password is wrong.")
+		return
+	}
+	if err := a.secondFactor(r, s.User, u, code); err != nil {
+		status, msg, ok := codeMessage(err)
+		if !ok {
+			a.storeError(w, r, "take a one-time code", err)
+			return
+		}
+		if errors.Is(err, errWrongCode) || errors.Is(err, errCodeTaken) {
+			at.fail()
+		}
+		a.errorPageWith(w, status, "Wrong code", msg)
 		return
 	}
 	newHash := slot.hash(next)
@@ -363,7 +446,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	}
 	// This browser signs in again with a fresh session, created after the
 	// cutoff, on the password it has just set.
-	a.signInWith(w, r, s.User, newHash)
+	a.signInWith(w, r, s.User, newHash, methodsFor(code)...)
 }
 
 func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {
@@ -404,6 +487,9 @@ type sessionJSON struct {
 	Current   bool      `json:"current"`
 	// DeviceBound: the session is bound to a key on its device (DBSC).
 	DeviceBound bool `json:"deviceBound"`
+	// Methods is how the user signed in, or last re-authenticated, for the
+	// session: "password", then "otp" for a one-time code.
+	Methods []string `json:"methods"`
 }
 
 func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -415,7 +501,8 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
 	for _, e := range list {
-		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound})
+		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound,
+			Methods: append([]string{}, e.Methods...)}) // [] rather than null for a session of an older release
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -117,6 +117,16 @@ func findCookie(cookies []*http.Cookie, name string) *http.Cookie {
 // prints.
 func startRun(t *testing.T, args ...string) (base string, stop func()) {
 	t.Helper()
+	base, rest, stop := startRunOutput(t, args...)
+	// Read on, so that run never blocks on its output.
+	go io.Copy(io.Discard, rest)
+	return base, stop
+}
+
+// startRunOutput is startRun, and returns what run prints after the URL,
+// which the caller must read on to its end.
+func startRunOutput(t *testing.T, args ...string) (base string, rest *bufio.Reader, stop func()) {
+	t.Helper()
 	// run finds the engine as main does, through the SDK's environment.
 	if ep := aws.ToString(ddbtest.Client(t).Options().BaseEndpoint); ep != "" {
 		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ep)
@@ -135,7 +145,8 @@ func startRun(t *testing.T, args ...string) (base string, stop func()) {
 		stdout.Close()
 	}()
 	t.Cleanup(cancel)
-	line, err := bufio.NewReader(out).ReadString('\n')
+	rest = bufio.NewReader(out)
+	line, err := rest.ReadString('\n')
 	if err != nil {
 		t.Fatalf("reading the URL that run prints: %v (run: %v)", err, <-done)
 	}
@@ -143,9 +154,7 @@ func startRun(t *testing.T, args ...string) (base string, stop func()) {
 	if !ok {
 		t.Fatalf("run printed %q, want \"open <url>\"", line)
 	}
-	// Read on, so that run never blocks on its output.
-	go io.Copy(io.Discard, out)
-	return base, func() {
+	return base, rest, func() {
 		t.Helper()
 		cancel()
 		select {
@@ -184,6 +193,14 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"bound without dbsc", []string{"-bound", "1m", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound is the lifetime of device binding's cookie: it needs -dbsc"},
 		{"bound too short", []string{"-dbsc", "-bound", "5s", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound 5s: want at least 10s"},
 		{"bound negative", []string{"-dbsc", "-bound", "-1m", "-tls-cert", certFile, "-tls-key", keyFile}, "-bound -1m0s: want at least 10s"},
+		{"reauth zero", []string{"-reauth", "0"}, "-reauth 0s: want a second or more"},
+		{"reauth under a second", []string{"-reauth", "500ms"}, "-reauth 500ms: want a second or more"},
+		{"max-sessions negative", []string{"-max-sessions", "-1"}, "-max-sessions -1: want 0 (no limit) to 100"},
+		{"max-sessions over 100", []string{"-max-sessions", "101"}, "-max-sessions 101: want 0 (no limit) to 100"},
+		{"metrics on every interface", []string{"-metrics-addr", ":9464"}, `-metrics-addr ":9464": metrics are served on a loopback address only`},
+		{"metrics on a public address", []string{"-metrics-addr", "192.0.2.1:9464"}, "loopback address only"},
+		{"metrics on a host name", []string{"-metrics-addr", "metrics.example:9464"}, "loopback address only"},
+		{"metrics without a port", []string{"-metrics-addr", "127.0.0.1"}, "missing port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// An ended context and a free port: a run that wrongly accepted
@@ -197,4 +214,59 @@ func TestRunRejectsBadFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseFlags: the step-up flags' defaults, and what they set.
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args        []string
+		reauth      time.Duration
+		maxSessions int
+	}{
+		{nil, 10 * time.Minute, 0},
+		{[]string{"-reauth", "90s", "-max-sessions", "3"}, 90 * time.Second, 3},
+		{[]string{"-reauth", "1s", "-max-sessions", "100"}, time.Second, 100},
+	} {
+		opts, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Errorf("parseFlags(%q): %v", tc.args, err)
+			continue
+		}
+		if opts.app.Reauth != tc.reauth || opts.app.MaxSessions != tc.maxSessions {
+			t.Errorf("parseFlags(%q): Reauth %v, MaxSessions %d; want %v and %d", tc.args, opts.app.Reauth, opts.app.MaxSessions, tc.reauth, tc.maxSessions)
+		}
+	}
+}
+
+// TestRunMaxSessions runs the app as main does with -max-sessions 1: a
+// second login of a user ends the first one's session.
+func TestRunMaxSessions(t *testing.T) {
+	table := ddbtest.TableName(t, ddbtest.Client(t))
+	base, stop := startRun(t, "-table", table, "-dev", "-max-sessions", "1")
+	var clients []*http.Client
+	for i, path := range []string{"signup", "login"} {
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar}
+		res, err := c.PostForm(base+path, url.Values{"username": {"alice"}, "password": {"correct horse"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK { // after following the 303 to /
+			t.Fatalf("POST /%s (client %d): %d", path, i, res.StatusCode)
+		}
+		clients = append(clients, c)
+	}
+	for i, want := range []int{http.StatusUnauthorized, http.StatusOK} {
+		res, err := clients[i].Get(base + "api/me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET /api/me of the session of client %d of 2: %d, want %d", i, res.StatusCode, want)
+		}
+	}
+	stop()
 }

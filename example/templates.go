@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"html/template"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -16,12 +18,15 @@ var templateFiles embed.FS
 // Each page is the shared layout plus its own "title" and "content"
 // blocks.
 var (
-	indexTemplate = parsePage("templates/index.html")
-	errorTemplate = parsePage("templates/error.html")
+	indexTemplate  = parsePage("templates/index.html")
+	errorTemplate  = parsePage("templates/error.html")
+	reauthTemplate = parsePage("templates/reauth.html")
+	codeTemplate   = parsePage("templates/code.html")
+	totpTemplate   = parsePage("templates/totp.html")
 )
 
 func parsePage(content string) *template.Template {
-	funcs := template.FuncMap{"device": deviceName}
+	funcs := template.FuncMap{"device": deviceName, "methods": methodsInWords}
 	return template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", content))
 }
 
@@ -62,6 +67,23 @@ func (d indexData) AnyDeviceBound() bool {
 	return slices.ContainsFunc(d.Sessions, func(s ddbsession.Session) bool { return s.DeviceBound })
 }
 
+// methodWords are the sessions list's words for the methods a session's
+// user signed in with.
+var methodWords = map[string]string{methodPassword: "password", methodOTP: "one-time code"}
+
+// methodsInWords is how the sessions list says how a session signed in:
+// "password", or "password and one-time code".
+func methodsInWords(methods []string) string {
+	if len(methods) == 0 {
+		return "not recorded" // a session of a release before methods
+	}
+	words := make([]string, len(methods))
+	for i, m := range methods {
+		words[i] = cmp.Or(methodWords[m], m)
+	}
+	return strings.Join(words, " and ")
+}
+
 // render writes the page in full or not at all: it executes into a buffer
 // first, so a template error becomes a clean 500 and not half a page.
 func (a *app) render(w http.ResponseWriter, code int, page *template.Template, data any) {
@@ -99,6 +121,11 @@ func (a *app) errorPage(w http.ResponseWriter, code int, msg string) {
 	if !ok {
 		heading = http.StatusText(code)
 	}
+	a.errorPageWith(w, code, heading, msg)
+}
+
+// errorPageWith is errorPage with a heading of the caller's.
+func (a *app) errorPageWith(w http.ResponseWriter, code int, heading, msg string) {
 	a.render(w, code, errorTemplate, struct{ Heading, Message string }{heading, msg})
 }
 

@@ -20,7 +20,8 @@ import (
 //
 //	pk         "FAILURES#<username>": no user ("USER#"), session, index or
 //	           name ("NAMESKELETON#") item starts so
-//	sk         the check: "login" or "password change"
+//	sk         the check: "login", "password change", "reauthentication" or
+//	           "one-time code"
 //	fullAt     Number: epoch milliseconds at which the bucket is full again
 //	expiresAt  Number: epoch seconds, the table's TTL attribute; a bucket
 //	           that is full again is the same as none
@@ -47,6 +48,8 @@ const (
 const (
 	loginCheck          = "login"
 	passwordChangeCheck = "password change"
+	reauthCheck         = "reauthentication" // a signed-in user's, at /reauth and /api/reauth
+	codeCheck           = "one-time code"    // a login's second step; the API's codes count as its logins
 )
 
 // userBucket names the bucket an attempt counts against: a username's

@@ -20,11 +20,22 @@ import (
 // new session: a hash read separately could be stale by the time the session
 // is written (see changePassword). The hash is a passwordHash, which prints
 // as "[redacted]" through fmt, templates and logs and is left out of JSON,
-// so a User can reach a page or a log line without it.
+// so a User can reach a page or a log line without it. The one-time-code
+// secrets (totp.go) are the same kind of thing, and kept out the same way.
 type User struct {
 	Username     string       `dynamodbav:"username" json:"username"`
 	PasswordHash passwordHash `dynamodbav:"passwordHash" json:"-"`
+	// TOTPSecret is the secret of the authenticator app whose codes the
+	// user's logins need, "" for none; TOTPLastStep is the time step of the
+	// last code accepted, which no code may repeat; TOTPPending is a secret
+	// shown for set-up and not confirmed yet.
+	TOTPSecret   totpSecret `dynamodbav:"totpSecret,omitempty" json:"-"`
+	TOTPLastStep int64      `dynamodbav:"totpLastStep,omitempty" json:"-"`
+	TOTPPending  totpSecret `dynamodbav:"totpPending,omitempty" json:"-"`
 }
+
+// TOTPEnrolled reports whether the user's logins need a one-time code.
+func (u User) TOTPEnrolled() bool { return u.TOTPSecret != "" }
 
 // passwordHash is an argon2id hash in PHC format (see password.go).
 type passwordHash string
@@ -80,7 +91,7 @@ func validatePassword(field, password string) error {
 }
 
 // users writes what ddbsession does not write for it: the password hash of
-// an existing user item. Reads go through ddbsession, which decodes the item
+// an existing user item, and its one-time-code attributes (totp.go). Reads go through ddbsession, which decodes the item
 // into a User.
 type users struct {
 	client ddbsession.Client

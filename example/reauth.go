@@ -1,0 +1,145 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// Re-authentication: the sensitive actions (routes' "sensitive") need a
+// session whose user proved themselves within appConfig.Reauth. An older
+// one is sent here by ddbsession's RequireAuthentication, through the
+// Config's StepUp: a browser to GET /reauth?next=/account, an API client
+// to a 401 with RFC 9470's challenge, and either signs in again on the
+// session it holds. ddbsession's Login (or LoginBearer) on a request that
+// carries the user's own session is a re-authentication: a new token with
+// a fresh AuthenticatedAt, the old one ended, the user's other sessions
+// left alone.
+
+// reauthPath is the re-authentication page, where StepUp sends browsers.
+const reauthPath = "/reauth"
+
+// reauthData is what the re-authentication page shows: whose session it
+// is, whether it asks for a one-time code too, for how long a password
+// counts, the page to go back to, and the message of a refused try.
+type reauthData struct {
+	Username string
+	Code     bool
+	Within   string
+	Next     string
+	Message  string
+}
+
+func (a *app) reauthPage(w http.ResponseWriter, r *http.Request) {
+	a.render(w, http.StatusOK, reauthTemplate, a.reauthData(r, ddbsession.ReturnPath(r, "/account")))
+}
+
+func (a *app) reauthData(r *http.Request, next string) reauthData {
+	u, _ := a.sessions.User(r.Context())
+	return reauthData{Username: u.Username, Code: u.TOTPEnrolled(), Within: inWords(a.reauthWithin), Next: next}
+}
+
+// reauthenticate checks the signed-in user's password again, and the
+// one-time code of a user who has them, and on success signs this browser
+// in anew and sends it back to next.
+func (a *app) reauthenticate(w http.ResponseWriter, r *http.Request) {
+	if !a.parseForm(w, r) {
+		return
+	}
+	next := formReturnPath(r, "/account")
+	answer := func(w http.ResponseWriter, code int, msg string) {
+		data := a.reauthData(r, next)
+		data.Message = msg
+		a.render(w, code, reauthTemplate, data)
+	}
+	password := r.PostFormValue("password")
+	code, codeErr := optionalCode(r.PostFormValue("code"))
+	if err := errors.Join(validatePassword("password", password), codeErr); err != nil {
+		answer(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	u, _ := a.sessions.User(r.Context())
+	signedIn := a.passwordLogin(w, r, u.Username, password, reauthCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
+		return a.sessions.Login(w, r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
+	})
+	if signedIn {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	}
+}
+
+// formReturnPath is ddbsession.ReturnPath for a "next" that comes in the
+// form (or the query) rather than the query alone: the page to go back to,
+// if it is a path on this site, and fallback otherwise.
+func formReturnPath(r *http.Request, fallback string) string {
+	q := &http.Request{URL: &url.URL{RawQuery: url.Values{"next": {r.FormValue("next")}}.Encode()}}
+	return ddbsession.ReturnPath(q, fallback)
+}
+
+// reauthRequest is the body of POST /api/reauth. Code is the one-time code
+// of a user who has them.
+type reauthRequest struct {
+	Password string `json:"password"`
+	Code     string `json:"code,omitempty"`
+}
+
+// apiReauthenticate is reauthenticate for a bearer token: the client gets
+// a new token, and the one it sent is dead.
+func (a *app) apiReauthenticate(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		// A cookie's session would stay as it is, and a new bearer token
+		// come beside it: not what this route promises.
+		jsonError(w, http.StatusBadRequest, "POST /api/reauth renews the bearer token the request carries; a browser re-authenticates at /reauth")
+		return
+	}
+	var req reauthRequest
+	if !decodeJSON(w, r, &req, `want one JSON object: {"password": ..., "code": ...}`) {
+		return
+	}
+	code, codeErr := optionalCode(req.Code)
+	if err := errors.Join(validatePassword("password", req.Password), codeErr); err != nil {
+		jsonError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	u, _ := a.sessions.User(r.Context())
+	var token tokenJSON
+	signedIn := a.passwordLogin(w, r, u.Username, req.Password, reauthCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
+		var err error
+		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
+		return err
+	})
+	if signedIn {
+		token.ExpiresAt = token.ExpiresAt.UTC()
+		writeJSON(w, http.StatusOK, token)
+	}
+}
+
+// apiRevokeSession ends one of the signed-in user's sessions, by its ID
+// in GET /api/sessions: 204, or 404 for an ID that is none of the user's.
+func (a *app) apiRevokeSession(w http.ResponseWriter, r *http.Request) {
+	s, _ := a.sessions.Session(r.Context())
+	err := a.sessions.Revoke(r.Context(), s.User, r.PathValue("id"))
+	if errors.Is(err, ddbsession.ErrNoSession) {
+		jsonError(w, http.StatusNotFound, "no such session")
+		return
+	}
+	if err != nil {
+		a.storeFailed(w, r, "revoke session", err, jsonError)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// inWords says d the way the page does: "10 minutes", "90 seconds".
+func inWords(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int((d+time.Second-1)/time.Second), "second")
+}
