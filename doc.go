@@ -481,16 +481,18 @@
 //	refresh.go     sliding the expiry, after the response
 //	users.go       the user item and the user's revocation state
 //	cookie.go      the session cookie and the bearer token, read and written
-//	store.go       every DynamoDB call on items
+//	items.go       each read and write of an item, through store.go
+//	store.go       every DynamoDB call, and nothing else
 //	internal/item  the item format: one encoder, one decoder
 //
 // Beside the path, at the top: twostep.go signs users in with two factors,
 // on login.go, which signs users up, in and out, and takes a session slot
 // through limit.go; revoke.go lists and ends sessions; dbsc.go serves
-// device binding's endpoints; table.go creates and checks the table, with
-// its own calls. At the bottom, the words they all share: session.go,
-// events.go, layout.go and answers.go. Tests follow the files (login_test.go
-// covers twostep.go and limit.go too, races_test.go their races).
+// device binding's endpoints; table.go creates and checks the table;
+// data.go writes a session's data. At the bottom, the words they all
+// share: session.go, events.go, layout.go and answers.go. Tests follow the
+// files (login_test.go covers twostep.go and limit.go too, session_test.go
+// data.go, store_test.go items.go, races_test.go their races).
 // The Manager's type parameter stops at its methods: everything below them
 // decodes the user through a pointer.
 //

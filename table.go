@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -229,103 +225,4 @@ func schemaOf(elems []types.KeySchemaElement) keySchema {
 		}
 	}
 	return k
-}
-
-// The table's own calls, which CreateTable and CheckTable make: the store's
-// primitives are for items. They name the table in their errors.
-
-// createTable asks for the table in; it reports false, with no error, if
-// a table of that name exists.
-func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
-	in.TableName = &st.table
-	_, err = st.client.CreateTable(ctx, in)
-	var exists *types.ResourceInUseException
-	switch {
-	case errors.As(err, &exists):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("ddbsession: create table %q: %w%s", st.table, err, noEngineHint(err))
-	}
-	return true, nil
-}
-
-func (st *store) waitForTable(ctx context.Context) error {
-	waiter := dynamodb.NewTableExistsWaiter(st.client, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
-	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute); err != nil {
-		return fmt.Errorf("ddbsession: wait for table %q: %w", st.table, err)
-	}
-	return nil
-}
-
-func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
-	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
-	if err != nil {
-		return nil, fmt.Errorf("ddbsession: describe table %q: %w%s", st.table, err, noEngineHint(err))
-	}
-	return out.Table, nil
-}
-
-// errUnsupported is describeTTL's answer on an engine without
-// DescribeTimeToLive.
-var errUnsupported = errors.New("ddbsession: the engine does not implement DescribeTimeToLive")
-
-// describeTTL returns the table's TTL attribute and whether TTL is enabled
-// (or being enabled), or errUnsupported.
-func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
-	out, err := st.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
-	if unsupported(err) {
-		return "", false, errUnsupported
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", st.table, err)
-	}
-	d := out.TimeToLiveDescription
-	if d == nil {
-		return "", false, nil
-	}
-	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
-	return aws.ToString(d.AttributeName), on, nil
-}
-
-// enableTTL turns TTL on for the layout's TTL attribute. It reports false,
-// with no error, on an engine that lacks UpdateTimeToLive.
-func (st *store) enableTTL(ctx context.Context) (bool, error) {
-	_, err := st.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: &st.table,
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: &st.TTLAttribute,
-			Enabled:       aws.Bool(true),
-		},
-	})
-	if unsupported(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("ddbsession: enable TTL on %q: %w", st.table, err)
-	}
-	return true, nil
-}
-
-// noEngineHint is what to add to err, the first call's of CreateTable or
-// CheckTable, when it says there is no DynamoDB to talk to: no credentials,
-// no Region, or nothing listening at the endpoint. "" otherwise.
-func noEngineHint(err error) string {
-	var region *aws.MissingRegionError
-	var dial *net.OpError
-	msg := err.Error()
-	if !errors.As(err, &region) && !strings.Contains(msg, "Missing Region") && !strings.Contains(msg, "get identity: ") &&
-		!(errors.As(err, &dial) && dial.Op == "dial") {
-		return ""
-	}
-	return " (no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and dummy AWS_ACCESS_KEY_ID and " +
-		"AWS_SECRET_ACCESS_KEY, as ./scripts/with-dynalite does; for DynamoDB, configure AWS credentials and a Region)"
-}
-
-// unsupported reports whether err says the engine lacks the operation, as
-// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
-func unsupported(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
 }

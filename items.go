@@ -1,0 +1,433 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file holds what each read and write of an item is: the session and
+// its index item, the user and the user's state item, the global item. Each
+// goes through the calls of store.go, which this file names in terms of the
+// item format of internal/item.
+
+// getSession reads the session item under sessionPK with one strongly
+// consistent GetItem. It reports false, with no error, for a missing item or
+// one it cannot read.
+func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
+	av, err := st.get(ctx, st.SessionKey(sessionPK))
+	if err != nil {
+		return item.Session{}, false, fmt.Errorf("ddbsession: get session: %w", err)
+	}
+	s, found := st.decodeSession(ctx, av)
+	return s, found, nil
+}
+
+// userItems are what a read of a session's user brings: the user item and,
+// as asked, the user's state item (MREC) and the table's global item; nil
+// for one that is not there or was not asked for.
+type userItems struct {
+	user, state, global map[string]types.AttributeValue
+	globalRead          bool // the global item was asked for
+}
+
+// getSessionAndUser reads the session item under sessionPK and the user
+// item under (userPK, userSK), the user's state item where it counts, and with
+// withGlobal the global item, in one strongly consistent BatchGetItem: one
+// round trip. The session is reported as getSession reports it.
+func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string, withGlobal bool) (s item.Session, found bool, u userItems, err error) {
+	read := st.pairs.Get().(*pairRead)
+	defer st.pairs.Put(read)
+	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
+	if st.withState {
+		read.statePK.Value = st.IndexPK(userPK, userSK)
+	}
+	in := &read.in
+	if withGlobal {
+		// Once per RevokeEveryoneWithin: a map of its own, not the pool's.
+		keys := append(slices.Clone(in.RequestItems[st.table].Keys), st.GlobalKey())
+		in = &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}}}
+	}
+	items, err := st.batchGet(ctx, in)
+	if err != nil {
+		return s, false, u, fmt.Errorf("ddbsession: get session and user: %w", err)
+	}
+	var sessionItem map[string]types.AttributeValue
+	for _, av := range items {
+		// The credential's user key never lies under the session or index
+		// prefix, so the partition key tells the items apart.
+		switch pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); {
+		case pk != nil && pk.Value == sessionPK:
+			sessionItem = av
+		case !st.withState && !withGlobal: // the hot path: nothing else to tell apart
+			u.user = av
+		default:
+			st.sort(&u, av, userPK, userSK)
+		}
+	}
+	u.globalRead = withGlobal
+	s, found = st.decodeSession(ctx, sessionItem)
+	return s, found, u, nil
+}
+
+// sort files an item read with the user (userPK, userSK) under what it
+// is, by its partition key: the user's own key never lies under the
+// session or index prefix.
+func (st *store) sort(u *userItems, av map[string]types.AttributeValue, userPK, userSK string) {
+	pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS)
+	switch {
+	case pk == nil:
+	case pk.Value == st.IndexPK(userPK, userSK):
+		u.state = av
+	case pk.Value == st.GlobalPK():
+		u.global = av
+	default:
+		u.user = av
+	}
+}
+
+// decodeSession decodes a session item read from the table; false for none,
+// or one in a format this release cannot read, which is logged.
+func (st *store) decodeSession(ctx context.Context, av map[string]types.AttributeValue) (item.Session, bool) {
+	if av == nil {
+		return item.Session{}, false
+	}
+	s, err := st.Decode(av, item.KindSession)
+	if err != nil {
+		st.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
+		return item.Session{}, false
+	}
+	return s, true
+}
+
+// getUser reads a user item and, as asked, the user's state item and the
+// global item: one strongly consistent GetItem for the user alone, one
+// BatchGetItem for more.
+func (st *store) getUser(ctx context.Context, pk, sk string, withState, withGlobal bool) (u userItems, err error) {
+	keys := []map[string]types.AttributeValue{st.Key(pk, sk)}
+	if withState {
+		keys = append(keys, st.StateKey(pk, sk))
+	}
+	if withGlobal {
+		keys = append(keys, st.GlobalKey())
+	}
+	if len(keys) == 1 {
+		u.user, err = st.get(ctx, keys[0])
+	} else {
+		var items []map[string]types.AttributeValue
+		items, err = st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			st.table: {Keys: keys, ConsistentRead: consistent},
+		}})
+		for _, av := range items {
+			st.sort(&u, av, pk, sk)
+		}
+	}
+	if err != nil {
+		return userItems{}, fmt.Errorf("get user item: %w", err)
+	}
+	u.globalRead = withGlobal
+	return u, nil
+}
+
+// getGlobal reads the global item; nil if there is none.
+func (st *store) getGlobal(ctx context.Context) (map[string]types.AttributeValue, error) {
+	av, err := st.get(ctx, st.GlobalKey())
+	if err != nil {
+		return nil, fmt.Errorf("get the global revocation item: %w", err)
+	}
+	return av, nil
+}
+
+// revokeEveryone raises the global revocation generation by one.
+func (st *store) revokeEveryone(ctx context.Context) error {
+	taken, err := st.update(ctx, st.GlobalKey(), st.RevokeEveryone())
+	if taken {
+		err = fmt.Errorf("the global revocation item's key holds an item of another kind")
+	}
+	if err != nil {
+		return fmt.Errorf("revoke everyone: %w", err)
+	}
+	return nil
+}
+
+// getState reads a user's state item (MREC); nil if there is none.
+func (st *store) getState(ctx context.Context, userPK, userSK string) (map[string]types.AttributeValue, error) {
+	av, err := st.get(ctx, st.StateKey(userPK, userSK))
+	if err != nil {
+		return nil, fmt.Errorf("get the user's state item: %w", err)
+	}
+	return av, nil
+}
+
+// raiseStateCutoff is raiseCutoff for a user's state item, which it
+// creates if need be.
+func (st *store) raiseStateCutoff(ctx context.Context, userPK, userSK string, ms int64) error {
+	key := st.StateKey(userPK, userSK)
+	failed, err := st.update(ctx, key, st.RaiseStateCutoff(ms))
+	if failed {
+		_, err = st.update(ctx, key, st.BumpStateCutoff())
+	}
+	if err != nil {
+		return fmt.Errorf("raise the user's state cutoff: %w", err)
+	}
+	return nil
+}
+
+// recordEnd notes in the user's state item that session s stays ended
+// until until (epoch seconds), reading the item and writing it back on the
+// condition that no other end came between; a loser reads again.
+func (st *store) recordEnd(ctx context.Context, s item.Session, until int64, now time.Time) error {
+	for {
+		av, err := st.getState(ctx, s.UserPK, s.UserSK)
+		if err != nil {
+			return err
+		}
+		state, err := item.DecodeState(av)
+		if err != nil {
+			return fmt.Errorf("the user's state item: %w", err)
+		}
+		lost, err := st.update(ctx, st.StateKey(s.UserPK, s.UserSK), st.End(state, s.ID, until, now))
+		switch {
+		case err != nil:
+			return fmt.Errorf("record the end of session %s: %w", s.ID, err)
+		case !lost:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+	}
+}
+
+// createSession writes a new session: first its per-user index item, then
+// the session item itself, which must not exist yet. The index goes first so
+// that a session is never live without showing in List. If either write
+// fails, the index item is deleted again as far as possible (a failed write
+// may still have been applied, its answer lost), and its TTL removes it
+// otherwise: a failed Login leaves nothing that List shows.
+func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
+	if st.HashOnly {
+		return wrapErr("ddbsession: create session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+	}
+	err := wrapErr("ddbsession: create session index item", st.putFresh(ctx, st.EncodeIndex(sessionPK, s)))
+	if err == nil {
+		err = wrapErr("ddbsession: create session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+	}
+	if err != nil {
+		undo, cancel := detach(ctx)
+		defer cancel()
+		if _, uerr := st.delete(undo, st.IndexKey(s), false); uerr != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", uerr)
+		}
+	}
+	return err
+}
+
+// createPending writes the session item of a login waiting for its second
+// factor. It has no index item: List does not show it, and no session
+// limit counts it.
+func (st *store) createPending(ctx context.Context, sessionPK string, s item.Session) error {
+	return wrapErr("ddbsession: create pending session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+}
+
+// takeAttempt counts one more second-factor attempt of the pending session
+// under sessionPK, unless it is gone, expired at now, not pending, or has
+// had max attempts, and returns it as counted: one UpdateItem, so that
+// racing attempts never count as fewer than they are.
+func (st *store) takeAttempt(ctx context.Context, sessionPK string, max int64, now time.Time) (item.Session, bool, error) {
+	av, failed, err := st.updateReturning(ctx, st.SessionKey(sessionPK), st.TakeAttempt(max, now))
+	if err != nil {
+		return item.Session{}, false, fmt.Errorf("ddbsession: count a second-factor attempt: %w", err)
+	}
+	if failed {
+		return item.Session{}, false, nil
+	}
+	s, found := st.decodeSession(ctx, av)
+	return s, found && s.Pending, nil
+}
+
+// putFresh writes a session's item, which must not exist: an item already
+// under its key is an error, whether a collision or the SDK's retry of a
+// put whose answer was lost meeting its own write. Login fails closed
+// either way, and undoes what it wrote.
+func (st *store) putFresh(ctx context.Context, av map[string]types.AttributeValue) error {
+	taken, err := st.putNew(ctx, av)
+	if err == nil && taken {
+		err = errTaken
+	}
+	return err
+}
+
+// errTaken is a put that found its key taken.
+var errTaken = errors.New("an item with that key exists")
+
+// wrapErr wraps err, if any, with what failed.
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// deleteSession deletes the session item under sessionPK and, once it is
+// gone, its index item. It returns the deleted session, or false if there
+// was none. Once the session item is gone its token is dead, so a failure
+// to delete the index item is only logged: the item lingers in List until
+// TTL or a Revoke removes it.
+func (st *store) deleteSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
+	old, err := st.delete(ctx, st.SessionKey(sessionPK), true)
+	if err != nil {
+		return item.Session{}, false, fmt.Errorf("ddbsession: delete session: %w", err)
+	}
+	s, err := st.Decode(old, item.KindSession)
+	if err != nil {
+		return item.Session{}, false, nil
+	}
+	if !st.HashOnly && !s.Pending { // a pending session has no index item
+		if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
+		}
+	}
+	return s, true, nil
+}
+
+// deleteIndex deletes session s's index item, where nothing else is left
+// of the session.
+func (st *store) deleteIndex(ctx context.Context, s item.Session) error {
+	_, err := st.delete(ctx, st.IndexKey(s), false)
+	return err
+}
+
+// refreshSession writes next's expiry over old's, unless the session was
+// deleted, expired or refreshed meanwhile (see item.Layout.Refresh): then
+// it returns errRefreshLost.
+func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) error {
+	lost, err := st.update(ctx, st.SessionKey(sessionPK), st.Refresh(old, next, now))
+	if lost {
+		return errRefreshLost
+	}
+	return err
+}
+
+// refreshIndex copies a refreshed session's expiry to its index item, so
+// that List shows it and TTL removes both items together. An index item
+// that is missing (TTL removed it after an earlier failure here) is written
+// anew, but a session deleted meanwhile (a Logout or Revoke racing the
+// refresh) must not get it back: after writing it, the session item is read
+// again, and if it is gone the index item goes too. So List may show such a
+// session for the moment between the two, never after.
+func (st *store) refreshIndex(ctx context.Context, sessionPK string, next item.Session) error {
+	missing, err := st.update(ctx, st.IndexKey(next), st.RefreshIndex(next))
+	if !missing {
+		return err
+	}
+	if _, err := st.putNew(ctx, st.EncodeIndex(sessionPK, next)); err != nil {
+		return fmt.Errorf("repair: %w", err)
+	}
+	if _, live, err := st.getSession(ctx, sessionPK); err != nil || live {
+		return err
+	}
+	return st.deleteIndex(ctx, next)
+}
+
+// createUser writes a new user item av with its cutoff at ms, unless an
+// item with its key exists: then it reports false.
+func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) (created bool, err error) {
+	av[st.ValidAfterAttribute] = item.Num(ms)
+	taken, err := st.putNew(ctx, av)
+	return !taken && err == nil, err
+}
+
+// raiseCutoff moves a user item's sessions-valid-after cutoff forward to ms
+// (epoch milliseconds), or, if it is already there or later, by one
+// millisecond: it never moves back, and each call ends the sessions created
+// up to it even where a clock lags the cutoff. It reports false if the user
+// has no item.
+func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int64) (found bool, err error) {
+	key := st.Key(userPK, userSK)
+	failed, err := st.update(ctx, key, st.RaiseCutoff(ms))
+	if !failed {
+		return err == nil, err
+	}
+	// Either the user is missing, or a cutoff at or after ms is in place.
+	failed, err = st.update(ctx, key, st.BumpCutoff())
+	return !failed && err == nil, err
+}
+
+// getIndex reads the index item of session id in a user's own index
+// partition, where this release or an earlier one put it, in one
+// BatchGetItem; false if there is none, or none this release can read.
+func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
+	keys := st.IndexKeys(userPK, userSK, id)
+	items, err := st.batchGet(ctx, &dynamodb.BatchGetItemInput{
+		RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys[:], ConsistentRead: consistent}},
+	})
+	if err != nil || len(items) == 0 {
+		return item.Session{}, false, err
+	}
+	s, err := st.Decode(items[0], item.KindIndex)
+	return s, err == nil, nil
+}
+
+// queryIndex reads a user's sessions created at or after from, newest
+// first, with strongly consistent Queries of the user's index partition.
+// The sort key starts with the creation time, so sessions before from,
+// such as those that RevokeAll ended, are not read at all. Expired items
+// cost the read but are not sent back.
+//
+// Index items of earlier releases, keyed by random IDs, are read with a
+// second Query of their own prefix (which costs one call and no items once
+// they have expired) and merged in by creation time.
+func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, now time.Time) ([]item.Session, error) {
+	query := func(keyCondition string, values map[string]types.AttributeValue, newestFirst bool) ([]item.Session, error) {
+		values[":pk"] = item.Str(st.IndexPK(userPK, userSK))
+		values[":now"] = item.Num(now.Unix())
+		return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
+			ConsistentRead:            consistent,
+			KeyConditionExpression:    aws.String(keyCondition),
+			FilterExpression:          aws.String("#ttl > :now"),
+			ScanIndexForward:          aws.Bool(!newestFirst),
+			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
+			ExpressionAttributeValues: values,
+		})
+	}
+	found, err := query("#pk = :pk AND #sk BETWEEN :from AND :end", map[string]types.AttributeValue{
+		":from": item.Str(item.IndexSortFrom(from)),
+		":end":  item.Str(item.IndexSortEnd),
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	legacy, err := query("#pk = :pk AND begins_with(#sk, :legacy)", map[string]types.AttributeValue{
+		":legacy": item.Str(item.LegacyIndexSort),
+	}, true)
+	if err != nil || len(legacy) == 0 {
+		return found, err
+	}
+	found = append(found, legacy...)
+	slices.SortStableFunc(found, func(a, b item.Session) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return found, nil
+}
+
+// queryExpiry reads one partition of the expiry index: the sessions whose
+// expiry in epoch seconds is in [from, to].
+func (st *store) queryExpiry(ctx context.Context, index, bucket string, from, to int64) ([]item.Session, error) {
+	return st.query(ctx, item.KindSession, &dynamodb.QueryInput{
+		IndexName:                &index,
+		KeyConditionExpression:   aws.String("#bucket = :bucket AND #ttl BETWEEN :from AND :to"),
+		ExpressionAttributeNames: map[string]string{"#bucket": item.AttrExpiryBucket, "#ttl": st.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":bucket": item.Str(bucket), ":from": item.Num(from), ":to": item.Num(to),
+		},
+	})
+}
+
+// The primitives: every item call goes through one of them, and each names
+// the table in its errors.
