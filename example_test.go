@@ -50,7 +50,7 @@ func TestREADMEUsageRuns(t *testing.T) {
 		}
 		return block[1]
 	}
-	command := regexp.MustCompile("(?m)^(go run github.com/ddbsession/ddbsession/ddbsessiontest/run go run \\.)   #").FindSubmatch(readme)
+	command := regexp.MustCompile(`(?m)^(go run github.com/ddbsession/ddbsession/ddbsessiontest/run go run \.)   #`).FindSubmatch(readme)
 	if command == nil {
 		t.Fatal("README.md's Usage does not give the command that runs the program")
 	}
