@@ -64,14 +64,14 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
 	data, rev := st.session.Data, st.dataRev
-	if st.key == "" {
+	if st.stored.SessionPK == "" {
 		// A context of NewContext: find the session item through its
 		// index item, and read the data there.
 		s, err := c.sessionByID(ctx, st.session)
 		if err != nil {
 			return err
 		}
-		st.key, data, rev = s.SessionPK, dataOf(s.Data), s.DataRev
+		st.stored, data, rev = s, dataOf(s.Data), s.DataRev
 	}
 	for attempt := 1; ; attempt++ {
 		v, err := update(data)
@@ -86,7 +86,7 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 			return nil // unchanged: nothing to write
 		}
 		now, nextRev := c.now(), rand.Int64N(math.MaxInt64)+1
-		conflict, err := c.store.update(ctx, c.store.SessionKey(st.key), c.store.SetData(string(next), rev, nextRev, now))
+		conflict, err := c.store.update(ctx, c.store.SessionKey(st.stored.SessionPK), c.store.SetData(string(next), rev, nextRev, now))
 		if err != nil {
 			return fmt.Errorf("ddbsession: update session data: %w", err)
 		}
@@ -95,7 +95,7 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 			return nil
 		}
 		// Another writer, or the session ended: read it again.
-		s, found, err := c.store.getSession(ctx, st.key)
+		s, found, err := c.store.getSession(ctx, st.stored.SessionPK)
 		if err != nil {
 			return fmt.Errorf("ddbsession: update session data: %w", err)
 		}
@@ -135,7 +135,6 @@ func (c *core) sessionByID(ctx context.Context, s Session) (item.Session, error)
 	if !live || found.ID != s.ID {
 		return item.Session{}, ErrNoSession
 	}
-	found.SessionPK = idx.SessionPK
 	return found, nil
 }
 

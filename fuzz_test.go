@@ -217,15 +217,24 @@ func FuzzLogin(f *testing.F) {
 	var p *probe
 	e := newEnv(f, withProbe(&p))
 	var mu sync.Mutex
-	var sessionDeletes []string // partition keys of session items deleted
+	// The partition keys of the session items read and deleted: Login
+	// reads each carried credential's item (deleting needs its index key)
+	// and deletes those it finds.
+	var sessionReads, sessionDeletes []string
 	p.before = func(_ context.Context, op string, in any) {
-		if op != "DeleteItem" {
+		var key map[string]types.AttributeValue
+		list := &sessionReads
+		switch in := in.(type) {
+		case *dynamodb.GetItemInput:
+			key = in.Key
+		case *dynamodb.DeleteItemInput:
+			key, list = in.Key, &sessionDeletes
+		default:
 			return
 		}
-		pk := in.(*dynamodb.DeleteItemInput).Key["pk"].(*types.AttributeValueMemberS).Value
-		if strings.HasPrefix(pk, "SESSION#") {
+		if pk := key["pk"].(*types.AttributeValueMemberS).Value; strings.HasPrefix(pk, "SESSION#") {
 			mu.Lock()
-			sessionDeletes = append(sessionDeletes, pk)
+			*list = append(*list, pk)
 			mu.Unlock()
 		}
 	}
@@ -257,16 +266,23 @@ func FuzzLogin(f *testing.F) {
 				want = append(want, "SESSION#"+tokenHash(c.Value))
 			}
 		}
+		var wantDeletes []string // of the credentials read, only the live one is there
+		if carry {
+			wantDeletes = []string{"SESSION#" + tokenHash(live)}
+		}
 		mu.Lock()
-		sessionDeletes = nil
+		sessionReads, sessionDeletes = nil, nil
 		mu.Unlock()
 
 		value := fuzzLogin(t, e.m, key, r)
 
 		mu.Lock()
-		got := sessionDeletes
+		reads, deletes := sessionReads, sessionDeletes
 		mu.Unlock()
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, reads); diff != "" {
+			t.Errorf("cookies %q: session items read (-want +got):\n%s", cookies, diff)
+		}
+		if diff := cmp.Diff(wantDeletes, deletes); diff != "" {
 			t.Errorf("cookies %q: session items deleted (-want +got):\n%s", cookies, diff)
 		}
 		if carry {

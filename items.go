@@ -276,26 +276,35 @@ func wrapErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// deleteSession deletes the session item under sessionPK and, once it is
-// gone, its index item. It returns the deleted session, or false if there
-// was none. Once the session item is gone its token is dead, so a failure
-// to delete the index item is only logged: the item lingers in List until
-// TTL or a Revoke removes it.
-func (st *store) deleteSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
-	old, err := st.delete(ctx, st.SessionKey(sessionPK), true)
+// deleteSession deletes session s's item and, once it is gone, its index
+// item. It returns the session item as the delete found it, or false if
+// it was gone.
+//
+// s is the caller's copy, read before: a session's index key never
+// changes, so any copy names the index item. The delete's own answer
+// cannot be relied on for it, since it can be lost: the SDK retries the
+// call, the retry finds nothing, and the index item would linger in List
+// with nothing logged. Once the session item is gone its token is dead,
+// so a failure to delete the index item is only logged (it lingers in List
+// until TTL or a Revoke removes it), unless there was no session item to
+// delete: then that failure is the call's.
+func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Session, bool, error) {
+	old, err := st.delete(ctx, st.SessionKey(s.SessionPK), true)
 	if err != nil {
 		return item.Session{}, false, fmt.Errorf("ddbsession: delete session: %w", err)
 	}
-	s, err := st.Decode(old, item.KindSession)
-	if err != nil {
-		return item.Session{}, false, nil
+	deleted, err := st.Decode(old, item.KindSession)
+	found := err == nil
+	if st.HashOnly || s.Pending { // a pending session has no index item
+		return deleted, found, nil
 	}
-	if !st.HashOnly && !s.Pending { // a pending session has no index item
-		if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
-			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
+	if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
+		if !found {
+			return deleted, false, fmt.Errorf("ddbsession: delete session index item: %w", err)
 		}
+		st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
 	}
-	return s, true, nil
+	return deleted, found, nil
 }
 
 // deleteIndex deletes session s's index item, where nothing else is left

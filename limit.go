@@ -136,11 +136,7 @@ func oldestFirst(slots map[string]int64) []string {
 // clears them from List and the table, and a failure is only logged.
 func (l *sessionLimit) endEvicted(ctx context.Context, evicted []item.Session) {
 	for _, e := range evicted {
-		_, found, err := l.store.deleteSession(ctx, e.SessionPK)
-		if err == nil && !found {
-			err = l.store.deleteIndex(ctx, e)
-		}
-		if err != nil {
+		if _, _, err := l.store.deleteSession(ctx, e); err != nil {
 			l.logger.ErrorContext(ctx, "ddbsession: delete a session the session limit ended", "sid", e.ID, "err", err)
 		}
 		l.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})

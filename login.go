@@ -102,7 +102,7 @@ func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 // bounds its hashing work takes its slot before calling Login.
 func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
 	var u U
-	return m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll})
+	return m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll, read: m.stored(r)})
 }
 
 // verifier is verify bound to the user that the sign-in reads into u; nil
@@ -185,7 +185,7 @@ func loopbackHost(host string) bool {
 // (SameSite=Lax, and http.CrossOriginProtection for state changes).
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
 	var u U
-	token, s, _, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer})
+	token, s, _, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r)})
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -203,6 +203,9 @@ type signIn struct {
 	// pending is the pending session that CompleteLogin completes, which
 	// the sign-in deletes before it creates the session, or nil.
 	pending *item.Session
+	// read is the session item that RequireSession read in the request,
+	// if any: ending it needs no read of its own.
+	read item.Session
 }
 
 // carried says which sessions a request carries a sign-in ends.
@@ -261,7 +264,7 @@ func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Ti
 	if in.pending != nil && c.revoked(*in.pending, rev.State, now) != "" {
 		// The user's sessions were revoked (a password change) between
 		// the two steps: the first step's proof is void.
-		if _, _, err := c.store.deleteSession(ctx, in.pending.SessionPK); err != nil {
+		if _, _, err := c.store.deleteSession(ctx, *in.pending); err != nil {
 			return "", none, now, err
 		}
 		return "", none, now, rejected(ReasonCutoff)
@@ -274,11 +277,11 @@ func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Ti
 	if in.pending != nil {
 		// Of racing completions, the one whose delete finds the pending
 		// session goes on; the others find nothing.
-		if _, found, err := c.store.deleteSession(ctx, in.pending.SessionPK); err != nil || !found {
+		if _, found, err := c.store.deleteSession(ctx, *in.pending); err != nil || !found {
 			return "", none, now, cmp.Or(err, rejected(ReasonUnknown))
 		}
 	}
-	ended, err := c.endRequestSessions(ctx, r, in.end, EventRotated)
+	ended, err := c.endRequestSessions(ctx, r, in.end, EventRotated, in.read)
 	if err != nil {
 		return "", none, now, err
 	}
@@ -360,17 +363,18 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	pendingErr := m.endPending(ctx, w, r)
-	_, err := m.endRequestSessions(ctx, r, endAll, EventEnded)
+	_, err := m.endRequestSessions(ctx, r, endAll, EventEnded, m.stored(r))
 	return errors.Join(pendingErr, err)
 }
 
 // endRequestSessions deletes the sessions the request carries, those that
-// which says, reports each as kind, and returns them as they were.
-func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which carried, kind EventKind) ([]item.Session, error) {
+// which says, reports each as kind, and returns them as they were. read is
+// the session that RequireSession read in the request, if any.
+func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which carried, kind EventKind, read item.Session) ([]item.Session, error) {
 	var errs []error
 	var ended []item.Session
 	for _, token := range c.cookies.tokens(r, which == endAll) {
-		s, found, err := c.store.deleteSession(ctx, c.store.SessionPK(token))
+		s, found, err := c.endSession(ctx, c.store.SessionPK(token), read)
 		if err == nil && found {
 			err = c.recordEnd(ctx, s)
 		}
@@ -383,6 +387,29 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 		}
 	}
 	return ended, errors.Join(errs...)
+}
+
+// endSession deletes the session under sessionPK. deleteSession needs a
+// copy of it, which this reads first unless read is that session. The
+// session counts as ended if the copy was found and is gone now: by this
+// delete, whose answer may have been lost, or by a racing one.
+func (c *core) endSession(ctx context.Context, sessionPK string, read item.Session) (item.Session, bool, error) {
+	s := read
+	if sessionPK != read.SessionPK {
+		var found bool
+		var err error
+		if s, found, err = c.store.getSession(ctx, sessionPK); err != nil || !found {
+			return s, false, err
+		}
+	}
+	deleted, found, err := c.store.deleteSession(ctx, s)
+	if err != nil {
+		return s, false, err
+	}
+	if found {
+		s = deleted // as it was at the delete
+	}
+	return s, true, nil
 }
 
 // endPending deletes the pending session of r's pending cookie, if any,
@@ -404,7 +431,7 @@ func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Re
 	// Only a pending session: a signed-in token put in this cookie is no
 	// business of this cookie's.
 	if found && s.Pending {
-		if _, _, err := c.store.deleteSession(ctx, pk); err != nil {
+		if _, _, err := c.store.deleteSession(ctx, s); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,13 +86,19 @@ func TestLoginAndLogoutReportStoreFailure(t *testing.T) {
 		t.Errorf("failed Login set a session cookie: %v", c)
 	}
 
-	failOn(p, "DeleteItem", errors.New("down"))
-	w = newRecorder()
-	if err := e.m.Logout(w, newRequest(cookie)); err == nil {
-		t.Error("Logout reported success with the store down")
-	}
-	if c := sessionCookie(t, w.Result(), cookieName); c == nil || c.MaxAge >= 0 {
-		t.Errorf("failed Logout did not clear the cookie: %v", c)
+	// The failed Login deleted the carried session: Logout gets a live one,
+	// which it reads and then deletes.
+	p.fail = nil
+	cookie = e.login(alice)
+	for _, op := range []string{"GetItem", "DeleteItem"} {
+		failOn(p, op, errors.New("down"))
+		w = newRecorder()
+		if err := e.m.Logout(w, newRequest(cookie)); err == nil {
+			t.Errorf("Logout reported success with %s failing", op)
+		}
+		if c := sessionCookie(t, w.Result(), cookieName); c == nil || c.MaxAge >= 0 {
+			t.Errorf("Logout with %s failing did not clear the cookie: %v", op, c)
+		}
 	}
 }
 
@@ -606,6 +613,83 @@ func TestLoginWhoseWriteIsLostLeavesNoListedSession(t *testing.T) {
 			}
 			if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
 				t.Errorf("index items after a failed Login: %v", itemsText(items))
+			}
+		})
+	}
+}
+
+// A Logout, or a Login's rotation, whose delete of the session item is
+// applied but whose answer is lost gets, from the SDK's retry, an answer
+// that names nothing: the item is gone already. The index item goes all
+// the same, so List does not keep showing the ended session. It is named
+// by a copy of the session: one that RequireSession read in the request,
+// or else one read first.
+func TestSessionDeleteWhoseAnswerIsLostLeavesNoListedSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		logout    bool
+		guarded   bool // behind RequireSession
+		wantReads int  // GetItems of the flow
+	}{
+		{"Logout", true, false, 1},
+		{"Logout behind RequireSession", true, true, 0},
+		{"Login's rotation", false, false, 1},
+		{"Login's rotation behind RequireSession", false, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var p *probe
+			e := newEnv(t, withProbe(&p))
+			alice := e.putUser("alice")
+			cookie := e.login(alice)
+			old := e.sessionFor(cookie)
+			var lost atomic.Int32
+			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+				del, ok := in.(*dynamodb.DeleteItemInput)
+				if !ok || !strings.HasPrefix(del.Key["pk"].(*types.AttributeValueMemberS).Value, "SESSION#") || !lost.CompareAndSwap(0, 1) {
+					return nil, false
+				}
+				e.deleteItem(del.Key)                     // applied...
+				return &dynamodb.DeleteItemOutput{}, true // ...and the retry's answer: nothing was there
+			}
+			var next *http.Cookie
+			flow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var err error
+				if tc.logout {
+					err = e.m.Logout(w, r)
+				} else if err = e.m.Login(w, r, alice, nil); err == nil {
+					next = sessionCookie(t, w.(*httptest.ResponseRecorder).Result(), cookieName)
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			})
+			h := http.Handler(flow)
+			if tc.guarded {
+				h = e.m.RequireSession(flow)
+			}
+			reads := p.count("GetItem")
+			h.ServeHTTP(httptest.NewRecorder(), newRequest(cookie))
+			if reads = p.count("GetItem") - reads; reads != tc.wantReads {
+				t.Errorf("%s made %d GetItems, want %d", tc.name, reads, tc.wantReads)
+			}
+			if lost.Load() != 1 {
+				t.Fatal("no session delete was answered as lost")
+			}
+			var want []string
+			if next != nil {
+				want = []string{e.sessionFor(next).ID}
+			}
+			var got []string
+			for _, s := range e.mustList(alice) {
+				got = append(got, s.ID)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("List after %s ended session %s (-want +got):\n%s", tc.name, old.ID, diff)
+			}
+			if items := e.itemsOf(kindIndex, old.ID); len(items) != 0 {
+				t.Errorf("the ended session's index item is left: %v", itemsText(items))
 			}
 		})
 	}

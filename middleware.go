@@ -107,7 +107,7 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 			c.cookies.set(w, cred.Token, s, now)
 		}
 	}
-	*st = sessionState{session: sessionOf(s), key: sessionPK, dataRev: s.DataRev}
+	*st = sessionState{session: sessionOf(s), stored: s, dataRev: s.DataRev}
 	return bearer, nil
 }
 
@@ -374,11 +374,21 @@ type requestState[U any] struct {
 	user U
 }
 
-// sessionState is the request's session, and what UpdateData needs of it.
+// sessionState is the request's session, and what UpdateData, Logout and
+// Login need of it.
 type sessionState struct {
 	session Session
-	key     string // the session item's partition key; "" from NewContext
-	dataRev int64  // item.Session.DataRev as read
+	stored  item.Session // the session item as read; zero from NewContext
+	dataRev int64        // the data's revision: as read, then as UpdateData wrote it
+}
+
+// stored is the session item that RequireSession or LoadSession read in
+// r, or the zero item.
+func (m *Manager[U]) stored(r *http.Request) item.Session {
+	if st, _ := r.Context().Value(ctxKey[U]{m}).(*requestState[U]); st != nil {
+		return st.stored
+	}
+	return item.Session{}
 }
 
 // User returns the signed-in user that [Manager.RequireSession] or

@@ -104,13 +104,9 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 	if !ok {
 		return ErrNoSession
 	}
-	_, found, err := m.store.deleteSession(ctx, s.SessionPK)
-	if err == nil && !found {
-		// The session item was already gone; drop its stale index item too.
-		if err = m.store.deleteIndex(ctx, s); err != nil {
-			err = fmt.Errorf("ddbsession: revoke session: %w", err)
-		}
-	}
+	// A session item already gone leaves a stale index item, which this
+	// deletes too.
+	_, _, err = m.store.deleteSession(ctx, s)
 	if err == nil {
 		err = m.recordEnd(ctx, s)
 	}

@@ -98,7 +98,7 @@ func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verif
 	p, err := m.takeAttempt(r)
 	if err == nil {
 		var proofErr error
-		in := signIn{user: userOf(p), out: &u, methods: methods, end: endAll, pending: &p}
+		in := signIn{user: userOf(p), out: &u, methods: methods, end: endAll, pending: &p, read: m.stored(r)}
 		in.verify = func() error {
 			if proofErr = check(); proofErr != nil {
 				m.events.emit(r.Context(), Event{Kind: EventSecondFactorFailed, SessionID: p.ID, User: userOf(p)})
@@ -115,7 +115,7 @@ func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verif
 			// user starts over.
 			ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 			defer cancel()
-			if _, _, derr := m.store.deleteSession(ctx, p.SessionPK); derr != nil {
+			if _, _, derr := m.store.deleteSession(ctx, p); derr != nil {
 				return derr
 			}
 			err = ErrNoSession
@@ -148,6 +148,5 @@ func (c *core) takeAttempt(r *http.Request) (item.Session, error) {
 	case !ok:
 		return p, ErrNoSession
 	}
-	p.SessionPK = pk
 	return p, nil
 }

@@ -219,7 +219,8 @@ type Session struct {
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
 	UserAgent   string
 	// SessionPK is the session item's partition key. Index items store it
-	// so that one session can be deleted from the user's list.
+	// so that one session can be deleted from the user's list; a decoded
+	// session item has it from its key.
 	SessionPK string
 	// BrowserOnly marks a session whose cookie has no Max-Age, so that it
 	// ends when the browser closes; a refresh keeps it so.
@@ -501,6 +502,8 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	s.UserAgent = d.str(AttrUserAgent, false)
 	if kind == KindIndex {
 		s.SessionPK = d.str(AttrSessionPK, true)
+	} else {
+		s.SessionPK = d.str(l.PartitionKey, true)
 	}
 	if _, present := av[AttrBrowserOnly]; present {
 		s.BrowserOnly = d.num(AttrBrowserOnly) == 1
