@@ -329,14 +329,32 @@ func (d *soakDevice) sessions() {
 
 // revoke posts POST /sessions/revoke for id, with the device's session.
 // It reports the answer, and false if the device's own session was
-// refused.
+// refused, or needed a re-authentication that did not come about.
+//
+// The route needs an authentication within the app's -reauth (10
+// minutes), which the soak's fast clock passes in ten seconds: then the
+// device signs in again on the session it holds, a re-authentication (as
+// the app's /reauth does, by the same Login), and tries once more.
 func (d *soakDevice) revoke(kind, id string) (soakResponse, bool) {
-	res := d.form(kind, "/sessions/revoke", url.Values{"id": {id}})
-	if res.code == http.StatusUnauthorized || res.toLogin() {
-		d.guarded(res, kind)
-		return res, false
+	for try := 0; ; try++ {
+		res := d.form(kind, "/sessions/revoke", url.Values{"id": {id}})
+		if res.stepUp() {
+			held := d.sess
+			if try > 0 {
+				d.m.fail("%s from %s: a step-up just after a re-authentication: %d %s", kind, held, res.code, res.header.Get("WWW-Authenticate")+res.location())
+				return res, false
+			}
+			d.m.let(held, res, kind+" (step-up)") // the guard let the session through
+			if d.login(held); d.sess == held {
+				return res, false // the re-authentication failed: 503
+			}
+		}
+		if res.code == http.StatusUnauthorized || res.toLogin() {
+			d.guarded(res, kind)
+			return res, false
+		}
+		return res, true
 	}
-	return res, true
 }
 
 // revokeOther revokes another of the user's sessions, as the "sign out
@@ -365,7 +383,7 @@ func (d *soakDevice) revokeOther() {
 	case res.code == http.StatusServiceUnavailable:
 		d.m.endUncertain(target)
 	default:
-		d.m.fail("revoke of %s from %s: %d; body: %.300s", target, d.sess, res.code, res.body)
+		d.m.fail("revoke of %s from %s: %d %s; body: %.300s", target, d.sess, res.code, res.location(), res.body)
 	}
 }
 
@@ -383,7 +401,7 @@ func (d *soakDevice) revokeForeign() {
 	d.m.mu.Unlock()
 	res, ok := d.revoke("revoke foreign", id)
 	if ok && res.code != http.StatusNotFound && res.code != http.StatusServiceUnavailable {
-		d.m.fail("%s revoked %s of another user: %d, want 404", d.sess, victim, res.code)
+		d.m.fail("%s revoked %s of another user: %d %s, want 404", d.sess, victim, res.code, res.location())
 	}
 }
 
@@ -393,7 +411,7 @@ func (d *soakDevice) revokeUnknown() {
 	rand.Read(b)
 	res, ok := d.revoke("revoke unknown", hex.EncodeToString(b))
 	if ok && res.code != http.StatusNotFound && res.code != http.StatusServiceUnavailable {
-		d.m.fail("revoke of an unknown ID from %s: %d, want 404", d.sess, res.code)
+		d.m.fail("revoke of an unknown ID from %s: %d %s, want 404", d.sess, res.code, res.location())
 	}
 }
 

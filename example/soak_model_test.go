@@ -349,6 +349,15 @@ func (r soakResponse) toLogin() bool {
 	return r.code == http.StatusSeeOther && strings.HasPrefix(r.location(), "/login")
 }
 
+// stepUp says whether the answer asks for a recent authentication: a
+// browser sent to the re-authentication page, an API client's 401 with
+// RFC 9470's challenge. It is no refusal of the session.
+func (r soakResponse) stepUp() bool {
+	path, _, _ := strings.Cut(r.location(), "?") // ?next= where the request was a GET
+	return r.code == http.StatusSeeOther && path == reauthPath ||
+		r.code == http.StatusUnauthorized && strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_user_authentication"`)
+}
+
 // figures sums the answers up, by kind and status, with p50 and p99
 // latencies.
 func (m *soakModel) figures() string {
