@@ -276,18 +276,35 @@ func wrapErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// readSession reads the session item under sessionPK for its deletion.
+// present says whether there is one; s decodes it, but for one in a format
+// this release cannot read, whose s has its SessionPK alone.
+func (st *store) readSession(ctx context.Context, sessionPK string) (s item.Session, present bool, err error) {
+	av, err := st.get(ctx, st.SessionKey(sessionPK))
+	if err != nil {
+		return s, false, fmt.Errorf("ddbsession: get session: %w", err)
+	}
+	if av == nil {
+		return s, false, nil
+	}
+	if s, present = st.decodeSession(ctx, av); !present {
+		s = item.Session{SessionPK: sessionPK}
+	}
+	return s, true, nil
+}
+
 // deleteSession deletes session s's item and, once it is gone, its index
 // item. It returns the session item as the delete found it, or false if
-// it was gone.
+// the delete found nothing.
 //
 // s is the caller's copy, read before: a session's index key never
-// changes, so any copy names the index item. The delete's own answer
-// cannot be relied on for it, since it can be lost: the SDK retries the
-// call, the retry finds nothing, and the index item would linger in List
-// with nothing logged. Once the session item is gone its token is dead,
-// so a failure to delete the index item is only logged (it lingers in List
-// until TTL or a Revoke removes it), unless there was no session item to
-// delete: then that failure is the call's.
+// changes, so the copy names the index item. The delete's own answer
+// cannot be relied on for it: it can be lost, the SDK retries the call,
+// the retry finds nothing, and the index item would linger in List with
+// nothing logged. A copy without an ID (an item of a format this release
+// cannot read) leaves the index item to the delete's answer. Once the
+// session item is gone its token is dead, so a failure to delete the index
+// item is only logged: it lingers in List until TTL or a Revoke removes it.
 func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Session, bool, error) {
 	old, err := st.delete(ctx, st.SessionKey(s.SessionPK), true)
 	if err != nil {
@@ -295,13 +312,13 @@ func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Sessio
 	}
 	deleted, err := st.Decode(old, item.KindSession)
 	found := err == nil
-	if st.HashOnly || s.Pending { // a pending session has no index item
+	if s.ID == "" && found {
+		s = deleted
+	}
+	if st.HashOnly || s.ID == "" || s.Pending { // a pending session has no index item
 		return deleted, found, nil
 	}
 	if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
-		if !found {
-			return deleted, false, fmt.Errorf("ddbsession: delete session index item: %w", err)
-		}
 		st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
 	}
 	return deleted, found, nil

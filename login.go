@@ -375,9 +375,6 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 	var ended []item.Session
 	for _, token := range c.cookies.tokens(r, which == endAll) {
 		s, found, err := c.endSession(ctx, c.store.SessionPK(token), read)
-		if err == nil && found {
-			err = c.recordEnd(ctx, s)
-		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -389,27 +386,34 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 	return ended, errors.Join(errs...)
 }
 
-// endSession deletes the session under sessionPK. deleteSession needs a
-// copy of it, which this reads first unless read is that session. The
-// session counts as ended if the copy was found and is gone now: by this
-// delete, whose answer may have been lost, or by a racing one.
+// endSession deletes the session under sessionPK and returns it as the
+// delete found it, or false if the delete found nothing. deleteSession
+// needs a copy, which this reads first unless read is that session.
+//
+// A copy that the delete then does not find was ended by a racing call or
+// by this delete, whose answer was lost: it is not reported (no event, no
+// re-authentication from it), since which cannot be told, but it is
+// recorded as ended (MREC), as the one that ended it does too, because
+// if that was this delete, no one else will.
 func (c *core) endSession(ctx context.Context, sessionPK string, read item.Session) (item.Session, bool, error) {
 	s := read
 	if sessionPK != read.SessionPK {
-		var found bool
+		var present bool
 		var err error
-		if s, found, err = c.store.getSession(ctx, sessionPK); err != nil || !found {
+		if s, present, err = c.store.readSession(ctx, sessionPK); err != nil || !present {
 			return s, false, err
 		}
 	}
 	deleted, found, err := c.store.deleteSession(ctx, s)
-	if err != nil {
+	switch {
+	case err != nil:
 		return s, false, err
+	case found:
+		return deleted, true, c.recordEnd(ctx, deleted)
+	case s.ID != "":
+		return s, false, c.recordEnd(ctx, s)
 	}
-	if found {
-		s = deleted // as it was at the delete
-	}
-	return s, true, nil
+	return s, false, nil
 }
 
 // endPending deletes the pending session of r's pending cookie, if any,

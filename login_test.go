@@ -695,6 +695,37 @@ func TestSessionDeleteWhoseAnswerIsLostLeavesNoListedSession(t *testing.T) {
 	}
 }
 
+// A session item of a later release's format, which this one cannot
+// read, still goes when a Logout or a Login carries its token: during a
+// rolling deploy or a rollback, "every session the request carries ends"
+// holds on the old instances too.
+func TestEndingSessionOfLaterFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	for _, logout := range []bool{true, false} {
+		hs := newHandSession(alice)
+		session, _ := hs.items()
+		session["v"] = attrN(9)
+		e.putItem(session)
+		r := newRequest(&http.Cookie{Name: cookieName, Value: hs.token})
+		var err error
+		if logout {
+			err = e.m.Logout(httptest.NewRecorder(), r)
+		} else {
+			err = e.m.Login(httptest.NewRecorder(), r, alice, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range e.scanAll() {
+			if attrText(it["pk"]) == attrText(session["pk"]) {
+				t.Errorf("%s: the session item of a later format is left: %v", map[bool]string{true: "Logout", false: "Login"}[logout], itemsText([]map[string]types.AttributeValue{it}))
+			}
+		}
+	}
+}
+
 // With Config.ClearSiteData, Logout asks the browser to clear what it
 // names, in the header's grammar; without it, Logout sends no such header,
 // since the directives reach the whole registrable domain.

@@ -675,24 +675,28 @@ func newRegions(t *testing.T, skewA, skewB time.Duration) *regions {
 	t.Helper()
 	g := ddbtest.NewRegions(t, ddbtest.Client(t), ddbtest.SecondClient(t), regionsLag)
 	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, logs: &syncBuffer{}}
-	manager := func(r *ddbtest.Region, skew time.Duration) *ddbsession.Manager[Member] {
-		m, err := ddbsession.New(ddbsession.Config[Member]{
-			Client: r, Table: rs.table, MREC: true,
-			IdleTimeout: time.Hour, RefreshInterval: 10 * time.Minute, StoreTimeout: time.Minute,
-			Now:    func() time.Time { return rs.clock.Now().Add(skew) },
-			Logger: slog.New(slog.NewTextHandler(rs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.CreateTable(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Wait(context.Background()) })
-		return m
-	}
-	rs.a, rs.b = manager(g.A, skewA), manager(g.B, skewB)
+	rs.a, rs.b = rs.manager(g.A, skewA), rs.manager(g.B, skewB)
 	return rs
+}
+
+// manager is an instance in the Region that client reaches (a
+// ddbtest.Region, or a probe in front of one), whose clock is skew off.
+func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbsession.Manager[Member] {
+	t := rs.t
+	m, err := ddbsession.New(ddbsession.Config[Member]{
+		Client: client, Table: rs.table, MREC: true,
+		IdleTimeout: time.Hour, RefreshInterval: 10 * time.Minute, StoreTimeout: time.Minute,
+		Now:    func() time.Time { return rs.clock.Now().Add(skew) },
+		Logger: slog.New(slog.NewTextHandler(rs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Wait(context.Background()) })
+	return m
 }
 
 // both runs f for each Region's Manager.
@@ -827,6 +831,70 @@ func TestMRECLogoutRacingRefresh(t *testing.T) {
 				list, err := m.List(context.Background(), alice)
 				if err != nil || len(list) != 0 {
 					t.Errorf("Region %s: List = %v, %v; want no session", r, list, err)
+				}
+			})
+		})
+	}
+}
+
+// MREC: a Logout in Region A whose delete is applied but whose answer is
+// lost (the SDK's retry finds nothing), and then, in one case, whose index
+// delete fails too, still records the session as ended: a refresh in
+// Region B within the lag does not bring it back.
+func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	for _, indexFails := range []bool{false, true} {
+		t.Run(map[bool]string{false: "index delete applied", true: "index delete fails"}[indexFails], func(t *testing.T) {
+			t.Parallel()
+			rs := newRegions(t, 0, 0)
+			p := newProbe(rs.g.A)
+			lossy := rs.manager(p, 0) // an instance in Region A
+			alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+			if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			c, err := loginWith(rs.a, alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			rs.clock.Advance(20 * time.Minute) // a refresh is due
+
+			var lost atomic.Int32
+			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+				del, ok := in.(*dynamodb.DeleteItemInput)
+				if !ok || !strings.HasPrefix(del.Key["pk"].(*types.AttributeValueMemberS).Value, "SESSION#") {
+					return nil, false // not the session item
+				}
+				if _, err := rs.g.A.DeleteItem(ctx, del); err != nil { // applied...
+					t.Error(err)
+				}
+				lost.Add(1)
+				return &dynamodb.DeleteItemOutput{}, true // ...and the retry's answer: nothing was there
+			}
+			if indexFails {
+				p.fail = func(_ context.Context, op string) error {
+					if op == "DeleteItem" && lost.Load() > 0 { // the index item's, after
+						return errors.New("down")
+					}
+					return nil
+				}
+			}
+			if err := lossy.Logout(newRecorder(), newRequest(c)); err != nil {
+				t.Fatal(err)
+			}
+			if lost.Load() != 1 {
+				t.Fatal("the session delete's answer was not lost")
+			}
+			w := requestIn(rs.b, c) // before the delete has arrived
+			if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
+				t.Fatalf("the request in B within the lag: status %d; want 200 and a refresh", w.Code)
+			}
+			rs.settled()
+			rs.both(func(r string, m *ddbsession.Manager[Member]) {
+				if got := statusOf(m, c); got != http.StatusUnauthorized {
+					t.Errorf("Region %s: the logged-out session came back with the refresh's write: status %d, want 401", r, got)
 				}
 			})
 		})

@@ -105,7 +105,7 @@ func (m *Manager[U]) Revoke(ctx context.Context, user UserKey, id string) error 
 		return ErrNoSession
 	}
 	// A session item already gone leaves a stale index item, which this
-	// deletes too.
+	// deletes too (a failure to is logged).
 	_, _, err = m.store.deleteSession(ctx, s)
 	if err == nil {
 		err = m.recordEnd(ctx, s)
