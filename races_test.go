@@ -699,6 +699,18 @@ func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbses
 	return m
 }
 
+// alice creates the user alice, with password "pw", in Region A, and
+// waits until Region B has her too.
+func (rs *regions) alice() ddbsession.UserKey {
+	rs.t.Helper()
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+		rs.t.Fatal(err)
+	}
+	rs.settled()
+	return alice
+}
+
 // both runs f for each Region's Manager.
 func (rs *regions) both(f func(region string, m *ddbsession.Manager[Member])) {
 	f("A", rs.a)
@@ -748,11 +760,7 @@ func (rs *regions) userUpdate(r *ddbtest.Region, key ddbsession.UserKey, attr, v
 func TestMRECRevokeAllRacingAppWrite(t *testing.T) {
 	t.Parallel()
 	rs := newRegions(t, 0, 0)
-	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
-		t.Fatal(err)
-	}
-	rs.settled()
+	alice := rs.alice()
 	before, err := loginWith(rs.a, alice, "pw")
 	if err != nil {
 		t.Fatal(err)
@@ -800,11 +808,7 @@ func TestMRECLogoutRacingRefresh(t *testing.T) {
 			rs := newRegions(t, 0, 0)
 			managers := map[string]*ddbsession.Manager[Member]{"A": rs.a, "B": rs.b}
 			region := map[string]*ddbtest.Region{"A": rs.g.A, "B": rs.g.B}
-			alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-			if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
-				t.Fatal(err)
-			}
-			rs.settled()
+			alice := rs.alice()
 			c, err := loginWith(managers[tc.logout], alice, "pw")
 			if err != nil {
 				t.Fatal(err)
@@ -849,11 +853,7 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 			rs := newRegions(t, 0, 0)
 			p := newProbe(rs.g.A)
 			lossy := rs.manager(p, 0) // an instance in Region A
-			alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-			if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
-				t.Fatal(err)
-			}
-			rs.settled()
+			alice := rs.alice()
 			c, err := loginWith(rs.a, alice, "pw")
 			if err != nil {
 				t.Fatal(err)
@@ -907,11 +907,7 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 func TestMRECLoginThenRequestInOtherRegion(t *testing.T) {
 	t.Parallel()
 	rs := newRegions(t, 0, 0)
-	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
-		t.Fatal(err)
-	}
-	rs.settled()
+	alice := rs.alice()
 	c, err := loginWith(rs.a, alice, "pw")
 	if err != nil {
 		t.Fatal(err)
@@ -1018,11 +1014,7 @@ func TestMRECPasswordChangeUnderClockSkew(t *testing.T) {
 func TestMRECRevocationLagIsTheReplicationLag(t *testing.T) {
 	t.Parallel()
 	rs := newRegions(t, 0, 0)
-	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
-	if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
-		t.Fatal(err)
-	}
-	rs.settled()
+	alice := rs.alice()
 	c, err := loginWith(rs.a, alice, "pw")
 	if err != nil {
 		t.Fatal(err)
