@@ -3,83 +3,15 @@
 package main
 
 import (
-	"bufio"
-	"net"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
-// TestSignalStops runs the command as a process of its own, as main runs
-// it, and stops it the way Ctrl-C and kill do, with SIGINT and with
-// SIGTERM: it must close its listener and exit 0. The process inherits the
-// engine that ddbtest.Main publishes in its environment. It is built and
-// run, not run through go run, which passes neither signal on: go run
-// ignores SIGINT and dies of SIGTERM, and the program it started lives on.
+// TestSignalStops runs the command as a process of its own, as a user's
+// shell does, and stops it with SIGINT (Ctrl-C) and SIGTERM (kill): it must
+// close its listener and exit 0 (see ddbtest.SignalStops).
 func TestSignalStops(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "routers")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	table := ddbtest.TableName(t, ddbtest.Client(t))
-	for name, sig := range map[string]syscall.Signal{"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM} {
-		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-table", table, "-dev")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("the command's stderr:\n%s", stderr.String())
-				}
-			})
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			line, err := bufio.NewReader(stdout).ReadString('\n')
-			go func() { exited <- cmd.Wait() }()
-			_, base, _ := strings.Cut(strings.TrimSpace(line), " on ")
-			addr := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")
-			if err != nil || !accepts(addr) {
-				cmd.Process.Kill()
-				<-exited
-				t.Fatalf("the command printed %q (%v), and %q takes no connection", line, err, addr)
-			}
-
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Errorf("after %s: %v, want exit status 0", name, err)
-				}
-			case <-time.After(15 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-				t.Fatalf("still running 15s after %s", name)
-			}
-			if accepts(addr) {
-				t.Errorf("%s still takes connections after the command exited", addr)
-			}
-		})
-	}
-}
-
-func accepts(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err == nil {
-		conn.Close()
-	}
-	return err == nil
+	ddbtest.SignalStops(t, "-table", ddbtest.TableName(t, ddbtest.Client(t)), "-dev")
 }
