@@ -1,6 +1,7 @@
 package ddbsession
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -8,9 +9,9 @@ import (
 )
 
 // This file holds the answers to requests that a guard does not let
-// through (Config.Unauthorized and Config.StoreUnavailable, and their
-// defaults), and the pair that sends a browser to log in and back
-// (Config.LoginPath and ReturnPath).
+// through: the defaults of Config.Unauthorized, StepUp and
+// StoreUnavailable, and the pair that sends a browser to log in and back
+// (Redirect and ReturnPath).
 
 // textHandler answers with a status code and a one-line plain-text body.
 func textHandler(code int, msg string) http.Handler {
@@ -19,41 +20,27 @@ func textHandler(code int, msg string) http.Handler {
 	})
 }
 
-// returnParam is the query parameter in which the redirect to
-// Config.LoginPath passes the page the user was going to, for ReturnPath to
-// read back.
+// returnParam is the query parameter in which [Redirect] passes the page
+// to come back to, for ReturnPath to read back.
 const returnParam = "next"
 
-// redirectTo answers with 303 See Other to path, passing the path and
-// query of a GET or HEAD request in the "next" parameter, so that the
-// login handler can send the user back with [ReturnPath]. Other methods
-// carry no "next": their target is no page to return to. A request that
-// carried a bearer token is no browser's: it gets 401, as without a path.
-func redirectTo(path string) http.Handler {
+// Redirect returns a handler that sends a browser with 303 See Other to
+// path, a page on this site, passing the page to come back to in the
+// "next" parameter, which the page's handler reads with [ReturnPath]: a
+// GET's or HEAD's own path and query, or, for a form's POST, the page that
+// sent it (a Referer of this origin). It is the value of
+// [Config.Unauthorized] for a site with a login page, and of
+// [Config.StepUp] for one with a re-authentication page. A request that
+// carries a bearer token is no browser's: it gets 401. Redirect panics if
+// path is not a path on this site, as a pattern that cannot be served
+// does, when the app starts.
+func Redirect(path string) http.Handler {
+	if !localPath(path) {
+		panic(fmt.Sprintf("ddbsession: Redirect(%q): not a path on this site", path))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		target := path
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			if next := r.URL.RequestURI(); localPath(next) {
-				target += "?" + url.Values{returnParam: {next}}.Encode()
-			}
-		}
-		http.Redirect(w, r, target, http.StatusSeeOther)
-	})
-}
-
-// redirectBack answers with 303 See Other to path, passing the page to come
-// back to in the "next" parameter: a GET's or HEAD's own path and query,
-// or, for a form's POST, the page that sent it, from a Referer of this
-// origin. Config.StepUp's default with Config.ReauthPath. A request that
-// carried a bearer token gets 401, as redirectTo gives it.
-func redirectBack(path string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" {
-			http.Error(w, "authenticate again to continue", http.StatusUnauthorized)
 			return
 		}
 		next := r.URL.RequestURI()

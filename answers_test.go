@@ -35,12 +35,15 @@ func TestReturnPathRefusesOpenRedirects(t *testing.T) {
 	}
 }
 
-// Config.LoginPath sends a browser to log in and back: a GET or HEAD
-// remembers its page, another method does not, and a request with a bearer
-// token, no browser's, gets 401.
-func TestLoginPath(t *testing.T) {
+// Redirect as Config.Unauthorized sends a browser to log in and back: a
+// GET or HEAD remembers its page, a form's POST the page that sent it, and
+// a request with a bearer token, no browser's, gets 401.
+func TestRedirect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *ddbsession.Config[User]) { c.LoginPath = "/login"; c.BearerTokens = true })
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		c.Unauthorized = ddbsession.Redirect("/login")
+		c.BearerTokens = true
+	})
 	guard := e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("let through") }))
 	for _, tc := range []struct {
 		method, target, bearer string
@@ -70,11 +73,14 @@ func TestLoginPath(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"login", "https://evil.example/login", "//evil.example"} {
-		cfg := e.cfg
-		cfg.LoginPath = bad
-		if _, err := ddbsession.New(cfg); err == nil || !strings.Contains(err.Error(), "Config.LoginPath") {
-			t.Errorf("New with LoginPath %q = %v, want it refused", bad, err)
-		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Redirect(%q) did not panic", bad)
+				}
+			}()
+			ddbsession.Redirect(bad)
+		}()
 	}
 }
 

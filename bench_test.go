@@ -66,7 +66,7 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 		hide bool
 	}{{"one-round-trip", false}, {"two-reads", true}} {
 		cfg := e.cfg
-		cfg.HideUserKey = path.hide
+		cfg.Cookie.HideUserKey = path.hide
 		c := cookie
 		if path.hide {
 			c = tokenOnly(cookie)

@@ -31,7 +31,7 @@ func TestDeviceBindingConfigRefused(t *testing.T) {
 			t.Errorf("New accepted DeviceBinding %+v", d)
 		}
 	}
-	if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t", InsecureDevMode: true, DeviceBinding: ddbsession.DeviceBinding{Enabled: true}}); err == nil {
+	if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t", Cookie: ddbsession.Cookie{InsecureDevMode: true}, DeviceBinding: ddbsession.DeviceBinding{Enabled: true}}); err == nil {
 		t.Error("New accepted DeviceBinding with InsecureDevMode")
 	}
 	if _, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "t", DeviceBinding: ddbsession.DeviceBinding{
@@ -109,7 +109,7 @@ func TestBoundSessionRefusedWithoutBoundCookie(t *testing.T) {
 				t.Errorf("the device after the refusals: status %d", got)
 			}
 		}
-		if _, _, err := e.m.Check(context.Background(), b.session.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+		if _, _, err := e.m.Authenticate(context.Background(), b.session.Value); !errors.Is(err, ddbsession.ErrNoSession) {
 			t.Errorf("Check of a bound session: %v, want ErrNoSession", err)
 		}
 	})

@@ -17,8 +17,8 @@ import (
 // cookies reads the session credential of a request, from its cookie or
 // its bearer token, and writes the session cookie.
 type cookies struct {
-	name   string // Config.CookieName, prefix and all
-	secure bool   // not Config.InsecureDevMode
+	name   string // Cookie.Name, prefix and all
+	secure bool   // not Cookie.InsecureDevMode
 	// withUser says whether the cookie carries the user's key next to the
 	// token: when users live in the table and HideUserKey is not set.
 	withUser bool
@@ -43,7 +43,7 @@ const sessionExpiresHeader = "Session-Expires"
 
 // errBothCredentials is a request with a session cookie and a bearer token:
 // refused, never guessed at.
-var errBothCredentials = errors.New("ddbsession: a session cookie and a bearer token")
+var errBothCredentials = errors.New("a session cookie and a bearer token")
 
 // credential returns the request's credential: the first well-formed one
 // among its cookies of our name or, with Config.BearerTokens, its bearer
@@ -174,29 +174,6 @@ func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure b
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,
 	})
-}
-
-// addVary says that the response depends on the request's header name, if
-// it does not say so already.
-func addVary(h http.Header, name string) {
-	for _, v := range h.Values("Vary") {
-		for field := range strings.SplitSeq(v, ",") {
-			if f := strings.TrimSpace(field); f == "*" || strings.EqualFold(f, name) {
-				return
-			}
-		}
-	}
-	h.Add("Vary", name)
-}
-
-// private marks a response that a session let through as the user's own:
-// no shared cache may keep it, since some ignore Vary: Cookie, and none
-// should keep what a bearer token was shown for (OWASP ASVS 5.0 14.3.2). A
-// handler that sets a Cache-Control of its own replaces it.
-func private(h http.Header) {
-	if _, set := h["Cache-Control"]; !set {
-		h["Cache-Control"] = []string{"private, no-store"}
-	}
 }
 
 // cookieName is a configured cookie name as sent: with the "__Host-" prefix,

@@ -39,7 +39,7 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
 	hiddenCfg := e.cfg
-	hiddenCfg.HideUserKey = true
+	hiddenCfg.Cookie.HideUserKey = true
 	hidden := primed(t, hiddenCfg)
 	old := tokenOnly(cookie) // as an earlier release, or a HideUserKey Manager, issued it
 
@@ -107,12 +107,12 @@ func TestLoginCookie(t *testing.T) {
 		wantSecure bool
 	}{
 		{"default", nil, "__Host-session", true},
-		{"custom name keeps the prefix", func(c *ddbsession.Config[User]) { c.CookieName = "sid" }, "__Host-sid", true},
-		{"prefixed custom name", func(c *ddbsession.Config[User]) { c.CookieName = "__Host-sid" }, "__Host-sid", true},
-		{"dev mode", func(c *ddbsession.Config[User]) { c.InsecureDevMode = true }, "session", false},
+		{"custom name keeps the prefix", func(c *ddbsession.Config[User]) { c.Cookie.Name = "sid" }, "__Host-sid", true},
+		{"prefixed custom name", func(c *ddbsession.Config[User]) { c.Cookie.Name = "__Host-sid" }, "__Host-sid", true},
+		{"dev mode", func(c *ddbsession.Config[User]) { c.Cookie.InsecureDevMode = true }, "session", false},
 		{"dev mode custom name", func(c *ddbsession.Config[User]) {
-			c.InsecureDevMode = true
-			c.CookieName = "__Host-sid"
+			c.Cookie.InsecureDevMode = true
+			c.Cookie.Name = "__Host-sid"
 		}, "sid", false},
 	}
 	for _, tc := range cases {
@@ -163,7 +163,7 @@ func TestCookieMaxAgeFollowsExpiry(t *testing.T) {
 	t.Parallel()
 	// The idle timeout gives the first expiry; a refresh near the end of
 	// the absolute lifetime slides it to that end only, and Max-Age with it.
-	e := newEnv(t, func(c *ddbsession.Config[User]) { c.AbsoluteLifetime = 90 * time.Minute })
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.AbsoluteLifetime = 90 * time.Minute })
 	c := e.login(e.putUser("alice"))
 	if c.MaxAge != 60*60 {
 		t.Errorf("Max-Age = %d, want %d", c.MaxAge, 60*60)
@@ -234,7 +234,7 @@ func TestCredentialWithLineBreaksIsMalformed(t *testing.T) {
 		"a newline before the sort key": token + "." + pk + ".\n" + sk,
 	} {
 		p.reset()
-		s, _, err := e.m.Check(context.Background(), value)
+		s, _, err := e.m.Authenticate(context.Background(), value)
 		if !errors.Is(err, ddbsession.ErrNoSession) || p.total() != 0 {
 			t.Errorf("%s (%q): Check = session %q, %v after %d calls; want ErrNoSession after 0", name, value, s.ID, err, p.total())
 		}
@@ -303,7 +303,7 @@ func TestBearerValid(t *testing.T) {
 		t.Errorf("List = %+v, want the bearer session with its User-Agent", list)
 	}
 	// Check takes the token too.
-	if _, u, err := e.m.Check(context.Background(), tok.Token); err != nil || u.Name != "alice" {
+	if _, u, err := e.m.Authenticate(context.Background(), tok.Token); err != nil || u.Name != "alice" {
 		t.Errorf("Check(bearer token) = %v, %v", u, err)
 	}
 }
@@ -468,7 +468,7 @@ func TestSecureCookieOverPlainHTTPWarns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, func(c *ddbsession.Config[User]) { c.InsecureDevMode = tc.dev })
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.Cookie.InsecureDevMode = tc.dev })
 			alice := e.putUser("alice")
 			for range 2 {
 				r := httptest.NewRequest("POST", tc.target, nil)
@@ -486,7 +486,7 @@ func TestSecureCookieOverPlainHTTPWarns(t *testing.T) {
 			if got := strings.Count(e.logs.String(), warning); got != want {
 				t.Errorf("%d warnings after two logins, want %d:\n%s", got, want, e.logs)
 			}
-			if tc.warns && !strings.Contains(e.logs.String(), "Config.InsecureDevMode") {
+			if tc.warns && !strings.Contains(e.logs.String(), "Config.Cookie.InsecureDevMode") {
 				t.Errorf("the warning does not name the fix:\n%s", e.logs)
 			}
 		})

@@ -54,7 +54,7 @@ func (m *Manager[U]) UpdateData(ctx context.Context, update func(data json.RawMe
 	if st == nil {
 		return ErrNoSession
 	}
-	return m.updateData(ctx, &st.sessionState, update)
+	return wrap("update session data", m.updateData(ctx, &st.sessionState, update))
 }
 
 // maxDataAttempts bounds UpdateData's rounds against other writers.
@@ -88,7 +88,7 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 		now, nextRev := c.now(), rand.Int64N(math.MaxInt64)+1
 		conflict, err := c.store.update(ctx, c.store.SessionKey(st.stored.SessionPK), c.store.SetData(string(next), rev, nextRev, now))
 		if err != nil {
-			return fmt.Errorf("ddbsession: update session data: %w", err)
+			return err
 		}
 		if !conflict {
 			st.session.Data, st.dataRev = next, nextRev
@@ -97,7 +97,7 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 		// Another writer, or the session ended: read it again.
 		s, found, err := c.store.getSession(ctx, st.stored.SessionPK)
 		if err != nil {
-			return fmt.Errorf("ddbsession: update session data: %w", err)
+			return err
 		}
 		if !found || c.life.ended(s, now) != "" {
 			return ErrNoSession
@@ -109,7 +109,7 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 			return nil
 		}
 		if attempt == maxDataAttempts {
-			return errors.New("ddbsession: update session data: the session's data kept changing")
+			return errors.New("the session's data kept changing")
 		}
 		data, rev = dataOf(s.Data), s.DataRev
 	}
@@ -119,18 +119,18 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 // index partition; its SessionPK is set.
 func (c *core) sessionByID(ctx context.Context, s Session) (item.Session, error) {
 	if c.store.HashOnly || s.ID == "" {
-		return item.Session{}, errors.New("ddbsession: update session data: the context has no session of RequireSession, LoadSession or Check")
+		return item.Session{}, errors.New("the context has no session of RequireSession, LoadSession or Authenticate")
 	}
 	idx, ok, err := c.store.getIndex(ctx, s.User.PK, s.User.SK, s.ID)
 	if err != nil {
-		return item.Session{}, fmt.Errorf("ddbsession: update session data: %w", err)
+		return item.Session{}, err
 	}
 	if !ok {
 		return item.Session{}, ErrNoSession
 	}
 	found, live, err := c.store.getSession(ctx, idx.SessionPK)
 	if err != nil {
-		return item.Session{}, fmt.Errorf("ddbsession: update session data: %w", err)
+		return item.Session{}, err
 	}
 	if !live || found.ID != s.ID {
 		return item.Session{}, ErrNoSession
@@ -152,17 +152,17 @@ func encodeData(v any) (json.RawMessage, error) {
 	default:
 		var err error
 		if raw, err = json.Marshal(v); err != nil {
-			return nil, fmt.Errorf("ddbsession: update session data: encode %T: %w", v, err)
+			return nil, fmt.Errorf("encode %T: %w", v, err)
 		}
 	}
 	if len(raw) == 0 {
 		return nil, nil
 	}
 	if !json.Valid(raw) {
-		return nil, errors.New("ddbsession: update session data: not JSON")
+		return nil, errors.New("not JSON")
 	}
 	if len(raw) > item.MaxData {
-		return nil, fmt.Errorf("ddbsession: update session data: %d bytes of JSON, more than the %d that keep the session item within one read unit (4 KB)", len(raw), item.MaxData)
+		return nil, fmt.Errorf("%d bytes of JSON, more than the %d that keep the session item within one read unit (4 KB)", len(raw), item.MaxData)
 	}
 	return raw, nil
 }

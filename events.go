@@ -3,9 +3,7 @@ package ddbsession
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 )
 
@@ -53,8 +51,8 @@ const (
 	EventPending              EventKind = "pending"                 // BeginLogin: a first factor passed, the second awaited
 	EventSecondFactorFailed   EventKind = "second-factor-failed"    // CompleteLogin's verify refused; the pending session ends after five
 	EventStepUp               EventKind = "step-up"                 // RequireAuthentication sent a request to re-authenticate
-	EventEvicted              EventKind = "evicted"                 // Config.MaxSessions ended the oldest session to make room
-	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Config.MaxSessions sessions (RefuseAtMaxSessions)
+	EventEvicted              EventKind = "evicted"                 // Limits.MaxSessions ended the oldest session to make room
+	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Limits.MaxSessions sessions (RefuseAtMaxSessions)
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.
@@ -86,24 +84,4 @@ func (ev events) storeFailed(ctx context.Context, err error) {
 	}
 	ev.logger.Log(ctx, level, "ddbsession: cannot check session, failing closed", attrs...)
 	ev.emit(ctx, Event{Kind: EventStoreFailed, Err: err})
-}
-
-// panicError is a panic recovered while checking a session, with the stack
-// where it happened, which storeFailed logs.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (p *panicError) Error() string {
-	return fmt.Sprintf("ddbsession: panic while checking a session: %v", p.value)
-}
-
-// recovered turns a panic, if there is one, into *errp: a panic in a
-// LoadUser of the app's, say, fails the request closed instead of escaping.
-// Call it deferred.
-func recovered(errp *error) {
-	if p := recover(); p != nil {
-		*errp = &panicError{value: p, stack: debug.Stack()}
-	}
 }

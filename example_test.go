@@ -418,7 +418,7 @@ func ExampleManager_RevokeAll() {
 		log.Fatal(err)
 	}
 	for _, c := range []*http.Cookie{phone, laptop} {
-		_, _, err := sessions.Check(context.Background(), c.Value)
+		_, _, err := sessions.Authenticate(context.Background(), c.Value)
 		fmt.Println(err)
 	}
 	// Output:
@@ -448,7 +448,7 @@ func ExampleManager_DeviceBindingHandler() {
 func ExampleManager_RequireAuthentication() {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	sessions, alice := exampleSessions(func(c *ddbsession.Config[Account]) {
-		c.ReauthPath = "/reauth"
+		c.StepUp = ddbsession.Redirect("/reauth")
 		c.Now = func() time.Time { return now }
 	})
 	recent := sessions.RequireAuthentication(10 * time.Minute)
@@ -497,7 +497,7 @@ func ExampleManager_BeginLogin() {
 		err := sessions.CompleteLogin(w, exampleRequest("POST", "/login/code", pending), code(entered), "otp")
 		fmt.Println(entered, err)
 		if err == nil {
-			s, _, _ := sessions.Check(context.Background(), w.Result().Cookies()[0].Value)
+			s, _, _ := sessions.Authenticate(context.Background(), w.Result().Cookies()[0].Value)
 			fmt.Println(s.Methods)
 		}
 	}
@@ -531,7 +531,7 @@ func ExampleManager_UpdateData() {
 	for _, item := range []string{"tea", "biscuits"} {
 		add.ServeHTTP(httptest.NewRecorder(), exampleRequest("POST", "/cart?item="+item, c))
 	}
-	s, _, _ := sessions.Check(context.Background(), c.Value)
+	s, _, _ := sessions.Authenticate(context.Background(), c.Value)
 	fmt.Println(string(s.Data))
 	// Output: {"Items":["tea","biscuits"]}
 }

@@ -40,7 +40,7 @@ import (
 // every step of a multi-call flow in turn, from the first call (k = 0,
 // nothing reaches the engine) to the last.
 
-// faultStoreTimeout is the matrix's Config.StoreTimeout, and faultBound the
+// faultStoreTimeout is the matrix's Config.Limits.StoreTimeout, and faultBound the
 // time within which every faulted operation must have failed. The client
 // retries up to faultAttempts times with the SDK's backoff (25 ms base for
 // DynamoDB, 1 s for throttling, 20 s cap), which would run for minutes if
@@ -360,7 +360,7 @@ func serve(ctx context.Context, h func(http.Handler) http.Handler, c *http.Cooki
 // sessionEnded reports whether fx's session no longer authenticates, as
 // the engine, read directly, has it.
 func sessionEnded(fx faultFixture) bool {
-	_, _, err := fx.e.m.Check(context.Background(), fx.cookie.Value)
+	_, _, err := fx.e.m.Authenticate(context.Background(), fx.cookie.Value)
 	return errors.Is(err, ddbsession.ErrNoSession)
 }
 
@@ -396,12 +396,12 @@ func faultOps() []faultOp {
 		{name: "LoadSession, token-only cookie", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
 			return serve(bg, m.LoadSession, tokenOnly(fx.cookie))
 		}},
-		{name: "Check", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
-			_, _, err := m.Check(bg, fx.cookie.Value)
+		{name: "Authenticate", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
+			_, _, err := m.Authenticate(bg, fx.cookie.Value)
 			return faultOutcome{err: err}
 		}},
-		{name: "Check, token only", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
-			_, _, err := m.Check(bg, tokenOnly(fx.cookie).Value)
+		{name: "Authenticate, token only", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
+			_, _, err := m.Authenticate(bg, tokenOnly(fx.cookie).Value)
 			return faultOutcome{err: err}
 		}},
 		{name: "Login", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
@@ -424,11 +424,6 @@ func faultOps() []faultOp {
 		}},
 		{name: "Revoke", ended: sessionEnded, run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
 			return faultOutcome{err: m.Revoke(bg, fx.user, fx.id)}
-		}},
-		{name: "Expiring", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
-			now := fx.e.clock.Now()
-			_, err := m.Expiring(bg, now, now.Add(15*time.Minute))
-			return faultOutcome{err: err}
 		}},
 		{name: "CreateUser", run: func(m *ddbsession.Manager[User], fx faultFixture) faultOutcome {
 			err := m.CreateUser(bg, User{PK: "USER#created-" + fx.tag, SK: "PROFILE", Name: "new"})
@@ -476,7 +471,7 @@ func faultManager(t testing.TB, e *env, front *faultFront, timeout time.Duration
 	logs := &syncBuffer{}
 	cfg := e.cfg
 	cfg.Client = faultClient(front.url())
-	cfg.StoreTimeout = timeout
+	cfg.Limits.StoreTimeout = timeout
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := ddbsession.New(cfg)
 	if err != nil {

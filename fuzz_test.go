@@ -286,14 +286,14 @@ func FuzzLogin(f *testing.F) {
 			t.Errorf("cookies %q: session items deleted (-want +got):\n%s", cookies, diff)
 		}
 		if carry {
-			if _, _, err := e.m.Check(ctx, live); !errors.Is(err, ddbsession.ErrNoSession) {
+			if _, _, err := e.m.Authenticate(ctx, live); !errors.Is(err, ddbsession.ErrNoSession) {
 				t.Errorf("the carried session survived Login: Check = %v", err)
 			}
 		}
 		if !documentedCredential(value) {
 			t.Errorf("Login issued a malformed cookie %q", value)
 		}
-		s, u, err := e.m.Check(ctx, value)
+		s, u, err := e.m.Authenticate(ctx, value)
 		if err != nil {
 			t.Fatalf("Check of the new cookie: %v", err)
 		}
@@ -424,7 +424,7 @@ func FuzzCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix uint8, value string) {
 		cred := prefixes[int(prefix)%len(prefixes)] + value
 		p.reset()
-		s, u, err := e.m.Check(ctx, cred)
+		s, u, err := e.m.Authenticate(ctx, cred)
 		calls := p.total()
 		writes := p.count("PutItem") + p.count("UpdateItem") + p.count("DeleteItem")
 		if writes != 0 {

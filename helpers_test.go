@@ -123,16 +123,18 @@ func newEnv(t testing.TB, mutate ...func(*ddbsession.Config[User])) *env {
 	client := ddbtest.Client(t)
 	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), clock: &clock{t: start}, logs: &syncBuffer{}}
 	e.cfg = ddbsession.Config[User]{
-		Client:          client,
-		Table:           e.table,
-		IdleTimeout:     time.Hour,
-		RefreshInterval: 10 * time.Minute,
-		// A call that a busy test machine delays past the 2s default is no
-		// store fault; tests of the bound set a short StoreTimeout of
-		// their own, and TestFaultMatrix proves it.
-		StoreTimeout: time.Minute,
-		Now:          e.clock.Now,
-		Logger:       slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Client: client,
+		Table:  e.table,
+		Limits: ddbsession.Limits{
+			IdleTimeout:     time.Hour,
+			RefreshInterval: 10 * time.Minute,
+			// A call that a busy test machine delays past the 2s default is
+			// no store fault; tests of the bound set a short StoreTimeout of
+			// their own, and TestFaultMatrix proves it.
+			StoreTimeout: time.Minute,
+		},
+		Now:    e.clock.Now,
+		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range mutate {
 		if f != nil {
@@ -375,7 +377,7 @@ func assertPersonal(t *testing.T, h http.Header) {
 // sessionFor returns the session behind cookie c without refreshing it.
 func (e *env) sessionFor(c *http.Cookie) ddbsession.Session {
 	e.t.Helper()
-	s, _, err := e.m.Check(context.Background(), c.Value)
+	s, _, err := e.m.Authenticate(context.Background(), c.Value)
 	if err != nil {
 		e.t.Fatalf("Check: %v", err)
 	}
@@ -437,15 +439,6 @@ func listIDs(list []ddbsession.Session) []string {
 		ids = append(ids, s.ID)
 	}
 	return ids
-}
-
-func (e *env) mustExpiring(from, to time.Time) []ddbsession.Session {
-	e.t.Helper()
-	got, err := e.m.Expiring(context.Background(), from, to)
-	if err != nil {
-		e.t.Fatalf("Expiring(%v, %v): %v", from, to, err)
-	}
-	return got
 }
 
 // Raw items, in the documented item format.
@@ -648,12 +641,6 @@ func needsSortKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "need a table with a sort key")
 }
 
-// needsExpiryIndex reports whether err is Expiring's refusal without an
-// expiry index, which says what it needs.
-func needsExpiryIndex(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "needs an expiry index")
-}
-
 // probe is the one fake client of these tests: it wraps a real client (or
 // none) to count the calls a Manager makes and, for fault paths only, to act
 // on chosen calls through its hooks. Everything a hook does not take goes to
@@ -667,7 +654,7 @@ func needsExpiryIndex(err error) bool {
 //   - after runs once the engine answered, and may replace the answer with
 //     an error: an applied write whose answer is lost.
 type probe struct {
-	next ddbsession.Client
+	next engine
 
 	mu     sync.Mutex
 	calls  map[string]int
@@ -677,7 +664,20 @@ type probe struct {
 	after  func(ctx context.Context, op string, in, out any, err error) error
 }
 
-func newProbe(next ddbsession.Client) *probe { return &probe{next: next, calls: map[string]int{}} }
+func newProbe(next ddbsession.Client) *probe {
+	e, _ := next.(engine) // nil for nil: a probe never called
+	return &probe{next: e, calls: map[string]int{}}
+}
+
+// engine is a client with the table methods that CreateTable needs
+// besides a Client's: *dynamodb.Client, or a wrapper of one.
+type engine interface {
+	ddbsession.Client
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+}
 
 // count returns how many calls of op were made, and resets nothing.
 func (p *probe) count(op string) int {

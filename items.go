@@ -25,7 +25,7 @@ import (
 func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
 	av, err := st.get(ctx, st.SessionKey(sessionPK))
 	if err != nil {
-		return item.Session{}, false, fmt.Errorf("ddbsession: get session: %w", err)
+		return item.Session{}, false, err
 	}
 	s, found := st.decodeSession(ctx, av)
 	return s, found, nil
@@ -39,12 +39,42 @@ type userItems struct {
 	globalRead          bool // the global item was asked for
 }
 
+// pairRead is the hot path's BatchGetItem input, built once and reused
+// through store.pairs: a request sets its three key values, so that the
+// read builds no maps. The SDK only reads an input, and is done with it when
+// the call returns.
+type pairRead struct {
+	in                                 dynamodb.BatchGetItemInput
+	sessionPK, userPK, userSK, statePK types.AttributeValueMemberS
+}
+
+func (st *store) newPairRead() *pairRead {
+	r := &pairRead{}
+	session := map[string]types.AttributeValue{st.PartitionKey: &r.sessionPK}
+	user := map[string]types.AttributeValue{st.PartitionKey: &r.userPK}
+	keys := []map[string]types.AttributeValue{session, user}
+	if !st.HashOnly {
+		session[st.SortKey] = st.SessionKey("")[st.SortKey]
+		user[st.SortKey] = &r.userSK
+	}
+	if st.withState {
+		state := st.StateKey("", "")
+		state[st.PartitionKey] = &r.statePK
+		keys = append(keys, state)
+	}
+	r.in.RequestItems = map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}}
+	return r
+}
+
 // getSessionAndUser reads the session item under sessionPK and the user
 // item under (userPK, userSK), the user's state item where it counts, and with
 // withGlobal the global item, in one strongly consistent BatchGetItem: one
 // round trip. The session is reported as getSession reports it.
 func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string, withGlobal bool) (s item.Session, found bool, u userItems, err error) {
-	read := st.pairs.Get().(*pairRead)
+	read, ok := st.pairs.Get().(*pairRead)
+	if !ok {
+		read = st.newPairRead()
+	}
 	defer st.pairs.Put(read)
 	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
 	if st.withState {
@@ -58,7 +88,7 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 	}
 	items, err := st.batchGet(ctx, in)
 	if err != nil {
-		return s, false, u, fmt.Errorf("ddbsession: get session and user: %w", err)
+		return s, false, u, err
 	}
 	var sessionItem map[string]types.AttributeValue
 	for _, av := range items {
@@ -131,7 +161,7 @@ func (st *store) getUser(ctx context.Context, pk, sk string, withState, withGlob
 		}
 	}
 	if err != nil {
-		return userItems{}, fmt.Errorf("get user item: %w", err)
+		return userItems{}, err
 	}
 	u.globalRead = withGlobal
 	return u, nil
@@ -139,11 +169,7 @@ func (st *store) getUser(ctx context.Context, pk, sk string, withState, withGlob
 
 // getGlobal reads the global item; nil if there is none.
 func (st *store) getGlobal(ctx context.Context) (map[string]types.AttributeValue, error) {
-	av, err := st.get(ctx, st.GlobalKey())
-	if err != nil {
-		return nil, fmt.Errorf("get the global revocation item: %w", err)
-	}
-	return av, nil
+	return st.get(ctx, st.GlobalKey())
 }
 
 // revokeEveryone raises the global revocation generation by one.
@@ -152,19 +178,12 @@ func (st *store) revokeEveryone(ctx context.Context) error {
 	if taken {
 		err = fmt.Errorf("the global revocation item's key holds an item of another kind")
 	}
-	if err != nil {
-		return fmt.Errorf("revoke everyone: %w", err)
-	}
-	return nil
+	return err
 }
 
 // getState reads a user's state item (MREC); nil if there is none.
 func (st *store) getState(ctx context.Context, userPK, userSK string) (map[string]types.AttributeValue, error) {
-	av, err := st.get(ctx, st.StateKey(userPK, userSK))
-	if err != nil {
-		return nil, fmt.Errorf("get the user's state item: %w", err)
-	}
-	return av, nil
+	return st.get(ctx, st.StateKey(userPK, userSK))
 }
 
 // raiseStateCutoff is raiseCutoff for a user's state item, which it
@@ -175,10 +194,7 @@ func (st *store) raiseStateCutoff(ctx context.Context, userPK, userSK string, ms
 	if failed {
 		_, err = st.update(ctx, key, st.BumpStateCutoff())
 	}
-	if err != nil {
-		return fmt.Errorf("raise the user's state cutoff: %w", err)
-	}
-	return nil
+	return err
 }
 
 // recordEnd notes in the user's state item that session s stays ended
@@ -197,7 +213,7 @@ func (st *store) recordEnd(ctx context.Context, s item.Session, until int64, now
 		lost, err := st.update(ctx, st.StateKey(s.UserPK, s.UserSK), st.End(state, s.ID, until, now))
 		switch {
 		case err != nil:
-			return fmt.Errorf("record the end of session %s: %w", s.ID, err)
+			return err
 		case !lost:
 			return nil
 		case ctx.Err() != nil:
@@ -214,11 +230,11 @@ func (st *store) recordEnd(ctx context.Context, s item.Session, until int64, now
 // otherwise: a failed Login leaves nothing that List shows.
 func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
 	if st.HashOnly {
-		return wrapErr("ddbsession: create session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+		return st.putFresh(ctx, st.EncodeSession(sessionPK, s))
 	}
-	err := wrapErr("ddbsession: create session index item", st.putFresh(ctx, st.EncodeIndex(sessionPK, s)))
+	err := st.putFresh(ctx, st.EncodeIndex(sessionPK, s))
 	if err == nil {
-		err = wrapErr("ddbsession: create session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+		err = st.putFresh(ctx, st.EncodeSession(sessionPK, s))
 	}
 	if err != nil {
 		undo, cancel := detach(ctx)
@@ -234,7 +250,7 @@ func (st *store) createSession(ctx context.Context, sessionPK string, s item.Ses
 // factor. It has no index item: List does not show it, and no session
 // limit counts it.
 func (st *store) createPending(ctx context.Context, sessionPK string, s item.Session) error {
-	return wrapErr("ddbsession: create pending session", st.putFresh(ctx, st.EncodeSession(sessionPK, s)))
+	return st.putFresh(ctx, st.EncodeSession(sessionPK, s))
 }
 
 // takeAttempt counts one more second-factor attempt of the pending session
@@ -244,7 +260,7 @@ func (st *store) createPending(ctx context.Context, sessionPK string, s item.Ses
 func (st *store) takeAttempt(ctx context.Context, sessionPK string, max int64, now time.Time) (item.Session, bool, error) {
 	av, failed, err := st.updateReturning(ctx, st.SessionKey(sessionPK), st.TakeAttempt(max, now))
 	if err != nil {
-		return item.Session{}, false, fmt.Errorf("ddbsession: count a second-factor attempt: %w", err)
+		return item.Session{}, false, err
 	}
 	if failed {
 		return item.Session{}, false, nil
@@ -260,7 +276,7 @@ func (st *store) takeAttempt(ctx context.Context, sessionPK string, max int64, n
 func (st *store) putFresh(ctx context.Context, av map[string]types.AttributeValue) error {
 	taken, err := st.putNew(ctx, av)
 	if err == nil && taken {
-		err = errTaken
+		err = st.named(errTaken)
 	}
 	return err
 }
@@ -268,21 +284,13 @@ func (st *store) putFresh(ctx context.Context, av map[string]types.AttributeValu
 // errTaken is a put that found its key taken.
 var errTaken = errors.New("an item with that key exists")
 
-// wrapErr wraps err, if any, with what failed.
-func wrapErr(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
 // readSession reads the session item under sessionPK for its deletion.
 // present says whether there is one; s decodes it, but for one in a format
 // this release cannot read, whose s has its SessionPK alone.
 func (st *store) readSession(ctx context.Context, sessionPK string) (s item.Session, present bool, err error) {
 	av, err := st.get(ctx, st.SessionKey(sessionPK))
 	if err != nil {
-		return s, false, fmt.Errorf("ddbsession: get session: %w", err)
+		return s, false, err
 	}
 	if av == nil {
 		return s, false, nil
@@ -308,7 +316,7 @@ func (st *store) readSession(ctx context.Context, sessionPK string) (s item.Sess
 func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Session, bool, error) {
 	old, err := st.delete(ctx, st.SessionKey(s.SessionPK), true)
 	if err != nil {
-		return item.Session{}, false, fmt.Errorf("ddbsession: delete session: %w", err)
+		return item.Session{}, false, err
 	}
 	deleted, err := st.Decode(old, item.KindSession)
 	found := err == nil
@@ -366,12 +374,12 @@ func (st *store) refreshIndex(ctx context.Context, sessionPK string, next item.S
 // createUser writes a new user item av with its cutoff at ms, unless an
 // item with its key exists: then it reports false.
 func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) (created bool, err error) {
-	av[st.ValidAfterAttribute] = item.Num(ms)
+	av[st.VersionAttribute] = item.Num(ms)
 	taken, err := st.putNew(ctx, av)
 	return !taken && err == nil, err
 }
 
-// raiseCutoff moves a user item's sessions-valid-after cutoff forward to ms
+// raiseCutoff moves a user item's sessions version forward to ms
 // (epoch milliseconds), or, if it is already there or later, by one
 // millisecond: it never moves back, and each call ends the sessions created
 // up to it even where a clock lags the cutoff. It reports false if the user
@@ -388,72 +396,32 @@ func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int6
 }
 
 // getIndex reads the index item of session id in a user's own index
-// partition, where this release or an earlier one put it, in one
-// BatchGetItem; false if there is none, or none this release can read.
+// partition; false if there is none, or none it can read.
 func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
-	keys := st.IndexKeys(userPK, userSK, id)
-	items, err := st.batchGet(ctx, &dynamodb.BatchGetItemInput{
-		RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: keys[:], ConsistentRead: consistent}},
-	})
-	if err != nil || len(items) == 0 {
+	av, err := st.get(ctx, st.IndexKeyOf(userPK, userSK, id))
+	if err != nil || av == nil {
 		return item.Session{}, false, err
 	}
-	s, err := st.Decode(items[0], item.KindIndex)
+	s, err := st.Decode(av, item.KindIndex)
 	return s, err == nil, nil
 }
 
 // queryIndex reads a user's sessions created at or after from, newest
-// first, with strongly consistent Queries of the user's index partition.
-// The sort key starts with the creation time, so sessions before from,
-// such as those that RevokeAll ended, are not read at all. Expired items
-// cost the read but are not sent back.
-//
-// Index items of earlier releases, keyed by random IDs, are read with a
-// second Query of their own prefix (which costs one call and no items once
-// they have expired) and merged in by creation time.
+// first, with a strongly consistent Query of the user's index partition.
+// The sort key starts with the creation time, so sessions before from are
+// not read at all. Expired items cost the read but are not sent back.
 func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, now time.Time) ([]item.Session, error) {
-	query := func(keyCondition string, values map[string]types.AttributeValue, newestFirst bool) ([]item.Session, error) {
-		values[":pk"] = item.Str(st.IndexPK(userPK, userSK))
-		values[":now"] = item.Num(now.Unix())
-		return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
-			ConsistentRead:            consistent,
-			KeyConditionExpression:    aws.String(keyCondition),
-			FilterExpression:          aws.String("#ttl > :now"),
-			ScanIndexForward:          aws.Bool(!newestFirst),
-			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
-			ExpressionAttributeValues: values,
-		})
-	}
-	found, err := query("#pk = :pk AND #sk BETWEEN :from AND :end", map[string]types.AttributeValue{
-		":from": item.Str(item.IndexSortFrom(from)),
-		":end":  item.Str(item.IndexSortEnd),
-	}, true)
-	if err != nil {
-		return nil, err
-	}
-	legacy, err := query("#pk = :pk AND begins_with(#sk, :legacy)", map[string]types.AttributeValue{
-		":legacy": item.Str(item.LegacyIndexSort),
-	}, true)
-	if err != nil || len(legacy) == 0 {
-		return found, err
-	}
-	found = append(found, legacy...)
-	slices.SortStableFunc(found, func(a, b item.Session) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return found, nil
-}
-
-// queryExpiry reads one partition of the expiry index: the sessions whose
-// expiry in epoch seconds is in [from, to].
-func (st *store) queryExpiry(ctx context.Context, index, bucket string, from, to int64) ([]item.Session, error) {
-	return st.query(ctx, item.KindSession, &dynamodb.QueryInput{
-		IndexName:                &index,
-		KeyConditionExpression:   aws.String("#bucket = :bucket AND #ttl BETWEEN :from AND :to"),
-		ExpressionAttributeNames: map[string]string{"#bucket": item.AttrExpiryBucket, "#ttl": st.TTLAttribute},
+	return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
+		ConsistentRead:           consistent,
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :from AND :end"),
+		FilterExpression:         aws.String("#ttl > :now"),
+		ScanIndexForward:         aws.Bool(false),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":bucket": item.Str(bucket), ":from": item.Num(from), ":to": item.Num(to),
+			":pk":   item.Str(st.IndexPK(userPK, userSK)),
+			":from": item.Str(item.IndexSortFrom(from)),
+			":end":  item.Str(item.IndexSortEnd),
+			":now":  item.Num(now.Unix()),
 		},
 	})
 }
-
-// The primitives: every item call goes through one of them, and each names
-// the table in its errors.

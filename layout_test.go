@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ import (
 )
 
 // handSession is a session written by hand in the documented item format,
-// as another release or another language's implementation would write it.
+// as another language's implementation would write it.
 type handSession struct {
 	token       string
 	sid         string
@@ -32,13 +33,14 @@ type handSession struct {
 }
 
 func newHandSession(user ddbsession.UserKey) handSession {
-	var id [16]byte
+	var id [10]byte
 	rand.Read(id[:])
+	created := start.Add(-5*time.Minute - 123*time.Millisecond).UnixMilli()
 	return handSession{
 		token:       rand.Text(),
-		sid:         hex.EncodeToString(id[:]),
+		sid:         fmt.Sprintf("%012x", created) + hex.EncodeToString(id[:]),
 		user:        user,
-		createdMs:   start.Add(-5*time.Minute - 123*time.Millisecond).UnixMilli(),
+		createdMs:   created,
 		refreshedMs: start.Add(-2*time.Minute + 77*time.Millisecond).UnixMilli(),
 		expiresSec:  start.Add(40 * time.Minute).Unix(),
 		agent:       "Mozilla/5.0 (hand written)",
@@ -58,6 +60,9 @@ func (h handSession) items() (session, index map[string]types.AttributeValue) {
 			"refreshedAt": attrN(h.refreshedMs),
 			"expiresAt":   attrN(h.expiresSec),
 			"userAgent":   attrS(h.agent),
+			"gen":         attrN(0), // the user's sessions version: putUser's has none
+			"globalGen":   attrN(0),
+			"authAt":      attrN(h.createdMs),
 		}
 	}
 	sessionPK := "SESSION#" + tokenHash(h.token)
@@ -66,20 +71,19 @@ func (h handSession) items() (session, index map[string]types.AttributeValue) {
 	session["sk"] = attrS("SESSION")
 	index = common("session-index")
 	index["pk"] = attrS("USERSESSIONS#" + strconv.Itoa(len(h.user.PK)) + "#" + h.user.PK + h.user.SK)
-	index["sk"] = attrS("SID#" + h.sid)
+	index["sk"] = attrS("S#" + h.sid)
 	index["sessionPK"] = attrS(sessionPK)
 	return session, index
 }
 
 func (h handSession) session() ddbsession.Session {
 	return ddbsession.Session{
-		ID:          h.sid,
-		User:        h.user,
-		CreatedAt:   time.UnixMilli(h.createdMs),
-		RefreshedAt: time.UnixMilli(h.refreshedMs),
-		ExpiresAt:   time.Unix(h.expiresSec, 0),
-		UserAgent:   h.agent,
-		// The items have no authAt: their creation counts.
+		ID:              h.sid,
+		User:            h.user,
+		CreatedAt:       time.UnixMilli(h.createdMs),
+		RefreshedAt:     time.UnixMilli(h.refreshedMs),
+		ExpiresAt:       time.Unix(h.expiresSec, 0),
+		UserAgent:       h.agent,
 		AuthenticatedAt: time.UnixMilli(h.createdMs),
 	}
 }
@@ -104,6 +108,10 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 			session["v"], index["v"] = attrN(4), attrN(4)
 		}, false, false},
 		{"index item of version 3, which no index item has", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(3) }, true, false},
+		{"no gen", func(session, index map[string]types.AttributeValue) {
+			delete(session, "gen")
+			delete(index, "gen")
+		}, false, false},
 		{"no version", func(session, index map[string]types.AttributeValue) {
 			delete(session, "v")
 			delete(index, "v")
@@ -194,7 +202,7 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 func TestHashOnlyTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true })
-	if err := e.m.CheckTable(context.Background()); err != nil {
+	if err := e.m.CreateTable(context.Background()); err != nil {
 		t.Fatalf("CheckTable: %v", err)
 	}
 	alice := e.putUser("alice")
@@ -232,7 +240,7 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 		Layout: ddbsession.Layout{
 			PartitionKey: "PK", SortKey: "SK",
 			SessionPrefix: "S#", UserSessionsPrefix: "US#",
-			TTLAttribute: "ttl", ValidAfterAttribute: "cutoff",
+			TTLAttribute: "ttl", VersionAttribute: "cutoff",
 		},
 	})
 	if err != nil {

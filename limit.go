@@ -13,22 +13,22 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file keeps a user's sessions under Config.MaxSessions: a login takes
+// This file keeps a user's sessions under Limits.MaxSessions: a login takes
 // a slot in the user's state item, ending the oldest session or refusing
 // when none is free, and a session lives only while it holds its slot.
 
 // ErrTooManySessions is returned by a login of a user who has
-// [Config.MaxSessions] sessions already, with [Config.RefuseAtMaxSessions]
+// [Limits.MaxSessions] sessions already, with [Limits.RefuseAtMaxSessions]
 // set. The login wrote no session; the sessions its request carried have
 // ended all the same, as every login ends them.
-var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Config.MaxSessions allows")
+var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
 
-// maxSessionsLimit bounds Config.MaxSessions: the state item, read with
+// maxSessionsLimit bounds Limits.MaxSessions: the state item, read with
 // every session, holds one entry of about 45 bytes per slot, and must stay
 // well within the 4 KB of one read unit.
 const maxSessionsLimit = 100
 
-// sessionLimit is Config.MaxSessions and Config.RefuseAtMaxSessions, and
+// sessionLimit is Limits.MaxSessions and Limits.RefuseAtMaxSessions, and
 // what taking a slot needs.
 type sessionLimit struct {
 	max    int // 0: no limit
@@ -36,7 +36,7 @@ type sessionLimit struct {
 	store  *store
 	life   lifetimes
 	// young is how young a slot must be to count as a login on its way
-	// (Config.StoreTimeout and inFlight).
+	// (Limits.StoreTimeout and inFlight).
 	young  time.Duration
 	events events
 	logger *slog.Logger
@@ -91,19 +91,19 @@ func (l *sessionLimit) claim(ctx context.Context, user UserKey, state item.State
 		taken, err := l.store.update(ctx, l.store.StateKey(user.PK, user.SK), l.store.Count(state, slots))
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("ddbsession: take a session slot: %w", err)
+			return nil, fmt.Errorf("take a session slot: %w", err)
 		case !taken:
 			s.SlotRev = state.Rev + 1
 			return evicted, nil
 		case attempt == 10:
-			return nil, errors.New("ddbsession: take a session slot: the user's state item kept changing (ten logins at once?)")
+			return nil, errors.New("take a session slot: the user's state item kept changing (ten logins at once?)")
 		}
 		av, err := l.store.getState(ctx, user.PK, user.SK)
 		if err == nil {
 			state, err = item.DecodeState(av)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ddbsession: take a session slot: %w", err)
+			return nil, fmt.Errorf("take a session slot: %w", err)
 		}
 	}
 }
@@ -113,7 +113,7 @@ func (l *sessionLimit) claim(ctx context.Context, user UserKey, state item.State
 func (l *sessionLimit) liveSessions(ctx context.Context, user UserKey, cutoff int64, now time.Time) (map[string]item.Session, error) {
 	found, err := l.store.queryIndex(ctx, user.PK, user.SK, time.UnixMilli(cutoff), now)
 	if err != nil {
-		return nil, fmt.Errorf("ddbsession: list sessions for the session limit: %w", err)
+		return nil, err
 	}
 	live := make(map[string]item.Session, len(found))
 	for _, s := range found {

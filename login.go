@@ -24,41 +24,52 @@ import (
 
 // CreateUser writes a new user item: v is the app's own value (a struct or
 // a map, encoded with attributevalue.MarshalMap, holding the table's key
-// attributes), and CreateUser adds the sessions-valid-after cutoff at the
+// attributes), and CreateUser adds the sessions version at the
 // current time, so that no session created before this user existed, such as
 // one of a deleted user with the same key, is valid for it. It returns
 // [ErrUserExists], and writes nothing, if an item with that key exists.
 //
 // An app that writes user items itself must do the same: set
-// [Layout.ValidAfterAttribute] to the creation time in epoch milliseconds,
-// and, with [Config.MREC], call [Manager.RevokeAll] after creating one whose
-// key a deleted user had, so that the user's state item moves on too.
+// [Layout.VersionAttribute] to a number no session of the key copied (the
+// creation time in epoch milliseconds, say), and, with [Layout.MREC], call
+// [Manager.RevokeAll] after creating one whose key a deleted user had.
 func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
+	return wrap("create user", m.createUser(ctx, v))
+}
+
+func (c *core) createUser(ctx context.Context, v any) error {
 	av, err := attributevalue.MarshalMap(v)
 	if err != nil {
-		return fmt.Errorf("ddbsession: CreateUser: encode %T: %w", v, err)
+		return fmt.Errorf("encode %T: %w", v, err)
 	}
-	for _, key := range []string{m.store.PartitionKey, m.store.SortKey} {
-		if _, ok := av[key].(*types.AttributeValueMemberS); key != "" && !ok {
-			return fmt.Errorf("ddbsession: CreateUser: %T has no String attribute %q, the table's key", v, key)
+	var key UserKey
+	for _, k := range []struct {
+		name string
+		to   *string
+	}{{c.store.PartitionKey, &key.PK}, {c.store.SortKey, &key.SK}} {
+		s, ok := av[k.name].(*types.AttributeValueMemberS)
+		if k.name != "" && !ok {
+			return fmt.Errorf("%T has no String attribute %q, the table's key", v, k.name)
+		}
+		if ok {
+			*k.to = s.Value
 		}
 	}
-	ctx, cancel := m.storeContext(ctx)
+	if err := c.users.checkKey(key); err != nil {
+		return err
+	}
+	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	now := m.now().UnixMilli()
-	created, err := m.store.createUser(ctx, av, now)
-	if err == nil && created && m.users.mrec {
+	now := c.now().UnixMilli()
+	created, err := c.store.createUser(ctx, av, now)
+	if err == nil && created && c.users.mrec {
 		// A state item outlives a user item deleted before this one, with
-		// a cutoff its sessions copied: move it on, past them.
-		key := UserKey{PK: av[m.store.PartitionKey].(*types.AttributeValueMemberS).Value}
-		if sk, ok := av[m.store.SortKey].(*types.AttributeValueMemberS); ok {
-			key.SK = sk.Value
-		}
-		err = m.store.raiseStateCutoff(ctx, key.PK, key.SK, now)
+		// a version its sessions copied: move it on, past them.
+		err = c.store.raiseStateCutoff(ctx, key.PK, key.SK, now)
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("ddbsession: CreateUser: %w", err)
+		return err
 	case !created:
 		return ErrUserExists
 	}
@@ -102,7 +113,7 @@ func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 // bounds its hashing work takes its slot before calling Login.
 func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
 	var u U
-	return m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll, read: m.stored(r)})
+	return wrap("login", m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll, read: m.stored(r)}))
 }
 
 // verifier is verify bound to the user that the sign-in reads into u; nil
@@ -117,13 +128,13 @@ func verifier[U any](u *U, verify func(U) error) func() error {
 // signInBrowser is Login's and CompleteLogin's: a session in a cookie,
 // offered for device binding if configured.
 func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, in signIn) error {
-	token, s, now, err := c.signIn(r, in)
+	out, err := c.signIn(r, in)
 	if err != nil {
 		return err
 	}
-	c.cookies.set(w, token, s, now)
+	c.cookies.set(w, out.token, out.session, out.now)
 	if c.binding.Enabled {
-		c.binding.offer(w, s)
+		c.binding.offer(w, out.session)
 	}
 	c.warnIfDropped(r)
 	return nil
@@ -141,7 +152,7 @@ func (c *core) warnIfDropped(r *http.Request) {
 	c.insecureOnce.Do(func() {
 		c.logger.WarnContext(r.Context(), "ddbsession: a Secure session cookie answers a plain-HTTP request, and browsers drop it except on localhost: "+
 			"every request after this login will be signed out; serve HTTPS (a TLS proxy in front sets X-Forwarded-Proto), "+
-			"or set Config.InsecureDevMode for local development over HTTP", "host", r.Host)
+			"or set Config.Cookie.InsecureDevMode for local development over HTTP", "host", r.Host)
 	})
 }
 
@@ -185,11 +196,11 @@ func loopbackHost(host string) bool {
 // (SameSite=Lax, and http.CrossOriginProtection for state changes).
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
 	var u U
-	token, s, _, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r)})
+	out, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r)})
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, wrap("login", err)
 	}
-	return m.cookies.value(token, s), s.ExpiresAt, nil
+	return m.cookies.value(out.token, out.session), out.session.ExpiresAt, nil
 }
 
 // signIn is one login: whose, how the user proved themselves, and what of
@@ -227,72 +238,114 @@ const (
 // table and methods beyond their bounds.
 func (c *core) checkSignIn(user UserKey, methods []string) error {
 	if err := c.users.checkKey(user); err != nil {
-		return fmt.Errorf("ddbsession: Login: %w", err)
+		return err
 	}
 	if len(methods) > maxMethods {
-		return fmt.Errorf("ddbsession: Login: %d methods, more than %d", len(methods), maxMethods)
+		return fmt.Errorf("%d methods, more than %d", len(methods), maxMethods)
 	}
 	for _, m := range methods {
 		if m == "" || len(m) > maxMethodLen || strings.ContainsFunc(m, func(r rune) bool { return r < '!' || r > '~' }) {
-			return fmt.Errorf("ddbsession: Login: method %q: want 1 to %d printable ASCII characters", m, maxMethodLen)
+			return fmt.Errorf("method %q: want 1 to %d printable ASCII characters", m, maxMethodLen)
 		}
 	}
 	return nil
 }
 
-// signIn reads the user into in.out, has in.verify, if not nil, check it,
-// ends the sessions the request carries as in.end says, takes a slot under
-// Config.MaxSessions, and creates a new session. It returns the new token,
-// the session and the time it took as now.
-func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Time, error) {
-	var none item.Session
+// signedIn is what a sign-in made: the new session's token, the session,
+// and the time the sign-in took as now.
+type signedIn struct {
+	token   string
+	session item.Session
+	now     time.Time
+}
+
+// signIn reads the user into in.out and has in.verify, if not nil, check
+// it; ends the sessions the request carries as in.end says; and creates a
+// new session, which takes a slot under Limits.MaxSessions.
+func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	if err := c.checkSignIn(in.user, in.methods); err != nil {
-		return "", none, time.Time{}, err
+		return signedIn{}, err
 	}
 	// Not cut short by the client: a half-done rotation helps no one.
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	now, began := c.now(), mono()
+	now := c.now()
+	rev, err := c.prove(ctx, in, now)
+	if err != nil {
+		return signedIn{}, err
+	}
+	ended, err := c.endRequestSessions(ctx, r, in.end, EventRotated, in.read)
+	if err != nil {
+		return signedIn{}, err
+	}
+	s, reauth := c.newSignedIn(r, in, rev, ended, now)
+	var evicted []item.Session
+	if c.limit.max > 0 {
+		if evicted, err = c.limit.claim(ctx, in.user, rev.State, rev.Cutoff, &s, ended, now); err != nil {
+			if errors.Is(err, ErrTooManySessions) {
+				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
+			}
+			return signedIn{}, err
+		}
+	}
+	token := item.NewToken()
+	if err := c.store.createSession(ctx, c.store.SessionPK(token), s); err != nil {
+		return signedIn{}, err
+	}
+	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
+	if reauth {
+		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
+	}
+	c.limit.endEvicted(ctx, evicted)
+	return signedIn{token: token, session: s, now: now}, nil
+}
+
+// prove reads the user of in into in.out, with the user's revocation state,
+// and has in.verify check it. Completing a two-step login, it first makes
+// sure the user's sessions were not revoked since the first step, and then
+// takes the pending session, which one of racing completions alone gets.
+func (c *core) prove(ctx context.Context, in signIn, now time.Time) (revocation, error) {
+	began := mono()
 	rev, err := c.users.load(ctx, in.user, in.out, true)
 	if errors.Is(err, ErrUserNotFound) {
-		return "", none, now, err
+		return rev, err
 	}
 	if err != nil {
-		return "", none, now, fmt.Errorf("ddbsession: Login: load user: %w", err)
+		return rev, err
 	}
 	c.everyone.seen(rev.global, began)
 	if in.pending != nil && c.revoked(*in.pending, rev.State, now) != "" {
 		// The user's sessions were revoked (a password change) between
 		// the two steps: the first step's proof is void.
 		if _, _, err := c.store.deleteSession(ctx, *in.pending); err != nil {
-			return "", none, now, err
+			return rev, err
 		}
-		return "", none, now, rejected(ReasonCutoff)
+		return rev, rejected(ReasonCutoff)
 	}
 	if in.verify != nil {
 		if err := in.verify(); err != nil {
-			return "", none, now, err
+			return rev, &appError{err}
 		}
 	}
 	if in.pending != nil {
-		// Of racing completions, the one whose delete finds the pending
-		// session goes on; the others find nothing.
 		if _, found, err := c.store.deleteSession(ctx, *in.pending); err != nil || !found {
-			return "", none, now, cmp.Or(err, rejected(ReasonUnknown))
+			return rev, cmp.Or(err, rejected(ReasonUnknown))
 		}
 	}
-	ended, err := c.endRequestSessions(ctx, r, in.end, EventRotated, in.read)
-	if err != nil {
-		return "", none, now, err
-	}
-	// The session copies the revocation version read with the credential:
-	// a RevokeAll after that read, on any instance and whatever its clock,
-	// ends it. Its creation time comes after the cutoff too, for releases
-	// that date sessions by it (see revoked).
+	return rev, nil
+}
+
+// newSignedIn returns the session that sign-in in, on request r, creates
+// at now for a user whose revocation state is rev, having ended the
+// sessions ended; and whether it is a re-authentication.
+func (c *core) newSignedIn(r *http.Request, in signIn, rev revocation, ended []item.Session, now time.Time) (item.Session, bool) {
+	// The session copies the versions read with the credential: a
+	// RevokeAll or RevokeEveryone after that read, on any instance and
+	// whatever its clock, ends it.
 	created := max(now.UnixMilli(), rev.Cutoff+1)
 	s := c.life.newSession(in.user, userAgent(r), time.UnixMilli(created))
-	s.Gen, s.HasGen = rev.Cutoff, true
-	s.GlobalGen = c.everyone.gen.Load() // read with the user: a RevokeEveryone before this login ends no session of it
+	s.Gen = rev.Cutoff
+	s.GlobalGen = c.everyone.gen.Load()
 	s.Methods = in.methods
 	browser := in.end == endAll
 	s.BrowserOnly = browser && c.keepSignedIn != nil && !c.keepSignedIn(r)
@@ -313,25 +366,7 @@ func (c *core) signIn(r *http.Request, in signIn) (string, item.Session, time.Ti
 		// makes, goes in with the session: it costs no write of its own.
 		s.Challenge = challengeFor(now, registrationChallengeLifetime)
 	}
-	var evicted []item.Session
-	if c.limit.max > 0 {
-		if evicted, err = c.limit.claim(ctx, in.user, rev.State, rev.Cutoff, &s, ended, now); err != nil {
-			if errors.Is(err, ErrTooManySessions) {
-				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
-			}
-			return "", none, now, err
-		}
-	}
-	token := item.NewToken()
-	if err := c.store.createSession(ctx, c.store.SessionPK(token), s); err != nil {
-		return "", none, now, err
-	}
-	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
-	if reauth {
-		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
-	}
-	c.limit.endEvicted(ctx, evicted)
-	return token, s, now, nil
+	return s, reauth
 }
 
 // union is a then the methods of b that a lacks, in order.
@@ -350,7 +385,7 @@ func union(a, b []string) []string {
 // so their tokens are dead on every instance, and clears the cookie.
 // The cookie is cleared even when a delete fails, and the error is returned
 // so that the app can tell the user the sign-out did not complete. A client
-// that hangs up at once is still signed out. With [Config.ClearSiteData] the
+// that hangs up at once is still signed out. With [Cookie.ClearSiteData] the
 // response also asks the browser to clear what that names.
 func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	m.cookies.clear(w)
@@ -364,7 +399,7 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	pendingErr := m.endPending(ctx, w, r)
 	_, err := m.endRequestSessions(ctx, r, endAll, EventEnded, m.stored(r))
-	return errors.Join(pendingErr, err)
+	return wrap("logout", errors.Join(pendingErr, err))
 }
 
 // endRequestSessions deletes the sessions the request carries, those that
@@ -430,7 +465,7 @@ func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Re
 	pk := c.store.SessionPK(token)
 	s, found, err := c.store.getSession(ctx, pk)
 	if err != nil {
-		return fmt.Errorf("ddbsession: end pending login: %w", err)
+		return err
 	}
 	// Only a pending session: a signed-in token put in this cookie is no
 	// business of this cookie's.
@@ -456,10 +491,7 @@ func (c *core) recordEnd(ctx context.Context, s item.Session) error {
 	if limit := s.CreatedAt.Add(c.life.absolute); limit.Before(until) {
 		until = limit
 	}
-	if err := c.store.recordEnd(ctx, s, until.Add(time.Minute).Unix(), now); err != nil {
-		return fmt.Errorf("ddbsession: %w", err)
-	}
-	return nil
+	return c.store.recordEnd(ctx, s, until.Add(time.Minute).Unix(), now)
 }
 
 // userAgent returns the request's User-Agent as stored, which the client

@@ -31,7 +31,7 @@ func TestLogoutSurvivesClientHangUp(t *testing.T) {
 	if err := e.m.Logout(httptest.NewRecorder(), r); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.m.Check(context.Background(), cookie.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+	if _, _, err := e.m.Authenticate(context.Background(), cookie.Value); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("token after Logout from a gone client: %v, want ErrNoSession", err)
 	}
 }
@@ -42,7 +42,7 @@ func TestLoginUndoIsBounded(t *testing.T) {
 	var p *probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
-		c.StoreTimeout = 100 * time.Millisecond
+		c.Limits.StoreTimeout = 100 * time.Millisecond
 	})
 	alice := e.putUser("alice")
 	p.fail = func(ctx context.Context, op string) error {
@@ -108,7 +108,7 @@ func TestLoginAndLogoutReportStoreFailure(t *testing.T) {
 func TestKeepSignedIn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
-		c.KeepSignedIn = func(r *http.Request) bool { return r.URL.Query().Get("remember") == "on" }
+		c.Cookie.KeepSignedIn = func(r *http.Request) bool { return r.URL.Query().Get("remember") == "on" }
 	})
 	alice := e.putUser("alice")
 	login := func(target string) *http.Cookie {
@@ -417,7 +417,7 @@ func (e *env) members(mutate ...func(*ddbsession.Config[Member])) *ddbsession.Ma
 	e.t.Helper()
 	cfg := ddbsession.Config[Member]{
 		Client: e.cfg.Client, Table: e.table, Now: e.cfg.Now, Logger: e.cfg.Logger,
-		IdleTimeout: e.cfg.IdleTimeout, RefreshInterval: e.cfg.RefreshInterval, StoreTimeout: e.cfg.StoreTimeout,
+		Limits: e.cfg.Limits,
 	}
 	for _, f := range mutate {
 		f(&cfg)
@@ -726,7 +726,7 @@ func TestEndingSessionOfLaterFormat(t *testing.T) {
 	}
 }
 
-// With Config.ClearSiteData, Logout asks the browser to clear what it
+// With Config.Cookie.ClearSiteData, Logout asks the browser to clear what it
 // names, in the header's grammar; without it, Logout sends no such header,
 // since the directives reach the whole registrable domain.
 func TestLogoutClearSiteData(t *testing.T) {
@@ -742,7 +742,7 @@ func TestLogoutClearSiteData(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, func(c *ddbsession.Config[User]) { c.ClearSiteData = tc.directives })
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.Cookie.ClearSiteData = tc.directives })
 			c := e.login(e.putUser("alice"))
 			w := newRecorder()
 			if err := e.m.Logout(w, newRequest(c)); err != nil {
@@ -885,7 +885,7 @@ func TestTwoStepLogin(t *testing.T) {
 	if got := e.status(&http.Cookie{Name: cookieName, Value: pending.Value}); got != http.StatusUnauthorized {
 		t.Errorf("the pending token as a session cookie: %d, want 401", got)
 	}
-	if _, _, err := e.m.Check(context.Background(), pending.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+	if _, _, err := e.m.Authenticate(context.Background(), pending.Value); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("Check of the pending token: %v, want ErrNoSession", err)
 	}
 	if list := e.mustList(alice); len(list) != 0 {
@@ -1009,7 +1009,7 @@ func TestSessionLimit(t *testing.T) {
 	t.Run("end the oldest", func(t *testing.T) {
 		t.Parallel()
 		log := &eventLog{}
-		e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions = 2; c.OnEvent = log.record })
+		e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 2; c.OnEvent = log.record })
 		alice, bob := e.putUser("alice"), e.putUser("bob")
 		first := e.login(alice)
 		e.clock.Advance(time.Second)
@@ -1041,7 +1041,7 @@ func TestSessionLimit(t *testing.T) {
 	})
 	t.Run("refuse", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions = 2; c.RefuseAtMaxSessions = true })
+		e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 2; c.Limits.RefuseAtMaxSessions = true })
 		alice := e.putUser("alice")
 		first := e.login(alice)
 		second := e.login(alice)

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // This file is the request path, top down: the middleware, its check of the
@@ -22,9 +20,9 @@ import (
 // [Config.Unauthorized], and a store failure gets [Config.StoreUnavailable].
 //
 // A request costs one strongly consistent BatchGetItem of the session and
-// its user (two GetItems in turn with [Config.HideUserKey], a custom
+// its user (two GetItems in turn with [Cookie.HideUserKey], a custom
 // [Config.LoadUser], or a cookie without the user key; see "The cookie" in
-// the package documentation). Once per [Config.RefreshInterval] a request
+// the package documentation). Once per [Limits.RefreshInterval] a request
 // also moves the session's expiry forward: it re-sends the cookie at once,
 // and two UpdateItems (the session and its per-user index item) follow after
 // the response, one per session per process however many requests find it
@@ -111,14 +109,6 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 	return bearer, nil
 }
 
-// mayArrive reports whether a session rejected for reason may still be
-// valid once replication catches up: in MREC mode, a session created in
-// another Region a moment ago is not here yet, and its cookie must not be
-// cleared, or its user would stay signed out once it has arrived.
-func (c *core) mayArrive(reason Reason) bool {
-	return c.users.mrec && (reason == ReasonUnknown || reason == ReasonNotReplicated)
-}
-
 // refuse answers a request that authenticate did not let through.
 func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err error) {
 	switch {
@@ -140,21 +130,22 @@ func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err e
 	}
 }
 
-// Check does the middleware's work without HTTP, for a session cookie's
-// value or token that arrived some other way (a WebSocket upgrade, a test).
+// Authenticate does the middleware's work without HTTP, for a session
+// cookie's value or bearer token that arrived some other way (a gRPC
+// call's metadata, a test).
 // It returns [ErrNoSession] for any value that does not grant a session, and
 // another error only when the store failed. It does not refresh the session,
-// so a session used only through Check expires after [Config.IdleTimeout];
+// so a session used only through Authenticate expires after its idle timeout;
 // it never writes. A router's middleware (gin's, say) must therefore wrap
-// RequireSession, as example/routers does, not call Check. A device-bound
-// session is never valid through Check, which has no bound cookie to see:
+// RequireSession, as example/routers does, not call Authenticate. A device-bound
+// session is never valid through Authenticate, which has no bound cookie to see:
 // a WebSocket upgrade from its browser goes through RequireSession.
-func (m *Manager[U]) Check(ctx context.Context, token string) (Session, U, error) {
+func (m *Manager[U]) Authenticate(ctx context.Context, token string) (Session, U, error) {
 	var u U
 	s, err := m.checkToken(ctx, token, &u)
 	if err != nil {
 		var zero U
-		return Session{}, zero, err
+		return Session{}, zero, wrap("authenticate", err)
 	}
 	return s, u, nil
 }
@@ -179,125 +170,6 @@ func (c *core) checkToken(ctx context.Context, token string, user any) (Session,
 	return sessionOf(s), nil
 }
 
-// check reads the session of cred, under sessionPK, and its user, which it
-// decodes into user unless that is nil, and decides whether the session is
-// valid at now: present, live, naming the credential's user if the
-// credential names one, and not revoked (see revoked). A session that is
-// not valid comes with an error that is ErrNoSession and says why (see
-// rejected), and with what was read of it, for events.
-func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
-	defer recovered(&err)
-	withGlobal, began := c.everyone.stale(), mono()
-	var rev revocation
-	if cred.HasUser() && c.users.inTable() {
-		s, rev, err = c.readTogether(ctx, cred, sessionPK, now, user, withGlobal)
-	} else {
-		s, rev, err = c.readInTurn(ctx, cred, sessionPK, now, user, withGlobal)
-	}
-	if err != nil {
-		return s, err
-	}
-	if rev.globalRead {
-		c.everyone.seen(rev.global, began)
-	}
-	if reason := c.revoked(s, rev.State, now); reason != "" {
-		return s, rejected(reason)
-	}
-	return s, nil
-}
-
-// readTogether reads the session and the user item that cred names (and in
-// MREC mode the user's state item) in one round trip.
-func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any, withGlobal bool) (item.Session, revocation, error) {
-	s, found, items, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK, withGlobal)
-	if err != nil {
-		return s, revocation{}, err
-	}
-	if reason := c.reject(s, found, cred, now); reason != "" {
-		return s, revocation{}, rejected(reason)
-	}
-	if items.user == nil {
-		return s, revocation{}, rejected(ReasonUserMissing)
-	}
-	rev, err := c.users.decode(items, user)
-	if err != nil {
-		return s, rev, fmt.Errorf("ddbsession: load user: %w", err)
-	}
-	return s, rev, nil
-}
-
-// readInTurn reads the session, then its user: two round trips, for
-// credentials without a user key and for users kept elsewhere.
-func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any, withGlobal bool) (item.Session, revocation, error) {
-	s, found, err := c.store.getSession(ctx, sessionPK)
-	if err != nil {
-		return s, revocation{}, err
-	}
-	if reason := c.reject(s, found, cred, now); reason != "" {
-		return s, revocation{}, rejected(reason)
-	}
-	rev, err := c.users.load(ctx, userOf(s), user, withGlobal)
-	if errors.Is(err, ErrUserNotFound) {
-		return s, rev, rejected(ReasonUserMissing)
-	}
-	if err != nil {
-		return s, rev, fmt.Errorf("ddbsession: load user: %w", err)
-	}
-	return s, rev, nil
-}
-
-// reject says why a session read for cred cannot be accepted at now, or
-// returns "": it must be present, live, and, if cred names a user, that
-// user's, so that a valid token is never paired with someone else's user.
-func (c *core) reject(s item.Session, found bool, cred item.Credential, now time.Time) Reason {
-	switch {
-	case !found:
-		return ReasonUnknown
-	case s.Pending:
-		return ReasonPending // only CompleteLogin takes it
-	case cred.HasUser() && (s.UserPK != cred.UserPK || s.UserSK != cred.UserSK):
-		return ReasonUserMismatch
-	}
-	return c.life.ended(s, now)
-}
-
-// revoked says why session s is revoked under its user's revocation state
-// rev at now, or returns "". The state is a version, not a time: the user
-// item's cutoff, which RevokeAll raises, and which a login reads together
-// with the credential it checks and copies into the session (item.AttrGen).
-// A session is valid while the cutoff is still the one it copied, whatever
-// the instances' clocks say. A session of a release before that one dates
-// itself by its creation time instead, which must be after the cutoff, as
-// that release required. In MREC mode, the state item's cutoff counts too,
-// and the sessions it lists as ended lately stay ended. Above all that, the
-// session must not be older than the last RevokeEveryone this instance
-// knows of (see everyone), and a session counted by Config.MaxSessions
-// must still hold its slot in the state item.
-func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
-	switch {
-	case s.GlobalGen < c.everyone.gen.Load():
-		return ReasonEveryone // created before a RevokeEveryone
-	case rev.Ends(s.ID, now):
-		return ReasonUnknown // ended, and brought back by a write of another Region
-	case c.limit.max > 0 && s.SlotRev > 0 && !rev.Holds(s.ID):
-		if c.users.mrec && rev.Rev < s.SlotRev {
-			return ReasonNotReplicated // its slot has not come here yet
-		}
-		return ReasonSessionLimit // a newer login took its slot
-	case !s.HasGen && s.CreatedAt.UnixMilli() <= rev.Cutoff:
-		return ReasonCutoff
-	case !s.HasGen, s.Gen == rev.Cutoff:
-		return ""
-	case s.Gen > rev.Cutoff && c.users.mrec:
-		// A login after a RevokeAll in another Region: its session has
-		// come here before the raised cutoff has.
-		return ReasonNotReplicated
-	}
-	// Raised since (RevokeAll), or, for a higher copy, the user item
-	// was made anew under the same key.
-	return ReasonCutoff
-}
-
 // Recent authentication: a guard, for a sensitive action (OWASP ASVS 5.0
 // V7.5), on how recently and how the session's user last proved
 // themselves.
@@ -312,7 +184,7 @@ func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
 //	mux.Handle("POST /logout-everywhere", sessions.RequireSession(recent(logoutEverywhere)))
 //
 // A request that fails it gets [Config.StepUp]: a browser goes to
-// [Config.ReauthPath] and back, an API client with a bearer token gets 401
+// a re-authentication page and back ([Redirect]), an API client with a bearer token gets 401
 // with WWW-Authenticate: Bearer error="insufficient_user_authentication"
 // and max_age (RFC 9470). Either re-authenticates with [Manager.Login] or
 // [Manager.LoginBearer] (or BeginLogin and CompleteLogin), which gives it a
@@ -362,65 +234,6 @@ func hasAll(have, want []string) bool {
 		}
 	}
 	return true
-}
-
-// ctxKey keys the request state by its Manager, so that an app with two
-// Managers (users and admins, say) never reads one's user through the other.
-type ctxKey[U any] struct{ m *Manager[U] }
-
-// requestState is what the middleware puts in the request context.
-type requestState[U any] struct {
-	sessionState
-	user U
-}
-
-// sessionState is the request's session, and what UpdateData, Logout and
-// Login need of it.
-type sessionState struct {
-	session Session
-	stored  item.Session // the session item as read; zero from NewContext
-	dataRev int64        // the data's revision: as read, then as UpdateData wrote it
-}
-
-// stored is the session item that RequireSession or LoadSession read in
-// r, or the zero item.
-func (m *Manager[U]) stored(r *http.Request) item.Session {
-	if st, _ := r.Context().Value(ctxKey[U]{m}).(*requestState[U]); st != nil {
-		return st.stored
-	}
-	return item.Session{}
-}
-
-// User returns the signed-in user that [Manager.RequireSession] or
-// [Manager.LoadSession] put in ctx.
-func (m *Manager[U]) User(ctx context.Context) (U, bool) {
-	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
-	if st == nil {
-		var zero U
-		return zero, false
-	}
-	return st.user, true
-}
-
-// Session returns the session that [Manager.RequireSession] or
-// [Manager.LoadSession] put in ctx.
-func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
-	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
-	if st == nil {
-		return Session{}, false
-	}
-	return st.session, true
-}
-
-// NewContext returns ctx carrying s and u as the signed-in session and
-// user, as [Manager.RequireSession] puts them there, so that [Manager.User]
-// and [Manager.Session] find them. It is for an app's handler unit tests,
-// which then need no DynamoDB:
-//
-//	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
-//	handler.ServeHTTP(w, r)
-func (m *Manager[U]) NewContext(ctx context.Context, s Session, u U) context.Context {
-	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{sessionState: sessionState{session: s}, user: u})
 }
 
 // Wait waits until the session refreshes that requests have started are

@@ -26,7 +26,7 @@ var readPaths = []struct {
 	calls  map[string]int // per authenticated request
 }{
 	{"one round trip", nil, map[string]int{"BatchGetItem": 1}},
-	{"HideUserKey", func(c *ddbsession.Config[User]) { c.HideUserKey = true }, map[string]int{"GetItem": 2}},
+	{"HideUserKey", func(c *ddbsession.Config[User]) { c.Cookie.HideUserKey = true }, map[string]int{"GetItem": 2}},
 }
 
 func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
@@ -297,12 +297,12 @@ func TestCheckWithoutHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	cookie := e.login(e.putUser("alice"))
-	s, u, err := e.m.Check(context.Background(), cookie.Value)
+	s, u, err := e.m.Authenticate(context.Background(), cookie.Value)
 	if err != nil || u.Name != "alice" || s.User.PK != "USER#alice" {
 		t.Fatalf("Check(valid) = %+v, %+v, %v", s, u, err)
 	}
 	for _, token := range []string{"", "x", strings.Repeat("C", 26)} {
-		if _, _, err := e.m.Check(context.Background(), token); err != ddbsession.ErrNoSession {
+		if _, _, err := e.m.Authenticate(context.Background(), token); err != ddbsession.ErrNoSession {
 			t.Errorf("Check(%q) error = %v, want ErrNoSession", token, err)
 		}
 	}
@@ -366,7 +366,7 @@ func TestCheckNeverWrites(t *testing.T) {
 
 	e.clock.Advance(30 * time.Minute)
 	p.reset()
-	s, u, err := e.m.Check(context.Background(), cookie.Value)
+	s, u, err := e.m.Authenticate(context.Background(), cookie.Value)
 	if err != nil || u.Name != "alice" {
 		t.Fatalf("Check of a live session = %+v, %v", u, err)
 	}
@@ -415,12 +415,12 @@ func TestCookieUserMustBeTheSessions(t *testing.T) {
 		t.Errorf("cookie not cleared: %v", c)
 	}
 	// Through Check, and through the two-read path (a custom loader), too.
-	if _, _, err := e.m.Check(context.Background(), withUser(cookie, bob).Value); err != ddbsession.ErrNoSession {
+	if _, _, err := e.m.Authenticate(context.Background(), withUser(cookie, bob).Value); err != ddbsession.ErrNoSession {
 		t.Errorf("Check of alice's token with bob's key = %v, want ErrNoSession", err)
 	}
 	cfg := e.cfg
-	cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
-		return User{Name: "loaded"}, time.Time{}, nil
+	cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, int64, error) {
+		return User{Name: "loaded"}, 0, nil
 	}
 	custom, err := ddbsession.New(cfg)
 	if err != nil {
@@ -472,7 +472,7 @@ func TestManagersDoNotShareContext(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	adminCfg := e.cfg
-	adminCfg.CookieName = "admin"
+	adminCfg.Cookie.Name = "admin"
 	admins, err := ddbsession.New(adminCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -524,11 +524,11 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 		{"user read fails", twoReads, func(p *probe, _ *ddbsession.Config[User]) { failNth(p, "GetItem", 2, boom) }},
 		{"batch read fails", oneTrip, func(p *probe, _ *ddbsession.Config[User]) { failOn(p, "BatchGetItem", boom) }},
 		{"keys left unprocessed past StoreTimeout", oneTrip, func(p *probe, cfg *ddbsession.Config[User]) {
-			cfg.StoreTimeout = 50 * time.Millisecond
+			cfg.Limits.StoreTimeout = 50 * time.Millisecond
 			unprocessedKeys(p, false)
 		}},
 		{"store hangs past StoreTimeout", "", func(p *probe, cfg *ddbsession.Config[User]) {
-			cfg.StoreTimeout = 50 * time.Millisecond
+			cfg.Limits.StoreTimeout = 50 * time.Millisecond
 			p.fail = func(ctx context.Context, op string) error {
 				if op != "GetItem" && op != "BatchGetItem" {
 					return nil
@@ -541,13 +541,13 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 				}
 			}
 		}},
-		{"custom loader fails", "", func(_ *probe, cfg *ddbsession.Config[User]) {
-			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
-				return User{}, time.Time{}, boom
+		{"custom loader fails", oneTrip, func(_ *probe, cfg *ddbsession.Config[User]) {
+			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, int64, error) {
+				return User{}, 0, boom
 			}
 		}},
-		{"custom loader panics", "", func(_ *probe, cfg *ddbsession.Config[User]) {
-			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, time.Time, error) {
+		{"custom loader panics", oneTrip, func(_ *probe, cfg *ddbsession.Config[User]) {
+			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, int64, error) {
 				panic("loader bug")
 			}
 		}},
@@ -714,7 +714,7 @@ func TestRequireAuthentication(t *testing.T) {
 	var p *probe
 	log := &eventLog{}
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
-		c.ReauthPath, c.BearerTokens, c.OnEvent = "/reauth", true, log.record
+		c.StepUp, c.BearerTokens, c.OnEvent = ddbsession.Redirect("/reauth"), true, log.record
 	})
 	alice := e.putUser("alice")
 	login := func(carried *http.Cookie, methods ...string) *http.Cookie {
@@ -804,7 +804,7 @@ func TestRequireAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.m.Check(context.Background(), token); !errors.Is(err, ddbsession.ErrNoSession) {
+	if _, _, err := e.m.Authenticate(context.Background(), token); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("the bearer token after its re-authentication: %v, want ErrNoSession", err)
 	}
 	r = httptest.NewRequest("DELETE", "https://example.test/api/sessions/x", nil)

@@ -259,7 +259,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 	t.Parallel()
 	// A refresh is due a millisecond after the last, so that every request
 	// whose expiry (whole seconds) can move writes one.
-	e := newEnv(t, func(c *ddbsession.Config[User]) { c.RefreshInterval = time.Millisecond })
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.RefreshInterval = time.Millisecond })
 	first := e.m
 	second := e.members() // another instance, whose users carry a password
 	alice := e.createMember(second, "alice", "pw")
@@ -366,7 +366,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 	// the final cutoff: every login that began after the final RevokeAll
 	// returned lives, every one that ended before it began dies, and those
 	// that raced it go the way of the cutoff they read.
-	cutoff := storedNumber(t, e, userItemKey(alice), "sessionsValidAfter")
+	cutoff := storedNumber(t, e, userItemKey(alice), "sessionsVersion")
 	var dead, alive, refreshed, raced int
 	var wantListed []string
 	for _, c := range cookies {
@@ -387,7 +387,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 		case !o.afterFinal && !o.beforeFinal:
 			raced++
 		}
-		s, _, err := first.Check(context.Background(), c.Value)
+		s, _, err := first.Authenticate(context.Background(), c.Value)
 		if gen != cutoff {
 			dead++
 			if !errors.Is(err, ddbsession.ErrNoSession) {
@@ -621,7 +621,7 @@ func TestDeviceRefreshRacingEnd(t *testing.T) {
 				if got := b.status(); got != http.StatusUnauthorized {
 					t.Errorf("the earlier bound cookie: status %d, want 401", got)
 				}
-				if _, _, err := e.m.Check(context.Background(), b.session.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+				if _, _, err := e.m.Authenticate(context.Background(), b.session.Value); !errors.Is(err, ddbsession.ErrNoSession) {
 					t.Errorf("Check: %v, want ErrNoSession", err)
 				}
 				if end.name == "RevokeAll" && len(boundValues(w)) == 0 {
@@ -656,7 +656,7 @@ func (e *env) storedKey(id string) map[string]string {
 
 // regions is a Manager of Members in each Region of a simulated global
 // table in multi-Region eventual consistency (ddbtest.Regions): one table,
-// a replica in each Region, each Manager with Config.MREC, on the test's
+// a replica in each Region, each Manager with Config.Layout.MREC, on the test's
 // clock offset by a skew of its own.
 type regions struct {
 	t     *testing.T
@@ -684,8 +684,8 @@ func newRegions(t *testing.T, skewA, skewB time.Duration) *regions {
 func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbsession.Manager[Member] {
 	t := rs.t
 	m, err := ddbsession.New(ddbsession.Config[Member]{
-		Client: client, Table: rs.table, MREC: true,
-		IdleTimeout: time.Hour, RefreshInterval: 10 * time.Minute, StoreTimeout: time.Minute,
+		Client: client, Table: rs.table, Layout: ddbsession.Layout{MREC: true},
+		Limits: ddbsession.Limits{IdleTimeout: time.Hour, RefreshInterval: 10 * time.Minute, StoreTimeout: time.Minute},
 		Now:    func() time.Time { return rs.clock.Now().Add(skew) },
 		Logger: slog.New(slog.NewTextHandler(rs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -1077,7 +1077,7 @@ func TestMRSCWriteConflicts(t *testing.T) {
 		return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
 	}
 	var p *probe
-	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.StoreTimeout = 300 * time.Millisecond })
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 300 * time.Millisecond })
 	regionB, err := ddbsession.New(e.cfg) // the other Region: the same table, strongly consistent
 	if err != nil {
 		t.Fatal(err)
@@ -1190,7 +1190,7 @@ func TestSessionLimitRacingLogins(t *testing.T) {
 		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
 			t.Parallel()
 			const limit, logins = 3, 8
-			e := newEnv(t, func(c *ddbsession.Config[User]) { c.MaxSessions, c.RefuseAtMaxSessions = limit, refuse })
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions, c.Limits.RefuseAtMaxSessions = limit, refuse })
 			other, err := ddbsession.New(e.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -1222,7 +1222,7 @@ func TestSessionLimitRacingLogins(t *testing.T) {
 			wg.Wait()
 			alive := 0
 			for _, token := range tokens {
-				if _, _, err := e.m.Check(context.Background(), token); err == nil {
+				if _, _, err := e.m.Authenticate(context.Background(), token); err == nil {
 					alive++
 				} else if !errors.Is(err, ddbsession.ErrNoSession) {
 					t.Fatal(err)

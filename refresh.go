@@ -11,13 +11,13 @@ import (
 )
 
 // This file slides a valid session's expiry forward, at most once per
-// Config.RefreshInterval, with writes that run after the response.
+// Limits.RefreshInterval, with writes that run after the response.
 
 // refresher writes refreshes, and keeps track of the ones in flight.
 type refresher struct {
 	store   *store
 	life    lifetimes
-	timeout time.Duration // Config.StoreTimeout, for each write on its own
+	timeout time.Duration // Limits.StoreTimeout, for each write on its own
 	events  events
 	logger  *slog.Logger
 	flights flights

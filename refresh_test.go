@@ -208,7 +208,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 // the refresh is for.
 func TestRefreshKeepsActiveSessionAlive(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *ddbsession.Config[User]) { c.AbsoluteLifetime = 24 * time.Hour })
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.AbsoluteLifetime = 24 * time.Hour })
 	cookie := e.login(e.putUser("alice"))
 	for range 12 { // three hours of a request every 15 minutes
 		e.clock.Advance(15 * time.Minute)

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,7 +242,7 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &types.AttributeValueMemberN{Value: "1796040001000"}
-	if diff := cmp.Diff(want, out.Item["sessionsValidAfter"], cmp.AllowUnexported(types.AttributeValueMemberN{})); diff != "" {
+	if diff := cmp.Diff(want, out.Item["sessionsVersion"], cmp.AllowUnexported(types.AttributeValueMemberN{})); diff != "" {
 		t.Errorf("sessionsValidAfter (-want +got):\n%s", diff)
 	}
 }
@@ -357,7 +356,7 @@ func TestListLeavesOutExpiredSessions(t *testing.T) {
 				t.Errorf("listed IDs (-want +got):\n%s", diff)
 			}
 			// List agrees with the middleware about which sessions live.
-			if _, _, err := e.m.Check(context.Background(), old.Value); (err == nil) != tc.live {
+			if _, _, err := e.m.Authenticate(context.Background(), old.Value); (err == nil) != tc.live {
 				t.Errorf("Check(old session) = %v, want live %v", err, tc.live)
 			}
 			// The expired session is still in the table (TTL lags): List
@@ -470,7 +469,7 @@ func TestListIDIsNotTheToken(t *testing.T) {
 	if got := e.status(forged); got != http.StatusUnauthorized {
 		t.Errorf("request with the session ID as cookie: status %d, want 401", got)
 	}
-	if _, _, err := e.m.Check(context.Background(), id); !errors.Is(err, ddbsession.ErrNoSession) {
+	if _, _, err := e.m.Authenticate(context.Background(), id); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("Check(ID) = %v, want ErrNoSession", err)
 	}
 	if got := e.status(c); got != http.StatusOK {
@@ -564,342 +563,9 @@ func TestListAfterRevokeAllReadsOnlyLiveSessions(t *testing.T) {
 	if items != 2 {
 		t.Errorf("List after RevokeAll of %d sessions read %d items, want 2 (the live ones)", revoked, items)
 	}
-	if queries != 2 {
-		t.Errorf("List made %d Queries, want 2 (this release's index items, earlier releases')", queries)
+	if queries != 1 {
+		t.Errorf("List made %d Queries, want 1", queries)
 	}
-}
-
-// Index items that an earlier release wrote (random IDs, sort key
-// "SID#<id>") stay readable: List merges them in by creation time, Revoke
-// finds them by ID, and Logout removes them.
-func TestLegacyIndexItems(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	alice := e.putUser("alice")
-	older := newHandSession(alice) // created 5 minutes before start
-	newer := newHandSession(alice)
-	newer.createdMs = start.Add(time.Minute).UnixMilli()
-	for _, h := range []handSession{older, newer} {
-		session, index := h.items()
-		e.putItem(index)
-		e.putItem(session)
-	}
-	between := e.sessionFor(e.login(alice)) // at start, between the two
-
-	list := e.mustList(alice)
-	var ids []string
-	for _, s := range list {
-		ids = append(ids, s.ID)
-	}
-	if want := []string{newer.sid, between.ID, older.sid}; !slices.Equal(ids, want) {
-		t.Errorf("List = %v, want %v (newest first, legacy items merged in)", ids, want)
-	}
-
-	if err := e.m.Revoke(context.Background(), alice, older.sid); err != nil {
-		t.Errorf("Revoke of a legacy session: %v", err)
-	}
-	logout := newRequest(&http.Cookie{Name: cookieName, Value: newer.token})
-	if err := e.m.Logout(newRecorder(), logout); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.mustList(alice); len(got) != 1 || got[0].ID != between.ID {
-		t.Errorf("List after revoking and logging out the legacy sessions = %v, want only %s", got, between.ID)
-	}
-	if n := len(e.scanAll()); n != 3 {
-		t.Errorf("%d items left, want 3 (the user, the live session and its index item): %v", n, itemsText(e.scanAll()))
-	}
-}
-
-func TestExpiringWindow(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, func(c *ddbsession.Config[User]) {
-		withExpiryIndex(c)
-		c.IdleTimeout = 24 * time.Hour // a 24-hour window: 192 Queries
-	})
-	alice := e.putUser("alice")
-	bob := e.putUser("bob")
-	// Expiries, a day after each login: 12:00, 12:20, 12:40, 13:10, 13:40
-	// UTC on Dec 1, all still live when Expiring runs.
-	base := time.Unix(start.Add(24*time.Hour).Unix(), 0)
-	offsets := []time.Duration{0, 20 * time.Minute, 40 * time.Minute, 70 * time.Minute, 100 * time.Minute}
-	var sessions []ddbsession.Session
-	for i, offset := range offsets {
-		e.clock.Advance(offset - e.clock.Now().Sub(start))
-		user := alice
-		if i%2 == 1 {
-			user = bob
-		}
-		c := e.login(user)
-		sessions = append(sessions, loggedIn(e.sessionFor(c).ID, user, e.clock.Now(), 24*time.Hour))
-	}
-	for i, s := range sessions {
-		if want := base.Add(offsets[i]); !s.ExpiresAt.Equal(want) {
-			t.Fatalf("test setup: session %d expires %v, want %v", i, s.ExpiresAt, want)
-		}
-	}
-
-	for _, tc := range []struct {
-		name     string
-		from, to time.Time
-		want     []int
-	}{
-		{"inside one hour", base.Add(10 * time.Minute), base.Add(45 * time.Minute), []int{1, 2}},
-		{"across an hour boundary", base.Add(30 * time.Minute), base.Add(80 * time.Minute), []int{2, 3}},
-		{"bounds are inclusive", base.Add(20 * time.Minute), base.Add(70 * time.Minute), []int{1, 2, 3}},
-		{"one second", base.Add(40 * time.Minute), base.Add(40 * time.Minute), []int{2}},
-		{"to with a fraction after an expiry", base.Add(-time.Hour), base.Add(20*time.Minute + 500*time.Millisecond), []int{0, 1}},
-		{"from a fraction after an expiry", base.Add(20*time.Minute + 500*time.Millisecond), base.Add(50 * time.Minute), []int{2}},
-		{"before them all", base.Add(-2 * time.Hour), base.Add(-time.Second), nil},
-		{"after them all", base.Add(100*time.Minute + time.Second), base.Add(5 * time.Hour), nil},
-		{"24 hours", base.Add(-12 * time.Hour), base.Add(12 * time.Hour), []int{0, 1, 2, 3, 4}},
-		{"from in another time zone", base.Add(10 * time.Minute).In(time.FixedZone("UTC-5:30", -(5*3600 + 1800))), base.Add(2 * time.Hour), []int{1, 2, 3, 4}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var want []ddbsession.Session
-			for _, i := range tc.want {
-				want = append(want, sessions[i])
-			}
-			if diff := cmp.Diff(want, e.mustExpiring(tc.from, tc.to), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Expiring(%v, %v) (-want +got):\n%s", tc.from, tc.to, diff)
-			}
-		})
-	}
-}
-
-func TestExpiringSpreadsOverShards(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, withExpiryIndex) // IdleTimeout 1h: every session expires at 13:00:00 UTC
-	alice := e.putUser("alice")
-	const n = 20
-	ids := map[string]bool{}
-	for range n {
-		ids[e.sessionFor(e.login(alice)).ID] = true
-	}
-	shards := map[int]int{}
-	sessions := 0
-	for _, item := range e.scanAll() {
-		if attrText(item["kind"]) != "S:"+kindSession {
-			if _, ok := item["expiryBucket"]; ok {
-				t.Errorf("a non-session item carries expiryBucket: %v", item)
-			}
-			continue
-		}
-		sessions++
-		hour, shard := bucketParts(t, item)
-		if want := itemExpiry(t, item).UTC().Format("2006010215"); hour != want || hour != "2026113013" {
-			t.Errorf("expiryBucket hour %s, want %s (the UTC hour of the expiry, 2026113013)", hour, want)
-		}
-		if shard >= 8 {
-			t.Errorf("shard %d, want below the default 8 shards", shard)
-		}
-		shards[shard]++
-	}
-	if sessions != n {
-		t.Fatalf("%d session items, want %d", sessions, n)
-	}
-	if len(shards) < 2 {
-		t.Errorf("%d sessions of one hour all landed on shards %v, want them spread", n, shards)
-	}
-
-	expiry := time.Unix(start.Add(time.Hour).Unix(), 0)
-	got := map[string]bool{}
-	for _, s := range e.mustExpiring(expiry, expiry) {
-		got[s.ID] = true
-	}
-	if diff := cmp.Diff(ids, got); diff != "" {
-		t.Errorf("Expiring over all shards (-want +got):\n%s", diff)
-	}
-}
-
-func TestExpiringFollowsRefresh(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, withExpiryIndex) // IdleTimeout 1h, RefreshInterval 10m
-	alice := e.putUser("alice")
-	e.clock.Advance(50 * time.Minute) // 12:50:00.25
-	c := e.login(alice)
-	s := loggedIn(e.sessionFor(c).ID, alice, e.clock.Now(), time.Hour) // expires 13:50:00
-	oldHour, oldShard := bucketParts(t, e.itemOf(kindSession, s.ID))
-	if oldHour != "2026113013" {
-		t.Fatalf("expiryBucket hour before refresh = %s, want 2026113013", oldHour)
-	}
-	at := func(h, m int) time.Time { return time.Date(2026, 11, 30, h, m, 0, 0, time.UTC) }
-	before := [2]time.Time{at(13, 45), at(13, 55)}
-	after := [2]time.Time{at(14, 5), at(14, 15)}
-	if diff := cmp.Diff([]ddbsession.Session{s}, e.mustExpiring(before[0], before[1])); diff != "" {
-		t.Fatalf("Expiring before the refresh (-want +got):\n%s", diff)
-	}
-
-	e.clock.Advance(20 * time.Minute) // 13:10:00.25
-	if w := e.get(e.m.RequireSession(whoami(e.m)), c); w.Code != http.StatusOK || w.Header().Get("Set-Cookie") == "" {
-		t.Fatalf("refreshing request: status %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
-	}
-	s.RefreshedAt = time.UnixMilli(e.clock.Now().UnixMilli())
-	s.ExpiresAt = at(14, 10)
-
-	if got := e.mustExpiring(before[0], before[1]); len(got) != 0 {
-		t.Errorf("Expiring around the old expiry after the refresh = %+v, want none", got)
-	}
-	if diff := cmp.Diff([]ddbsession.Session{s}, e.mustExpiring(after[0], after[1])); diff != "" {
-		t.Errorf("Expiring around the new expiry (-want +got):\n%s", diff)
-	}
-	item := e.itemOf(kindSession, s.ID)
-	newHour, newShard := bucketParts(t, item)
-	if newHour != "2026113014" || !itemExpiry(t, item).Equal(s.ExpiresAt) {
-		t.Errorf("after refresh: expiryBucket hour %s, expiresAt %v; want 2026113014 and %v", newHour, itemExpiry(t, item), s.ExpiresAt)
-	}
-	if newShard != oldShard {
-		t.Errorf("refresh moved the session from shard %d to %d; the shard should stay with the session", oldShard, newShard)
-	}
-}
-
-func TestExpiringWithoutIndex(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	alice := e.putUser("alice")
-	c := e.login(alice)
-	if got, err := e.m.Expiring(context.Background(), start, start.Add(2*time.Hour)); !needsExpiryIndex(err) {
-		t.Errorf("Expiring without ExpiryIndex = %v, %v; want the error that an expiry index is needed", got, err)
-	}
-	e.clock.Advance(11 * time.Minute)
-	if w := e.get(e.m.RequireSession(whoami(e.m)), c); w.Code != http.StatusOK || w.Header().Get("Set-Cookie") == "" {
-		t.Fatalf("refreshing request: status %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
-	}
-	// Neither Login nor the refresh pays for the index it does not have.
-	for _, item := range e.scanAll() {
-		if b, ok := item["expiryBucket"]; ok {
-			t.Errorf("item %v carries expiryBucket %v without ExpiryIndex", item["pk"], b)
-		}
-	}
-	out, err := e.client.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: &e.table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(out.Table.GlobalSecondaryIndexes); n != 0 {
-		t.Errorf("CreateTable without ExpiryIndex made %d global secondary indexes", n)
-	}
-}
-
-func TestExpiringRejectsBadWindows(t *testing.T) {
-	t.Parallel()
-	// The widest good window is 24 hours, 200 Queries: see TestExpiringWindow.
-	e := newEnv(t, withExpiryIndex)
-	alice := e.putUser("alice")
-	e.login(alice) // expires 13:00:00
-	from := start
-	for _, tc := range []struct {
-		name   string
-		to     time.Time
-		wantOK bool
-	}{
-		{"exactly 24 hours", from.Add(24 * time.Hour), true},
-		{"24 hours and a second", from.Add(24*time.Hour + time.Second), false},
-		{"25 hours", from.Add(25 * time.Hour), false},
-		{"a week", from.Add(7 * 24 * time.Hour), false},
-		{"to before from", from.Add(-time.Second), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := e.m.Expiring(context.Background(), from, tc.to)
-			switch {
-			case tc.wantOK && (err != nil || len(got) != 1):
-				t.Errorf("Expiring(%v, %v) = %d sessions, %v; want the one session", from, tc.to, len(got), err)
-			case !tc.wantOK && err == nil:
-				t.Errorf("Expiring(%v, %v) = %d sessions, no error; want an error", from, tc.to, len(got))
-			case !tc.wantOK && needsExpiryIndex(err):
-				t.Errorf("Expiring(%v, %v) = %v, want a window error", from, tc.to, err)
-			}
-			if !tc.wantOK && got != nil {
-				t.Errorf("Expiring with an error returned sessions too: %v", got)
-			}
-		})
-	}
-}
-
-// A rolling deploy: instances of the release before this one next to this
-// one's, on one table, with one clock. That release dated a session by its
-// creation time, valid while after the user's cutoff, and wrote no "gen";
-// this one keeps both meanings. It reads an earlier release's sessions by
-// their creation time, as that release did; its own sessions were created
-// after the cutoff they read, so an earlier release accepts them; and the
-// two releases' RevokeAll write the same cutoff, which each release's
-// reader then applies to every session. Old and new instances so agree on
-// every session, before and after either revokes.
-func TestRollingDeployKeepsEachReleasesSessions(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	alice := e.putUser("alice")
-	ctx := context.Background()
-	cutoff := func() int64 { return storedNumber(t, e, userItemKey(alice), "sessionsValidAfter") }
-	// earlierRelease is the previous release's reader, by its documented
-	// rule: the session item is there, unexpired, and created after the
-	// user's cutoff.
-	earlierRelease := func(c *http.Cookie) bool {
-		item := rawItem(t, e, sessionItemKey(c.Value))
-		if item == nil {
-			return false
-		}
-		_, hasCutoff := rawItem(t, e, userItemKey(alice))["sessionsValidAfter"]
-		return numberOf(t, item, "expiresAt") > e.clock.Now().Unix() &&
-			(!hasCutoff || numberOf(t, item, "createdAt") > cutoff())
-	}
-	// earlierLogin is a login of the previous release: its session and
-	// index items, without "gen", created after the cutoff it read.
-	earlierLogin := func() *http.Cookie {
-		h := newHandSession(alice)
-		now := e.clock.Now().UnixMilli()
-		if _, ok := rawItem(t, e, userItemKey(alice))["sessionsValidAfter"]; ok {
-			now = max(now, cutoff()+1)
-		}
-		h.createdMs, h.refreshedMs, h.expiresSec = now, now, e.clock.Now().Add(time.Hour).Unix()
-		session, index := h.items()
-		e.putItem(index)
-		e.putItem(session)
-		return &http.Cookie{Name: cookieName, Value: h.token}
-	}
-	// earlierRevokeAll is the previous release's RevokeAll: the cutoff to
-	// its clock's now, if that is later.
-	earlierRevokeAll := func() {
-		_, err := e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &e.table, Key: userItemKey(alice),
-			UpdateExpression:          ptr("SET sessionsValidAfter = :now"),
-			ConditionExpression:       ptr("attribute_not_exists(sessionsValidAfter) OR sessionsValidAfter < :now"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": attrN(e.clock.Now().UnixMilli())},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	agree := func(when string, c *http.Cookie, want bool) {
-		t.Helper()
-		if got := e.status(c) == http.StatusOK; got != want {
-			t.Errorf("%s: this release says valid %v, want %v", when, got, want)
-		}
-		if got := earlierRelease(c); got != want {
-			t.Errorf("%s: the earlier release says valid %v, want %v", when, got, want)
-		}
-	}
-
-	oldSession, newSession := earlierLogin(), e.login(alice)
-	agree("an earlier release's session", oldSession, true)
-	agree("this release's session", newSession, true)
-
-	e.clock.Advance(time.Second)
-	earlierRevokeAll()
-	agree("an earlier release's session after its RevokeAll", oldSession, false)
-	agree("this release's session after the earlier release's RevokeAll", newSession, false)
-
-	e.clock.Advance(time.Second)
-	oldSession, newSession = earlierLogin(), e.login(alice)
-	agree("an earlier release's login after its RevokeAll", oldSession, true)
-	agree("this release's login after the earlier release's RevokeAll", newSession, true)
-
-	e.clock.Advance(time.Second)
-	if err := e.m.RevokeAll(ctx, alice); err != nil {
-		t.Fatal(err)
-	}
-	agree("an earlier release's session after this release's RevokeAll", oldSession, false)
-	agree("this release's session after its RevokeAll", newSession, false)
-	agree("an earlier release's login after this release's RevokeAll", earlierLogin(), true)
-	agree("this release's login after its RevokeAll", e.login(alice), true)
 }
 
 // RevokeEveryone ends every session of every user with one write: at once
@@ -908,13 +574,13 @@ func TestRollingDeployKeepsEachReleasesSessions(t *testing.T) {
 // is that old and its next request reads it with the session, in the same
 // round trip; the requests in between read nothing more. The instances'
 // clocks, 5 s apart either way, play no part. A login afterwards lives on
-// both, and a session of an earlier release dies with the others.
+// both.
 func TestRevokeEveryone(t *testing.T) {
 	t.Parallel()
 	const within = time.Second
 	var p *probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
-		c.RevokeEveryoneWithin = within
+		c.Limits.RevokeEveryoneWithin = within
 		c.Now = func() time.Time { return start.Add(5 * time.Second) }
 	})
 	otherCfg := e.cfg
@@ -922,12 +588,6 @@ func TestRevokeEveryone(t *testing.T) {
 	other := primed(t, otherCfg)
 	alice, bob := e.putUser("alice"), e.putUser("bob")
 	sessions := []*http.Cookie{e.login(alice), e.login(bob)}
-	legacy := newHandSession(alice)
-	legacy.createdMs, legacy.refreshedMs, legacy.expiresSec = start.UnixMilli(), start.UnixMilli(), start.Add(time.Hour).Unix()
-	legacySession, legacyIndex := legacy.items()
-	e.putItem(legacyIndex)
-	e.putItem(legacySession)
-	sessions = append(sessions, &http.Cookie{Name: cookieName, Value: legacy.token})
 	status := func(m *ddbsession.Manager[User], c *http.Cookie) int {
 		return e.get(m.RequireSession(whoami(m)), c).Code
 	}
@@ -986,7 +646,7 @@ func TestRevokeEveryone(t *testing.T) {
 // through.
 func TestRevokeEveryoneFailsClosed(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *ddbsession.Config[User]) { c.RevokeEveryoneWithin = time.Second })
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.RevokeEveryoneWithin = time.Second })
 	c := e.login(e.putUser("alice"))
 	e.putItem(map[string]types.AttributeValue{"pk": attrS("SESSION#GLOBAL"), "sk": attrS("STATE"), "v": attrN(9), "kind": attrS("sessions-global"), "gen": attrN(1)})
 	time.Sleep(time.Second)

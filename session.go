@@ -57,7 +57,7 @@ type Session struct {
 	Current bool
 }
 
-// ErrNoSession is returned by [Manager.Check] for a token that is malformed,
+// ErrNoSession is returned by [Manager.Authenticate] for a token that is malformed,
 // unknown, expired or revoked, or whose user no longer exists, and by
 // [Manager.Revoke] for a session ID that is unknown, malformed or another
 // user's. It does not say which: callers treat them all as "signed out",
@@ -71,15 +71,15 @@ const (
 	ReasonMalformed        Reason = "malformed"         // not a credential this Manager could have issued; no DynamoDB call
 	ReasonUnknown          Reason = "unknown"           // no such session (never issued, logged out, revoked, or TTL-deleted)
 	ReasonExpired          Reason = "expired"           // past its expiry, though TTL has not deleted it yet
-	ReasonAbsoluteLifetime Reason = "absolute-lifetime" // past Config.AbsoluteLifetime since it was created
-	ReasonCutoff           Reason = "cutoff"            // created before the user's sessions-valid-after cutoff (RevokeAll)
+	ReasonAbsoluteLifetime Reason = "absolute-lifetime" // past Limits.AbsoluteLifetime since it was created
+	ReasonCutoff           Reason = "cutoff"            // created before the user's sessions version (RevokeAll)
 	ReasonUserMissing      Reason = "user-missing"      // the user item is gone
 	ReasonUserMismatch     Reason = "user-mismatch"     // the credential names another user than the session's
 	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie
 	ReasonNotReplicated    Reason = "not-replicated"    // MREC: the session is newer than its user's state in this Region; the cookie is kept
 	ReasonEveryone         Reason = "revoked-everyone"  // created before a RevokeEveryone
 	ReasonPending          Reason = "pending"           // a login waiting for its second factor (BeginLogin), which only CompleteLogin takes
-	ReasonSessionLimit     Reason = "session-limit"     // ended by Config.MaxSessions to make room for a newer session
+	ReasonSessionLimit     Reason = "session-limit"     // ended by Limits.MaxSessions to make room for a newer session
 )
 
 // rejection is ErrNoSession with its reason, for events.
@@ -147,10 +147,10 @@ func userOf(s item.Session) UserKey { return UserKey{PK: s.UserPK, SK: s.UserSK}
 
 // lifetimes are a Manager's time limits, validated by [New].
 type lifetimes struct {
-	idle     time.Duration // Config.IdleTimeout
-	refresh  time.Duration // Config.RefreshInterval
-	absolute time.Duration // Config.AbsoluteLifetime
-	pending  time.Duration // Config.PendingLifetime: a two-step login's wait for its second step
+	idle     time.Duration // Limits.IdleTimeout
+	refresh  time.Duration // Limits.RefreshInterval
+	absolute time.Duration // Limits.AbsoluteLifetime
+	pending  time.Duration // Limits.PendingLifetime: a two-step login's wait for its second step
 }
 
 // newSession returns a session for user created at now. Times are stored
@@ -164,6 +164,7 @@ func (l lifetimes) newSession(user UserKey, agent string, now time.Time) item.Se
 		UserSK:      user.SK,
 		CreatedAt:   created,
 		RefreshedAt: created,
+		AuthAt:      created,
 		ExpiresAt:   time.Unix(now.Add(min(l.idle, l.absolute)).Unix(), 0),
 		UserAgent:   agent,
 	}

@@ -23,15 +23,15 @@ func TestAbsoluteLifetimeCheckedOnRead(t *testing.T) {
 	cookie := e.login(e.putUser("alice"))
 	e.clock.Advance(50 * time.Minute)
 	stricter := e.cfg
-	stricter.IdleTimeout, stricter.AbsoluteLifetime = 30*time.Minute, 45*time.Minute
+	stricter.Limits.IdleTimeout, stricter.Limits.AbsoluteLifetime = 30*time.Minute, 45*time.Minute
 	m, err := ddbsession.New(stricter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := m.Check(context.Background(), cookie.Value); !errors.Is(err, ddbsession.ErrNoSession) {
+	if _, _, err := m.Authenticate(context.Background(), cookie.Value); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("50-minute-old session under a 45-minute AbsoluteLifetime: %v, want ErrNoSession", err)
 	}
-	if _, _, err := e.m.Check(context.Background(), cookie.Value); err != nil {
+	if _, _, err := e.m.Authenticate(context.Background(), cookie.Value); err != nil {
 		t.Errorf("the same session under the default lifetime: %v", err)
 	}
 }
@@ -41,7 +41,7 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 	var p *probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
-		c.AbsoluteLifetime = 90 * time.Minute
+		c.Limits.AbsoluteLifetime = 90 * time.Minute
 	})
 	cookie := e.login(e.putUser("alice"))
 	limit := start.Add(90 * time.Minute).Unix()
@@ -227,14 +227,14 @@ func TestSessionDataOfEndedAndCheckedSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, u, err := e.m.Check(context.Background(), token)
+	s, u, err := e.m.Authenticate(context.Background(), token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.m.UpdateData(e.m.NewContext(context.Background(), s, u), increment); err != nil {
 		t.Fatalf("UpdateData through Check and NewContext: %v", err)
 	}
-	if s, _, _ := e.m.Check(context.Background(), token); string(s.Data) != `{"n":1}` {
+	if s, _, _ := e.m.Authenticate(context.Background(), token); string(s.Data) != `{"n":1}` {
 		t.Errorf("Check's data = %q, want {\"n\":1}", s.Data)
 	}
 }

@@ -14,13 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// Client is the part of the DynamoDB client that a [Manager] uses.
-// *dynamodb.Client satisfies it; tests may wrap it to count calls or inject
-// faults.
+// Client is the part of the DynamoDB client that a [Manager] uses for its
+// items. *dynamodb.Client satisfies it; tests may wrap it to count calls or
+// inject faults. [Manager.CreateTable] needs the table methods of
+// *dynamodb.Client besides.
 type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
@@ -28,6 +30,10 @@ type Client interface {
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// tableClient is what CreateTable needs of a Client besides.
+type tableClient interface {
 	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
@@ -55,52 +61,23 @@ type store struct {
 	logger *slog.Logger
 	pairs  sync.Pool // of *pairRead
 	// withState says that every read of a user takes the user's state item
-	// too (see item.State): with Config.MREC, and with Config.MaxSessions.
+	// too (see item.State): with Layout.MREC, and with Limits.MaxSessions.
 	withState bool
 }
 
 func newStore(client Client, table string, layout item.Layout, withState bool, logger *slog.Logger) *store {
-	st := &store{Layout: layout, client: client, table: table, logger: logger, withState: withState}
-	st.pairs.New = func() any { return st.newPairRead() }
-	return st
-}
-
-// pairRead is the hot path's BatchGetItem input, built once and reused
-// through store.pairs: a request sets its three key values, so that the
-// read builds no maps. The SDK only reads an input, and is done with it when
-// the call returns.
-type pairRead struct {
-	in                                 dynamodb.BatchGetItemInput
-	sessionPK, userPK, userSK, statePK types.AttributeValueMemberS
-}
-
-func (st *store) newPairRead() *pairRead {
-	r := &pairRead{}
-	session := map[string]types.AttributeValue{st.PartitionKey: &r.sessionPK}
-	user := map[string]types.AttributeValue{st.PartitionKey: &r.userPK}
-	keys := []map[string]types.AttributeValue{session, user}
-	if !st.HashOnly {
-		session[st.SortKey] = st.SessionKey("")[st.SortKey]
-		user[st.SortKey] = &r.userSK
-	}
-	if st.withState {
-		state := st.StateKey("", "")
-		state[st.PartitionKey] = &r.statePK
-		keys = append(keys, state)
-	}
-	r.in.RequestItems = map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}}
-	return r
+	return &store{Layout: layout, client: client, table: table, logger: logger, withState: withState}
 }
 
 // Failed conditions that callers act on.
 var (
 	// errRefreshLost is the refresh write's failed condition: the session
 	// was deleted, expired, or refreshed by a concurrent request meanwhile.
-	errRefreshLost = errors.New("ddbsession: session changed before its refresh")
+	errRefreshLost = errors.New("session changed before its refresh")
 	// errChallengeUsed is a device binding write's failed condition: the
 	// challenge it answers was used, replaced or expired meanwhile, or the
 	// session changed (bound already, or gone).
-	errChallengeUsed = errors.New("ddbsession: challenge used or session changed")
+	errChallengeUsed = errors.New("challenge used or session changed")
 )
 
 // detach keeps ctx's deadline but drops its cancellation, for calls that
@@ -268,63 +245,89 @@ func (st *store) failed(err error) (bool, error) {
 	return false, st.named(err)
 }
 
-// named wraps a call's error, if any, with the name of the table.
+// named wraps a call's error, if any, with the name of the table, and says
+// what to do about a table that does not exist.
 func (st *store) named(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("table %q: %w", st.table, err)
-}
-
-// The table's own calls, which CreateTable and CheckTable make. They name
-// the table in their errors, as the primitives above do.
-
-// createTable asks for the table in; it reports false, with no error, if
-// a table of that name exists.
-func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
-	in.TableName = &st.table
-	_, err = st.client.CreateTable(ctx, in)
-	var exists *types.ResourceInUseException
-	switch {
-	case errors.As(err, &exists):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("ddbsession: create table %q: %w%s", st.table, err, noEngineHint(err))
+	if errors.As(err, new(*types.ResourceNotFoundException)) {
+		return fmt.Errorf("table %q: %w (no such table: call Manager.CreateTable at startup, or run: ddbsession table create -table %s)", st.table, err, st.table)
 	}
-	return true, nil
+	return fmt.Errorf("table %q: %w%s", st.table, err, noEngineHint(err))
 }
 
-func (st *store) waitForTable(ctx context.Context) error {
-	waiter := dynamodb.NewTableExistsWaiter(st.client, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
-	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute); err != nil {
-		return fmt.Errorf("ddbsession: wait for table %q: %w", st.table, err)
+// The table's own calls, which CreateTable makes. They name the table in
+// their errors, as the primitives above do.
+
+// admin is the client's table methods, or an error saying it has none.
+func (st *store) admin() (tableClient, error) {
+	if c, ok := st.client.(tableClient); ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("Config.Client (%T) lacks the table methods of *dynamodb.Client (DescribeTable, CreateTable, DescribeTimeToLive, UpdateTimeToLive)", st.client)
+}
+
+// createTable asks for the table in. A table of that name that another
+// instance made meanwhile is no error.
+func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) error {
+	admin, err := st.admin()
+	if err != nil {
+		return err
+	}
+	_, err = admin.CreateTable(ctx, in)
+	if errors.As(err, new(*types.ResourceInUseException)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("table %q does not exist, and creating it failed: %w%s", st.table, err, noEngineHint(err))
 	}
 	return nil
 }
 
-func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
-	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+// waitForTable waits until the table is ACTIVE and returns its description.
+func (st *store) waitForTable(ctx context.Context) (*types.TableDescription, error) {
+	admin, err := st.admin()
 	if err != nil {
-		return nil, fmt.Errorf("ddbsession: describe table %q: %w%s", st.table, err, noEngineHint(err))
+		return nil, err
+	}
+	waiter := dynamodb.NewTableExistsWaiter(admin, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: wait until ACTIVE: %w", st.table, err)
 	}
 	return out.Table, nil
 }
 
-// errUnsupported is describeTTL's answer on an engine without
-// DescribeTimeToLive.
-var errUnsupported = errors.New("ddbsession: the engine does not implement DescribeTimeToLive")
+// describeTable describes the table; a missing one is a
+// *types.ResourceNotFoundException.
+func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
+	admin, err := st.admin()
+	if err != nil {
+		return nil, err
+	}
+	out, err := admin.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w%s", st.table, err, noEngineHint(err))
+	}
+	return out.Table, nil
+}
 
 // describeTTL returns the table's TTL attribute and whether TTL is enabled
-// (or being enabled), or errUnsupported.
+// (or being enabled); off on an engine without DescribeTimeToLive.
 func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
-	out, err := st.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
+	admin, err := st.admin()
+	if err != nil {
+		return "", false, err
+	}
+	out, err := admin.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
 	if unsupported(err) {
-		return "", false, errUnsupported
+		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("ddbsession: describe TTL of %q: %w", st.table, err)
+		return "", false, fmt.Errorf("table %q: describe TTL: %w", st.table, err)
 	}
 	d := out.TimeToLiveDescription
 	if d == nil {
@@ -337,7 +340,11 @@ func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
 // enableTTL turns TTL on for the layout's TTL attribute. It reports false,
 // with no error, on an engine that lacks UpdateTimeToLive.
 func (st *store) enableTTL(ctx context.Context) (bool, error) {
-	_, err := st.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+	admin, err := st.admin()
+	if err != nil {
+		return false, err
+	}
+	_, err = admin.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: &st.table,
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
 			AttributeName: &st.TTLAttribute,
@@ -348,24 +355,31 @@ func (st *store) enableTTL(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("ddbsession: enable TTL on %q: %w", st.table, err)
+		return false, fmt.Errorf("table %q: TTL is off, and turning it on failed: %w; turn it on with: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification Enabled=true,AttributeName=%s",
+			st.table, err, st.table, st.TTLAttribute)
 	}
 	return true, nil
 }
 
-// noEngineHint is what to add to err, the first call's of CreateTable or
-// CheckTable, when it says there is no DynamoDB to talk to: no credentials,
-// no Region, or nothing listening at the endpoint. "" otherwise.
+// noEngineHint is what to add to err, a call's, when it says there is no
+// DynamoDB to talk to: no credentials, no Region, nothing listening at the
+// endpoint, an endpoint that is no URL, or one that does not answer as
+// DynamoDB does. "" otherwise.
 func noEngineHint(err error) string {
 	var region *aws.MissingRegionError
 	var dial *net.OpError
+	var resp *smithyhttp.ResponseError
 	msg := err.Error()
-	if !errors.As(err, &region) && !strings.Contains(msg, "Missing Region") && !strings.Contains(msg, "get identity: ") &&
-		!(errors.As(err, &dial) && dial.Op == "dial") {
-		return ""
+	switch {
+	case errors.As(err, &region), strings.Contains(msg, "Missing Region"), strings.Contains(msg, "get identity: "), errors.As(err, &dial) && dial.Op == "dial":
+		return " (no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB (http://127.0.0.1:8000, say), AWS_REGION and dummy " +
+			"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for DynamoDB, configure AWS credentials and a Region)"
+	case strings.Contains(msg, "failed to resolve service endpoint"), strings.Contains(msg, "unsupported protocol scheme"):
+		return " (the endpoint is not a URL: AWS_ENDPOINT_URL_DYNAMODB needs a scheme, as in http://127.0.0.1:8000)"
+	case errors.As(err, &resp) && resp.HTTPStatusCode() != 0 && !errors.As(err, new(smithy.APIError)):
+		return fmt.Sprintf(" (the endpoint answered HTTP %d in a form DynamoDB never does: is AWS_ENDPOINT_URL_DYNAMODB a DynamoDB endpoint?)", resp.HTTPStatusCode())
 	}
-	return " (no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and dummy AWS_ACCESS_KEY_ID and " +
-		"AWS_SECRET_ACCESS_KEY, as ./scripts/with-dynalite does; for DynamoDB, configure AWS credentials and a Region)"
+	return ""
 }
 
 // unsupported reports whether err says the engine lacks the operation, as

@@ -41,7 +41,7 @@ func TestLoginItemFormat(t *testing.T) {
 	// The documented attributes of each item and their types.
 	sessionAttrs := map[string]string{
 		"pk": "S", "sk": "S", "v": "N", "kind": "S", "sid": "S", "userPK": "S", "userSK": "S",
-		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S", "gen": "N",
+		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S", "gen": "N", "globalGen": "N", "authAt": "N",
 	}
 	indexAttrs := map[string]string{"sessionPK": "S"}
 	maps.Copy(indexAttrs, sessionAttrs)
@@ -105,7 +105,9 @@ func TestLoginItemFormat(t *testing.T) {
 				"refreshedAt": "N:1796040000250",
 				"expiresAt":   "N:1796043600", // an hour later, in epoch seconds
 				"userAgent":   "S:" + testAgent,
-				"gen":         "N:0", // the user's cutoff as read: the user has none
+				"gen":         "N:0", // the user's sessions version as read: the user has none
+				"globalGen":   "N:0", // no RevokeEveryone yet
+				"authAt":      "N:1796040000250",
 			}
 			wantValues := map[string]string{"pk": "S:" + sessionPK, "sk": "S:SESSION", "kind": "S:session"}
 			maps.Copy(wantValues, common)
@@ -204,7 +206,7 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	}
 	// A store failure is logged about.
 	cfg := e.cfg
-	cfg.StoreTimeout = time.Nanosecond
+	cfg.Limits.StoreTimeout = time.Nanosecond
 	failing, err := ddbsession.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +277,7 @@ func TestMissingTableErrorsNameIt(t *testing.T) {
 		{"RequireSession", middleware((*ddbsession.Manager[User]).RequireSession)},
 		{"LoadSession", middleware((*ddbsession.Manager[User]).LoadSession)},
 		{"Check", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			_, _, err := m.Check(ctx, token)
+			_, _, err := m.Authenticate(ctx, token)
 			return missingTableError(t, err)
 		}},
 		{"Login", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
@@ -306,13 +308,6 @@ func TestMissingTableErrorsNameIt(t *testing.T) {
 		}},
 		{"Revoke", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
 			return missingTableError(t, m.Revoke(ctx, user, strings.Repeat("0f", 16)))
-		}},
-		{"Expiring", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			_, err := m.Expiring(ctx, start, start.Add(time.Hour))
-			return missingTableError(t, err)
-		}},
-		{"CheckTable", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
-			return missingTableError(t, m.CheckTable(ctx))
 		}},
 	}
 	for _, tc := range cases {

@@ -74,7 +74,7 @@ func TestCreateTable(t *testing.T) {
 		warned := strings.Contains(e.logs.String(), "level=WARN") && strings.Contains(e.logs.String(), "UpdateTimeToLive")
 		if ttl {
 			// TTL is on, on the configured attribute, and nothing warned.
-			out, err := e.cfg.Client.DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: &e.table})
+			out, err := e.cfg.Client.(engine).DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: &e.table})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,46 +98,35 @@ func TestCreateTable(t *testing.T) {
 	})
 }
 
-func TestCheckTable(t *testing.T) {
+// CreateTable on an existing table checks it against the configuration,
+// and changes nothing there but TTL: each misfit is an error that says
+// what to do.
+func TestCreateTableChecksExisting(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, ttl bool, withClient func(*ddbsession.Config[User])) {
 		e := newEnv(t, withClient)
 		e.logs.Reset()
-		if err := e.m.CheckTable(context.Background()); err != nil {
-			t.Errorf("CheckTable on the table CreateTable made = %v, want nil", err)
+		if err := e.m.CreateTable(context.Background()); err != nil {
+			t.Errorf("CreateTable on the table it made = %v, want nil", err)
 		}
-		// An engine without TTL (dynalite) is no table to fix, once
-		// CreateTable has found that out: a warning.
-		if warned := strings.Contains(e.logs.String(), "does not implement TTL"); warned == ttl {
-			t.Errorf("CheckTable warned %v on an engine with TTL %v:\n%s", warned, ttl, e.logs)
+		// An engine without TTL (dynalite) is no table to fix: a warning,
+		// each time, from the attempt to turn TTL on.
+		if warned := strings.Contains(e.logs.String(), "does not implement UpdateTimeToLive"); warned == ttl {
+			t.Errorf("CreateTable warned %v on an engine with TTL %v:\n%s", warned, ttl, e.logs)
 		}
-		if !ttl {
-			// Without that, dynalite looks like DynamoDB with TTL off,
-			// which is an error that says how to turn it on.
-			m, err := ddbsession.New(e.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := fmt.Sprintf(`TTL is off on table %q, so expired sessions are rejected but never deleted: call CreateTable, which enables it, `+
-				`or run: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification "Enabled=true, AttributeName=expiresAt"`, e.cfg.Table, e.cfg.Table)
-			if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("CheckTable of a Manager that did not create the table = %v, want it to say %q", err, want)
-			}
-		}
-
 		mismatched := []struct {
 			name   string
 			mutate func(*ddbsession.Config[User])
 			says   string
 		}{
 			{"hash-only config on a table with a sort key", func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true },
-				`has key (hash "pk", range "sk"), want (hash "pk") (Config.Layout)`},
+				`has key (hash "pk", range "sk"), and the layout wants (hash "pk"): set Config.Layout's keys to the table's`},
 			{"other partition key name", func(c *ddbsession.Config[User]) { c.Layout.PartitionKey = "PK" },
-				`has key (hash "pk", range "sk"), want (hash "PK", range "sk")`},
+				`has key (hash "pk", range "sk"), and the layout wants (hash "PK", range "sk")`},
 			{"other sort key name", func(c *ddbsession.Config[User]) { c.Layout.SortKey = "SK" },
-				`has key (hash "pk", range "sk"), want (hash "pk", range "SK")`},
+				`has key (hash "pk", range "sk"), and the layout wants (hash "pk", range "SK")`},
 			{"missing expiry index", func(c *ddbsession.Config[User]) { c.Layout.ExpiryIndex = "expiry" },
-				`has no expiry index "expiry" (Layout.ExpiryIndex)`},
+				`has no expiry index "expiry": add the index`},
 		}
 		for _, tc := range mismatched {
 			t.Run(tc.name, func(t *testing.T) {
@@ -147,8 +136,8 @@ func TestCheckTable(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), tc.says) {
-					t.Errorf("CheckTable = %v, want it to say %q", err, tc.says)
+				if err := m.CreateTable(context.Background()); err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Errorf("CreateTable = %v, want it to say %q", err, tc.says)
 				}
 			})
 		}
@@ -160,15 +149,15 @@ func TestCheckTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := `has TTL on "expiresAt", not on "ttl", where sessions keep their expiry: a table has one TTL attribute, so set Layout.TTLAttribute to "expiresAt"`
-			if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("CheckTable with TTL on expiresAt, configured ttl = %v, want it to say %q", err, want)
+			want := `has TTL on "expiresAt", and the layout keeps the expiry in "ttl": a table has one TTL attribute: set Layout.TTLAttribute to "expiresAt"`
+			if err := m.CreateTable(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("CreateTable with TTL on expiresAt, configured ttl = %v, want it to say %q", err, want)
 			}
 		}
 	})
 }
 
-func TestCheckTableNumberKey(t *testing.T) {
+func TestCreateTableNumberKey(t *testing.T) {
 	t.Parallel()
 	client := ddbtest.Client(t)
 	table := ddbtest.TableName(t, client)
@@ -185,8 +174,8 @@ func TestCheckTableNumberKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CheckTable(context.Background()); err == nil || !strings.Contains(err.Error(), `has key (hash "pk") of types [N], want String (S)`) {
-		t.Errorf("CheckTable with a Number key = %v, want it to name the type", err)
+	if err := m.CreateTable(context.Background()); err == nil || !strings.Contains(err.Error(), `has key (hash "pk") of types [N], and the layout wants String (S)`) {
+		t.Errorf("CreateTable with a Number key = %v, want it to name the type", err)
 	}
 }
 
@@ -216,20 +205,18 @@ func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
 	t.Parallel()
 	accessDenied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not allowed"}
 	cases := []struct {
-		name       string
-		attr       string
-		status     types.TimeToLiveStatus
-		updateErr  error
-		wantCreate error  // wrapped by CreateTable's error, if not nil
-		createSays string // in CreateTable's error
-		checkSays  string // in CheckTable's error; "" for none
+		name      string
+		attr      string
+		status    types.TimeToLiveStatus
+		updateErr error
+		wantErr   error  // wrapped by CreateTable's error, if not nil
+		says      string // in CreateTable's error; "" for none
 	}{
-		{"enabled on expiresAt", "expiresAt", types.TimeToLiveStatusEnabled, nil, nil, "", ""},
+		{"enabled on expiresAt", "expiresAt", types.TimeToLiveStatusEnabled, nil, nil, ""},
 		{"enabled on another attribute", "ttl", types.TimeToLiveStatusEnabled, nil, nil,
-			`has TTL on "ttl", not on "expiresAt"`, `set Layout.TTLAttribute to "ttl"`},
-		{"disabled and enabling fails", "", types.TimeToLiveStatusDisabled, accessDenied, accessDenied, "not allowed",
-			`TTL is off on table "{table}", so expired sessions are rejected but never deleted: call CreateTable, which enables it, ` +
-				`or run: aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification "Enabled=true, AttributeName=expiresAt"`},
+			`has TTL on "ttl", and the layout keeps the expiry in "expiresAt": a table has one TTL attribute: set Layout.TTLAttribute to "ttl"`},
+		{"disabled and enabling fails", "", types.TimeToLiveStatusDisabled, accessDenied, accessDenied,
+			`TTL is off, and turning it on failed: `},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,18 +224,11 @@ func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
 			var p *probe
 			e := newEnv(t, withProbe(&p))
 			ttlEngine(p, tc.attr, tc.status, tc.updateErr)
-			m, err := ddbsession.New(e.cfg) // one that has not met dynalite's lack of TTL
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = m.CreateTable(context.Background())
-			if (tc.wantCreate != nil && !errors.Is(err, tc.wantCreate)) || (tc.createSays == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.createSays)) {
-				t.Errorf("CreateTable = %v, want %v saying %q", err, tc.wantCreate, tc.createSays)
-			}
-			err = m.CheckTable(context.Background())
-			says := strings.ReplaceAll(tc.checkSays, "{table}", e.cfg.Table)
-			if (says == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), says)) {
-				t.Errorf("CheckTable = %v, want it to say %q", err, says)
+			for range 2 { // once more, on the table as the first call left it
+				err := e.m.CreateTable(context.Background())
+				if (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) || (tc.says == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.says)) {
+					t.Errorf("CreateTable = %v, want %v saying %q", err, tc.wantErr, tc.says)
+				}
 			}
 		})
 	}
@@ -266,13 +246,13 @@ func TestCreateTableOnOtherSchema(t *testing.T) {
 		mutate func(*ddbsession.Config[User])
 		says   string
 	}{
-		{"hash key id", []tableKey{{"id", s, types.KeyTypeHash}}, nil, `has key (hash "id"), want (hash "pk", range "sk")`},
+		{"hash key id", []tableKey{{"id", s, types.KeyTypeHash}}, nil, `has key (hash "id"), and the layout wants (hash "pk", range "sk")`},
 		{"other key names", []tableKey{{"PK", s, types.KeyTypeHash}, {"SK", s, types.KeyTypeRange}}, nil,
-			`has key (hash "PK", range "SK"), want (hash "pk", range "sk")`},
+			`has key (hash "PK", range "SK"), and the layout wants (hash "pk", range "sk")`},
 		{"Number partition key", []tableKey{{"pk", n, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}}, nil,
-			`has key (hash "pk", range "sk") of types [N S], want String (S)`},
+			`has key (hash "pk", range "sk") of types [N S], and the layout wants String (S)`},
 		{"sort key, hash-only config", []tableKey{{"pk", s, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}},
-			func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }, `has key (hash "pk", range "sk"), want (hash "pk")`},
+			func(c *ddbsession.Config[User]) { c.Layout.HashOnly = true }, `has key (hash "pk", range "sk"), and the layout wants (hash "pk")`},
 		{"no expiry index", []tableKey{{"pk", s, types.KeyTypeHash}, {"sk", s, types.KeyTypeRange}},
 			withExpiryIndex, `has no expiry index "expiry"`},
 	}
@@ -325,32 +305,30 @@ func createTable(t *testing.T, client *dynamodb.Client, table string, keys []tab
 	}
 }
 
-// A global table says how it replicates, and CheckTable and CreateTable
-// hold it against Config.MREC: a table in multi-Region eventual
-// consistency without it is refused (a write in one Region could undo a
-// RevokeAll in another); one in multi-Region strong consistency has no TTL,
-// which CheckTable reports with what to do instead, and CreateTable leaves
-// it be. The probe answers DescribeTable as DynamoDB describes such tables.
+// A global table says how it replicates, and CreateTable holds it against
+// Config.Layout.MREC: a table in multi-Region eventual consistency without
+// it is refused (a write in one Region could undo a RevokeAll in another);
+// one in multi-Region strong consistency has no TTL, which CreateTable
+// warns of and leaves be. The probe answers DescribeTable as DynamoDB
+// describes such tables.
 func TestGlobalTables(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		consistency types.MultiRegionConsistency
 		mrec        bool
-		checkSays   string // in CheckTable's error; "" for none
-		createSays  string // in CreateTable's error; "" for none
-		warns       string // in the log of CheckTable and CreateTable; "" for none
+		says        string // in CreateTable's error; "" for none
+		warns       string // in CreateTable's log; "" for none
 	}{
-		{"MREC without Config.MREC", types.MultiRegionConsistencyEventual, false,
-			"multi-Region eventual consistency (MREC), where a write in one Region can undo a RevokeAll or a Logout in another: set Config.MREC",
-			"set Config.MREC", ""},
-		{"MREC with Config.MREC", types.MultiRegionConsistencyEventual, true, "", "", ""},
-		{"MRSC", types.MultiRegionConsistencyStrong, false, "", "", "multi-Region strong consistency (MRSC), which has no TTL"},
+		{"MREC without Config.Layout.MREC", types.MultiRegionConsistencyEventual, false,
+			"multi-Region eventual consistency (MREC), and the layout does not say so: set Config.Layout.MREC, or a write in one Region can undo a RevokeAll or a Logout in another", ""},
+		{"MREC with Config.Layout.MREC", types.MultiRegionConsistencyEventual, true, "", ""},
+		{"MRSC", types.MultiRegionConsistencyStrong, false, "", "multi-Region strong consistency (MRSC), which has no TTL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var p *probe
-			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.MREC = tc.mrec })
+			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Layout.MREC = tc.mrec })
 			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
 				if op == "DescribeTimeToLive" { // as DynamoDB has it: an MRSC table cannot have TTL
 					d := &types.TimeToLiveDescription{AttributeName: aws.String("expiresAt"), TimeToLiveStatus: types.TimeToLiveStatusEnabled}
@@ -381,9 +359,8 @@ func TestGlobalTables(t *testing.T) {
 				e.logs.Reset()
 			}
 			e.logs.Reset()
-			says("CheckTable", e.m.CheckTable(context.Background()), tc.checkSays)
 			p.reset()
-			says("CreateTable on the existing table", e.m.CreateTable(context.Background()), tc.createSays)
+			says("CreateTable on the existing table", e.m.CreateTable(context.Background()), tc.says)
 			if tc.consistency == types.MultiRegionConsistencyStrong && p.count("UpdateTimeToLive") != 0 {
 				t.Error("CreateTable tried to enable TTL on an MRSC table, which cannot have it")
 			}
@@ -392,7 +369,7 @@ func TestGlobalTables(t *testing.T) {
 }
 
 // With nothing to talk to (no credentials, no Region, no engine listening)
-// CreateTable and CheckTable say how to point the SDK at a local engine or
+// CreateTable says how to point the SDK at a local engine or
 // at DynamoDB, beside the SDK's own words.
 func TestNoEngineHint(t *testing.T) {
 	t.Parallel()
@@ -408,7 +385,7 @@ func TestNoEngineHint(t *testing.T) {
 		return aws.Credentials{}, errors.New("no EC2 IMDS role found")
 	})
 	local := aws.String("http://" + refusing.Addr().String())
-	const hint = "no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and dummy AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+	const hint = "no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB (http://127.0.0.1:8000, say), AWS_REGION and dummy AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 	for _, tc := range []struct {
 		name string
 		opts dynamodb.Options
@@ -424,14 +401,16 @@ func TestNoEngineHint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, call := range map[string]func(context.Context) error{"CreateTable": m.CreateTable, "CheckTable": m.CheckTable} {
-				if err := call(context.Background()); err == nil || !strings.Contains(err.Error(), hint) {
-					t.Errorf("%s = %v, want the hint", name, err)
-				}
+			if err := m.CreateTable(context.Background()); err == nil || !strings.Contains(err.Error(), hint) {
+				t.Errorf("CreateTable = %v, want the hint", err)
+			}
+			if _, _, err := m.Authenticate(context.Background(), strings.Repeat("A", 26)); err == nil || !strings.Contains(err.Error(), hint) {
+				t.Errorf("Authenticate = %v, want the hint", err)
 			}
 		})
 	}
-	// An engine that answers gets no hint, even with an error.
+	// An engine that answers gets no hint, even with an error: a missing
+	// table gets its own.
 	e := newEnv(t)
 	cfg := e.cfg
 	cfg.Table = "missing-" + e.cfg.Table
@@ -439,7 +418,9 @@ func TestNoEngineHint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CheckTable(context.Background()); err == nil || strings.Contains(err.Error(), hint) {
-		t.Errorf("CheckTable of a missing table = %v, want an error without the hint", err)
+	_, _, err = m.Authenticate(context.Background(), strings.Repeat("A", 26))
+	missing := fmt.Sprintf("no such table: call Manager.CreateTable at startup, or run: ddbsession table create -table %s", cfg.Table)
+	if err == nil || strings.Contains(err.Error(), hint) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Authenticate on a missing table = %v, want %q and not the engine hint", err, missing)
 	}
 }

@@ -20,54 +20,48 @@ const maxAttempts = 5
 
 // BeginLogin is the first step of a two-step login: verify checks the
 // first factor, as [Manager.Login]'s does, and methods name it. It signs no
-// one in: it writes a pending session that lives [Config.PendingLifetime]
+// one in: it writes a pending session that lives [Limits.PendingLifetime]
 // and sends its token in a cookie of its own, which [Manager.CompleteLogin]
 // reads, in the same browser, to check the second factor. RequireSession
 // never accepts a pending session, and the sessions the request carries
 // stay as they are until CompleteLogin, so a signed-in user who
 // re-authenticates with two factors is not signed out by a second step left
-// undone. [Config.KeepSignedIn] is asked here, where the login form is.
+// undone. [Cookie.KeepSignedIn] is asked here, where the login form is.
 //
 // A user who needs no second factor (the app decides: one who enrolled
 // none) goes through Login instead. BeginLogin costs Login's read and one
 // write, the pending session's.
 func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
-	if err := m.checkSignIn(user, methods); err != nil {
-		return err
-	}
 	var u U
-	check := verifier(&u, verify)
-	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
-	defer cancel()
-	now, began := m.now(), mono()
-	rev, err := m.users.load(ctx, user, &u, true)
-	if errors.Is(err, ErrUserNotFound) {
+	return wrap("begin login", m.beginLogin(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods}))
+}
+
+func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) error {
+	if err := c.checkSignIn(in.user, in.methods); err != nil {
 		return err
 	}
+	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
+	defer cancel()
+	now := c.now()
+	rev, err := c.prove(ctx, in, now)
 	if err != nil {
-		return fmt.Errorf("ddbsession: BeginLogin: load user: %w", err)
+		return err
 	}
-	m.everyone.seen(rev.global, began)
-	if check != nil {
-		if err := check(); err != nil {
-			return err
-		}
-	}
-	if err := m.endPending(ctx, w, r); err != nil {
+	if err := c.endPending(ctx, w, r); err != nil {
 		return err
 	}
 	created := max(now.UnixMilli(), rev.Cutoff+1)
-	s := m.life.newSession(user, userAgent(r), time.UnixMilli(created))
-	s.Pending, s.Methods = true, methods
-	s.ExpiresAt = time.Unix(now.Add(m.life.pending).Unix(), 0)
-	s.Gen, s.HasGen, s.GlobalGen = rev.Cutoff, true, m.everyone.gen.Load()
-	s.BrowserOnly = m.keepSignedIn != nil && !m.keepSignedIn(r)
+	s := c.life.newSession(in.user, userAgent(r), time.UnixMilli(created))
+	s.Pending, s.Methods = true, in.methods
+	s.ExpiresAt = time.Unix(now.Add(c.life.pending).Unix(), 0)
+	s.Gen, s.GlobalGen = rev.Cutoff, c.everyone.gen.Load()
+	s.BrowserOnly = c.keepSignedIn != nil && !c.keepSignedIn(r)
 	token := item.NewToken()
-	if err := m.store.createPending(ctx, m.store.SessionPK(token), s); err != nil {
+	if err := c.store.createPending(ctx, c.store.SessionPK(token), s); err != nil {
 		return err
 	}
-	m.cookies.setPending(w, token, m.life.pending)
-	m.events.emit(ctx, Event{Kind: EventPending, SessionID: s.ID, User: user})
+	c.cookies.setPending(w, token, c.life.pending)
+	c.events.emit(ctx, Event{Kind: EventPending, SessionID: s.ID, User: in.user})
 	return nil
 }
 
@@ -78,7 +72,7 @@ func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user Use
 // Login does, with the methods of both steps, and the pending session is
 // gone. If verify refuses, its error is returned and the pending session
 // stays for another try, up to five in all; after the fifth, or once
-// [Config.PendingLifetime] is over, CompleteLogin returns [ErrNoSession]
+// [Limits.PendingLifetime] is over, CompleteLogin returns [ErrNoSession]
 // and the user starts again with BeginLogin.
 //
 // Each try costs one write before verify runs, which counts it: five
@@ -87,11 +81,15 @@ func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user Use
 // RevokeAll between the steps (a password change) voids the first: the
 // completion gets ErrNoSession.
 func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verify func(U) error, methods ...string) error {
+	return wrap("complete login", m.completeLogin(w, r, verify, methods))
+}
+
+func (m *Manager[U]) completeLogin(w http.ResponseWriter, r *http.Request, verify func(U) error, methods []string) error {
 	if verify == nil {
-		return errors.New("ddbsession: CompleteLogin: verify is nil: it checks the second factor")
+		return errors.New("verify is nil: it checks the second factor")
 	}
 	if len(methods) > maxMethods {
-		return fmt.Errorf("ddbsession: CompleteLogin: %d methods, more than %d", len(methods), maxMethods)
+		return fmt.Errorf("%d methods, more than %d", len(methods), maxMethods)
 	}
 	var u U
 	check := verifier(&u, verify)

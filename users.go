@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync/atomic"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -16,7 +14,7 @@ import (
 
 // This file reads the user item: the app's own item, in the sessions table
 // unless Config.LoadUser says otherwise, that carries the user's
-// sessions-valid-after cutoff, the user's revocation version. The user is
+// sessions version, the user's revocation version. The user is
 // decoded into the app's type through a pointer (out, an any), as
 // attributevalue decodes, so that nothing below the Manager carries its
 // type parameter.
@@ -62,7 +60,7 @@ type users struct {
 	// default, the user item in the sessions table. The state and global
 	// items are read apart then.
 	custom func(ctx context.Context, key UserKey, out any) (cutoff int64, err error)
-	// mrec is Config.MREC: the revocation state is the user item's cutoff
+	// mrec is Layout.MREC: the revocation state is the user item's cutoff
 	// and the state item's together.
 	mrec bool
 	// newUser returns a new *U, for the reads whose caller wants no user:
@@ -134,7 +132,7 @@ func (u *users) decode(items userItems, out any) (revocation, error) {
 	}
 	cutoff, err := u.store.CutoffOf(items.user)
 	if err != nil {
-		return revocation{}, fmt.Errorf("user item's cutoff: %w", err)
+		return revocation{}, fmt.Errorf("the user item's version: %w", err)
 	}
 	return u.revocationOf(cutoff, items)
 }
@@ -147,7 +145,7 @@ func (u *users) revocationOf(cutoff int64, items userItems) (revocation, error) 
 	if u.store.withState {
 		state, err := item.DecodeState(items.state)
 		if err != nil {
-			return rev, fmt.Errorf("ddbsession: the user's state item: %w", err)
+			return rev, fmt.Errorf("the user's state item: %w", err)
 		}
 		rev.State = state
 	}
@@ -155,44 +153,11 @@ func (u *users) revocationOf(cutoff int64, items userItems) (revocation, error) 
 	if items.globalRead {
 		global, err := item.DecodeGlobal(items.global)
 		if err != nil {
-			return rev, fmt.Errorf("ddbsession: the global revocation item: %w", err)
+			return rev, fmt.Errorf("the global revocation item: %w", err)
 		}
 		rev.global, rev.globalRead = global, true
 	}
 	return rev, nil
-}
-
-// everyone is this instance's copy of the table's global revocation
-// generation, which [Manager.RevokeEveryone] raises. A request reads the
-// global item with its session and user, in the same round trip, once the
-// copy is RevokeEveryoneWithin old; the requests in between compare with
-// the copy and read nothing more. The copy's age is measured on the
-// machine's monotonic clock, which no skew or injected Config.Now moves.
-type everyone struct {
-	within time.Duration // Config.RevokeEveryoneWithin
-	gen    atomic.Int64
-	readAt atomic.Int64 // monotonic nanoseconds at which the last read began; 0: never read
-}
-
-// monoBase anchors monotonic instants.
-var monoBase = time.Now()
-
-// mono is the monotonic clock, in nanoseconds since monoBase, and never 0.
-func mono() int64 { return int64(time.Since(monoBase)) + 1 }
-
-// stale reports whether the copy is too old to decide on without a read.
-func (e *everyone) stale() bool {
-	r := e.readAt.Load()
-	return r == 0 || mono()-r >= int64(e.within)
-}
-
-// seen takes the generation that a read begun at began found. The
-// generation only rises, so the higher of two reads is the truer.
-func (e *everyone) seen(gen, began int64) {
-	for g := e.gen.Load(); gen > g && !e.gen.CompareAndSwap(g, gen); g = e.gen.Load() {
-	}
-	for r := e.readAt.Load(); began > r && !e.readAt.CompareAndSwap(r, began); r = e.readAt.Load() {
-	}
 }
 
 // failingAttribute names the first attribute of av that does not decode
@@ -216,7 +181,7 @@ type userDecodeError struct {
 }
 
 func (e *userDecodeError) Error() string {
-	return fmt.Sprintf("ddbsession: the user item's attribute %q does not decode into %s: %v", e.attr, e.typ, e.err)
+	return fmt.Sprintf("the user item's attribute %q does not decode into %s: %v", e.attr, e.typ, e.err)
 }
 
 func (e *userDecodeError) Unwrap() error { return e.err }

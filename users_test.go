@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -20,29 +19,29 @@ import (
 func TestCustomLoadUser(t *testing.T) {
 	t.Parallel()
 	directory := map[string]struct {
-		user   User
-		cutoff time.Time
+		user    User
+		version int64
 	}{
-		"EXT#carol": {User{Name: "carol from the directory"}, time.Time{}},
-		"EXT#dave":  {User{Name: "dave"}, time.Time{}}, // revoked after login, below
+		"EXT#carol": {User{Name: "carol from the directory"}, 0},
+		"EXT#dave":  {User{Name: "dave"}, 0}, // revoked after login, below
 	}
 	var p *probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
-		c.LoadUser = func(_ context.Context, key ddbsession.UserKey) (User, time.Time, error) {
+		c.LoadUser = func(_ context.Context, key ddbsession.UserKey) (User, int64, error) {
 			d, ok := directory[key.PK]
 			if !ok {
-				return User{}, time.Time{}, ddbsession.ErrUserNotFound
+				return User{}, 0, ddbsession.ErrUserNotFound
 			}
-			return d.user, d.cutoff, nil
+			return d.user, d.version, nil
 		}
 	})
 	carol := e.login(ddbsession.UserKey{PK: "EXT#carol", SK: "-"})
 	dave := e.login(ddbsession.UserKey{PK: "EXT#dave", SK: "-"})
 	directory["EXT#dave"] = struct {
-		user   User
-		cutoff time.Time
-	}{User{Name: "dave"}, start.Add(time.Second)}
+		user    User
+		version int64
+	}{User{Name: "dave"}, 1}
 	// Login asks the loader too: a user it does not know gets no session.
 	w := newRecorder()
 	if err := e.m.Login(w, newRequest(), ddbsession.UserKey{PK: "EXT#erin", SK: "-"}, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {

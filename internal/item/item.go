@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -57,19 +56,17 @@ const (
 	AttrSessionPK    = "sessionPK"    // index items only
 	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
 	AttrBrowserOnly  = "browserOnly"  // 1 for a session whose cookie ends with the browser
-	// AttrGen is the user's revocation version (the user item's cutoff
-	// value) that the login read together with the credential: the
-	// session is valid while the user's version is still that one. Items
-	// of releases before it lack it.
+	// AttrGen is the user's sessions version that the login read together
+	// with the credential: the session is valid while the user's version
+	// is still that one.
 	AttrGen = "gen"
 	// AttrGlobalGen is the table's global revocation generation (see
 	// global.go) that the login read: the session is valid while the
-	// generation is no higher. Items of releases before it lack it, and
-	// count as generation 0.
+	// generation is no higher.
 	AttrGlobalGen = "globalGen"
 	// AttrAuthAt is when the user last proved themselves for the session,
-	// epoch milliseconds: the login, or the re-authentication that made
-	// it. Items of releases before it lack it, and count their creation.
+	// epoch milliseconds: at the login, or the re-authentication, that
+	// made it.
 	AttrAuthAt = "authAt"
 	// AttrMethods lists how they did (a List of Strings, the app's names:
 	// "password", "otp", "passkey").
@@ -120,13 +117,10 @@ func Reserved(name string) bool { return reserved[name] }
 // Sort key values and prefixes that are fixed by the format. An index
 // item's sort key is IndexSort and the session ID, whose first 12 hex digits
 // are its creation time, so that a user's index partition sorts by creation
-// time and List reads only what lies after the user's cutoff. Releases
-// before that used LegacyIndexSort and random IDs; their items stay
-// readable until they expire.
+// time.
 const (
-	sessionSort     = "SESSION"
-	IndexSort       = "S#"
-	LegacyIndexSort = "SID#"
+	sessionSort = "SESSION"
+	IndexSort   = "S#"
 )
 
 // MaxUserAgent bounds the stored User-Agent, which the client controls.
@@ -137,27 +131,28 @@ const MaxUserAgent = 256
 // one the encoder, the decoder and [Layout.WithDefaults] work on, for the
 // core and every integration alike.
 type Layout struct {
-	PartitionKey        string
-	SortKey             string // empty in a hash-only table
-	HashOnly            bool
-	SessionPrefix       string
-	UserSessionsPrefix  string
-	TTLAttribute        string
-	ValidAfterAttribute string
-	ExpiryIndex         string // empty: no expiry index, and no item carries AttrExpiryBucket
-	ExpiryIndexShards   int
+	PartitionKey       string
+	SortKey            string // empty in a hash-only table
+	HashOnly           bool
+	SessionPrefix      string
+	UserSessionsPrefix string
+	TTLAttribute       string
+	VersionAttribute   string
+	ExpiryIndex        string // empty: no expiry index, and no item carries AttrExpiryBucket
+	ExpiryIndexShards  int
+	MREC               bool
 }
 
 // Default is the layout with every name at its default. The defaults are
 // written down here, once.
 var Default = Layout{
-	PartitionKey:        "pk",
-	SortKey:             "sk",
-	SessionPrefix:       "SESSION#",
-	UserSessionsPrefix:  "USERSESSIONS#",
-	TTLAttribute:        "expiresAt",
-	ValidAfterAttribute: "sessionsValidAfter",
-	ExpiryIndexShards:   8,
+	PartitionKey:       "pk",
+	SortKey:            "sk",
+	SessionPrefix:      "SESSION#",
+	UserSessionsPrefix: "USERSESSIONS#",
+	TTLAttribute:       "expiresAt",
+	VersionAttribute:   "sessionsVersion",
+	ExpiryIndexShards:  8,
 }
 
 // WithDefaults returns l with every unset field at its default, or an error
@@ -188,8 +183,8 @@ func (l Layout) WithDefaults() (Layout, error) {
 		return l, fmt.Errorf("Layout.SessionPrefix and Layout.UserSessionsPrefix are both %q", l.SessionPrefix)
 	}
 	setDefault(&l.TTLAttribute, d.TTLAttribute)
-	setDefault(&l.ValidAfterAttribute, d.ValidAfterAttribute)
-	for _, name := range []string{l.TTLAttribute, l.ValidAfterAttribute} {
+	setDefault(&l.VersionAttribute, d.VersionAttribute)
+	for _, name := range []string{l.TTLAttribute, l.VersionAttribute} {
 		if name == l.PartitionKey || name == l.SortKey || Reserved(name) {
 			return l, fmt.Errorf("Layout: attribute name %q clashes with a key or a session attribute", name)
 		}
@@ -225,14 +220,10 @@ type Session struct {
 	// BrowserOnly marks a session whose cookie has no Max-Age, so that it
 	// ends when the browser closes; a refresh keeps it so.
 	BrowserOnly bool
-	// Gen is the user's revocation version that the session was created
-	// under ([AttrGen]); HasGen is false for an item of an earlier release,
-	// which the creation time alone dates.
-	Gen    int64
-	HasGen bool
-	// GlobalGen is the table's global revocation generation that the
-	// session was created under ([AttrGlobalGen]); 0 for an item of an
-	// earlier release.
+	// Gen is the user's sessions version that the session was created
+	// under ([AttrGen]), and GlobalGen the table's global revocation
+	// generation ([AttrGlobalGen]).
+	Gen       int64
 	GlobalGen int64
 	// AuthAt is when the user last proved themselves for the session, and
 	// Methods how ([AttrAuthAt], [AttrMethods]).
@@ -328,30 +319,20 @@ func (l *Layout) IndexKey(s Session) map[string]types.AttributeValue {
 	return l.Key(l.IndexPK(s.UserPK, s.UserSK), indexSortOf(s))
 }
 
-// IndexKeys returns the two keys under which the index item of session id
-// of a user may be, in this release's layout and in the legacy one, for a
+// IndexKeyOf addresses the index item of session id of a user, for a
 // caller that knows the ID alone.
-func (l *Layout) IndexKeys(userPK, userSK, id string) [2]map[string]types.AttributeValue {
-	pk := l.IndexPK(userPK, userSK)
-	return [2]map[string]types.AttributeValue{l.Key(pk, IndexSort+id), l.Key(pk, LegacyIndexSort+id)}
+func (l *Layout) IndexKeyOf(userPK, userSK, id string) map[string]types.AttributeValue {
+	return l.Key(l.IndexPK(userPK, userSK), IndexSort+id)
 }
 
-// indexSortOf is the sort key of s's index item: IndexSort for an ID that
-// starts with its creation time, as this release makes them, and
-// LegacyIndexSort for a random one of an earlier release (which starts with
-// its creation time by a chance of 2^-48).
-func indexSortOf(s Session) string {
-	if strings.HasPrefix(s.ID, timePrefix(s.CreatedAt)) {
-		return IndexSort + s.ID
-	}
-	return LegacyIndexSort + s.ID
-}
+// indexSortOf is the sort key of s's index item.
+func indexSortOf(s Session) string { return IndexSort + s.ID }
 
 // IndexSortFrom is the least sort key of an index item created at or after
 // t, for a key condition that skips older sessions.
 func IndexSortFrom(t time.Time) string { return IndexSort + timePrefix(t) }
 
-// IndexSortEnd sorts after every index item's sort key of this release.
+// IndexSortEnd sorts after every index item's sort key.
 const IndexSortEnd = IndexSort + "g" // 'g' follows every hex digit
 
 // timePrefix is t in epoch milliseconds as 12 lowercase hex digits, which
@@ -409,15 +390,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.BrowserOnly {
 		av[AttrBrowserOnly] = Num(1)
 	}
-	if s.HasGen {
-		av[AttrGen] = Num(s.Gen)
-	}
-	if s.GlobalGen != 0 {
-		av[AttrGlobalGen] = Num(s.GlobalGen)
-	}
-	if !s.AuthAt.IsZero() {
-		av[AttrAuthAt] = Num(s.AuthAt.UnixMilli())
-	}
+	av[AttrGen] = Num(s.Gen)
+	av[AttrGlobalGen] = Num(s.GlobalGen)
+	av[AttrAuthAt] = Num(s.AuthAt.UnixMilli())
 	if len(s.Methods) > 0 {
 		methods := make([]types.AttributeValue, len(s.Methods))
 		for i, m := range s.Methods {
@@ -508,16 +483,9 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	if _, present := av[AttrBrowserOnly]; present {
 		s.BrowserOnly = d.num(AttrBrowserOnly) == 1
 	}
-	if _, present := av[AttrGen]; present {
-		s.Gen, s.HasGen = d.num(AttrGen), true
-	}
-	if _, present := av[AttrGlobalGen]; present {
-		s.GlobalGen = d.num(AttrGlobalGen)
-	}
-	s.AuthAt = s.CreatedAt
-	if _, present := av[AttrAuthAt]; present {
-		s.AuthAt = time.UnixMilli(d.num(AttrAuthAt))
-	}
+	s.Gen = d.num(AttrGen)
+	s.GlobalGen = d.num(AttrGlobalGen)
+	s.AuthAt = time.UnixMilli(d.num(AttrAuthAt))
 	s.Methods = d.strs(AttrMethods)
 	if _, present := av[AttrSlotRev]; present {
 		s.SlotRev = d.num(AttrSlotRev)
@@ -636,10 +604,10 @@ func GetNum(av map[string]types.AttributeValue, name string) (n int64, ok bool, 
 	return n, true, nil
 }
 
-// CutoffOf reads a user item's sessions-valid-after cutoff: the user's
+// CutoffOf reads a user item's sessions version: the user's
 // revocation version, which RevokeAll raises; zero if the user has none.
 func (l *Layout) CutoffOf(user map[string]types.AttributeValue) (int64, error) {
-	ms, _, err := GetNum(user, l.ValidAfterAttribute)
+	ms, _, err := GetNum(user, l.VersionAttribute)
 	return ms, err
 }
 

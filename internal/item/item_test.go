@@ -66,18 +66,19 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-// A session of a release before authAt counts its creation as its
-// authentication, with no methods; a pending one is a version of its own,
-// which earlier releases treat as absent, and no index item has it.
+// A session's authentication time is required, its methods are not; a
+// pending login is a version of its own, which no index item has.
 func TestDecodeAuthenticationAndPending(t *testing.T) {
 	l := Default
 	s := testSession()
 	av := l.EncodeSession(l.SessionPK(NewToken()), s)
-	delete(av, AttrAuthAt)
 	delete(av, AttrMethods)
-	got, err := l.Decode(av, KindSession)
-	if err != nil || !got.AuthAt.Equal(s.CreatedAt) || got.Methods != nil {
-		t.Errorf("legacy item: AuthAt %v, Methods %v, err %v; want the creation time and none", got.AuthAt, got.Methods, err)
+	if got, err := l.Decode(av, KindSession); err != nil || got.Methods != nil {
+		t.Errorf("item without methods: Methods %v, err %v; want none", got.Methods, err)
+	}
+	delete(av, AttrAuthAt)
+	if _, err := l.Decode(av, KindSession); !errors.Is(err, ErrMalformed) {
+		t.Errorf("item without authAt: err %v, want ErrMalformed", err)
 	}
 	s.Pending = true
 	av = l.EncodeSession(l.SessionPK(NewToken()), s)
@@ -151,9 +152,8 @@ func TestIndexPKIsInjective(t *testing.T) {
 	}
 }
 
-// IDs sort by creation time, and an index item's sort key follows its ID's
-// form: this release's IDs under IndexSort, earlier releases' random ones
-// under LegacyIndexSort.
+// IDs sort by creation time, and an index item's sort key is IndexSort and
+// the ID.
 func TestIDsSortByCreation(t *testing.T) {
 	t0 := time.UnixMilli(1796040000250)
 	a, b := NewID(t0), NewID(t0.Add(time.Millisecond))
@@ -166,10 +166,6 @@ func TestIDsSortByCreation(t *testing.T) {
 	s := testSession()
 	if k := Default.IndexKey(s)["sk"].(*types.AttributeValueMemberS).Value; k != IndexSort+s.ID {
 		t.Errorf("index sort key %s, want %s", k, IndexSort+s.ID)
-	}
-	s.ID = "0123456789abcdef0123456789abcdef" // random, as earlier releases made them
-	if k := Default.IndexKey(s)["sk"].(*types.AttributeValueMemberS).Value; k != LegacyIndexSort+s.ID {
-		t.Errorf("legacy index sort key %s, want %s", k, LegacyIndexSort+s.ID)
 	}
 }
 
@@ -271,7 +267,7 @@ func TestSessionItemFitsOneReadUnit(t *testing.T) {
 	s.UserPK, s.UserSK = strings.Repeat("p", 128), strings.Repeat("s", 128)
 	s.UserAgent = strings.Repeat("a", MaxUserAgent)
 	s.Methods = []string{strings.Repeat("m", 32), strings.Repeat("m", 32), strings.Repeat("m", 32), strings.Repeat("m", 32)}
-	s.BrowserOnly, s.HasGen, s.Gen, s.GlobalGen = true, true, 1796040000250, 99
+	s.BrowserOnly, s.Gen, s.GlobalGen = true, 1796040000250, 99
 	s.Data, s.DataRev = `"`+strings.Repeat("x", MaxData-2)+`"`, 1<<62
 	s.DeviceBound = true
 	s.Binding.Key = `{"kty":"RSA","n":"` + strings.Repeat("n", 342) + `","e":"AQAB","alg":"RS256"}` // a 2048-bit key

@@ -56,13 +56,13 @@ func (l *Layout) RefreshIndex(next Session) Writes {
 	}
 }
 
-// RaiseCutoff moves an existing user item's sessions-valid-after cutoff to
+// RaiseCutoff moves an existing user item's sessions version to
 // ms, epoch milliseconds, if it is not there or later already.
 func (l *Layout) RaiseCutoff(ms int64) Writes {
 	return Writes{
 		Update:    "SET #cutoff = :now",
 		Condition: "attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.ValidAfterAttribute},
+		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.VersionAttribute},
 		Values:    map[string]types.AttributeValue{":now": Num(ms)},
 	}
 }
@@ -73,7 +73,7 @@ func (l *Layout) BumpCutoff() Writes {
 	return Writes{
 		Update:    "SET #cutoff = #cutoff + :one",
 		Condition: "attribute_exists(#pk) AND attribute_exists(#cutoff)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.ValidAfterAttribute},
+		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.VersionAttribute},
 		Values:    map[string]types.AttributeValue{":one": Num(1)},
 	}
 }

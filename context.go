@@ -1,0 +1,70 @@
+package ddbsession
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file holds what the middleware puts in a request's context, and
+// the typed accessors that read it back.
+
+// ctxKey keys the request state by its Manager, so that an app with two
+// Managers (users and admins, say) never reads one's user through the other.
+type ctxKey[U any] struct{ m *Manager[U] }
+
+// requestState is what the middleware puts in the request context.
+type requestState[U any] struct {
+	sessionState
+	user U
+}
+
+// sessionState is the request's session, and what UpdateData, Logout and
+// Login need of it.
+type sessionState struct {
+	session Session
+	stored  item.Session // the session item as read; zero from NewContext
+	dataRev int64        // the data's revision: as read, then as UpdateData wrote it
+}
+
+// stored is the session item that RequireSession or LoadSession read in
+// r, or the zero item.
+func (m *Manager[U]) stored(r *http.Request) item.Session {
+	if st, _ := r.Context().Value(ctxKey[U]{m}).(*requestState[U]); st != nil {
+		return st.stored
+	}
+	return item.Session{}
+}
+
+// User returns the signed-in user that [Manager.RequireSession] or
+// [Manager.LoadSession] put in ctx.
+func (m *Manager[U]) User(ctx context.Context) (U, bool) {
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
+	if st == nil {
+		var zero U
+		return zero, false
+	}
+	return st.user, true
+}
+
+// Session returns the session that [Manager.RequireSession] or
+// [Manager.LoadSession] put in ctx.
+func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
+	if st == nil {
+		return Session{}, false
+	}
+	return st.session, true
+}
+
+// NewContext returns ctx carrying s and u as the signed-in session and
+// user, as [Manager.RequireSession] puts them there, so that [Manager.User]
+// and [Manager.Session] find them. It is for an app's handler unit tests,
+// which then need no DynamoDB:
+//
+//	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
+//	handler.ServeHTTP(w, r)
+func (m *Manager[U]) NewContext(ctx context.Context, s Session, u U) context.Context {
+	return context.WithValue(ctx, ctxKey[U]{m}, &requestState[U]{sessionState: sessionState{session: s}, user: u})
+}
