@@ -11,7 +11,8 @@ import (
 )
 
 // The package docs of the published modules link into docs/ with full
-// URLs; the README and docs/*.md link with relative paths.
+// URLs (blob/main/ for a file, tree/main/ for a directory); the README and
+// docs/*.md link with relative paths.
 const docsURL = "https://github.com/ddbsession/ddbsession/blob/main/"
 
 // TestDocsLinks checks that every relative link and anchor in README.md and
@@ -71,7 +72,8 @@ func TestDocsLinksCatchBrokenOnes(t *testing.T) {
 			}
 		})
 	}
-	path := write("doc.go", "// See "+docsURL+"docs/b.md#costs and "+docsURL+"docs/none.md.\npackage p\n")
+	path := write("doc.go", "// See "+docsURL+"docs/b.md#costs, https://github.com/ddbsession/ddbsession/tree/main/docs and "+
+		docsURL+"docs/none.md.\npackage p\n")
 	if got := brokenLinks(path, dir, repoURLs); len(got) != 1 || !strings.Contains(got[0], "none.md") {
 		t.Errorf("a Go file's links: %q, want docs/none.md alone", got)
 	}
@@ -81,7 +83,7 @@ var (
 	fence     = regexp.MustCompile("(?ms)^```.*?^```")
 	codeSpan  = regexp.MustCompile("`[^`\n]*`")
 	mdLink    = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
-	repoURL   = regexp.MustCompile(regexp.QuoteMeta(docsURL) + `([^\s)>]*[^\s)>.,;:])`)
+	repoURL   = regexp.MustCompile(`https://github\.com/ddbsession/ddbsession/(?:blob|tree)/main/([^\s)>]*[^\s)>.,;:])`)
 	heading   = regexp.MustCompile(`(?m)^#{1,6} +(.+?)(?: +#+)? *$`)
 	hasScheme = regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`)
 )
