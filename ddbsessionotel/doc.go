@@ -1,7 +1,12 @@
 // Package ddbsessionotel reports what a [ddbsession.Manager] does to
 // OpenTelemetry: its events as metrics, and each request's session check
 // as a span, with the check's DynamoDB calls as children. It is a module of
-// its own, so that the core's users never download OpenTelemetry.
+// its own, so that the core's users never download OpenTelemetry:
+//
+//	go get github.com/ddbsession/ddbsession/ddbsessionotel
+//
+// What to watch, and how the example app exports it, is in
+// https://github.com/ddbsession/ddbsession/blob/main/docs/operations.md#observability.
 //
 // # Usage
 //

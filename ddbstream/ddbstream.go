@@ -1,6 +1,9 @@
 // Package ddbstream runs an application's clean-up code when DynamoDB's Time
 // to Live deletes an expired session, from an AWS Lambda function subscribed
-// to the session table's stream.
+// to the session table's stream. It is a module of its own, so that only its
+// users download aws-lambda-go:
+//
+//	go get github.com/ddbsession/ddbsession/ddbstream
 //
 // DynamoDB deletes expired session items on its own, some time (typically
 // within a few days) after their expiry. Each deletion appears on the
@@ -43,7 +46,10 @@
 //     userIdentity stays in Handle.
 //
 // Items are decoded by ddbsession's own decoder ([ddbsession.Layout.DecodeSession]),
-// in the format its package documentation describes under "Item format".
+// in the format of
+// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md;
+// the table's stream is set up in the CloudFormation example of
+// https://github.com/ddbsession/ddbsession/blob/main/docs/operations.md#the-table.
 //
 // Only TTL deletions of session items reach the clean-up function. Inserts,
 // updates, deletions by the application (Logout, Revoke, the rotation in

@@ -1,6 +1,12 @@
 // Package mcpsession keeps the sessions of an MCP server built on
 // github.com/mark3labs/mcp-go in DynamoDB, through ddbsession, so that every
-// instance of the server behind a load balancer serves every session.
+// instance of the server behind a load balancer serves every session. It is
+// a module of its own, so that only its users download mcp-go:
+//
+//	go get github.com/ddbsession/ddbsession/mcpsession
+//
+// An example server, run as two instances, and the tests behind each of its
+// promises are in https://github.com/ddbsession/ddbsession/blob/main/docs/mcp.md.
 //
 // MCP's protocol versions 2025-03-26 through 2025-11-25 give each client a
 // session at initialize, in the Mcp-Session-Id header, which every request
@@ -139,8 +145,9 @@
 //
 // # Sharing a table
 //
-// MCP sessions live in the table's session format (see ddbsession's "Item
-// format"), as bearer sessions of the server's user item: List, Expiring,
+// MCP sessions live in the table's session format
+// (https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md),
+// as bearer sessions of the server's user item: List, Expiring,
 // RevokeAll and ddbstream treat them as any other session. A web app's
 // sessions presented as an Mcp-Session-Id are refused (their user is not
 // the server's), but a web app with BearerTokens on the same table and

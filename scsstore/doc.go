@@ -2,7 +2,12 @@
 // Amazon DynamoDB, in the same table layout and item format as ddbsession,
 // for Go teams that run on scs and want neither Redis nor a store of their
 // own to maintain. It is a module of its own, so that only its users
-// download scs.
+// download scs:
+//
+//	go get github.com/ddbsession/ddbsession/scsstore
+//
+// Its example app and benchmarks are in
+// https://github.com/ddbsession/ddbsession/blob/main/docs/scs.md.
 //
 // A [Store] implements scs.Store and scs.CtxStore:
 //
@@ -46,12 +51,12 @@
 // both share a table. ddbsession's Manager.CreateTable creates it and
 // Manager.CheckTable checks it. One scs session is one item, which never
 // holds the token, only its SHA-256 digest; its attributes are described
-// once, with the core's, under "Item format" in ddbsession's package
-// documentation, and written and read by the module's one encoder and
-// decoder. The prefix ([Config.Prefix]), the sort key and the kind keep
+// once, with the core's, in
+// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#scs-session-items,
+// and written and read by the core module's one encoder and decoder. The prefix ([Config.Prefix]), the sort key and the kind keep
 // these items apart from the core's sessions and the app's own items in a
 // shared single table. An item that lacks an attribute, has one of the
-// wrong type, or has a format version the release does not know is not
+// wrong type, or has a format version this module does not know is not
 // found.
 //
 // Delete does not remove the item but turns it into a tombstone: kind
