@@ -117,6 +117,9 @@ func reasonOf(err error) Reason {
 	return ""
 }
 
+// ddbitem decodes items outside a Manager, with this conversion.
+func init() { item.Public = func(s item.Session) any { return sessionOf(s) } }
+
 // sessionOf converts a decoded item to the public Session.
 func sessionOf(s item.Session) Session {
 	return Session{

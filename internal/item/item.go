@@ -686,6 +686,11 @@ func ValidID(id string) bool {
 	return true
 }
 
+// Public converts a decoded session to ddbsession.Session. The root
+// package sets it when it starts, so that one conversion serves the
+// Manager and ddbitem, which cannot see the root's unexported code.
+var Public func(Session) any
+
 // Num encodes an integer Number attribute.
 func Num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}

@@ -1,0 +1,81 @@
+// Package ddbitem reads the items that ddbsession keeps in a DynamoDB
+// table, for code that meets them outside a Manager: a stream's records
+// (the ddbstream module), a backup or an export, and ddbsession's own
+// modules, which share the table. docs/item-format.md describes the items;
+// this package decodes them with the library's one decoder, so that every
+// reader agrees with the middleware on what a session item holds.
+//
+//	layout, err := ddbitem.Resolve(ddbsession.Layout{}) // the app's Config.Layout
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	s, err := ddbitem.DecodeSession(layout, image)
+//	switch {
+//	case errors.Is(err, ddbitem.ErrOtherKind): // an index item, a user, the app's own
+//	case err != nil: // a session item this release cannot read
+//	default:
+//		fmt.Println(s.ID, s.User, s.ExpiresAt)
+//	}
+//
+// From v0.1.0 on, the format changes only as CHANGELOG.md records.
+package ddbitem
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// Errors of DecodeSession.
+var (
+	// ErrOtherKind is returned for an item that is not a session item: an
+	// index item, a user's state, a login waiting for its second factor,
+	// an scs session, the app's own items.
+	ErrOtherKind = item.ErrOtherKind
+	// ErrMalformed is wrapped by the error for a session item that this
+	// release cannot read: an unknown version, a missing or mistyped
+	// attribute. A reader treats it as absent, failing closed.
+	ErrMalformed = item.ErrMalformed
+)
+
+// MaxData is the most JSON that a session's data, which
+// ddbsession.Manager.UpdateData writes, may hold: it keeps the largest
+// session item within the 4 KB of one read unit.
+const MaxData = item.MaxData
+
+// Resolve returns l with every unset field at its default, or an error
+// naming the first invalid field, as ddbsession.New validates its
+// Config.Layout: the one validation of a layout, for every module that
+// shares the table.
+func Resolve(l ddbsession.Layout) (ddbsession.Layout, error) {
+	resolved, err := item.Layout(l).WithDefaults()
+	if err != nil {
+		return l, fmt.Errorf("ddbitem: %w", err)
+	}
+	return ddbsession.Layout(resolved), nil
+}
+
+// DecodeSession reads a session item of layout l, as the table, a stream
+// record or a backup holds it: [ErrOtherKind] for an item of another kind,
+// an error wrapping [ErrMalformed] for a session item it cannot read.
+func DecodeSession(l ddbsession.Layout, av map[string]types.AttributeValue) (ddbsession.Session, error) {
+	resolved, err := item.Layout(l).WithDefaults()
+	if err != nil {
+		return ddbsession.Session{}, fmt.Errorf("ddbitem: %w", err)
+	}
+	s, err := resolved.Decode(av, item.KindSession)
+	if err == nil && s.Pending {
+		err = ErrOtherKind // a login waiting for its second factor is no session yet
+	}
+	if errors.Is(err, ErrOtherKind) {
+		return ddbsession.Session{}, ErrOtherKind
+	}
+	if err != nil {
+		return ddbsession.Session{}, fmt.Errorf("ddbitem: decode session item: %w", err)
+	}
+	return item.Public(s).(ddbsession.Session), nil
+}
