@@ -19,13 +19,10 @@ import (
 
 // DeviceBinding configures Device Bound Session Credentials (DBSC, W3C
 // webappsec-dbsc). With Enabled, a cookie Login offers the browser to bind
-// the new session to a private key that never leaves the device; a browser
-// that accepts proves possession of the key, through the handler that
-// [Manager.DeviceBindingHandler] returns, each time it needs a fresh bound
-// cookie. From then on the session is valid only with both cookies: a copy
-// of the session cookie, taken off the machine, stops working when the
-// bound cookie it came with expires. Browsers without DBSC ignore the offer.
-// See "Device-bound sessions" in the package documentation.
+// the new session to a key that never leaves the device, which it proves,
+// through [Manager.DeviceBindingHandler], for each short-lived bound cookie:
+// a copy of the cookies stops working when its bound cookie expires.
+// Browsers without DBSC ignore the offer. See docs/device-binding.md.
 type DeviceBinding struct {
 	// Enabled offers binding on cookie logins. Sessions bound while it was
 	// on stay bound when it is turned off: they then end at their bound
@@ -43,12 +40,10 @@ type DeviceBinding struct {
 	CookieName string
 
 	// CookieLifetime is how long a bound cookie is valid: the most that a
-	// stolen copy of the cookies stays useful. Browsers refresh it ahead of
-	// its expiry (Chromium within 2 minutes of it), signing with the device
-	// key each time, and limit how often they sign (Chromium 6 times in 9
-	// minutes per site), so below about 5 minutes a busy page refreshes on
-	// most requests and runs out of signatures. Default 10 minutes; at
-	// least 10 seconds, for tests, and at most an hour.
+	// stolen copy of the cookies stays useful. Chromium refreshes it 2
+	// minutes ahead and signs at most 6 times in 9 minutes per site, so
+	// below about 5 minutes a busy page runs out of signatures. Default 10
+	// minutes; between 10 seconds and an hour.
 	CookieLifetime time.Duration
 }
 

@@ -15,29 +15,18 @@ import (
 // This file writes the app's data of a session: a small value, as JSON, in
 // the session item, read with the session at no extra call.
 
-// UpdateData changes the data of the session in ctx (the one that
-// RequireSession or LoadSession put there, or NewContext from a Session of
-// Check): update gets the data as it stands (nil for none) and returns the
-// new value, which UpdateData encodes as JSON (a json.RawMessage or []byte
-// as it is; nil removes the data). Every request reads the data with its
-// session, in [Session.Data], at no extra call; only a change is written:
-// one conditional UpdateItem, none if update returns what was there.
+// UpdateData changes the data of the session in ctx (as RequireSession or
+// LoadSession put it there): update gets the data as it stands (nil for
+// none) and returns the new value, which UpdateData encodes as JSON (a
+// json.RawMessage or []byte as it is; nil removes it). Requests read the
+// data with their session, in [Session.Data], at no extra call; a change
+// costs one conditional UpdateItem, and no change none.
 //
-// Racing writers of one session's data never lose each other's changes:
-// the write is conditional on the data being as update saw it, and the
-// loser reads the session again and calls update again, with the winner's
-// data. So update must be a function of its argument, with no effect of
-// its own. The write also requires the session item to be there and
-// unexpired: data is never written into a session that ended meanwhile,
-// which gets ErrNoSession.
-//
-// The data is at most 2048 bytes of JSON, so that the session item stays
-// within the 4 KB that one strongly consistent read unit covers (with user
-// keys of up to 128 bytes each); larger data is refused with an error. A
-// write costs one write unit per KB of the item, up to 4. Login's
-// re-authentication hands the data on to the new session; a login of
-// another user, or after a RevokeAll, starts without. In MREC mode, racing
-// writes in two Regions are settled whole-item, last writer wins.
+// Racing writers never lose each other's changes: the loser reads the
+// session again and calls update again, so update must be a function of its
+// argument alone. Data is never written into a session that ended
+// meanwhile, which gets [ErrNoSession]. It is at most [ddbitem.MaxData]
+// bytes of JSON, which keeps the session item within one read unit.
 //
 //	err := sessions.UpdateData(r.Context(), func(old json.RawMessage) (any, error) {
 //		var cart Cart

@@ -22,19 +22,12 @@ import (
 
 // DeviceBindingHandler returns the handler of the device binding endpoints,
 // [DeviceBinding.RegistrationPath] and [DeviceBinding.RefreshPath]; it
-// answers 404 elsewhere, and everywhere while device binding is off. Mount
-// it at those paths, and not behind [Manager.RequireSession]: the browser
-// refreshes exactly when its bound cookie is missing, which RequireSession
-// refuses. The handler checks the session cookie itself.
+// answers 404 elsewhere, and while device binding is off. Mount it there and
+// not behind RequireSession, which refuses the browser's refresh when its
+// bound cookie is missing: the handler checks the session cookie itself.
+// Registration costs a read and two writes, a refresh a read and a write.
 //
 //	mux.Handle("POST /dbsc/", sessions.DeviceBindingHandler())
-//
-// Registration costs one read (the session and its user, as a request's
-// check does) and one write (the session item) plus one for its index
-// item. A refresh costs at most one read and one write: the browser signs
-// the challenge that came with its last bound cookie, and the answer
-// carries a fresh cookie and the next challenge. When it has no challenge
-// to sign, the answer is 403 with one, for one write and no read.
 func (m *Manager[U]) DeviceBindingHandler() http.Handler {
 	return http.HandlerFunc(m.serveBinding)
 }

@@ -9,10 +9,10 @@
 // token), and puts the user, as the app's own type, in the request context,
 // where [Manager.User] reads it back. It checks expiry in code, because
 // DynamoDB's TTL deletes expired items up to 48 hours late, and it checks
-// the user's sessions-valid-after cutoff, so that [Manager.RevokeAll] logs a
-// user out everywhere with one write and no scan. Requests slide the expiry
-// forward at most once per [Config.RefreshInterval]; the requests in between
-// cost no writes. Store failures fail closed.
+// the user's sessions version, so that [Manager.RevokeAll] logs a user out
+// everywhere with one write and no scan. Requests slide the expiry forward
+// at most once per [Limits.RefreshInterval]; the requests in between cost
+// no writes. Store failures fail closed.
 //
 // The guides (item format, operations, security and its test evidence,
 // multi-Region, device binding, step-up, integrations) are in
@@ -23,7 +23,11 @@
 // The README has the same as a whole program, which a test compiles.
 //
 //	client := dynamodb.NewFromConfig(awsCfg) // honours AWS_ENDPOINT_URL_DYNAMODB
-//	sessions, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "app"})
+//	sessions, err := ddbsession.New(ddbsession.Config[User]{
+//		Client:       client,
+//		Table:        "app",
+//		Unauthorized: ddbsession.Redirect("/login"), // and back, after the login
+//	})
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -51,19 +55,20 @@
 // Sessions live in one table with string keys, by default "pk" and "sk", and
 // TTL on the Number attribute "expiresAt" (epoch seconds). They can share
 // the app's single table, where the user items already are, or live in a
-// hash-only table ([Layout.HashOnly]). [Manager.CreateTable] creates a
-// fitting table and [Manager.CheckTable] checks an existing one at startup.
-// The key names, the prefixes, the TTL and cutoff attributes and the
-// optional expiry index make up the [Layout], which scsstore and ddbstream
-// take too.
+// hash-only table ([Layout.HashOnly]). [Manager.CreateTable], at startup,
+// creates a missing table and checks an existing one. The key names, the
+// prefixes, the TTL and version attributes, the optional expiry index and
+// the replication mode make up the [Layout], which scsstore and ddbstream
+// take too; package ddbitem reads the items outside a Manager.
 //
 // A session is two items: the session item, keyed
 // SESSION#<base64url(sha256(token))>, and an index item in the user's own
 // partition, which [Manager.List] reads. The session item holds the public
 // session ID, the user's key, the creation, refresh and expiry times, the
-// user's cutoff as the login read it, the User-Agent, how the user signed
-// in, and the app's session data. The user item is the app's own; the
-// package reads and writes one attribute of it, "sessionsValidAfter". The
+// user's sessions version as the login read it, the User-Agent, how the
+// user signed in, and the app's session data. The user item is the app's
+// own; the package reads and writes one attribute of it, "sessionsVersion"
+// ([Layout.VersionAttribute]). The
 // full format, with every attribute and the cookie's value, is in
 // https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md.
 //
@@ -72,7 +77,7 @@
 // The cookie's value is the token, followed by the user item's key, so that
 // one round trip reads both items; a session whose user is not the cookie's
 // is rejected. Where the key itself is sensitive (an email address), set
-// [Config.HideUserKey]: cookies then carry the token alone, and requests
+// [Cookie.HideUserKey]: cookies then carry the token alone, and requests
 // read the session and the user in turn. Every Manager accepts both forms.
 //
 // # Clients without cookies
@@ -83,11 +88,11 @@
 //
 // # Revocation
 //
-// The user's sessions-valid-after cutoff is a version, not a time to
-// compare. A login reads it in the same strongly consistent read as the
-// credential it checks, and copies it into the new session; a request
-// accepts the session only while the user's cutoff is still that value.
-// [Manager.RevokeAll] raises it in one conditional write, so that every
+// The user's sessions version is a number, not a time to compare. A login
+// reads it in the same strongly consistent read as the credential it
+// checks, and copies it into the new session; a request accepts the session
+// only while the user's version is still that value. [Manager.RevokeAll]
+// changes it in one conditional write, so that every
 // session made before ends on its next request, on any instance, and no
 // clock takes part. [Manager.Revoke] ends one session, [Manager.Logout] the
 // request's, and [Manager.RevokeEveryone] every session of every user.
@@ -97,28 +102,26 @@
 // A password change must not leave a session that rests on the old
 // password: write the new credential, then call [Manager.RevokeAll], then
 // sign the changing browser in again with [Manager.Login]. Check the
-// password in Login's verify, which sees the credential and the cutoff of
+// password in Login's verify, which sees the credential and the version of
 // one read: a login that read the old password dies with the RevokeAll that
 // follows the change, however the two interleave. New user items carry a
-// cutoff of their creation ([Manager.CreateUser]), so a deleted user's
+// version of their own ([Manager.CreateUser]), so a deleted user's
 // sessions never come back for a new account under the same key.
 //
 // # Time
 //
 // Expiry is compared in epoch seconds, as TTL stores it, and the absolute
 // lifetime from the creation time in epoch milliseconds: an instance whose
-// clock is off by d ends sessions d early or late. The cutoff is stored as a
-// time in epoch milliseconds, so that an app can date its own records
-// against it, but no check compares it with a clock. See
+// clock is off by d ends sessions d early or late. No revocation compares
+// clocks. See
 // https://github.com/ddbsession/ddbsession/blob/main/docs/security.md#clocks.
 //
 // # Sessions and their data
 //
 // [Manager.List] and [Manager.Revoke] serve a "where you're signed in"
-// page, from the user's index partition, strongly consistent; with
-// [Layout.ExpiryIndex], [Manager.Expiring] finds the sessions about to
-// expire. [Manager.UpdateData] keeps a small value of the app's own in the
-// session item, read with the session at no extra call.
+// page, from the user's index partition, strongly consistent.
+// [Manager.UpdateData] keeps a small value of the app's own in the session
+// item, read with the session at no extra call.
 //
 // # Events
 //
@@ -142,14 +145,14 @@
 // [Manager.RequireAuthentication] guards a sensitive action on how recently
 // the user proved themselves ([Session.AuthenticatedAt]);
 // [Manager.BeginLogin] and [Manager.CompleteLogin] make a two-step login;
-// [Config.MaxSessions] caps a user's sessions, and [Config.AAL] sets NIST's
+// [Limits.MaxSessions] caps a user's sessions, and [Limits.AAL] sets NIST's
 // session bounds. See
 // https://github.com/ddbsession/ddbsession/blob/main/docs/step-up.md.
 //
 // # Multi-Region
 //
 // Global tables in multi-Region strong consistency (MRSC) need nothing set.
-// For multi-Region eventual consistency (MREC), set [Config.MREC]:
+// For multi-Region eventual consistency (MREC), set [Layout.MREC]:
 // revocation state then lives in a state item of the package's own, which
 // no write of the app's can undo, and a revoked session works in another
 // Region for at most the replication lag. See
@@ -160,7 +163,9 @@
 // A request passes through the files from the top down, and no file refers
 // to one above it:
 //
-//	middleware.go  RequireSession, LoadSession, Check: the check and its rules
+//	middleware.go  RequireSession, LoadSession, Authenticate, the step-up guard
+//	context.go     what the middleware hands the handler, and its accessors
+//	rules.go       the rules that make a session valid
 //	manager.go     Config, New, and the Manager that holds the parts below
 //	bound.go       device binding's bound cookie and the login's offer
 //	refresh.go     sliding the expiry, after the response
@@ -173,14 +178,15 @@
 // Beside the path: login.go and twostep.go sign users in and out, limit.go
 // takes session slots, revoke.go lists and ends sessions, dbsc.go serves
 // device binding, table.go creates and checks the table, data.go writes a
-// session's data; session.go, events.go, layout.go and answers.go hold the
-// words they share. Tests follow the files.
+// session's data. At the bottom, the words they share: session.go,
+// events.go, errors.go, layout.go, answers.go, headers.go, everyone.go,
+// clock.go and panics.go. Tests follow the files.
 //
 // # Engines
 //
-// AWS_ENDPOINT_URL_DYNAMODB points the client at DynamoDB Local or
+// AWS_ENDPOINT_URL_DYNAMODB points the client at a local engine such as
 // dynalite. The package uses no transactions: writes that touch two items
 // are ordered so that a failure in between leaves nothing live that should
-// not be. dynalite has no UpdateTimeToLive; there CreateTable and
-// CheckTable log a warning. For an app's tests, see package ddbsessiontest.
+// not be. dynalite has no UpdateTimeToLive; there CreateTable logs a
+// warning. For an app's tests, see package ddbsessiontest.
 package ddbsession

@@ -1,12 +1,11 @@
 package ddbsession
 
-// Layout is the table's shape: the names of its key attributes, the
-// prefixes that keep the library's items apart from the app's own in a
-// shared table, the attribute names an app may need to choose, the
-// optional expiry index, and how the table is replicated. The zero Layout
-// is the default of every field. The scsstore and ddbstream modules take
-// the same Layout: give every part of an app that shares a table the same
-// value. The items themselves are described in docs/item-format.md.
+// Layout is the table's shape: its key names, the prefixes that keep the
+// library's items apart from the app's own, the attribute names an app may
+// need to choose, the optional expiry index, and its replication. The zero
+// Layout is the default of every field. Give every module that shares the
+// table (scsstore, ddbstream) the same value; docs/item-format.md describes
+// the items.
 type Layout struct {
 	// PartitionKey and SortKey name the table's key attributes. They
 	// default to "pk" and "sk". Set HashOnly for a table without a sort
@@ -16,18 +15,14 @@ type Layout struct {
 	SortKey      string
 	HashOnly     bool
 
-	// SessionPrefix starts the partition key of every session item, which
-	// is SessionPrefix followed by base64url(SHA-256(token)). Default
-	// "SESSION#". UserSessionsPrefix starts the partition key of the
-	// per-user items, default "USERSESSIONS#". Change them only where the
-	// app's own items in a shared table already use these prefixes.
+	// SessionPrefix starts the partition key of every session item, before
+	// base64url(SHA-256(token)): default "SESSION#". UserSessionsPrefix
+	// starts that of the per-user items: default "USERSESSIONS#".
 	SessionPrefix      string
 	UserSessionsPrefix string
 
-	// TTLAttribute names the Number attribute that holds a session's expiry
-	// in epoch seconds and on which the table's TTL is enabled. A table has
-	// one TTL attribute, so a shared table may need its existing name.
-	// Default "expiresAt".
+	// TTLAttribute names the Number attribute, in epoch seconds, on which
+	// the table's TTL is enabled. Default "expiresAt".
 	TTLAttribute string
 
 	// VersionAttribute names the Number attribute of the user item that
@@ -36,19 +31,16 @@ type Layout struct {
 	VersionAttribute string
 
 	// ExpiryIndex names an optional global secondary index on
-	// (expiryBucket, TTLAttribute), for finding the sessions that expire in
-	// a window (the CLI's "sessions expiring"). Empty (the default) leaves
-	// it off, and refreshes stay cheaper. ExpiryIndexShards spreads each
-	// hour's sessions over that many index partitions; default 8.
+	// (expiryBucket, TTLAttribute) that finds the sessions about to expire
+	// (the CLI's "sessions expiring"), at two index writes per refresh.
+	// ExpiryIndexShards spreads each hour over that many partitions (8).
 	ExpiryIndex       string
 	ExpiryIndexShards int
 
-	// MREC says that the table is a DynamoDB global table in multi-Region
-	// eventual consistency, where concurrent writes of one item in two
-	// Regions are settled whole, last writer wins. The user's revocation
-	// state then lives in items only the library writes, and each request
-	// reads them with its session, in the same round trip. Leave it off for
-	// a single-Region table and for multi-Region strong consistency (MRSC).
+	// MREC says that the table is a global table in multi-Region eventual
+	// consistency, where concurrent writes of an item in two Regions are
+	// settled whole, last writer wins: revocation state then lives in items
+	// only the library writes. Leave it off for one Region and for MRSC.
 	// See docs/multi-region.md.
 	MREC bool
 }

@@ -23,16 +23,12 @@ import (
 // Logout, and what they share.
 
 // CreateUser writes a new user item: v is the app's own value (a struct or
-// a map, encoded with attributevalue.MarshalMap, holding the table's key
-// attributes), and CreateUser adds the sessions version at the
-// current time, so that no session created before this user existed, such as
-// one of a deleted user with the same key, is valid for it. It returns
-// [ErrUserExists], and writes nothing, if an item with that key exists.
-//
-// An app that writes user items itself must do the same: set
-// [Layout.VersionAttribute] to a number no session of the key copied (the
-// creation time in epoch milliseconds, say), and, with [Layout.MREC], call
-// [Manager.RevokeAll] after creating one whose key a deleted user had.
+// a map, encoded with attributevalue.MarshalMap, holding the table's key),
+// and CreateUser stamps it with a sessions version of its own, so that no
+// session of a deleted user with the same key is valid for it. It returns
+// [ErrUserExists], writing nothing, if an item with that key exists. An app
+// that writes user items itself sets [Layout.VersionAttribute] to a value
+// no session of the key copied (the creation time in epoch ms, say).
 func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 	return wrap("create user", m.createUser(ctx, v))
 }
@@ -76,41 +72,26 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	return nil
 }
 
-// Login signs user in on this browser after verify accepts the user as
-// read, in the same call, from the user item: verify checks the password
-// (or other credential) against it and returns an error, which Login
-// returns, to refuse. A flow whose credential is not in the user item (a
-// single sign-on callback, a magic link) passes nil. methods name how the
-// user proved themselves ("password", "otp", "passkey", or the app's own
-// words), for [Session.Methods] and [Manager.RequireAuthentication]. Login
-// returns [ErrUserNotFound], writing nothing, for a user without an item.
+// Login signs user in on this browser once verify accepts the user as read,
+// in the same call, from the user item: verify checks the password (or other
+// credential) and returns an error, which Login returns as it is, to refuse.
+// A flow whose credential is not in the user item (a single sign-on
+// callback) passes nil. methods name how the user proved themselves
+// ("password", "otp", "passkey"), for [Session.Methods]. A user without an
+// item gets [ErrUserNotFound], and nothing is written.
 //
 // It rotates the session: every session the request carries is deleted
-// first, so a token planted before sign-in (session fixation) dies with it,
-// and a new session with a fresh token is created and sent in the cookie.
-// The new session item is written with attribute_not_exists, so it can
-// never overwrite another. If deleting a carried session fails, Login stops
-// there and writes nothing. A Login on a request that carried a live
-// session of the same user is a re-authentication: the new session has a
-// fresh AuthenticatedAt and these methods, keeps the old one's data and
-// cookie kind, and the user's other sessions are left alone.
+// first (no session fixation), and a new session with a fresh token is
+// created and sent in the cookie. A Login on a request that carried the
+// same user's live session is a re-authentication: the new session gets a
+// fresh AuthenticatedAt and hands on the old one's data; the user's other
+// sessions are left alone.
 //
-// A login with verify is race-free against a credential change that
-// writes the new credential and then calls [Manager.RevokeAll]: the session
-// copies the revocation version read with the credential, so a login that
-// read the old credential copied the old version and dies with the others,
-// and a login that read after the change saw the new credential, and the
-// raised version, and lives; whatever the instances' clocks say (see
-// "Revocation" in the package documentation). A login whose app checked
-// the credential in a read of its own cannot promise that, since Login
-// cannot know what the app read.
-//
-// With a custom [Config.LoadUser], the loader must return the credential in
-// U and read it, with the cutoff, in one strongly consistent read.
-//
-// verify runs within the call's StoreTimeout, between the read and the
-// writes: a slow password hash fits, a wait for one does not. An app that
-// bounds its hashing work takes its slot before calling Login.
+// The session copies the revocation versions read with the credential, so
+// a login that read a password before a change and its RevokeAll dies with
+// the other sessions, whatever the clocks say. verify runs within the
+// call's StoreTimeout, between the read and the writes: a slow password
+// hash fits, a queue for one does not.
 func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
 	var u U
 	return wrap("login", m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll, read: m.stored(r)}))
@@ -172,28 +153,15 @@ func loopbackHost(host string) bool {
 }
 
 // LoginBearer signs user in for a client without cookies (a CLI, a mobile
-// app, a script) and returns the session's credential instead of setting a
-// cookie, with the session's expiry: the client sends the credential in
-// each request's Authorization header as "Bearer <token>", and a request
-// that moves the expiry forward says so in the Session-Expires response
-// header (RFC 3339). The session is like any other: hashed at rest,
-// expiring and refreshed, listed with the request's User-Agent, revocable,
-// and ended by RevokeAll. verify and methods are [Manager.Login]'s. It
-// returns [ErrUserNotFound] for a user without an item. RequireSession
-// accepts the token when [Config.BearerTokens] is set.
-//
-// A bearer token the request carries ends, as Login ends carried sessions;
-// its cookies are left alone, so that a signed-in page can issue a token
-// for a script. A request whose bearer token is the user's own live
-// session is a re-authentication, as with Login: the client's token is
-// replaced by a new one with a fresh AuthenticatedAt. There is no two-step
-// bearer login: an API client sends both factors in one request, and verify
-// checks both.
-//
-// Bearer requests need no cross-origin protection: a browser never adds an
-// Authorization header to a request on its own, as it adds cookies, so
-// another site cannot make a browser send one. Cookie requests do need it
-// (SameSite=Lax, and http.CrossOriginProtection for state changes).
+// app) and returns the session's credential and expiry instead of setting a
+// cookie: the client sends it as "Authorization: Bearer <token>", which
+// RequireSession accepts with [Config.BearerTokens], and a refresh says the
+// new expiry in the Session-Expires response header. verify and methods are
+// [Manager.Login]'s, and so is the session, hashed, listed and revocable. A
+// bearer token the request carries ends, its cookies do not; the user's own
+// is a re-authentication. An API client sends both factors in one request.
+// Bearer requests need no cross-origin protection: no browser adds an
+// Authorization header on its own.
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
 	var u U
 	out, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r)})
@@ -380,13 +348,10 @@ func union(a, b []string) []string {
 	return out
 }
 
-// Logout ends every session the request carries, in cookies or (with
-// [Config.BearerTokens]) as a bearer token: it deletes them from the table,
-// so their tokens are dead on every instance, and clears the cookie.
-// The cookie is cleared even when a delete fails, and the error is returned
-// so that the app can tell the user the sign-out did not complete. A client
-// that hangs up at once is still signed out. With [Cookie.ClearSiteData] the
-// response also asks the browser to clear what that names.
+// Logout ends every session the request carries, cookie or bearer token,
+// by deleting it (its token is dead on every instance), and clears the
+// cookie even when a delete fails, returning the error so that the app can
+// say the sign-out did not complete. [Cookie.ClearSiteData] adds its header.
 func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	m.cookies.clear(w)
 	if m.clearSiteData != "" {

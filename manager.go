@@ -80,14 +80,11 @@ type Config[U any] struct {
 	Layout Layout
 
 	// LoadUser loads a user kept outside Table, with the user's sessions
-	// version: a number the app's store changes to end every session of
-	// the user, which sessions copy at login and must still match. It
-	// returns [ErrUserNotFound] for a user that does not exist, which
-	// rejects the session; any other error fails the request closed. It
-	// must read the user's credential and version in one strongly
-	// consistent read, for Login's check. The default (nil) reads the user
-	// item in Table, decoded into U with attributevalue, and its version
-	// from Layout.VersionAttribute, which [Manager.RevokeAll] changes.
+	// version, a number the app's store changes to end the user's sessions,
+	// read with the credential in one strongly consistent read. It returns
+	// [ErrUserNotFound] for a user that does not exist; any other error
+	// fails the request closed. The default reads the user item in Table
+	// into U with attributevalue, and its Layout.VersionAttribute.
 	LoadUser func(ctx context.Context, key UserKey) (user U, version int64, err error)
 
 	// Cookie is the session cookie: its name, and what it carries.
@@ -97,12 +94,9 @@ type Config[U any] struct {
 	// how long the Manager waits for DynamoDB.
 	Limits Limits
 
-	// BearerTokens makes RequireSession and LoadSession also accept a
-	// session credential in an "Authorization: Bearer" header, for clients
-	// without cookies; [Manager.LoginBearer] issues them. A request with
-	// both a session cookie and a bearer token is refused with 400. Off by
-	// default, so that an Authorization header meant for something else is
-	// never read.
+	// BearerTokens makes RequireSession and LoadSession also accept the
+	// "Authorization: Bearer" credentials of [Manager.LoginBearer], for
+	// clients without cookies. A request with both is refused with 400.
 	BearerTokens bool
 
 	// Unauthorized answers a request without a valid session, once the
@@ -152,19 +146,16 @@ type Cookie struct {
 	// variable switches it on.
 	InsecureDevMode bool
 
-	// HideUserKey keeps the user's key out of the cookie. By default the
-	// cookie carries the user item's key beside the token, so that a
-	// request reads the session and the user in one BatchGetItem. The key
-	// is visible to whoever holds the cookie, who holds the session anyway;
-	// where keys are themselves sensitive (an email address), set it, and
-	// each request makes two reads in turn. Users of LoadUser are never in
-	// the cookie, so New refuses it with LoadUser.
+	// HideUserKey keeps the user's key out of the cookie, where it lets a
+	// request read the session and the user in one BatchGetItem. Set it
+	// where keys are themselves sensitive (an email address): each request
+	// then makes two reads in turn. LoadUser's users are never in the
+	// cookie, so New refuses it with LoadUser.
 	HideUserKey bool
 
 	// KeepSignedIn, if set, decides per login whether the cookie outlives
-	// the browser: true gives a persistent cookie (as without it), false a
-	// cookie the browser drops when it closes. The server-side limits hold
-	// either way. A "keep me signed in" box:
+	// the browser (true, as without it) or ends with it. A "keep me signed
+	// in" box:
 	//
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
@@ -193,12 +184,10 @@ type Limits struct {
 	// active it is. Default 30 days, or the AAL's bound.
 	AbsoluteLifetime time.Duration
 
-	// AAL names the NIST SP 800-63B-4 assurance level (1, 2 or 3; 0 for
-	// none) whose session bounds apply: it sets IdleTimeout and
-	// AbsoluteLifetime where they are unset, and New refuses longer ones.
-	// AAL1 allows 30 days overall; AAL2 an hour idle and 24 hours overall;
-	// AAL3 15 minutes idle and 12 hours overall. The authenticators the
-	// level needs are the app's to ask for.
+	// AAL names the NIST SP 800-63B-4 assurance level (1, 2 or 3) whose
+	// session bounds apply as defaults and maxima: AAL1 30 days overall,
+	// AAL2 an hour idle and 24 hours overall, AAL3 15 minutes and 12 hours.
+	// The authenticators the level needs are the app's to ask for.
 	AAL int
 
 	// PendingLifetime is how long a two-step login waits for its second
@@ -214,16 +203,14 @@ type Limits struct {
 	MaxSessions         int
 	RefuseAtMaxSessions bool
 
-	// StoreTimeout bounds the DynamoDB work of one call: a request's check,
-	// a login, a logout. A refresh's writes, after the response, are each
-	// bounded by it on their own. Default 2s.
+	// StoreTimeout bounds the DynamoDB work of one call (a request's
+	// check, a login), and each write of a refresh. Default 2s.
 	StoreTimeout time.Duration
 
 	// RevokeEveryoneWithin bounds how long after [Manager.RevokeEveryone]
-	// this instance may still accept a session made before it: once its
-	// copy of the table's global generation is that old, the next request
-	// reads it anew, in the same round trip as its session. Default 10
-	// seconds; at least a second.
+	// this instance may accept a session made before it: a request re-reads
+	// the global generation with its session once this instance's copy is
+	// that old. Default 10 seconds; at least a second.
 	RevokeEveryoneWithin time.Duration
 }
 

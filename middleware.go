@@ -17,17 +17,14 @@ import (
 
 // RequireSession lets a request through only with a valid session, and puts
 // the session and its user in the request context. Any other request gets
-// [Config.Unauthorized], and a store failure gets [Config.StoreUnavailable].
+// [Config.Unauthorized], and a store failure [Config.StoreUnavailable].
 //
 // A request costs one strongly consistent BatchGetItem of the session and
-// its user (two GetItems in turn with [Cookie.HideUserKey], a custom
-// [Config.LoadUser], or a cookie without the user key; see "The cookie" in
-// the package documentation). Once per [Limits.RefreshInterval] a request
-// also moves the session's expiry forward: it re-sends the cookie at once,
-// and two UpdateItems (the session and its per-user index item) follow after
-// the response, one per session per process however many requests find it
-// due ([Manager.Wait] waits for them on shutdown). A malformed cookie costs
-// no call at all.
+// its user (two GetItems in turn with HideUserKey or a custom LoadUser); a
+// malformed cookie costs nothing. Once per [Limits.RefreshInterval] a request
+// moves the expiry forward: the cookie goes at once, and two UpdateItems
+// follow after the response, one per session per process ([Manager.Wait]
+// waits for them on shutdown).
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler { return m.guard(next, true) }
 
 // LoadSession is [Manager.RequireSession] for pages that anonymous visitors
@@ -130,16 +127,12 @@ func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err e
 	}
 }
 
-// Authenticate does the middleware's work without HTTP, for a session
-// cookie's value or bearer token that arrived some other way (a gRPC
-// call's metadata, a test).
-// It returns [ErrNoSession] for any value that does not grant a session, and
-// another error only when the store failed. It does not refresh the session,
-// so a session used only through Authenticate expires after its idle timeout;
-// it never writes. A router's middleware (gin's, say) must therefore wrap
-// RequireSession, as example/routers does, not call Authenticate. A device-bound
-// session is never valid through Authenticate, which has no bound cookie to see:
-// a WebSocket upgrade from its browser goes through RequireSession.
+// Authenticate does the middleware's work without HTTP, for a credential
+// that arrived some other way (a gRPC call's metadata, a test): ErrNoSession
+// for any value that grants no session, another error only when the store
+// failed. It never writes, so it never refreshes: a router's middleware
+// wraps RequireSession instead (see example/routers). A device-bound
+// session, whose bound cookie it cannot see, is never valid through it.
 func (m *Manager[U]) Authenticate(ctx context.Context, token string) (Session, U, error) {
 	var u U
 	s, err := m.checkToken(ctx, token, &u)
@@ -177,23 +170,15 @@ func (c *core) checkToken(ctx context.Context, token string, user any) (Session,
 // RequireAuthentication returns middleware that lets a request through only
 // if its session's user authenticated within the last within, with each of
 // methods among [Session.Methods] (none named: any). It goes inside
-// [Manager.RequireSession], whose session it reads, and costs no DynamoDB
-// call:
+// [Manager.RequireSession], whose session it reads, and costs no call:
 //
 //	recent := sessions.RequireAuthentication(10 * time.Minute)
 //	mux.Handle("POST /logout-everywhere", sessions.RequireSession(recent(logoutEverywhere)))
 //
-// A request that fails it gets [Config.StepUp]: a browser goes to
-// a re-authentication page and back ([Redirect]), an API client with a bearer token gets 401
-// with WWW-Authenticate: Bearer error="insufficient_user_authentication"
-// and max_age (RFC 9470). Either re-authenticates with [Manager.Login] or
-// [Manager.LoginBearer] (or BeginLogin and CompleteLogin), which gives it a
-// new session with a fresh AuthenticatedAt. The guard never ends the
-// session. A request without a session gets [Config.Unauthorized].
-//
-// The time is the login instance's clock against this one's: instances
-// whose clocks differ by d shift the window by d. Code without HTTP checks
-// the same on [Session.AuthenticatedAt] and [Session.Methods].
+// A request that fails it gets [Config.StepUp]; one with a bearer token is
+// told RFC 9470's insufficient_user_authentication challenge first. The
+// session lives on, and a Login on it re-authenticates. The window is the
+// login instance's clock against this one's.
 func (m *Manager[U]) RequireAuthentication(within time.Duration, methods ...string) func(http.Handler) http.Handler {
 	if within <= 0 {
 		panic(fmt.Sprintf("ddbsession: RequireAuthentication(%v): within must be positive", within))

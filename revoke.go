@@ -17,17 +17,12 @@ import (
 var errNoSortKey = errors.New("listing and revoking single sessions need a table with a sort key (Layout.HashOnly is set)")
 
 // List returns user's live sessions, newest first, for a "where you're
-// signed in" page. It leaves out sessions that have expired but that TTL has
-// not deleted yet, and sessions that a revocation ended. A session created a
-// moment ago is in the list: it is one strongly consistent Query on the
-// user's own index partition, plus the user read that yields the user's
-// revocation state. Never a Scan.
+// signed in" page: never one that expired or that a revocation ended, and
+// always one created a moment ago (a strongly consistent Query of the
+// user's own index partition, and the user's read). Never a Scan.
 //
 //	s, _ := sessions.Session(r.Context())
 //	list, err := sessions.List(r.Context(), s.User)
-//	for _, e := range list {
-//		fmt.Fprintln(w, e.ID, e.UserAgent, e.ExpiresAt, e.Current)
-//	}
 func (m *Manager[U]) List(ctx context.Context, user UserKey) ([]Session, error) {
 	current, _ := m.Session(ctx)
 	list, err := m.list(ctx, user, current.ID)
@@ -121,25 +116,16 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 	return err
 }
 
-// RevokeAll logs user out everywhere, with one write and no scan: it
-// changes the user's sessions version. Every session created before it is
-// rejected on its next request, on any instance: a session lives only while
-// the version is the one its login read with the credential. A login that
-// reads the user after RevokeAll copies the new version, and lives. No
-// clock takes part: an instance whose clock is minutes off revokes, and
-// signs in, as any other.
+// RevokeAll logs user out everywhere with one write and no scan: it
+// changes the user's sessions version, so every session made before it is
+// rejected on its next request, on any instance, and a login that reads the
+// user after it lives. No clock takes part. It returns [ErrUserNotFound] if
+// the user has no item in the table; with a custom [Config.LoadUser], change
+// the version where the loader reads it instead.
 //
-// It returns [ErrUserNotFound] if the user has no item in the table; with a
-// custom [Config.LoadUser], change the version where the loader reads it
-// instead. On an MREC global table ([Layout.MREC]) the version lives in an
-// item only the library writes, and the user item, the app's, is left
-// alone (see docs/multi-region.md).
-//
-// To change a credential (a password), write the new credential first and
-// call RevokeAll after it, then Login again to keep the current browser
-// signed in with a fresh session; a login that races the change must check
-// the credential in [Manager.Login]'s verify, which sees the credential
-// and the cutoff of one read, to be sure to end with the others.
+// To change a password: write the new credential, call RevokeAll, then
+// Login again to keep the current browser signed in. A login that races the
+// change ends with the others if it checked the password in Login's verify.
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	return wrap("revoke all sessions", m.revokeAll(ctx, user))
 }
@@ -175,15 +161,12 @@ func (c *core) raiseCutoff(ctx context.Context, user UserKey, ms int64) (found b
 	return true, c.store.raiseStateCutoff(ctx, user.PK, user.SK, ms)
 }
 
-// RevokeEveryone ends every session of every user, with one write and no
-// scan, for an incident such as a leak of the table or of a secret its
-// sessions rest on (OWASP ASVS 5.0 7.4.5): it raises the table's global
-// revocation generation, which every session copied at its login. This
-// instance applies it at once; every other instance of the app within
-// [Limits.RevokeEveryoneWithin] (10 seconds by default), when its copy of
-// the generation is that old and its next request reads it anew, and in a
-// global table within the replication lag besides. A login after it lives.
-// Users sign in again; nothing else about them changes.
+// RevokeEveryone ends every session of every user with one write, for an
+// incident such as a leak of the table (OWASP ASVS 5.0 7.4.5): it raises the
+// table's global revocation generation, which every session copied at its
+// login. This instance applies it at once, every other instance within
+// [Limits.RevokeEveryoneWithin], and another Region within the replication
+// lag besides. A login after it lives.
 func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()

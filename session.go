@@ -33,21 +33,16 @@ type Session struct {
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
 	UserAgent   string
 	// AuthenticatedAt is when the user last proved themselves for this
-	// session: at the login that made it, or at the re-authentication that
-	// did (a Login on a request that carried a session of the same user).
-	// Methods says how, in the names the app gave [Manager.Login] or
-	// [Manager.CompleteLogin] ("password", "otp", "passkey"), every factor
-	// of that one authentication and nothing of an earlier one. A session
-	// of a release before these fields has its CreatedAt and no methods.
-	// [Manager.RequireAuthentication] guards with them; code without HTTP
-	// reads them as they are:
+	// session, at the login or re-authentication that made it, and Methods
+	// how, in the app's names ("password", "otp"): the guard of
+	// [Manager.RequireAuthentication], or code of the app's own:
 	//
 	//	fresh := time.Since(s.AuthenticatedAt) < 10*time.Minute && slices.Contains(s.Methods, "otp")
 	AuthenticatedAt time.Time
 	Methods         []string
 	// Data is the app's value of the session, as JSON, read with the
-	// session and written by [Manager.UpdateData]; nil for none. List and
-	// Expiring leave it out: it lives in the session item alone.
+	// session and written by [Manager.UpdateData]; nil for none, and in
+	// List, which reads the index items.
 	Data json.RawMessage
 	// DeviceBound says that the session is bound to a key on its device
 	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
@@ -72,7 +67,7 @@ const (
 	ReasonUnknown          Reason = "unknown"           // no such session (never issued, logged out, revoked, or TTL-deleted)
 	ReasonExpired          Reason = "expired"           // past its expiry, though TTL has not deleted it yet
 	ReasonAbsoluteLifetime Reason = "absolute-lifetime" // past Limits.AbsoluteLifetime since it was created
-	ReasonCutoff           Reason = "cutoff"            // created before the user's sessions version (RevokeAll)
+	ReasonCutoff           Reason = "cutoff"            // its user's sessions version changed since (RevokeAll)
 	ReasonUserMissing      Reason = "user-missing"      // the user item is gone
 	ReasonUserMismatch     Reason = "user-mismatch"     // the credential names another user than the session's
 	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie

@@ -13,23 +13,14 @@ import (
 // This file makes the table a Manager needs, or checks the one there is.
 
 // CreateTable makes the table fit the configuration, at startup. A missing
-// table is created: on-demand billing, String keys PartitionKey and
-// SortKey (or a hash key alone), the expiry index if configured, and TTL
-// on TTLAttribute; CreateTable waits until it is ACTIVE. A table that
-// exists is checked, and left as it is but for its TTL, which is turned on
-// where it is off: the error says each way it does not fit (its key
-// schema, its expiry index, a global table's mode, TTL on another
-// attribute) and what to do. An app whose role may only read the table's
-// description, as the least-privilege policy has it, calls it all the
-// same: it creates nothing that exists.
-//
-// Two tables cannot have TTL, and get a logged warning instead: one on an
-// engine without UpdateTimeToLive, such as dynalite, and a global table in
-// multi-Region strong consistency (MRSC). Expiry is checked in code all
-// the same; only the clean-up of expired items is missing there.
-//
-// CreateTable needs a Client with the table methods of *dynamodb.Client
-// (DescribeTable, CreateTable, DescribeTimeToLive, UpdateTimeToLive).
+// table is created (on-demand, String keys, the expiry index if configured,
+// TTL on TTLAttribute) and waited for. An existing one is checked and left
+// as it is, but for TTL, which is turned on where it is off: the error says
+// each way it does not fit and what to do. So an app whose role may only
+// describe the table, as the least-privilege policy has it, calls it too.
+// A global table in MRSC, and an engine without UpdateTimeToLive (dynalite),
+// cannot have TTL: a warning says so. The Client needs the table methods of
+// *dynamodb.Client.
 func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	if err := m.createTable(ctx); err != nil {
 		return fmt.Errorf("ddbsession: create table: %w", err)

@@ -18,19 +18,12 @@ import (
 // six-digit code guessed five times in a row has one chance in 200,000.
 const maxAttempts = 5
 
-// BeginLogin is the first step of a two-step login: verify checks the
-// first factor, as [Manager.Login]'s does, and methods name it. It signs no
-// one in: it writes a pending session that lives [Limits.PendingLifetime]
-// and sends its token in a cookie of its own, which [Manager.CompleteLogin]
-// reads, in the same browser, to check the second factor. RequireSession
-// never accepts a pending session, and the sessions the request carries
-// stay as they are until CompleteLogin, so a signed-in user who
-// re-authenticates with two factors is not signed out by a second step left
-// undone. [Cookie.KeepSignedIn] is asked here, where the login form is.
-//
-// A user who needs no second factor (the app decides: one who enrolled
-// none) goes through Login instead. BeginLogin costs Login's read and one
-// write, the pending session's.
+// BeginLogin is the first step of a two-step login: verify checks the first
+// factor, as [Manager.Login]'s does, and methods name it. It signs no one
+// in: it writes a pending session, for [Limits.PendingLifetime], whose token
+// goes in a cookie of its own for [Manager.CompleteLogin]. The sessions the
+// request carries stay until then, so a second step left undone signs no
+// one out. It costs Login's read and one write.
 func (m *Manager[U]) BeginLogin(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
 	var u U
 	return wrap("begin login", m.beginLogin(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods}))
@@ -65,21 +58,14 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	return nil
 }
 
-// CompleteLogin is the second step of a two-step login: it reads the
-// pending session that [Manager.BeginLogin] left in this browser, reads
-// its user as Login does, and has verify (never nil) check the second
-// factor (a one-time code) against it. If verify accepts, it signs the user in as
-// Login does, with the methods of both steps, and the pending session is
-// gone. If verify refuses, its error is returned and the pending session
-// stays for another try, up to five in all; after the fifth, or once
-// [Limits.PendingLifetime] is over, CompleteLogin returns [ErrNoSession]
-// and the user starts again with BeginLogin.
-//
-// Each try costs one write before verify runs, which counts it: five
-// racing requests with five guesses each still get five guesses in all. Of
-// racing completions only one signs in; the others get ErrNoSession. A
-// RevokeAll between the steps (a password change) voids the first: the
-// completion gets ErrNoSession.
+// CompleteLogin is the second step of a two-step login: verify (never nil)
+// checks the second factor against the user of the browser's pending
+// session, and if it accepts, CompleteLogin signs the user in as Login does,
+// with the methods of both steps. A refusal returns verify's error, and the
+// pending session stays for another try, five in all, each counted by a
+// write before verify runs; after the fifth, once the pending session
+// expires, or after a RevokeAll between the steps, it returns ErrNoSession.
+// Of racing completions only one signs in.
 func (m *Manager[U]) CompleteLogin(w http.ResponseWriter, r *http.Request, verify func(U) error, methods ...string) error {
 	return wrap("complete login", m.completeLogin(w, r, verify, methods))
 }

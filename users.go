@@ -20,14 +20,8 @@ import (
 // type parameter.
 
 // ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
-// not exist, by [Manager.Login] and [Manager.LoginBearer] for a user without an
-// item (they write nothing then), and by [Manager.RevokeAll] for a user item
-// that is not in the table.
-//
-// A user item must be created with its cutoff set to its creation time, as
-// [Manager.CreateUser] does: otherwise, once a deleted user's key is taken
-// again (a username registered anew), the old user's sessions, rejected
-// while no item existed, would authenticate as the new account.
+// not exist, by the logins for a user without an item (they write nothing
+// then), and by [Manager.RevokeAll] for a user item that is not in the table.
 var ErrUserNotFound = errors.New("ddbsession: user not found")
 
 // ErrUserExists is returned by [Manager.CreateUser] for a key that already
