@@ -52,11 +52,9 @@ type Session struct {
 	Current bool
 }
 
-// ErrNoSession is returned by [Manager.Authenticate] for a token that is malformed,
-// unknown, expired or revoked, or whose user no longer exists, and by
-// [Manager.Revoke] for a session ID that is unknown, malformed or another
-// user's. It does not say which: callers treat them all as "signed out",
-// or "no such session".
+// ErrNoSession is returned for a token that grants no session (malformed,
+// unknown, expired, revoked, or its user gone) and by [Manager.Revoke] for
+// an ID that is not one of the user's sessions, alike: "signed out".
 var ErrNoSession = errors.New("ddbsession: no valid session")
 
 // Reason is why a request was rejected; "" for none.
