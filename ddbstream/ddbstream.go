@@ -45,8 +45,9 @@
 //     filters DynamoDB events on the dynamodb key only, so the TTL check on
 //     userIdentity stays in Handle.
 //
-// Items are decoded by ddbsession's own decoder ([ddbsession.Layout.DecodeSession]),
-// in the format of
+// Items are decoded by ddbsession's own decoder, [ddbitem.DecodeSession],
+// whose errors ([ddbitem.ErrOtherKind], [ddbitem.ErrMalformed])
+// [Handler.Decode] returns as they are, in the format of
 // https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md;
 // the table's stream is set up in the CloudFormation example of
 // https://github.com/ddbsession/ddbsession/blob/main/docs/operations.md#the-table.
@@ -73,7 +74,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/ddbitem"
 )
 
 // Config configures a [Handler]. Cleanup is required; the other fields may
@@ -105,28 +106,16 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Cleanup == nil {
 		return nil, errors.New("ddbstream: Config.Cleanup is nil")
 	}
-	layout, err := item.Layout(cfg.Layout).WithDefaults()
+	layout, err := ddbitem.Resolve(cfg.Layout)
 	if err != nil {
-		return nil, fmt.Errorf("ddbstream: Config.%w", err)
+		return nil, fmt.Errorf("ddbstream: Config.Layout: %w", err)
 	}
-	cfg.Layout = ddbsession.Layout(layout)
+	cfg.Layout = layout
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Handler{cfg: cfg}, nil
 }
-
-// ErrNotSession is returned by [Handler.Decode] for an item that is not a
-// session item: a per-user index item, or one of the application's own
-// items.
-var ErrNotSession = errors.New("ddbstream: not a session item")
-
-// ErrMalformed is wrapped by the error that [Handler.Decode] returns for an
-// item that says it is a session (kind "session") but that is not in a
-// format this release knows: a required attribute, such as the layout's
-// TTL attribute, is missing or has the wrong type, or the format version is
-// unknown.
-var ErrMalformed = item.ErrMalformed
 
 // IsTTLDelete reports whether r records a deletion by DynamoDB's Time to
 // Live: a REMOVE whose userIdentity has type "Service" and principalId
@@ -164,7 +153,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			continue
 		}
 		s, err := h.Decode(r.Change.OldImage)
-		if errors.Is(err, ErrNotSession) {
+		if errors.Is(err, ddbitem.ErrOtherKind) {
 			continue
 		}
 		if err != nil {
@@ -185,9 +174,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 }
 
 // Decode reads a session item from a stream record's image, normally its
-// OldImage, through ddbsession's own decoder. It returns [ErrNotSession] for
-// any other item, and an error wrapping [ErrMalformed] for an item of kind
-// "session" that it cannot read.
+// OldImage, through [ddbitem.DecodeSession]. It returns
+// [ddbitem.ErrOtherKind] for any other item (a per-user index item, a login
+// that waited for its second factor, one of the application's own items),
+// and an error wrapping [ddbitem.ErrMalformed] for an item of kind
+// "session" that it cannot read: a required attribute, such as the
+// layout's TTL attribute, missing or of the wrong type, or a format version
+// this release does not know.
 //
 // Decode is for handlers that do more than [Handler.Handle] does, such as
 // one function that handles both sessions and the application's own items:
@@ -201,11 +194,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 //		}
 //	}
 func (h *Handler) Decode(image map[string]events.DynamoDBAttributeValue) (ddbsession.Session, error) {
-	s, err := h.cfg.Layout.DecodeSession(attributes(image))
-	if errors.Is(err, item.ErrOtherKind) {
-		return ddbsession.Session{}, ErrNotSession
-	}
-	return s, err
+	return ddbitem.DecodeSession(h.cfg.Layout, attributes(image))
 }
 
 // attributes converts a stream image to the SDK's attribute values, which

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbitem"
 	"github.com/ddbsession/ddbsession/ddbstream"
 )
 
@@ -39,6 +40,8 @@ const sessionImage = `{
 	"refreshedAt": {"N": "1796040600250"},
 	"expiresAt": {"N": "1796044200"},
 	"userAgent": {"S": "test-agent/1.0"},
+	"gen": {"N": "0"},
+	"globalGen": {"N": "0"},
 	"authAt": {"N": "1796040000250"},
 	"methods": {"L": [{"S": "password"}, {"S": "otp"}]},
 	"appData": {"S": "{\"cart\":3}"},
@@ -62,7 +65,7 @@ var wantSession = ddbsession.Session{
 // indexImage is the per-user index item that accompanies sessionImage.
 const indexImage = `{
 	"pk": {"S": "USERSESSIONS#10#USER#alicePROFILE"},
-	"sk": {"S": "SID#0123456789abcdef0123456789abcdef"},
+	"sk": {"S": "S#0123456789abcdef0123456789abcdef"},
 	"v": {"N": "1"},
 	"kind": {"S": "session-index"},
 	"sid": {"S": "0123456789abcdef0123456789abcdef"},
@@ -71,6 +74,9 @@ const indexImage = `{
 	"createdAt": {"N": "1796040000250"},
 	"refreshedAt": {"N": "1796040600250"},
 	"expiresAt": {"N": "1796044200"},
+	"gen": {"N": "0"},
+	"globalGen": {"N": "0"},
+	"authAt": {"N": "1796040000250"},
 	"sessionPK": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"}
 }`
 
@@ -510,45 +516,45 @@ func TestDecode(t *testing.T) {
 		wantErr error
 	}{
 		{"session", func(*testing.T) string { return sessionImage }, wantSession, nil},
-		{"index item", func(*testing.T) string { return indexImage }, ddbsession.Session{}, ddbstream.ErrNotSession},
-		{"foreign item", func(*testing.T) string { return foreignImage }, ddbsession.Session{}, ddbstream.ErrNotSession},
-		{"empty image", func(*testing.T) string { return `{}` }, ddbsession.Session{}, ddbstream.ErrNotSession},
+		{"index item", func(*testing.T) string { return indexImage }, ddbsession.Session{}, ddbitem.ErrOtherKind},
+		{"foreign item", func(*testing.T) string { return foreignImage }, ddbsession.Session{}, ddbitem.ErrOtherKind},
+		{"empty image", func(*testing.T) string { return `{}` }, ddbsession.Session{}, ddbitem.ErrOtherKind},
 		{"kind of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"kind": `{"SS": ["session"]}`})
-		}, ddbsession.Session{}, ddbstream.ErrNotSession},
+		}, ddbsession.Session{}, ddbitem.ErrOtherKind},
 		{"no version", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"v": ""})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"version of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"v": `{"S": "1"}`})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"empty session ID", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"sid": `{"S": ""}`})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"no user", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"userPK": ""})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"empty user", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"userPK": `{"S": ""}`})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"user SK of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"userSK": `{"N": "1"}`})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"no creation time", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"createdAt": ""})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"no refresh time", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"refreshedAt": ""})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"no expiry", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"expiresAt": ""})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"refresh time of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"refreshedAt": `{"NULL": true}`})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"expiry of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"expiresAt": `{"S": "1796044200"}`})
-		}, ddbsession.Session{}, ddbstream.ErrMalformed},
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 	}
 	h := newHandler(t, ddbstream.Config{Cleanup: (&recorder{}).cleanup})
 	for _, tt := range tests {

@@ -20,11 +20,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbsessiontest"
 	"github.com/ddbsession/ddbsession/ddbstream"
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
 
 // User is the app's user type in these tests.
 type User struct {
@@ -125,16 +125,18 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			client := ddbtest.Client(t)
-			table := ddbtest.TableName(t, client)
+			client := ddbsessiontest.Client(t)
+			table := ddbsessiontest.TableName(t, client)
 			cfg := ddbsession.Config[User]{
-				Client:      client,
-				Table:       table,
-				IdleTimeout: idle,
-				// Calls a busy test machine delays are no store fault.
-				StoreTimeout: time.Minute,
-				Now:          func() time.Time { return now },
-				Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Client: client,
+				Table:  table,
+				Limits: ddbsession.Limits{
+					IdleTimeout: idle,
+					// Calls a busy test machine delays are no store fault.
+					StoreTimeout: time.Minute,
+				},
+				Now:    func() time.Time { return now },
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			}
 			if tt.mutate != nil {
 				tt.mutate(&cfg)
@@ -176,9 +178,9 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			r = httptest.NewRequest("GET", "https://example.test/cart", nil)
 			r.AddCookie(&http.Cookie{Name: "__Host-session", Value: token})
 			set.ServeHTTP(httptest.NewRecorder(), r)
-			live, _, err := m.Check(ctx, token)
+			live, _, err := m.Authenticate(ctx, token)
 			if err != nil {
-				t.Fatalf("Check of the new session: %v", err)
+				t.Fatalf("Authenticate of the new session: %v", err)
 			}
 
 			out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)})
@@ -238,7 +240,7 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			}
 			// ...and the session as the Manager itself reads it.
 			if diff := cmp.Diff([]ddbsession.Session{live}, calls); diff != "" {
-				t.Errorf("cleanup calls differ from Manager.Check's session (-Check +cleanup):\n%s", diff)
+				t.Errorf("cleanup calls differ from Manager.Authenticate's session (-Authenticate +cleanup):\n%s", diff)
 			}
 		})
 	}

@@ -60,7 +60,8 @@ func Example() {
 	        "sid": {"S": "0123456789abcdef0123456789abcdef"},
 	        "userPK": {"S": "USER#alice"}, "userSK": {"S": "PROFILE"},
 	        "createdAt": {"N": "1796040000250"}, "refreshedAt": {"N": "1796040000250"},
-	        "expiresAt": {"N": "1796043600"}
+	        "expiresAt": {"N": "1796043600"},
+	        "gen": {"N": "0"}, "globalGen": {"N": "0"}, "authAt": {"N": "1796040000250"}
 	      },
 	      "SequenceNumber": "111100000000000000000001",
 	      "SizeBytes": 250,
@@ -82,7 +83,8 @@ func Example() {
 	        "sid": {"S": "0123456789abcdef0123456789abcdef"},
 	        "userPK": {"S": "USER#alice"}, "userSK": {"S": "PROFILE"},
 	        "createdAt": {"N": "1796040000250"}, "refreshedAt": {"N": "1796040000250"},
-	        "expiresAt": {"N": "1796043600"}
+	        "expiresAt": {"N": "1796043600"},
+	        "gen": {"N": "0"}, "globalGen": {"N": "0"}, "authAt": {"N": "1796040000250"}
 	      },
 	      "SequenceNumber": "111100000000000000000002",
 	      "SizeBytes": 250,
