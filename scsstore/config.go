@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/ddbitem"
 )
 
 // Client is the part of the DynamoDB client that a [Store] uses.
@@ -82,11 +83,13 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		return nil, errors.New("scsstore: Config.Table is empty")
 	}
-	layout, err := item.Layout(cfg.Layout).WithDefaults()
+	layout, err := ddbitem.Resolve(cfg.Layout)
 	if err != nil {
-		return nil, fmt.Errorf("scsstore: Config.%w", err)
+		// Resolve names the field as "Layout.<Field>", after its own
+		// package's prefix: name it as this Config's.
+		return nil, fmt.Errorf("scsstore: Config.%s", strings.TrimPrefix(err.Error(), "ddbitem: "))
 	}
-	setDefault(&cfg.Prefix, item.DefaultSCSPrefix)
+	setDefault(&cfg.Prefix, defaultPrefix)
 	if cfg.Prefix == layout.SessionPrefix || cfg.Prefix == layout.UserSessionsPrefix {
 		return nil, fmt.Errorf("scsstore: Config.Prefix %q is one of the core's own prefixes", cfg.Prefix)
 	}
@@ -110,8 +113,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	return &Store{
 		client:   cfg.Client,
-		table:    cfg.Table,
-		layout:   item.SCSLayout{Layout: layout, Prefix: cfg.Prefix},
+		items:    itemLayout{table: cfg.Table, Layout: layout, prefix: cfg.Prefix},
 		interval: int64(cfg.MinCommitInterval / time.Second),
 		codec:    cfg.Codec,
 		now:      cfg.Now,

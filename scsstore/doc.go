@@ -48,14 +48,14 @@
 // The table is the core's: string keys "pk" and "sk" by default (or a hash
 // key alone), TTL on the Number attribute "expiresAt", as [Config.Layout]
 // says, which must be the same value as ddbsession's Config.Layout where
-// both share a table. ddbsession's Manager.CreateTable creates it and
-// Manager.CheckTable checks it. One scs session is one item, which never
-// holds the token, only its SHA-256 digest; its attributes are described
-// once, with the core's, in
-// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#scs-session-items,
-// and written and read by the core module's one encoder and decoder. The prefix ([Config.Prefix]), the sort key and the kind keep
-// these items apart from the core's sessions and the app's own items in a
-// shared single table. An item that lacks an attribute, has one of the
+// both share a table. ddbsession's Manager.CreateTable creates a missing
+// table and checks an existing one. One scs session is one item, which
+// never holds the token, only its SHA-256 digest; its attributes are
+// described, with the core's, in
+// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#scs-session-items.
+// The prefix ([Config.Prefix]), the sort key and the kind keep these items
+// apart from the core's sessions and the app's own items in a shared single
+// table. An item that lacks an attribute, has one of the
 // wrong type, or has a format version this module does not know is not
 // found.
 //
@@ -75,8 +75,8 @@
 // scs.IterableStore wants every session's raw token as a map key. The table
 // holds only the tokens' digests, which cannot be turned back into tokens,
 // so Store does not implement it, and SessionManager.Iterate panics with it,
-// as with any store that lacks All. To act on every session of a user, keep
-// a sessions-valid-after cutoff on the user's item, as the example does.
+// as with any store that lacks All. To end every session of a user, date
+// the sessions against the user's item instead (see Log out everywhere).
 //
 // # Fewer writes with an idle timeout
 //
@@ -107,10 +107,11 @@
 // # Log out everywhere
 //
 // scs cannot find a user's sessions (see No iteration), and scanning the
-// table is not an option. Instead, as ddbsession does, each session keeps
-// its creation time in its data, and the user's item a sessions-valid-after
-// cutoff (ddbsession's Manager.RevokeAll sets it; its attribute is
-// "sessionsValidAfter", epoch milliseconds). A request whose session was
-// created before its user's cutoff is treated as logged out. The package
-// example shows it whole.
+// table is not an option. Instead, each session keeps its creation time in
+// its data, in epoch milliseconds, and the user's item keeps ddbsession's
+// sessions version: the Number attribute "sessionsVersion" (ddbsession's
+// Layout.VersionAttribute), which Manager.RevokeAll raises to the time of
+// the call in epoch milliseconds. A request whose session was created
+// before its user's version is treated as logged out. The package example
+// shows it whole.
 package scsstore

@@ -28,17 +28,19 @@ type Krab struct {
 	PK   string `dynamodbav:"pk"`
 	SK   string `dynamodbav:"sk"`
 	Name string `dynamodbav:"name"`
-	// SessionsValidAfter is the user's cutoff in epoch milliseconds, which
-	// ddbsession's RevokeAll raises: sessions created before it are dead.
-	SessionsValidAfter int64 `dynamodbav:"sessionsValidAfter"`
+	// SessionsVersion is the user's sessions version, the attribute that
+	// ddbsession's Layout.VersionAttribute names. RevokeAll raises it to
+	// the time of the call in epoch milliseconds: sessions created before
+	// it are dead.
+	SessionsVersion int64 `dynamodbav:"sessionsVersion"`
 }
 
 // A sign-in on scs with Krabber's rules: the token rotates on login and
 // logout (RenewToken), each session keeps its creation time, and "log out
-// everywhere" raises the user's sessions-valid-after cutoff, so that every
-// session created before it is logged out on its next request, with one
-// write and no scan. The core's Manager creates the table and raises the
-// cutoff; scs and the Store keep the sessions.
+// everywhere" raises the user's sessions version to the time of the call,
+// so that every session created before it is logged out on its next
+// request, with one write and no scan. The core's Manager creates the table
+// and raises the version; scs and the Store keep the sessions.
 func Example() {
 	ctx := context.Background()
 	awsCfg, err := config.LoadDefaultConfig(ctx) // honours AWS_ENDPOINT_URL_DYNAMODB
@@ -73,7 +75,7 @@ func Example() {
 	sessions.Cookie.Secure = true           // HttpOnly and SameSite=Lax are scs's defaults
 
 	// signIn starts a new session for the krab: a new token, the krab's
-	// key, and the session's creation time, for the cutoff to compare with.
+	// key, and the session's creation time, for the version to compare with.
 	signIn := func(ctx context.Context, pk string) error {
 		if err := sessions.RenewToken(ctx); err != nil {
 			return err
@@ -83,7 +85,7 @@ func Example() {
 		return nil
 	}
 	// requireKrab loads the session's krab with one consistent GetItem and
-	// rejects a session created before the krab's cutoff.
+	// rejects a session created before the krab's sessions version.
 	requireKrab := func(next func(http.ResponseWriter, *http.Request, Krab)) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -103,7 +105,7 @@ func Example() {
 			}
 			var krab Krab
 			if err := attributevalue.UnmarshalMap(out.Item, &krab); err != nil || out.Item == nil ||
-				sessions.GetInt64(ctx, "createdAt") < krab.SessionsValidAfter {
+				sessions.GetInt64(ctx, "createdAt") < krab.SessionsVersion {
 				// Logged out everywhere since this session began (or gone).
 				if err := sessions.Destroy(ctx); err != nil {
 					http.Error(w, "try again", http.StatusServiceUnavailable)
@@ -139,7 +141,7 @@ func Example() {
 	})
 	mux.Handle("POST /logout-everywhere", requireKrab(func(w http.ResponseWriter, r *http.Request, krab Krab) {
 		// Every session created before now dies, this one too; then this
-		// device signs in again, with a session created after the cutoff.
+		// device signs in again, with a session created after the version.
 		err := core.RevokeAll(r.Context(), ddbsession.UserKey{PK: krab.PK, SK: krab.SK})
 		if err == nil {
 			err = signIn(r.Context(), krab.PK)

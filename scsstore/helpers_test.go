@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -251,3 +253,25 @@ func (b *browser) setToken(in *instance, token string) {
 }
 
 func msg(s string) url.Values { return url.Values{"msg": {s}} }
+
+// avS and avN are attribute values, written as the item format documents
+// them.
+func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func avN(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// number reads the integer Number attribute name of av.
+func number(t *testing.T, av map[string]types.AttributeValue, name string) int64 {
+	t.Helper()
+	v, ok := av[name].(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("attribute %q is %#v, want a Number", name, av[name])
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		t.Fatalf("attribute %q: %v", name, err)
+	}
+	return n
+}

@@ -9,11 +9,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // Store keeps scs sessions in DynamoDB. It implements scs.Store and
@@ -22,8 +18,7 @@ import (
 // table.
 type Store struct {
 	client   Client
-	table    string
-	layout   item.SCSLayout
+	items    itemLayout
 	interval int64 // MinCommitInterval in seconds
 	codec    scs.Codec
 	now      func() time.Time
@@ -42,28 +37,24 @@ const tombstoneLife = time.Hour
 // (found false, err nil); err is for failures of DynamoDB only. It costs one
 // strongly consistent GetItem, and nothing for a malformed token.
 func (s *Store) FindCtx(ctx context.Context, token string) (b []byte, found bool, err error) {
-	if !item.ValidSCSToken(token) {
+	if !validToken(token) {
 		return nil, false, nil
 	}
-	pk := s.layout.PK(token)
+	pk := s.items.pk(token)
 	start := s.records.begin()
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &s.table,
-		Key:            s.layout.Key(pk),
-		ConsistentRead: aws.Bool(true),
-	})
+	out, err := s.client.GetItem(ctx, s.items.get(pk))
 	if err != nil {
 		s.records.end(pk, start, state{})
 		return nil, false, fmt.Errorf("scsstore: find session: %w", err)
 	}
 	// TTL deletes expired items up to days late: presence is not validity.
-	sess, err := s.layout.Decode(out.Item)
-	if err != nil || !s.now().Before(sess.ExpiresAt) {
+	sess, ok := s.items.decode(out.Item)
+	if !ok || !s.now().Before(time.Unix(sess.expires, 0)) {
 		s.records.end(pk, start, state{})
 		return nil, false, nil
 	}
-	s.records.end(pk, start, state{known: true, data: bytes.Clone(sess.Data), expires: sess.ExpiresAt.Unix()})
-	return sess.Data, true, nil
+	s.records.end(pk, start, state{known: true, data: bytes.Clone(sess.data), expires: sess.expires})
+	return sess.data, true, nil
 }
 
 // CommitCtx writes the session's data and expiry, unless the data is what
@@ -73,24 +64,17 @@ func (s *Store) FindCtx(ctx context.Context, token string) (b []byte, found bool
 // dropped, so that a request racing a logout cannot bring the old token
 // back.
 func (s *Store) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
-	if !item.ValidSCSToken(token) {
+	if !validToken(token) {
 		// scs commits only tokens it made or found: a bug, not a visitor.
 		return errors.New("scsstore: commit session: the token is not an scs token")
 	}
-	pk := s.layout.PK(token)
+	pk := s.items.pk(token)
 	expires := expiry.Unix()
 	if s.unchanged(pk, b, expires) {
 		return nil
 	}
 	start := s.records.begin()
-	w := s.layout.CommitCondition()
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 &s.table,
-		Item:                      s.layout.Encode(pk, item.SCSSession{Data: b, ExpiresAt: time.Unix(expires, 0)}),
-		ConditionExpression:       &w.Condition,
-		ExpressionAttributeNames:  w.Names,
-		ExpressionAttributeValues: w.Values,
-	})
+	_, err := s.client.PutItem(ctx, s.items.commit(pk, session{data: b, expires: expires}))
 	var deleted *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -135,20 +119,12 @@ func (s *Store) unchanged(pk string, b []byte, expires int64) bool {
 // which Find does not find and a late Commit cannot overwrite, and which
 // TTL removes after an hour.
 func (s *Store) DeleteCtx(ctx context.Context, token string) error {
-	if !item.ValidSCSToken(token) {
+	if !validToken(token) {
 		return nil
 	}
-	pk := s.layout.PK(token)
+	pk := s.items.pk(token)
 	start := s.records.begin()
-	w := s.layout.Destroy(s.now().Add(tombstoneLife))
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       s.layout.Key(pk),
-		UpdateExpression:          &w.Update,
-		ConditionExpression:       &w.Condition,
-		ExpressionAttributeNames:  w.Names,
-		ExpressionAttributeValues: w.Values,
-	})
+	_, err := s.client.UpdateItem(ctx, s.items.destroy(pk, s.now().Add(tombstoneLife).Unix()))
 	s.records.end(pk, start, state{})
 	var missing *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &missing) {

@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/scsstore"
 )
 
@@ -76,8 +75,8 @@ func TestRenewToken(t *testing.T) {
 	thief.setToken(two, old)
 	thief.expect(two, "GET", "/get", nil, http.StatusNotFound, "")
 	thief.expect(one, "GET", "/get", nil, http.StatusNotFound, "")
-	if found := findRaw(t, client, table, old); found != item.KindSCSDestroyed {
-		t.Errorf("old token's item is %q, want a tombstone %q", found, item.KindSCSDestroyed)
+	if found := findRaw(t, client, table, old); found != "scs-destroyed" {
+		t.Errorf("old token's item is %q, want a tombstone, scs-destroyed", found)
 	}
 }
 
@@ -109,7 +108,7 @@ func findRaw(t *testing.T, client *dynamodb.Client, table, token string) string 
 	t.Helper()
 	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: &table, ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"pk": item.Str(hashedPK(token)), "sk": item.Str("SCS")},
+		Key: map[string]types.AttributeValue{"pk": avS(hashedPK(token)), "sk": avS("SCS")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +141,7 @@ func TestExpiredItemNotFound(t *testing.T) {
 	if found || err != nil || b != nil {
 		t.Errorf("Find after the expiry: %q, found %v, err %v; want not found, nil error", b, found, err)
 	}
-	if kind := findRaw(t, client, table, token); kind != item.KindSCS {
+	if kind := findRaw(t, client, table, token); kind != "scs-session" {
 		t.Fatalf("the expired item is not in the table (kind %q); the test proves nothing", kind)
 	}
 
@@ -247,14 +246,14 @@ func TestIdleTimeoutWritesOncePerInterval(t *testing.T) {
 	// Age the item as if written six minutes ago, without sleeping: its
 	// expiry moves six minutes back.
 	token := b.token(in)
-	key := map[string]types.AttributeValue{"pk": item.Str(hashedPK(token)), "sk": item.Str("SCS")}
+	key := map[string]types.AttributeValue{"pk": avS(hashedPK(token)), "sk": avS("SCS")}
 	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	expires, _, _ := item.GetNum(out.Item, "expiresAt")
+	expires := number(t, out.Item, "expiresAt")
 	aged := expires - 6*60
-	out.Item["expiresAt"] = item.Num(aged)
+	out.Item["expiresAt"] = avN(aged)
 	if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: out.Item}); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +269,7 @@ func TestIdleTimeoutWritesOncePerInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if now, _, _ := item.GetNum(out.Item, "expiresAt"); now < aged+6*60 {
+	if now := number(t, out.Item, "expiresAt"); now < aged+6*60 {
 		t.Errorf("expiresAt %d after the write, want at least %d", now, aged+6*60)
 	}
 }
@@ -402,8 +401,8 @@ func TestCommitAfterDeleteIsDropped(t *testing.T) {
 	<-done
 	one.hold = nil
 
-	if kind := findRaw(t, client, table, old); kind != item.KindSCSDestroyed {
-		t.Errorf("after the late commit the old token's item is %q, want %q", kind, item.KindSCSDestroyed)
+	if kind := findRaw(t, client, table, old); kind != "scs-destroyed" {
+		t.Errorf("after the late commit the old token's item is %q, want scs-destroyed", kind)
 	}
 	thief := newBrowser(t)
 	thief.setToken(two, old)
@@ -528,18 +527,18 @@ func TestItemAsDocumented(t *testing.T) {
 	if err := store.Commit(token, []byte("gob bytes"), expiry); err != nil {
 		t.Fatal(err)
 	}
-	key := map[string]types.AttributeValue{"pk": item.Str(hashedPK(token)), "sk": item.Str("SCS")}
+	key := map[string]types.AttributeValue{"pk": avS(hashedPK(token)), "sk": avS("SCS")}
 	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]types.AttributeValue{
-		"pk":        item.Str(hashedPK(token)),
-		"sk":        item.Str("SCS"),
+		"pk":        avS(hashedPK(token)),
+		"sk":        avS("SCS"),
 		"v":         &types.AttributeValueMemberN{Value: "1"},
-		"kind":      item.Str("scs-session"),
+		"kind":      avS("scs-session"),
 		"data":      &types.AttributeValueMemberB{Value: []byte("gob bytes")},
-		"expiresAt": item.Num(expiry.Unix()), // rounded down
+		"expiresAt": avN(expiry.Unix()), // rounded down
 	}
 	avCompare := cmp.AllowUnexported(types.AttributeValueMemberS{}, types.AttributeValueMemberN{}, types.AttributeValueMemberB{})
 	if diff := cmp.Diff(want, out.Item, avCompare); diff != "" {
@@ -547,7 +546,7 @@ func TestItemAsDocumented(t *testing.T) {
 	}
 
 	other := newToken()
-	want["pk"] = item.Str(hashedPK(other))
+	want["pk"] = avS(hashedPK(other))
 	if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: want}); err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +554,7 @@ func TestItemAsDocumented(t *testing.T) {
 		t.Errorf("Find of a hand-written item: %q, %v, %v", b, found, err)
 	}
 	// Malformed items are not found, without an error.
-	want["v"] = item.Num(2)
+	want["v"] = avN(2)
 	if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: want}); err != nil {
 		t.Fatal(err)
 	}
