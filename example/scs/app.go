@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/scsstore"
@@ -16,7 +17,9 @@ import (
 
 // appConfig is what the flags set.
 type appConfig struct {
-	Client      ddbsession.Client // *dynamodb.Client
+	// Client makes the table and keeps the sessions: CreateTable needs
+	// the table methods of *dynamodb.Client, besides ddbsession.Client's.
+	Client      *dynamodb.Client
 	Table       string
 	Dev         bool
 	IdleTimeout time.Duration
