@@ -18,18 +18,19 @@
 // bearer token.
 //
 //   - IDs have the token's strength: 130 random bits (26 base32 characters),
-//     followed by the server's user key unless HideUserKey is set, so that
-//     a request reads the session and the user item in one round trip.
-//     The table holds only the token's SHA-256.
+//     followed by the server's user key unless Cookie.HideUserKey is set,
+//     so that a request reads the session and the user item in one round
+//     trip. The table holds only the token's SHA-256.
 //   - Each request's ID is checked with one strongly consistent
 //     BatchGetItem, expiry and revocation in code (TTL deletes up to 48
 //     hours late): an expired session still in the table, a revoked one and
 //     one never issued all get 404, the protocol's answer that tells the
 //     client to initialize again. A malformed ID costs no call, and no
 //     request writes for an ID that is not a live session.
-//   - Use slides the expiry forward at most once per RefreshInterval, after
-//     the response (two conditional UpdateItems, which never extend a
-//     session that has ended); the requests in between write nothing.
+//   - Use slides the expiry forward at most once per
+//     Limits.RefreshInterval, after the response (two conditional
+//     UpdateItems, which never extend a session that has ended); the
+//     requests in between write nothing.
 //   - DELETE ends the session on every instance, and so do
 //     [Manager.Revoke] (one session) and [Manager.RevokeAll] (all of the
 //     server's, with one write).
@@ -47,8 +48,12 @@
 // manager resolver, and [Manager.Handler] in front of the transport.
 //
 //	sessions, err := mcpsession.New(mcpsession.Config{
-//		Sessions: ddbsession.Config[struct{}]{Client: dynamodb.NewFromConfig(awsCfg), Table: "app", IdleTimeout: time.Hour},
-//		Name:     "notes",
+//		Sessions: ddbsession.Config[struct{}]{
+//			Client: dynamodb.NewFromConfig(awsCfg),
+//			Table:  "app",
+//			Limits: ddbsession.Limits{IdleTimeout: time.Hour},
+//		},
+//		Name: "notes",
 //	})
 //	if err != nil {
 //		log.Fatal(err)
@@ -91,8 +96,9 @@
 //	                       then a BatchGetItem and an UpdateItem that store the state; the
 //	                       first initialize ever also creates the user item (PutItem) and
 //	                       reads it once more
-//	any other request      1 BatchGetItem (2 GetItems in turn with HideUserKey), no write;
-//	                       once per RefreshInterval, 2 UpdateItems after the response
+//	any other request      1 BatchGetItem (2 GetItems in turn with Cookie.HideUserKey), no
+//	                       write; once per Limits.RefreshInterval, 2 UpdateItems after
+//	                       the response
 //	logging/setLevel       the same, and 1 UpdateItem when the level changes
 //	DELETE                 the same read, and 2 DeleteItems
 //	an ID not issued,      the read alone, whatever the method; a malformed ID, none
@@ -147,8 +153,8 @@
 //
 // MCP sessions live in the table's session format
 // (https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md),
-// as bearer sessions of the server's user item: List, Expiring,
-// RevokeAll and ddbstream treat them as any other session. A web app's
+// as bearer sessions of the server's user item: List, RevokeAll, ddbstream
+// and the ddbsession command treat them as any other session. A web app's
 // sessions presented as an Mcp-Session-Id are refused (their user is not
 // the server's), but a web app with BearerTokens on the same table and
 // Layout would accept an Mcp-Session-Id as a bearer token for the server's

@@ -41,7 +41,7 @@ func Example() {
 	instance := func() (*mcpsession.Manager, *httptest.Server) {
 		sessions, err := mcpsession.New(mcpsession.Config{
 			Sessions: ddbsession.Config[struct{}]{
-				Client: client, Table: table, IdleTimeout: time.Hour,
+				Client: client, Table: table, Limits: ddbsession.Limits{IdleTimeout: time.Hour},
 				Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL, which CreateTable says
 			},
 			Name: "notes",

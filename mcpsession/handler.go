@@ -20,16 +20,17 @@ import (
 //
 // A request that carries an ID goes through [ddbsession.Manager.LoadSession],
 // with the ID as its bearer credential: one strongly consistent BatchGetItem
-// of the session and the server's user item, and, once per RefreshInterval
-// of the session's use, the refresh that moves its expiry forward, after the
-// response. A malformed ID costs no call. The session is valid if it is live,
-// the server's, and holds the state its initialize stored; mcp-go asks for
-// the verdict through the session ID manager, and answers 404 to a POST
-// without one. GET and DELETE, which mcp-go does not check, get 404 here
-// for an ID that is not valid, and 400 for none. Everything else goes
-// through unchecked and costs no call: a POST without an ID (an
-// initialize; mcp-go refuses any other), and requests of protocol version
-// 2026-07-28 and later, which have no sessions.
+// of the session and the server's user item, and, once per
+// Config.Sessions.Limits.RefreshInterval of the session's use, the refresh
+// that moves its expiry forward, after the response. A malformed ID costs
+// no call. The session is valid if it is live, the server's, and holds the
+// state its initialize stored; mcp-go asks for the verdict through the
+// session ID manager, and answers 404 to a POST without one. GET and
+// DELETE, which mcp-go does not check, get 404 here for an ID that is not
+// valid, and 400 for none. Everything else goes through unchecked and costs
+// no call: a POST without an ID (an initialize; mcp-go refuses any other),
+// and requests of protocol version 2026-07-28 and later, which have no
+// sessions.
 //
 // mcp-go sees the request with the headers it came with, its own
 // Authorization and cookies included, which the check leaves alone. A store

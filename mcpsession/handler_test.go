@@ -99,7 +99,7 @@ func TestUnknownIDCostsNoWrite(t *testing.T) {
 	// Never issued, but of the issued IDs' form: another token, the
 	// server's key.
 	neverIssued := strings.Repeat("A", 26) + "." + userKey
-	hidden := strings.Repeat("B", 26) // the form of Config.Sessions.HideUserKey
+	hidden := strings.Repeat("B", 26) // the form of Config.Sessions.Cookie.HideUserKey
 
 	for _, tc := range []struct {
 		name, id  string

@@ -23,11 +23,11 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/ddbsessiontest"
 	"github.com/ddbsession/ddbsession/mcpsession"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
 
 // start is the tests' clock at the beginning of each test.
 var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
@@ -56,8 +56,8 @@ func newEnv(t *testing.T) *env {
 // newEnvWith creates a table of layout.
 func newEnvWith(t *testing.T, layout ddbsession.Layout) *env {
 	t.Helper()
-	client := ddbtest.Client(t)
-	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), layout: layout, clock: &clock{now: start}}
+	client := ddbsessiontest.Client(t)
+	e := &env{t: t, client: client, table: ddbsessiontest.TableName(t, client), layout: layout, clock: &clock{now: start}}
 	m, err := ddbsession.New(ddbsession.Config[struct{}]{
 		Client: client, Table: e.table, Layout: layout,
 		Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL; the warning is expected
@@ -77,11 +77,13 @@ func (e *env) config(calls *probe) mcpsession.Config {
 	return mcpsession.Config{
 		Sessions: ddbsession.Config[struct{}]{
 			Client: calls, Table: e.table, Layout: e.layout,
-			IdleTimeout: idle, RefreshInterval: refresh,
-			// Calls a busy test machine delays are no store fault.
-			StoreTimeout: time.Minute,
-			Now:          e.clock.Now,
-			Logger:       slog.New(slog.DiscardHandler),
+			Limits: ddbsession.Limits{
+				IdleTimeout: idle, RefreshInterval: refresh,
+				// Calls a busy test machine delays are no store fault.
+				StoreTimeout: time.Minute,
+			},
+			Now:    e.clock.Now,
+			Logger: slog.New(slog.DiscardHandler),
 		},
 		Name: "notes",
 	}

@@ -21,7 +21,8 @@ import (
 //     [ddbsession.Manager.LoginBearer] on a request of its own, and returns
 //     the bearer token as the new Mcp-Session-Id: 130 random bits (26
 //     base32 characters), with the server's user key after it unless
-//     Config.Sessions.HideUserKey is set. The table holds only its SHA-256.
+//     Config.Sessions.Cookie.HideUserKey is set. The table holds only its
+//     SHA-256.
 //     It issues none ("") for a store failure, and the hook then fails the
 //     initialize.
 //   - Validate makes no call: it reports the verdict of Handler's check.

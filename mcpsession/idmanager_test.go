@@ -31,7 +31,7 @@ func TestGenerateIssuesBearerTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			in := e.startWith(wiring{config: func(c *mcpsession.Config) { c.Sessions.HideUserKey = tc.hide }})
+			in := e.startWith(wiring{config: func(c *mcpsession.Config) { c.Sessions.Cookie.HideUserKey = tc.hide }})
 			seen := map[string]bool{}
 			for range 3 {
 				id := initializeRaw(t, in)

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/ddbitem"
 )
 
 // Config configures a [Manager]. Sessions.Client, Sessions.Table and Name
@@ -15,12 +15,14 @@ import (
 type Config struct {
 	// Sessions configures the ddbsession Manager that keeps the MCP
 	// sessions, bearer sessions of the server's user item: Client, Table
-	// and Layout as for any Manager on the table, and the lifetimes MCP
-	// clients get (IdleTimeout, RefreshInterval, AbsoluteLifetime; by
-	// default ddbsession's 24 hours, one hour and 30 days). OnEvent,
-	// Logger and Now work as they do there. New turns BearerTokens on,
-	// since the session ID is checked as a bearer credential; the cookie
-	// settings have no effect, as MCP sessions never use cookies.
+	// and Layout as for any Manager on the table, and in Limits the
+	// lifetimes MCP clients get (IdleTimeout, RefreshInterval,
+	// AbsoluteLifetime; by default ddbsession's 24 hours, one hour and 30
+	// days). OnEvent, Logger and Now work as they do there. New turns
+	// BearerTokens on, since the session ID is checked as a bearer
+	// credential. MCP sessions never use cookies: of Cookie, only
+	// HideUserKey has an effect, which keeps the server's key out of the
+	// session ID.
 	Sessions ddbsession.Config[struct{}]
 
 	// Name names the MCP server: in the default ServerKey, and in the
@@ -53,9 +55,9 @@ func New(cfg Config) (*Manager, error) {
 	if err := checkName(cfg.Name); err != nil {
 		return nil, err
 	}
-	layout, err := item.Layout(cfg.Sessions.Layout).WithDefaults()
+	layout, err := ddbitem.Resolve(cfg.Sessions.Layout)
 	if err != nil {
-		return nil, fmt.Errorf("mcpsession: Config.Sessions.%w", err)
+		return nil, fmt.Errorf("mcpsession: Config.Sessions.Layout: %w", err)
 	}
 	key := cfg.ServerKey
 	if key == (ddbsession.UserKey{}) {
@@ -110,8 +112,8 @@ func checkName(name string) error {
 }
 
 // Sessions returns the ddbsession Manager that keeps the MCP sessions, for
-// what this package does not wrap: CreateTable and CheckTable at startup,
-// Expiring (with Layout.ExpiryIndex), and Wait on shutdown, after
+// what this package does not wrap: CreateTable at startup, which creates
+// a missing table and checks an existing one, and Wait on shutdown, after
 // http.Server.Shutdown, so that no refresh is cut off.
 func (m *Manager) Sessions() *ddbsession.Manager[struct{}] { return m.sessions }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/ddbitem"
 )
 
 // This file is the session's state as its data holds it: one encoder and
@@ -34,10 +34,11 @@ type State struct {
 	LogLevel mcp.LoggingLevel
 }
 
-// StateOf reads the state out of an MCP session, as [ddbsession.Manager.Check]
-// or a ddbstream clean-up function gets it. It reports false for a session
-// without one: a web session, or an MCP session whose initialize never
-// stored its state, which no instance serves.
+// StateOf reads the state out of an MCP session, as
+// [ddbsession.Manager.Authenticate] or a ddbstream clean-up function gets
+// it. It reports false for a session without one: a web session, or an MCP
+// session whose initialize never stored its state, which no instance
+// serves.
 func StateOf(s ddbsession.Session) (State, bool) {
 	return decodeState(s.Data)
 }
@@ -55,7 +56,7 @@ type wireState struct {
 	LogLevel           mcp.LoggingLevel       `json:"logLevel,omitempty"`
 }
 
-// encodeState is s as the session's data: JSON of at most item.MaxData
+// encodeState is s as the session's data: JSON of at most ddbitem.MaxData
 // bytes, without what State says is left out.
 func encodeState(s State) (json.RawMessage, error) {
 	w := wireState{
@@ -70,7 +71,7 @@ func encodeState(s State) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpsession: encode the session's state: %w", err)
 	}
-	if len(raw) <= item.MaxData {
+	if len(raw) <= ddbitem.MaxData {
 		return raw, nil
 	}
 	// The free-form parts go first; what is left is what a client names
@@ -80,8 +81,8 @@ func encodeState(s State) (json.RawMessage, error) {
 	if raw, err = json.Marshal(w); err != nil {
 		return nil, fmt.Errorf("mcpsession: encode the session's state: %w", err)
 	}
-	if len(raw) > item.MaxData {
-		return nil, fmt.Errorf("mcpsession: the session's state is %d bytes of JSON without its free-form parts, more than the %d a session's data holds", len(raw), item.MaxData)
+	if len(raw) > ddbitem.MaxData {
+		return nil, fmt.Errorf("mcpsession: the session's state is %d bytes of JSON without its free-form parts, more than the %d a session's data holds", len(raw), ddbitem.MaxData)
 	}
 	return raw, nil
 }

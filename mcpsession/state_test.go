@@ -31,7 +31,7 @@ func TestStateOf(t *testing.T) {
 	if err := c.SetLevel(context.Background(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelNotice}}); err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := in.sessions.Sessions().Check(context.Background(), trans.GetSessionId())
+	s, _, err := in.sessions.Sessions().Authenticate(context.Background(), trans.GetSessionId())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestStateThatDoesNotFit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("initialize: %v", err)
 			}
-			s, _, err := one.sessions.Sessions().Check(context.Background(), trans.GetSessionId())
+			s, _, err := one.sessions.Sessions().Authenticate(context.Background(), trans.GetSessionId())
 			if err != nil {
 				t.Fatal(err)
 			}
