@@ -166,17 +166,18 @@ type ddbsessionSetup struct {
 func signInDDBSession(s ddbsessionSetup) func(ctx context.Context, e *env, n int) (builder, error) {
 	return func(ctx context.Context, e *env, n int) (builder, error) {
 		cfg := ddbsession.Config[User]{
-			Client: e.client, Table: e.table, HideUserKey: s.hideUserKey, Logger: e.logger,
+			Client: e.client, Table: e.table, Logger: e.logger,
+			Cookie: ddbsession.Cookie{HideUserKey: s.hideUserKey},
 			// An engine overloaded on a small machine shows as latency, as
 			// it does for the peers, which have no timeout: not as 503s
 			// that would end the run.
-			StoreTimeout: time.Minute,
+			Limits: ddbsession.Limits{StoreTimeout: time.Minute},
 		}
 		var beforeLogin func(i int)
 		var clock *refreshClock
 		if s.refreshEvery > 0 {
 			clock = newRefreshClock(n, s.refreshEvery)
-			cfg.Now, cfg.RefreshInterval, beforeLogin = clock.Now, clock.interval(), clock.beforeLogin
+			cfg.Now, cfg.Limits.RefreshInterval, beforeLogin = clock.Now, clock.interval(), clock.beforeLogin
 			defer clock.signedIn()
 		}
 		cookies, err := loginAll(ctx, e, cfg, n, beforeLogin)
@@ -227,7 +228,7 @@ func loginAll(ctx context.Context, e *env, cfg ddbsession.Config[User], n int, b
 			return nil, err
 		}
 		for _, c := range w.Result().Cookies() {
-			if c.Name == "__Host-session" { // the default Config.CookieName
+			if c.Name == "__Host-session" { // the default Config.Cookie.Name
 				cookies[i] = &http.Cookie{Name: c.Name, Value: c.Value}
 			}
 		}
