@@ -55,12 +55,12 @@
 //	ddbsession.session.ended               counter    {session}     ended (Logout)
 //	ddbsession.session.revoked             counter    {revocation}  revoked, revoked-all, revoked-everyone
 //	                                                                (ddbsession.revocation.scope: session, user, everyone)
-//	ddbsession.session.evicted             counter    {session}     evicted (Config.MaxSessions)
+//	ddbsession.session.evicted             counter    {session}     evicted (Config.Limits.MaxSessions)
 //	ddbsession.session.bound               counter    {session}     bound (DBSC)
 //	ddbsession.bound_cookie.refreshed      counter    {cookie}      bound-refreshed (DBSC)
 //	ddbsession.login.pending               counter    {login}       pending (BeginLogin)
 //	ddbsession.login.second_factor.failed  counter    {attempt}     second-factor-failed (CompleteLogin)
-//	ddbsession.login.refused               counter    {login}       refused-at-max-sessions (Config.RefuseAtMaxSessions)
+//	ddbsession.login.refused               counter    {login}       refused-at-max-sessions (Config.Limits.RefuseAtMaxSessions)
 //	ddbsession.request.step_up             counter    {request}     step-up (RequireAuthentication)
 //	ddbsession.request.rejected            counter    {request}     rejected (ddbsession.rejection.reason: a ddbsession.Reason)
 //	ddbsession.store.failed                counter    {request}     store-failed (error.type, below)
@@ -79,16 +79,17 @@
 // ddbsession.login.pending when BeginLogin passes its first factor, in
 // ddbsession.login.second_factor.failed for each try that CompleteLogin's
 // verify refuses, and in ddbsession.session.created once it completes.
-// ddbsession.login.refused counts only the logins that Config.MaxSessions
-// refused: a verify that refuses a password reports no event, and counts
-// nowhere. A login that makes room under Config.MaxSessions counts each
+// ddbsession.login.refused counts only the logins that
+// Config.Limits.MaxSessions refused: a verify that refuses a password
+// reports no event, and counts nowhere. A login that makes room under
+// Config.Limits.MaxSessions counts each
 // session it ends in ddbsession.session.evicted. A request that carries
 // one of those is rejected with the reason "session-limit" while its item
 // is still there (the login deletes it at once, if it can), and "unknown"
 // after; a request that presents a pending login's token as its session
 // is rejected with "pending".
 //
-// error.type is "timeout" for a store call past its StoreTimeout,
+// error.type is "timeout" for a store call past its Limits.StoreTimeout,
 // "canceled" for a request whose client went away (no outage: the library
 // logs those at debug level), DynamoDB's error code for an error that
 // DynamoDB answered ("ProvisionedThroughputExceededException",

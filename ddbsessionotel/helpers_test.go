@@ -28,10 +28,10 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessionotel"
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/ddbsessiontest"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
 
 // User is the app's user item in these tests.
 type User struct {
@@ -57,8 +57,8 @@ type env struct {
 // created through a client of their own, whose calls leave no spans.
 func newEnv(t *testing.T, edit ...func(*ddbsession.Config[User])) *env {
 	t.Helper()
-	plain := ddbtest.Client(t)
-	table := ddbtest.TableName(t, plain)
+	plain := ddbsessiontest.Client(t)
+	table := ddbsessiontest.TableName(t, plain)
 	quiet := slog.New(slog.DiscardHandler) // dynalite has no TTL; the warning is expected
 	setup, err := ddbsession.New(ddbsession.Config[User]{Client: plain, Table: table, Logger: quiet})
 	if err != nil {
@@ -82,12 +82,12 @@ func newEnv(t *testing.T, edit ...func(*ddbsession.Config[User])) *env {
 		otelaws.AppendMiddlewares(&o.APIOptions, otelaws.WithTracerProvider(tracers))
 	})
 	cfg := ddbsession.Config[User]{
-		Client:       instrumented,
-		Table:        table,
-		StoreTimeout: time.Minute, // dynalite on a busy machine; no test here is about the bound
-		OnEvent:      e.tel.OnEvent,
-		Logger:       quiet,
-		Now:          e.clock.Now,
+		Client:  instrumented,
+		Table:   table,
+		Limits:  ddbsession.Limits{StoreTimeout: time.Minute}, // dynalite on a busy machine; no test here is about the bound
+		OnEvent: e.tel.OnEvent,
+		Logger:  quiet,
+		Now:     e.clock.Now,
 	}
 	for _, f := range edit {
 		f(&cfg)

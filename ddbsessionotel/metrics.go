@@ -28,7 +28,7 @@ const (
 
 // durationBounds are the refresh histogram's buckets, in seconds: the
 // OpenTelemetry conventions' boundaries for request durations, from 5ms to
-// 10s, which cover two DynamoDB writes up to their StoreTimeout each.
+// 10s, which cover two DynamoDB writes up to their Limits.StoreTimeout each.
 var durationBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
 type instruments struct {
@@ -66,7 +66,7 @@ func newInstruments(meter metric.Meter) (instruments, error) {
 		revoked: counter("ddbsession.session.revoked", "{revocation}",
 			"Revocations: of one session (Revoke), of all of a user's sessions (RevokeAll), of every session (RevokeEveryone)."),
 		evicted: counter("ddbsession.session.evicted", "{session}",
-			"Sessions that a login ended, oldest first, to keep its user within Config.MaxSessions."),
+			"Sessions that a login ended, oldest first, to keep its user within Config.Limits.MaxSessions."),
 		bound: counter("ddbsession.session.bound", "{session}",
 			"Sessions that a browser bound to its device key (DBSC)."),
 		boundRefreshed: counter("ddbsession.bound_cookie.refreshed", "{cookie}",
@@ -76,7 +76,7 @@ func newInstruments(meter metric.Meter) (instruments, error) {
 		secondFactorFailed: counter("ddbsession.login.second_factor.failed", "{attempt}",
 			"Tries at a pending login's second factor that CompleteLogin's verify refused."),
 		refused: counter("ddbsession.login.refused", "{login}",
-			"Logins refused because their user had Config.MaxSessions sessions (Config.RefuseAtMaxSessions)."),
+			"Logins refused because their user had Config.Limits.MaxSessions sessions (Limits.RefuseAtMaxSessions)."),
 		stepUp: counter("ddbsession.request.step_up", "{request}",
 			"Requests with a session that RequireAuthentication sent to re-authenticate."),
 		rejected: counter("ddbsession.request.rejected", "{request}",
@@ -138,7 +138,7 @@ func (ins *instruments) record(ctx context.Context, e ddbsession.Event) {
 }
 
 // errorType is the error.type of a store failure, one of a short list, as
-// the conventions ask: "timeout" for a deadline (StoreTimeout), "canceled"
+// the conventions ask: "timeout" for a deadline (Limits.StoreTimeout), "canceled"
 // for a request whose client went away, DynamoDB's error code (such as
 // "ProvisionedThroughputExceededException" or "ThrottlingException") for an
 // error that DynamoDB answered, and "_OTHER" for anything else (a network

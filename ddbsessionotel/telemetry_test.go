@@ -30,7 +30,7 @@ func TestSessionLife(t *testing.T) {
 	if w := e.serve(account, http.MethodGet, "/account", cookie); w.Code != http.StatusOK {
 		t.Fatalf("GET /account: %d %q", w.Code, w.Body)
 	}
-	e.clock.Advance(2 * time.Hour) // past the default RefreshInterval, an hour
+	e.clock.Advance(2 * time.Hour) // past the default Limits.RefreshInterval, an hour
 	w := e.serve(account, http.MethodGet, "/account", cookie)
 	if w.Code != http.StatusOK {
 		t.Fatalf("GET /account, due for a refresh: %d %q", w.Code, w.Body)
@@ -156,12 +156,12 @@ func tokenOf(c *http.Cookie) string {
 
 // The login counters against the engine, as the package documentation
 // says they overlap: a login that evicts the oldest session under
-// Config.MaxSessions, a re-authentication, a two-step login with two
+// Config.Limits.MaxSessions, a re-authentication, a two-step login with two
 // wrong second factors, a step-up, and, with RefuseAtMaxSessions, a
 // refused login.
 func TestLoginCounters(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(cfg *ddbsession.Config[User]) { cfg.MaxSessions = 1 })
+	e := newEnv(t, func(cfg *ddbsession.Config[User]) { cfg.Limits.MaxSessions = 1 })
 	alice := e.newUser()
 	login := e.loginHandler(alice)
 	account := e.tel.Guard(e.m.RequireSession, e.m.Session)(e.account())
@@ -226,7 +226,7 @@ func TestLoginCounters(t *testing.T) {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 
-	refusing := newEnv(t, func(cfg *ddbsession.Config[User]) { cfg.MaxSessions, cfg.RefuseAtMaxSessions = 1, true })
+	refusing := newEnv(t, func(cfg *ddbsession.Config[User]) { cfg.Limits.MaxSessions, cfg.Limits.RefuseAtMaxSessions = 1, true })
 	bob := refusing.newUser()
 	refusing.serve(refusing.loginHandler(bob), http.MethodPost, "/login")
 	if w := refusing.serve(refusing.loginHandler(bob), http.MethodPost, "/login"); w.Code != http.StatusInternalServerError {
