@@ -15,7 +15,7 @@ import (
 
 // appConfig is what the flags set, and what the tests set besides.
 type appConfig struct {
-	Client      ddbsession.Client // *dynamodb.Client
+	Client      ddbsession.Client // with CreateTable's table methods, as a *dynamodb.Client has them
 	Table       string
 	IdleTimeout time.Duration
 	Now         func() time.Time // nil: time.Now
@@ -28,15 +28,16 @@ type app struct {
 	transport *server.StreamableHTTPServer
 }
 
-// newApp creates the table if it is missing and returns an instance of
-// the MCP server. Any number of instances may share the table.
+// newApp creates the table if it is missing, checks it if it is there, and
+// returns an instance of the MCP server. Any number of instances may share
+// the table.
 func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	sessions, err := mcpsession.New(mcpsession.Config{
 		Sessions: ddbsession.Config[struct{}]{
-			Client:      cfg.Client,
-			Table:       cfg.Table,
-			IdleTimeout: cfg.IdleTimeout,
-			Now:         cfg.Now,
+			Client: cfg.Client,
+			Table:  cfg.Table,
+			Limits: ddbsession.Limits{IdleTimeout: cfg.IdleTimeout},
+			Now:    cfg.Now,
 		},
 		Name: "example",
 	})

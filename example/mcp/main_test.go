@@ -23,15 +23,15 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/ddbsessiontest"
 )
 
-func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
 
 // start runs the server as main does, on a free port, and returns its
 // URL. It stops when the test ends, and the test checks that it stopped
 // cleanly. The client is built from the SDK's environment, which
-// ddbtest.Main points at the test engine.
+// ddbsessiontest.Main points at the test engine.
 func start(t *testing.T, args ...string) string {
 	t.Helper()
 	url, stop := startStoppable(t, args...)
@@ -134,7 +134,7 @@ func sessionOf(t *testing.T, c *client.Client) sessionInfo {
 // instance 2.
 func TestTwoInstances(t *testing.T) {
 	t.Parallel()
-	table := ddbtest.TableName(t, ddbtest.Client(t))
+	table := ddbsessiontest.TableName(t, ddbsessiontest.Client(t))
 	one := start(t, "-table", table, "-idle", "20m")
 	two := start(t, "-table", table, "-idle", "20m")
 
@@ -179,8 +179,8 @@ func TestTwoInstances(t *testing.T) {
 func TestExpiredSessionIsRefused(t *testing.T) {
 	t.Parallel()
 	clock := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	client := ddbtest.Client(t)
-	table := ddbtest.TableName(t, client)
+	client := ddbsessiontest.Client(t)
+	table := ddbsessiontest.TableName(t, client)
 	url := serve(t, appConfig{Client: client, Table: table, IdleTimeout: 20 * time.Minute, Now: clock.Now})
 	c, trans := connect(t, url, "")
 	initialize(t, c)
@@ -209,8 +209,8 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 // method; a malformed one costs nothing.
 func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 	t.Parallel()
-	calls := &countingClient{Client: ddbtest.Client(t), calls: map[string]int{}}
-	url := serve(t, appConfig{Client: calls, Table: ddbtest.TableName(t, calls.Client), IdleTimeout: time.Hour})
+	calls := &countingClient{Client: ddbsessiontest.Client(t), calls: map[string]int{}}
+	url := serve(t, appConfig{Client: calls, Table: ddbsessiontest.TableName(t, calls.Client), IdleTimeout: time.Hour})
 	c, trans := connect(t, url, "")
 	initialize(t, c)
 	_, userKey, _ := strings.Cut(trans.GetSessionId(), ".")
@@ -250,7 +250,7 @@ func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 // nothing in the table: another instance serves the session on.
 func TestShutdownWithOpenStream(t *testing.T) {
 	t.Parallel()
-	table := ddbtest.TableName(t, ddbtest.Client(t))
+	table := ddbsessiontest.TableName(t, ddbsessiontest.Client(t))
 	one, stop := startStoppable(t, "-table", table)
 	two := start(t, "-table", table)
 	c, trans := connect(t, one, "")
