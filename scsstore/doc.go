@@ -113,5 +113,7 @@
 // Layout.VersionAttribute), which Manager.RevokeAll raises to the time of
 // the call in epoch milliseconds. A request whose session was created
 // before its user's version is treated as logged out. The package example
-// shows it whole.
+// shows it whole. On a table with ddbsession's Layout.MREC, RevokeAll
+// keeps the version in an item of its own and leaves the user item alone,
+// so the example's check does not see it there.
 package scsstore
