@@ -48,13 +48,13 @@ var (
 const MaxData = item.MaxData
 
 // Resolve returns l with every unset field at its default, or an error
-// naming the first invalid field, as ddbsession.New validates its
-// Config.Layout: the one validation of a layout, for every module that
-// shares the table.
+// naming the first invalid field as "Layout.<Field>", for the caller to
+// prefix with its own package and Config, as ddbsession.New does: the one
+// validation of a layout, for every module that shares the table.
 func Resolve(l ddbsession.Layout) (ddbsession.Layout, error) {
 	resolved, err := item.Layout(l).WithDefaults()
 	if err != nil {
-		return l, fmt.Errorf("ddbitem: %w", err)
+		return l, err
 	}
 	return ddbsession.Layout(resolved), nil
 }

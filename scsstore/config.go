@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -85,9 +84,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	layout, err := ddbitem.Resolve(cfg.Layout)
 	if err != nil {
-		// Resolve names the field as "Layout.<Field>", after its own
-		// package's prefix: name it as this Config's.
-		return nil, fmt.Errorf("scsstore: Config.%s", strings.TrimPrefix(err.Error(), "ddbitem: "))
+		return nil, fmt.Errorf("scsstore: Config.%w", err) // Resolve names the field as "Layout.<Field>"
 	}
 	setDefault(&cfg.Prefix, defaultPrefix)
 	if cfg.Prefix == layout.SessionPrefix || cfg.Prefix == layout.UserSessionsPrefix {
