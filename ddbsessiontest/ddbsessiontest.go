@@ -61,9 +61,9 @@
 //
 // # Time to Live
 //
-// dynalite has no TTL operations, so [ddbsession.Manager.CreateTable] and
-// [ddbsession.Manager.CheckTable] log that TTL is off there. A client
-// wrapped with [WithTTL] emulates the TTL setting for tests that check it.
+// dynalite has no TTL operations, so [ddbsession.Manager.CreateTable] logs
+// that TTL is off there. A client wrapped with [WithTTL] emulates the TTL
+// setting for tests that check it.
 package ddbsessiontest
 
 import (

@@ -1,8 +1,10 @@
 package ddbsessiontest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessiontest"
@@ -66,14 +72,18 @@ func TestAccountPage(t *testing.T) {
 	}
 }
 
-// WithTTL gives a table TTL on any engine, so that CheckTable passes.
+// WithTTL gives a table TTL on any engine: CreateTable turns it on, with
+// no warning, and the table then describes it as on.
 func TestWithTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := ddbsessiontest.Client(t)
+	client := ddbsessiontest.WithTTL(ddbsessiontest.Client(t))
+	var logs bytes.Buffer
+	table := ddbsessiontest.TableName(t, ddbsessiontest.Client(t))
 	sessions, err := ddbsession.New(ddbsession.Config[Account]{
-		Client: ddbsessiontest.WithTTL(client),
-		Table:  ddbsessiontest.TableName(t, client),
+		Client: client,
+		Table:  table,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +91,15 @@ func TestWithTTL(t *testing.T) {
 	if err := sessions.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := sessions.CheckTable(ctx); err != nil {
-		t.Errorf("CheckTable through WithTTL: %v", err)
+	if strings.Contains(logs.String(), "TTL") {
+		t.Errorf("CreateTable through WithTTL warned about TTL:\n%s", &logs)
+	}
+	out, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := out.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != "expiresAt" {
+		t.Errorf("TTL through WithTTL after CreateTable: %+v, want enabled on expiresAt", d)
 	}
 }
 

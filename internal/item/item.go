@@ -631,7 +631,8 @@ func Bucket(hour time.Time, shard int) string {
 // is the middleware's alone, and a reader of the index learns whether a
 // session is bound from "v".
 func Projection() []string {
-	return []string{AttrVersion, AttrKind, AttrID, AttrUserPK, AttrUserSK, AttrCreatedAt, AttrRefreshedAt, AttrUserAgent}
+	return []string{AttrVersion, AttrKind, AttrID, AttrUserPK, AttrUserSK, AttrCreatedAt, AttrRefreshedAt, AttrUserAgent,
+		AttrGen, AttrGlobalGen, AttrAuthAt, AttrMethods, AttrBrowserOnly}
 }
 
 // Digest is how the table holds a secret it must recognise but never
