@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,45 +19,79 @@ import (
 //   - each Region has a replica of its own, here a table on an engine of
 //     its own, and its strongly consistent reads and its conditional writes
 //     see that replica alone;
-//   - every write is replicated to the other Region asynchronously, after
-//     Lag, item by item, with no order between items;
+//   - every write is replicated to the other Region asynchronously, item by
+//     item, with no order between items;
 //   - concurrent writes of one item are settled per item by "last writer
 //     wins": a replicated write is applied, whole (the item as the write
 //     left it, or its deletion), only if it is newer than the replica's
 //     last write of that item.
 //
+// Replication runs on the test's time, not the machine's: a write waits on
+// its way to the other Region until the test delivers it ([Regions.Settle]
+// for all, [Regions.Deliver] for some), so "within the replication lag" is
+// any moment before delivery, and no test needs real work to fit a real
+// window.
+//
 // Each Region's client stands in front of its engine: it applies a write,
 // reads the item back at once (writes in a Region are serialized, so the
 // image is the write's), stamps it with the simulation's write clock, and
-// schedules the replication. DynamoDB keeps the write time as a hidden
-// system attribute; here it is a counter that only increases, shared by
-// both Regions, so that "newer" needs no clock of its own.
+// queues its replication. DynamoDB keeps the write time as a hidden system
+// attribute; here it is a counter that only increases, shared by both
+// Regions, so that "newer" needs no clock of its own.
 type Regions struct {
 	A, B *Region
-	// Lag is how long a write takes to reach the other Region.
-	Lag time.Duration
 
-	clock   atomic.Int64
-	pending sync.WaitGroup
 	mu      sync.Mutex
-	onApply func(*Region, map[string]types.AttributeValue)
+	clock   int64         // the write clock: the last write's stamp
+	pending []replication // on their way, in the order written
 }
 
-// NewRegions returns two Regions on two engines, replicating writes after
-// lag. The tables' key attributes are pk and, if they have one, sk; each
-// Region creates its replica itself (CreateTable through its client).
-func NewRegions(t testing.TB, a, b *dynamodb.Client, lag time.Duration) *Regions {
+// NewRegions returns two Regions on two engines. The tables' key
+// attributes are pk and, if they have one, sk; each Region creates its
+// replica itself (CreateTable through its client).
+func NewRegions(t testing.TB, a, b *dynamodb.Client) *Regions {
 	t.Helper()
-	g := &Regions{Lag: lag}
+	g := &Regions{}
 	g.A = &Region{Name: "A", engine: a, regions: g, last: map[string]int64{}}
 	g.B = &Region{Name: "B", engine: b, regions: g, last: map[string]int64{}}
 	g.A.other, g.B.other = g.B, g.A
-	t.Cleanup(g.Settle)
 	return g
 }
 
-// Settle waits until every write made so far has reached the other Region.
-func (g *Regions) Settle() { g.pending.Wait() }
+// Settle delivers every write on its way to the other Region, in the order
+// they were made: the replication lag has passed.
+func (g *Regions) Settle() {
+	g.Deliver(func(*Region, map[string]types.AttributeValue) bool { return true })
+}
+
+// Deliver delivers the writes on their way whose destination and item key
+// match says, in the order they were made, and leaves the others on their
+// way. It returns how many it delivered (and the destination applied or,
+// last writer wins, dropped).
+func (g *Regions) Deliver(match func(to *Region, key map[string]types.AttributeValue) bool) int {
+	g.mu.Lock()
+	var now, later []replication
+	for _, rep := range g.pending {
+		if match(rep.to, rep.key) {
+			now = append(now, rep)
+		} else {
+			later = append(later, rep)
+		}
+	}
+	g.pending = later
+	g.mu.Unlock()
+	for _, rep := range now {
+		rep.to.apply(rep)
+	}
+	return len(now)
+}
+
+// Pending returns how many writes are on their way.
+func (g *Regions) Pending() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending)
+}
 
 // TableName returns a table name unique to t, for a replica in each Region
 // (each creates its own), and deletes both when t ends.
@@ -72,17 +104,9 @@ func (g *Regions) TableName(t testing.TB) string {
 	return name
 }
 
-// OnApply, if set, is told of every replicated write that a Region
-// applies, once applied, with the item's key: a test can tell when a write
-// has arrived.
-func (g *Regions) OnApply(f func(region *Region, key map[string]types.AttributeValue)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.onApply = f
-}
-
 // Region is one Region's replica, and a client for it that replicates its
-// writes. It has the method set of ddbsession.Client.
+// writes. It has the method set of ddbsession.Client, with the table
+// methods besides.
 type Region struct {
 	Name    string
 	engine  *dynamodb.Client
@@ -99,14 +123,17 @@ func (r *Region) Engine() *dynamodb.Client { return r.engine }
 
 // replication is one write on its way to the other Region.
 type replication struct {
+	to    *Region
 	table string
 	key   map[string]types.AttributeValue
 	image map[string]types.AttributeValue // nil: the item was deleted
 	clock int64
 }
 
-// write applies a local write, and replicates the item as it left it.
+// write applies a local write, and queues the item as it left it for the
+// other Region.
 func (r *Region) write(ctx context.Context, table string, key map[string]types.AttributeValue, apply func() error) error {
+	key = copyKey(key) // the caller's map is the caller's
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := apply(); err != nil {
@@ -116,36 +143,24 @@ func (r *Region) write(ctx context.Context, table string, key map[string]types.A
 	if err != nil {
 		return fmt.Errorf("ddbtest: Region %s: read back the write: %w", r.Name, err)
 	}
-	rep := replication{table: table, key: key, image: out.Item, clock: r.regions.clock.Add(1)}
+	g := r.regions
+	g.mu.Lock()
+	g.clock++
+	rep := replication{to: r.other, table: table, key: key, image: out.Item, clock: g.clock}
+	g.pending = append(g.pending, rep)
+	g.mu.Unlock()
 	r.last[itemID(table, key)] = rep.clock
-	r.regions.pending.Add(1)
-	time.AfterFunc(r.regions.Lag, func() {
-		defer r.regions.pending.Done()
-		r.other.receive(rep)
-	})
 	return nil
 }
 
-// receive applies a replicated write, unless this replica has written the
+// apply applies a replicated write, unless this replica has written the
 // item since: last writer wins.
-func (r *Region) receive(rep replication) {
-	if !r.apply(rep) {
-		return
-	}
-	r.regions.mu.Lock()
-	onApply := r.regions.onApply
-	r.regions.mu.Unlock()
-	if onApply != nil {
-		onApply(r, rep.key)
-	}
-}
-
-func (r *Region) apply(rep replication) bool {
+func (r *Region) apply(rep replication) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	id := itemID(rep.table, rep.key)
 	if rep.clock <= r.last[id] {
-		return false
+		return
 	}
 	r.last[id] = rep.clock
 	ctx := context.Background()
@@ -158,7 +173,18 @@ func (r *Region) apply(rep replication) bool {
 	if err != nil && !errors.As(err, new(*types.ResourceNotFoundException)) {
 		panic(fmt.Sprintf("ddbtest: Region %s: apply a replicated write: %v", r.Name, err))
 	}
-	return true
+}
+
+// copyKey copies a key of String attributes.
+func copyKey(key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	c := make(map[string]types.AttributeValue, len(key))
+	for name, v := range key {
+		if s, ok := v.(*types.AttributeValueMemberS); ok {
+			v = &types.AttributeValueMemberS{Value: s.Value}
+		}
+		c[name] = v
+	}
+	return c
 }
 
 // itemID names an item of a table by its key's values.
