@@ -108,4 +108,3 @@ func TestResolve(t *testing.T) {
 		t.Error("Resolve accepted a partition key that clashes with a session attribute")
 	}
 }
-
