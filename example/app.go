@@ -19,12 +19,12 @@ import (
 type appConfig struct {
 	Client           ddbsession.Client
 	Table            string
-	Dev              bool          // ddbsession.Config.InsecureDevMode
+	Dev              bool          // ddbsession.Config.Cookie.InsecureDevMode
 	IdleTimeout      time.Duration // zero values take ddbsession's defaults
 	RefreshInterval  time.Duration
 	AbsoluteLifetime time.Duration
 	// StoreTimeout bounds the DynamoDB work of a request's steps, ddbsession's
-	// (Config.StoreTimeout) and the app's own. Default 2s.
+	// (Config.Limits.StoreTimeout) and the app's own. Default 2s.
 	StoreTimeout time.Duration
 	Logger       *slog.Logger // default slog.Default()
 	// UserLimit and AddrLimit limit failed password checks per username (in
@@ -59,7 +59,7 @@ type appConfig struct {
 	// one-time codes): a session whose user proved themselves longer ago
 	// is sent to re-authenticate first. Default 10 minutes.
 	Reauth time.Duration
-	// MaxSessions caps a user's sessions (ddbsession's Config.MaxSessions):
+	// MaxSessions caps a user's sessions (ddbsession's Config.Limits.MaxSessions):
 	// a login beyond it ends the user's oldest session. 0: no limit.
 	MaxSessions int
 	// Telemetry has the providers that session metrics and the spans of
@@ -150,13 +150,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		now:          cfg.Now,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
-		Client:           cfg.Client,
-		Table:            cfg.Table,
-		InsecureDevMode:  cfg.Dev,
-		IdleTimeout:      cfg.IdleTimeout,
-		RefreshInterval:  cfg.RefreshInterval,
-		AbsoluteLifetime: cfg.AbsoluteLifetime,
-		StoreTimeout:     cfg.StoreTimeout,
+		Client: cfg.Client,
+		Table:  cfg.Table,
+		Cookie: ddbsession.Cookie{InsecureDevMode: cfg.Dev, KeepSignedIn: keepSignedIn},
+		Limits: ddbsession.Limits{
+			IdleTimeout:      cfg.IdleTimeout,
+			RefreshInterval:  cfg.RefreshInterval,
+			AbsoluteLifetime: cfg.AbsoluteLifetime,
+			StoreTimeout:     cfg.StoreTimeout,
+			MaxSessions:      cfg.MaxSessions,
+		},
 		// Clients without cookies (a CLI, a script) log in at POST
 		// /api/login and send the token in an Authorization header.
 		BearerTokens: true,
@@ -172,8 +175,6 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		// /api/reauth.
 		StepUp: apiOr(apiAnswer(http.StatusUnauthorized, "authenticate again to continue: POST /api/reauth"),
 			http.RedirectHandler(reauthPath+"?next=/account", http.StatusSeeOther)),
-		MaxSessions:  cfg.MaxSessions,
-		KeepSignedIn: keepSignedIn,
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
 		// it holds the key to refresh a short-lived bound cookie: a copy of
@@ -192,13 +193,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	// CreateTable makes a missing table and checks one that exists. dynalite
+	// has no TTL, which it logs: sessions still expire, because ddbsession
+	// checks expiry in code; only the clean-up of old items is missing.
 	if err := sessions.CreateTable(ctx); err != nil {
-		return nil, err
-	}
-	// dynalite has no TTL, which CheckTable logs: sessions still expire,
-	// because ddbsession checks expiry in code; only the clean-up of old
-	// items is missing.
-	if err := sessions.CheckTable(ctx); err != nil {
 		return nil, err
 	}
 	h := newHasher(cfg.HashSlots, cfg.HashQueue)
@@ -221,7 +219,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	return a, nil
 }
 
-// keepSignedIn is ddbsession's Config.KeepSignedIn: the "keep me signed in"
+// keepSignedIn is ddbsession's Config.Cookie.KeepSignedIn: the "keep me signed in"
 // box of the log-in and sign-up forms decides whether the cookie outlives
 // the browser. The other sign-in, after a password change, has no box and
 // keeps the persistent cookie, since it cannot tell which kind the browser

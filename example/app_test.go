@@ -377,7 +377,7 @@ func TestLogoutEverywhere(t *testing.T) {
 	if code := bob.meStatus(); code != http.StatusOK {
 		t.Errorf("another user after alice logged out everywhere: /api/me %d, want 200", code)
 	}
-	// A session created after the cutoff is valid.
+	// A session created after logging out everywhere is valid.
 	a.login("alice", "correct horse")
 	if code := a.meStatus(); code != http.StatusOK {
 		t.Errorf("logging in again after logging out everywhere: /api/me %d, want 200", code)
@@ -524,7 +524,7 @@ func TestNewAppRefusesAWrongTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = newApp(context.Background(), appConfig{Client: client, Table: table})
-	if err == nil || !strings.Contains(err.Error(), `has key (hash "id"), want (hash "pk", range "sk")`) {
+	if err == nil || !strings.Contains(err.Error(), `has key (hash "id"), and the layout wants (hash "pk", range "sk")`) {
 		t.Errorf("newApp on a table with the wrong key schema: %v, want the key schema's mismatch", err)
 	}
 }

@@ -33,8 +33,9 @@ import (
 // login writes its session. The login succeeds, since it checked the old
 // password against the hash it read, but its session must be dead on
 // arrival. A login that checked the password on one read and took the
-// cutoff from a later one (the example's code before Login with verify) would have
-// stamped its session after the change's cutoff, and kept it.
+// sessions version from a later one (the hash read apart from Login's
+// verify) would have copied the version after the change's RevokeAll,
+// and kept its session.
 func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 	ta := newTestApp(t)
 	second := ta.anotherInstance()
@@ -71,9 +72,9 @@ func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 // TestLoginBetweenPasswordChangeWrites stops the owner's password change
 // after its first write to the user item and lets an attacker's login with
 // the old password run meanwhile on a second instance. With the new hash
-// written first, the login reads it and fails. In the other order (cutoff,
-// then hash) the login would read the old hash after the cutoff, and its
-// session would be stamped after the cutoff and live on.
+// written first, the login reads it and fails. In the other order
+// (RevokeAll, then hash) the login would read the old hash with the new
+// sessions version, and its session would copy that version and live on.
 func TestLoginBetweenPasswordChangeWrites(t *testing.T) {
 	ta := newTestApp(t)
 	second := ta.anotherInstance()
@@ -109,7 +110,7 @@ func TestLoginBetweenPasswordChangeWrites(t *testing.T) {
 }
 
 // TestPasswordChangeFinishesWhenClientHangsUp closes the owner's
-// connection once the new password is written: the cutoff must still
+// connection once the new password is written: RevokeAll must still
 // follow, or the sessions on the old password would outlive it.
 func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	ta := newTestApp(t)
@@ -142,7 +143,7 @@ func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	pause.release()
 
 	// Nothing tells the test when the handler is done; the phone's session
-	// ends once the cutoff is written.
+	// ends once RevokeAll has changed the version.
 	waitUntil(t, "the other sessions to be cut off", func() bool { return phone.meStatus() == http.StatusUnauthorized })
 	if res := ta.browser("C").post("/login", url.Values{"username": {"alice"}, "password": {"old password"}}); res.code != http.StatusUnauthorized {
 		t.Errorf("login with the old password: %d, want 401", res.code)
@@ -150,10 +151,10 @@ func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	ta.browser("D").login("alice", "new password")
 }
 
-// TestPasswordChangeCutoffFails fails the cutoff's write after the new
+// TestPasswordChangeRevokeAllFails fails RevokeAll's write after the new
 // password is written: the user must hear that the other sessions live on,
 // and still be able to end them.
-func TestPasswordChangeCutoffFails(t *testing.T) {
+func TestPasswordChangeRevokeAllFails(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t)
 	owner, phone := ta.browser("owner"), ta.browser("owner's phone")
@@ -166,7 +167,7 @@ func TestPasswordChangeCutoffFails(t *testing.T) {
 	})
 	res := owner.post("/password", url.Values{"current": {"old password"}, "new": {"new password"}})
 	if msg := pageMessage(t, res.body); res.code != http.StatusServiceUnavailable || !strings.Contains(msg, "could not be signed out") {
-		t.Fatalf("password change whose cutoff failed: %d %q; want 503 saying the other sessions live on", res.code, msg)
+		t.Fatalf("password change whose RevokeAll failed: %d %q; want 503 saying the other sessions live on", res.code, msg)
 	}
 	if res := ta.browser("C").post("/login", url.Values{"username": {"alice"}, "password": {"old password"}}); res.code != http.StatusUnauthorized {
 		t.Errorf("login with the old password: %d, want 401", res.code)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -86,9 +85,9 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// CreateUser writes the item only if the key is free, so a sign-up
-	// never overwrites a user, and stamps it with a sessions-valid-after
-	// cutoff of now, so that the sessions of a deleted user of the same name
-	// do not come back to life for this one.
+	// never overwrites a user, and gives it a sessions version of its
+	// creation's time, so that the sessions of a deleted user of the same
+	// name do not come back to life for this one.
 	err = a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
 	if errors.Is(err, ddbsession.ErrUserExists) {
 		at.fail()
@@ -269,10 +268,10 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 	defer slot.release()
 	// Login (and LoginBearer) reads the user item and checks the
 	// password against the hash it read, in the same call that writes the
-	// session, and stamps the session with a time from before that read.
-	// A login that checked the old password therefore always predates the
-	// cutoff of a password change, however the two interleave (see
-	// changePassword).
+	// session, and the session copies the sessions version of that read.
+	// A login that checked the old password therefore always holds the
+	// version from before a password change's RevokeAll, and ends with the
+	// other sessions, however the two interleave (see changePassword).
 	err := signIn(userKey(username), func(u User) error {
 		match, err := slot.verify(u.PasswordHash, password)
 		slot.release() // the session writes that follow need no core
@@ -415,15 +414,16 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	newHash := slot.hash(next)
 	slot.release()
 
-	// First the new password, then the cutoff. The other order leaves a
-	// gap: a login that reads the old hash after the cutoff but before the
-	// write creates a session after the cutoff, on the old password, and
-	// it survives. In this order a login that read the old hash read it
-	// before the write, so before the cutoff, and Login stamps its
-	// session before its read: it dies with the others. A login that reads
-	// after the write sees the new hash and fails.
+	// First the new password, then RevokeAll, which changes the user's
+	// sessions version. The other order leaves a gap: a login that reads
+	// the old hash after RevokeAll but before the write reads the new
+	// version with it, and its session, on the old password, survives. In
+	// this order a login that read the old hash read it before the write,
+	// so before RevokeAll, with the old version, which its session copies:
+	// it dies with the others. A login that reads after the write sees the
+	// new hash and fails.
 	//
-	// Once the new password is written the cutoff must follow, so from
+	// Once the new password is written RevokeAll must follow, so from
 	// here the work is not cut short by a client that hangs up.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.storeTimeout)
 	defer cancel()
@@ -444,8 +444,8 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusServiceUnavailable, "Your password was changed, but your other sessions could not be signed out. Use \"Log out everywhere\" to sign them out.")
 		return
 	}
-	// This browser signs in again with a fresh session, created after the
-	// cutoff, on the password it has just set.
+	// This browser signs in again with a fresh session, which copies the
+	// new version, on the password it has just set.
 	a.signInWith(w, r, s.User, newHash, methodsFor(code)...)
 }
 
@@ -502,7 +502,7 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
 	for _, e := range list {
 		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound,
-			Methods: append([]string{}, e.Methods...)}) // [] rather than null for a session of an older release
+			Methods: append([]string{}, e.Methods...)}) // [] rather than null
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -542,15 +542,9 @@ func apiOr(api, page http.Handler) http.Handler {
 }
 
 // toLogin sends a browser to log in, and back to the page it asked for
-// (a GET's path and query, which the login handler reads back with
-// ddbsession.ReturnPath).
-var toLogin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	target := "/login"
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		target += "?" + url.Values{"next": {r.URL.RequestURI()}}.Encode()
-	}
-	http.Redirect(w, r, target, http.StatusSeeOther)
-})
+// (a GET's path and query, or a form's same-site page), which the login
+// handler reads back with ddbsession.ReturnPath.
+var toLogin = ddbsession.Redirect("/login")
 
 // pageAnswer is errorPage as a handler, for the answers of the session
 // guard and of the cross-origin check.

@@ -65,7 +65,7 @@ func (ta *testApp) anotherInstance(options ...func(*appConfig)) *testApp {
 func startApp(t *testing.T, client *dynamodb.Client, table string, options ...func(*appConfig)) *testApp {
 	t.Helper()
 	ta := &testApp{t: t, client: client, table: table, logs: &syncBuffer{}}
-	ta.api = &faultyClient{Client: client}
+	ta.api = &faultyClient{engine: client}
 	cfg := appConfig{
 		Client: ta.api,
 		Table:  ta.table,
@@ -255,10 +255,22 @@ func (ta *testApp) withToken(token string) *browser {
 	return b
 }
 
-// faultyClient passes calls on to DynamoDB unless a test has taken the
-// operation down, to show how the app behaves in an outage.
-type faultyClient struct {
+// engine is a client with the table methods that the app's start-up
+// (ddbsession's CreateTable) needs besides a ddbsession.Client's:
+// *dynamodb.Client.
+type engine interface {
 	ddbsession.Client
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+}
+
+// faultyClient passes calls on to DynamoDB unless a test has taken the
+// operation down, to show how the app behaves in an outage. The table
+// methods of start-up pass through untouched.
+type faultyClient struct {
+	engine
 	mu       sync.Mutex
 	down     map[string]bool // operation name, or "*" for all
 	pauses   []*pausePoint
@@ -422,7 +434,7 @@ func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 	if err := f.fail("GetItem", in); err != nil {
 		return nil, err
 	}
-	out, err := f.Client.GetItem(ctx, in, opts...)
+	out, err := f.engine.GetItem(ctx, in, opts...)
 	f.paused(ctx, "GetItem", in)
 	return out, err
 }
@@ -431,7 +443,7 @@ func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIt
 	if err := f.fail("BatchGetItem", in); err != nil {
 		return nil, err
 	}
-	out, err := f.Client.BatchGetItem(ctx, in, opts...)
+	out, err := f.engine.BatchGetItem(ctx, in, opts...)
 	f.paused(ctx, "BatchGetItem", in)
 	return out, err
 }
@@ -440,7 +452,7 @@ func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o
 	if err := f.fail("PutItem", in); err != nil {
 		return nil, err
 	}
-	out, err := f.Client.PutItem(ctx, in, opts...)
+	out, err := f.engine.PutItem(ctx, in, opts...)
 	f.paused(ctx, "PutItem", in)
 	return out, err
 }
@@ -449,7 +461,7 @@ func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemIn
 	if err := f.fail("UpdateItem", in); err != nil {
 		return nil, err
 	}
-	out, err := f.Client.UpdateItem(ctx, in, opts...)
+	out, err := f.engine.UpdateItem(ctx, in, opts...)
 	f.paused(ctx, "UpdateItem", in)
 	return out, err
 }
@@ -458,14 +470,14 @@ func (f *faultyClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemIn
 	if err := f.fail("DeleteItem", in); err != nil {
 		return nil, err
 	}
-	return f.Client.DeleteItem(ctx, in, opts...)
+	return f.engine.DeleteItem(ctx, in, opts...)
 }
 
 func (f *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	if err := f.fail("Query", in); err != nil {
 		return nil, err
 	}
-	return f.Client.Query(ctx, in, opts...)
+	return f.engine.Query(ctx, in, opts...)
 }
 
 // syncBuffer collects log output from concurrent requests.

@@ -232,12 +232,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		cfg.TrustedProxies = append(cfg.TrustedProxies, prefixes...)
 		return err
 	})
-	// -proxies N trusted the Nth entry from the right of any connection's
-	// X-Forwarded-For, so a client that reached the app directly chose its
-	// own address; it is refused with what to pass instead, rather than
-	// kept with a meaning it cannot have.
-	flags.Func("proxies", "removed: use -trusted-proxies", func(string) error {
-		return errors.New("-proxies is gone, since it believed X-Forwarded-For from any client: pass -trusted-proxies with your proxies' address ranges instead (-trusted-proxies 10.0.0.0/8)")
+	// A count of proxies, as other servers take it, would trust the Nth
+	// entry from the right of any connection's X-Forwarded-For, so a
+	// client that reached the app directly would choose its own address.
+	// -proxies, the name such a count goes by, is refused with what to
+	// pass instead.
+	flags.Func("proxies", "not supported: use -trusted-proxies", func(string) error {
+		return errors.New("-proxies (a count of proxies) is not supported, since it would believe X-Forwarded-For from any client: pass -trusted-proxies with your proxies' address ranges instead (-trusted-proxies 10.0.0.0/8)")
 	})
 	certFile := flags.String("tls-cert", "", "serve HTTPS with the certificate (chain) in this PEM `file`; needs -tls-key")
 	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")

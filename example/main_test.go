@@ -179,7 +179,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}{
 		{"refresh longer than idle", []string{"-idle", "1h", "-refresh", "2h"}, "RefreshInterval"},
 		{"bad duration", []string{"-idle", "soon"}, "invalid value"},
-		{"the removed -proxies", []string{"-proxies", "1"}, "-proxies is gone, since it believed X-Forwarded-For from any client: pass -trusted-proxies"},
+		{"a count of proxies", []string{"-proxies", "1"}, "-proxies (a count of proxies) is not supported, since it would believe X-Forwarded-For from any client: pass -trusted-proxies"},
 		{"a trusted proxy range that is none", []string{"-trusted-proxies", "10.0.0.0/8,10.0.0/8"}, `invalid value "10.0.0.0/8,10.0.0/8" for flag -trusted-proxies: "10.0.0/8" is neither`},
 		{"unknown flag", []string{"-no-such-flag"}, "not defined"},
 		{"stray argument", []string{"-dbsc", "false"}, `unexpected arguments ["false"]`},

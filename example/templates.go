@@ -75,7 +75,7 @@ var methodWords = map[string]string{methodPassword: "password", methodOTP: "one-
 // "password", or "password and one-time code".
 func methodsInWords(methods []string) string {
 	if len(methods) == 0 {
-		return "not recorded" // a session of a release before methods
+		return "not recorded" // a login that named no method
 	}
 	words := make([]string, len(methods))
 	for i, m := range methods {

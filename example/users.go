@@ -50,8 +50,9 @@ func (passwordHash) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`
 
 // userItem is the whole user item: the table's key and the User. It shares
 // the sessions table: pk "USER#<username>", sk "PROFILE".
-// ddbsession.Manager.CreateUser adds the sessionsValidAfter cutoff to it,
-// and RevokeAll moves it; the app never writes that attribute itself.
+// ddbsession.Manager.CreateUser adds the user's sessions version to it
+// (sessionsVersion, ddbsession's Layout.VersionAttribute), and RevokeAll
+// changes it; the app never writes that attribute itself.
 type userItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
@@ -146,9 +147,7 @@ var errLookAlike = errors.New("username looks like another")
 // The item is never deleted. A sign-up that fails after the claim leaves
 // the skeleton to its name, which can still sign up; deleting it instead
 // could free a skeleton whose user a racing sign-up of the same name has
-// just created. Users created before these items existed have none, so
-// their look-alikes are caught only once their items are written (a scan
-// of the user items would do it).
+// just created.
 func (s users) claimSkeleton(ctx context.Context, username string) error {
 	key := skeletonPrefix + skeleton(username)
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
