@@ -9,9 +9,9 @@ import (
 )
 
 // ginRouter: gin has no adapter for net/http middleware, so ginMiddleware
-// is one. Do not build a gin guard on Manager.Check instead: Check never
-// refreshes, so every session would end IdleTimeout after its login
-// however active its user.
+// is one. Do not build a gin guard on Manager.Authenticate instead:
+// Authenticate never refreshes, so every session would end IdleTimeout
+// after its login however active its user.
 func ginRouter(sessions *ddbsession.Manager[User]) http.Handler {
 	r := gin.New()
 	r.Use(gin.Recovery(), ginMiddleware(http.NewCrossOriginProtection().Handler))

@@ -104,9 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
 	sessions, err := newSessions(ctx, ddbsession.Config[User]{
-		Client:          dynamodb.NewFromConfig(awsCfg),
-		Table:           *table,
-		InsecureDevMode: *dev,
+		Client: dynamodb.NewFromConfig(awsCfg),
+		Table:  *table,
+		Cookie: ddbsession.Cookie{InsecureDevMode: *dev},
 	}, *user)
 	if err != nil {
 		return err

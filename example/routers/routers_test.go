@@ -55,12 +55,14 @@ func serve(t *testing.T, newHandler func(*ddbsession.Manager[User]) http.Handler
 	client := ddbtest.Client(t)
 	clk := &clock{now: time.Now()}
 	sessions, err := newSessions(t.Context(), ddbsession.Config[User]{
-		Client:          client,
-		Table:           ddbtest.TableName(t, client),
-		IdleTimeout:     idleTimeout,
-		RefreshInterval: refreshInterval,
-		StoreTimeout:    time.Minute, // calls a busy test machine delays are no store fault
-		Now:             clk.Now,
+		Client: client,
+		Table:  ddbtest.TableName(t, client),
+		Limits: ddbsession.Limits{
+			IdleTimeout:     idleTimeout,
+			RefreshInterval: refreshInterval,
+			StoreTimeout:    time.Minute, // calls a busy test machine delays are no store fault
+		},
+		Now: clk.Now,
 	}, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +141,7 @@ func TestLoginRoundTrip(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			b, clk, sessions := serve(t, r.handler)
-			const cookie = "__Host-session" // the default Config.CookieName
+			const cookie = "__Host-session" // the default Config.Cookie.Name
 			alice := url.Values{"name": {"alice"}, "password": {demoPassword}}
 
 			if a := b.do("GET", "/", nil, nil); a.status != http.StatusOK || !strings.HasPrefix(a.body, "public page") {
