@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -46,9 +49,6 @@ func (m *Manager[U]) UpdateData(ctx context.Context, update func(data json.RawMe
 	return wrap("update session data", m.updateData(ctx, &st.sessionState, update))
 }
 
-// maxDataAttempts bounds UpdateData's rounds against other writers.
-const maxDataAttempts = 10
-
 func (c *core) updateData(ctx context.Context, st *sessionState, update func(json.RawMessage) (any, error)) error {
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
@@ -81,7 +81,7 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 		}
 		if !conflict {
 			st.session.Data, st.dataRev = next, nextRev
-			return nil
+			return c.stillValid(ctx, st.stored)
 		}
 		// Another writer, or the session ended: read it again.
 		s, found, err := c.store.getSession(ctx, st.stored.SessionPK)
@@ -95,13 +95,67 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 			// Our write, applied, whose answer was lost and whose retry
 			// met its own result.
 			st.session.Data, st.dataRev = next, nextRev
-			return nil
+			return c.stillValid(ctx, st.stored)
 		}
-		if attempt == maxDataAttempts {
-			return errors.New("the session's data kept changing")
+		// Another writer won: after a pause, which spreads racing writers
+		// apart, try again with its data, until the call's deadline.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the session's data kept changing: %w", ctx.Err())
+		case <-time.After(backoff(attempt)):
 		}
 		data, rev = dataOf(s.Data), s.DataRev
 	}
+}
+
+// backoff is the pause before a write's attempt'th retry: doubling from
+// 2 ms to at most 100 ms, with jitter, so that racing writers fall apart.
+func backoff(attempt int) time.Duration {
+	d := min(2*time.Millisecond<<min(attempt-1, 6), 100*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
+
+// stillValid reads the revocation state of session s's user after a write
+// into s, and returns ErrNoSession if a RevokeAll or a RevokeEveryone has
+// ended the session since the request read it: the write's own condition
+// sees the session item alone, and the data of an ended session is no
+// one's.
+func (c *core) stillValid(ctx context.Context, s item.Session) error {
+	key := userOf(s)
+	var rev revocation
+	var err error
+	began := mono()
+	if c.users.inTable() {
+		keys := c.store.userKeys(key.PK, key.SK, false, true)
+		if c.users.mrec {
+			keys = append(keys, c.store.EndKey(s.SessionPK))
+		}
+		var found []map[string]types.AttributeValue
+		if found, err = c.store.batchGetMany(ctx, keys); err != nil {
+			return err
+		}
+		u := userItems{globalRead: true}
+		for _, av := range found {
+			c.store.sort(&u, av, s.SessionPK, key.PK, key.SK)
+		}
+		if u.user == nil {
+			return ErrNoSession
+		}
+		rev, err = c.users.decode(u, nil)
+	} else {
+		rev, err = c.users.load(ctx, key, nil, false, true)
+	}
+	if errors.Is(err, ErrUserNotFound) {
+		return ErrNoSession
+	}
+	if err != nil {
+		return err
+	}
+	c.everyone.seen(rev.global, began)
+	if c.revoked(s, rev.version, rev.ended) != "" {
+		return ErrNoSession
+	}
+	return nil
 }
 
 // sessionByID reads session s's item, found by its public ID in its user's

@@ -25,7 +25,7 @@ import (
 // answers 404 elsewhere, and while device binding is off. Mount it there and
 // not behind RequireSession, which refuses the browser's refresh when its
 // bound cookie is missing: the handler checks the session cookie itself.
-// Registration costs a read and two writes, a refresh a read and a write.
+// Registration costs a read and a write, and so does a refresh.
 //
 //	mux.Handle("POST /dbsc/", sessions.DeviceBindingHandler())
 func (m *Manager[U]) DeviceBindingHandler() http.Handler {
@@ -110,9 +110,6 @@ func (c *core) register(w http.ResponseWriter, r *http.Request) {
 		// Refusing would leave the session bound to a key whose browser
 		// gave up registering (Chromium does not retry), and so unusable.
 		err = nil
-	}
-	if err == nil {
-		c.markIndexBound(ctx, s)
 	}
 	switch {
 	case errors.Is(err, errChallengeUsed):
@@ -376,16 +373,4 @@ func (c *core) bindingWrite(ctx context.Context, what string, key map[string]typ
 		return fmt.Errorf("ddbsession: %s: %w", what, err)
 	}
 	return nil
-}
-
-// markIndexBound makes bound session s's index item VersionBound, so that
-// List shows it bound. A failure is only logged: the session is bound
-// either way, and an index item that is gone stays gone.
-func (c *core) markIndexBound(ctx context.Context, s item.Session) {
-	if c.store.HashOnly {
-		return
-	}
-	if _, err := c.store.update(ctx, c.store.IndexKey(s), c.store.MarkBound()); err != nil {
-		c.logger.ErrorContext(ctx, "ddbsession: mark session index item bound", "sid", s.ID, "err", err)
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,9 +17,10 @@ import (
 )
 
 // This file holds what each read and write of an item is: the session and
-// its index item, the user and the user's state item, the global item. Each
-// goes through the calls of store.go, which this file names in terms of the
-// item format of internal/item.
+// its index item, the user and the library's items beside the user's
+// sessions (see internal/item's state.go), the global item. Each goes
+// through the calls of store.go, which this file names in terms of the item
+// format of internal/item.
 
 // getSession reads the session item under sessionPK with one strongly
 // consistent GetItem. It reports false, with no error, for a missing item or
@@ -31,21 +34,47 @@ func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session
 	return s, found, nil
 }
 
+// getSessionEnded reads the session item under sessionPK as getSession
+// does, and in MREC its end record with it, in one BatchGetItem.
+func (st *store) getSessionEnded(ctx context.Context, sessionPK string) (s item.Session, found bool, ended map[string]types.AttributeValue, err error) {
+	if !st.MREC {
+		s, found, err = st.getSession(ctx, sessionPK)
+		return s, found, nil, err
+	}
+	items, err := st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+		st.table: {Keys: []map[string]types.AttributeValue{st.SessionKey(sessionPK), st.EndKey(sessionPK)}, ConsistentRead: consistent},
+	}})
+	if err != nil {
+		return s, false, nil, err
+	}
+	var session map[string]types.AttributeValue
+	for _, av := range items {
+		if st.sameKey(av, st.EndKey(sessionPK)) {
+			ended = av
+		} else {
+			session = av
+		}
+	}
+	s, found = st.decodeSession(ctx, session)
+	return s, found, ended, nil
+}
+
 // userItems are what a read of a session's user brings: the user item and,
-// as asked, the user's state item (MREC) and the table's global item; nil
-// for one that is not there or was not asked for.
+// as asked, the user's revocation item (MREC), slots item (a login under a
+// session limit), the table's global item, and the read session's end
+// record (MREC); nil for one that is not there or was not asked for.
 type userItems struct {
-	user, state, global map[string]types.AttributeValue
-	globalRead          bool // the global item was asked for
+	user, revocation, slots, global, end map[string]types.AttributeValue
+	globalRead                           bool // the global item was asked for
 }
 
 // pairRead is the hot path's BatchGetItem input, built once and reused
-// through store.pairs: a request sets its three key values, so that the
-// read builds no maps. The SDK only reads an input, and is done with it when
-// the call returns.
+// through store.pairs: a request sets its key values, so that the read
+// builds no maps. The SDK only reads an input, and is done with it when the
+// call returns.
 type pairRead struct {
-	in                                 dynamodb.BatchGetItemInput
-	sessionPK, userPK, userSK, statePK types.AttributeValueMemberS
+	in                                             dynamodb.BatchGetItemInput
+	sessionPK, userPK, userSK, endPK, revocationPK types.AttributeValueMemberS
 }
 
 func (st *store) newPairRead() *pairRead {
@@ -57,19 +86,22 @@ func (st *store) newPairRead() *pairRead {
 		session[st.SortKey] = st.SessionKey("")[st.SortKey]
 		user[st.SortKey] = &r.userSK
 	}
-	if st.withState {
-		state := st.StateKey("", "")
-		state[st.PartitionKey] = &r.statePK
-		keys = append(keys, state)
+	if st.MREC {
+		end := st.EndKey("")
+		end[st.PartitionKey] = &r.endPK
+		revocation := st.RevocationKey("", "")
+		revocation[st.PartitionKey] = &r.revocationPK
+		keys = append(keys, end, revocation)
 	}
 	r.in.RequestItems = map[string]types.KeysAndAttributes{st.table: {Keys: keys, ConsistentRead: consistent}}
 	return r
 }
 
 // getSessionAndUser reads the session item under sessionPK and the user
-// item under (userPK, userSK), the user's state item where it counts, and with
-// withGlobal the global item, in one strongly consistent BatchGetItem: one
-// round trip. The session is reported as getSession reports it.
+// item under (userPK, userSK), in MREC the session's end record and the
+// user's revocation item, and with withGlobal the global item, in one
+// strongly consistent BatchGetItem: one round trip. The session is reported
+// as getSession reports it.
 func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userSK string, withGlobal bool) (s item.Session, found bool, u userItems, err error) {
 	read, ok := st.pairs.Get().(*pairRead)
 	if !ok {
@@ -77,8 +109,9 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 	}
 	defer st.pairs.Put(read)
 	read.sessionPK.Value, read.userPK.Value, read.userSK.Value = sessionPK, userPK, userSK
-	if st.withState {
-		read.statePK.Value = st.IndexPK(userPK, userSK)
+	if st.MREC {
+		read.endPK.Value = attrS(st.EndKey(sessionPK), st.PartitionKey)
+		read.revocationPK.Value = st.IndexPK(userPK, userSK)
 	}
 	in := &read.in
 	if withGlobal {
@@ -92,15 +125,16 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 	}
 	var sessionItem map[string]types.AttributeValue
 	for _, av := range items {
-		// The credential's user key never lies under the session or index
-		// prefix, so the partition key tells the items apart.
-		switch pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS); {
-		case pk != nil && pk.Value == sessionPK:
+		if !st.MREC && !withGlobal { // the hot path: the session's partition key tells the two apart
+			if attrS(av, st.PartitionKey) == sessionPK {
+				sessionItem = av
+			} else {
+				u.user = av
+			}
+			continue
+		}
+		if st.sort(&u, av, sessionPK, userPK, userSK) {
 			sessionItem = av
-		case !st.withState && !withGlobal: // the hot path: nothing else to tell apart
-			u.user = av
-		default:
-			st.sort(&u, av, userPK, userSK)
 		}
 	}
 	u.globalRead = withGlobal
@@ -108,20 +142,66 @@ func (st *store) getSessionAndUser(ctx context.Context, sessionPK, userPK, userS
 	return s, found, u, nil
 }
 
-// sort files an item read with the user (userPK, userSK) under what it
-// is, by its partition key: the user's own key never lies under the
-// session or index prefix.
-func (st *store) sort(u *userItems, av map[string]types.AttributeValue, userPK, userSK string) {
-	pk, _ := av[st.PartitionKey].(*types.AttributeValueMemberS)
+// sort files an item read with the user (userPK, userSK), and the session
+// under sessionPK if any, under what it is, by its key.
+func (st *store) sort(u *userItems, av map[string]types.AttributeValue, sessionPK, userPK, userSK string) (session bool) {
 	switch {
-	case pk == nil:
-	case pk.Value == st.IndexPK(userPK, userSK):
-		u.state = av
-	case pk.Value == st.GlobalPK():
-		u.global = av
-	default:
+	case sessionPK != "" && st.sameKey(av, st.SessionKey(sessionPK)):
+		return true
+	case sessionPK != "" && st.sameKey(av, st.EndKey(sessionPK)):
+		u.end = av
+	case st.sameKey(av, st.Key(userPK, userSK)):
 		u.user = av
+	case st.sameKey(av, st.RevocationKey(userPK, userSK)):
+		u.revocation = av
+	case st.sameKey(av, st.SlotsKey(userPK, userSK)):
+		u.slots = av
+	case st.sameKey(av, st.GlobalKey()):
+		u.global = av
 	}
+	return false
+}
+
+// sameKey reports whether item av is under key.
+func (st *store) sameKey(av, key map[string]types.AttributeValue) bool {
+	return attrS(av, st.PartitionKey) == attrS(key, st.PartitionKey) && (st.HashOnly || attrS(av, st.SortKey) == attrS(key, st.SortKey))
+}
+
+// batchGetMany reads the items under keys with strongly consistent
+// BatchGetItems of at most 100 keys each, side by side: one round trip.
+func (st *store) batchGetMany(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	const perCall = 100 // BatchGetItem's limit
+	var chunks [][]map[string]types.AttributeValue
+	for len(keys) > 0 {
+		n := min(len(keys), perCall)
+		chunks, keys = append(chunks, keys[:n]), keys[n:]
+	}
+	found := make([][]map[string]types.AttributeValue, len(chunks))
+	errs := make([]error, len(chunks))
+	var wg sync.WaitGroup
+	for i, chunk := range chunks {
+		wg.Go(func() {
+			found[i], errs[i] = st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				st.table: {Keys: chunk, ConsistentRead: consistent},
+			}})
+		})
+	}
+	wg.Wait()
+	return slices.Concat(found...), errors.Join(errs...)
+}
+
+// sessionPKOfEnd is the partition key of the session whose end record is
+// av.
+func (st *store) sessionPKOfEnd(av map[string]types.AttributeValue) string {
+	return strings.TrimSuffix(attrS(av, st.PartitionKey), "#ENDED")
+}
+
+// attrS is av's String attribute name, or "".
+func attrS(av map[string]types.AttributeValue, name string) string {
+	if s, ok := av[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
 }
 
 // decodeSession decodes a session item read from the table; false for none,
@@ -138,17 +218,26 @@ func (st *store) decodeSession(ctx context.Context, av map[string]types.Attribut
 	return s, true
 }
 
-// getUser reads a user item and, as asked, the user's state item and the
-// global item: one strongly consistent GetItem for the user alone, one
-// BatchGetItem for more.
-func (st *store) getUser(ctx context.Context, pk, sk string, withState, withGlobal bool) (u userItems, err error) {
+// userKeys are the keys of a user item and, as asked, the user's slots
+// item and the global item, and in MREC the user's revocation item.
+func (st *store) userKeys(pk, sk string, withSlots, withGlobal bool) []map[string]types.AttributeValue {
 	keys := []map[string]types.AttributeValue{st.Key(pk, sk)}
-	if withState {
-		keys = append(keys, st.StateKey(pk, sk))
+	if st.MREC {
+		keys = append(keys, st.RevocationKey(pk, sk))
+	}
+	if withSlots {
+		keys = append(keys, st.SlotsKey(pk, sk))
 	}
 	if withGlobal {
 		keys = append(keys, st.GlobalKey())
 	}
+	return keys
+}
+
+// getUser reads the items of userKeys: one strongly consistent GetItem for
+// the user alone, one BatchGetItem for more.
+func (st *store) getUser(ctx context.Context, pk, sk string, withSlots, withGlobal bool) (u userItems, err error) {
+	keys := st.userKeys(pk, sk, withSlots, withGlobal)
 	if len(keys) == 1 {
 		u.user, err = st.get(ctx, keys[0])
 	} else {
@@ -157,7 +246,7 @@ func (st *store) getUser(ctx context.Context, pk, sk string, withState, withGlob
 			st.table: {Keys: keys, ConsistentRead: consistent},
 		}})
 		for _, av := range items {
-			st.sort(&u, av, pk, sk)
+			st.sort(&u, av, "", pk, sk)
 		}
 	}
 	if err != nil {
@@ -181,63 +270,53 @@ func (st *store) revokeEveryone(ctx context.Context) error {
 	return err
 }
 
-// getState reads a user's state item (MREC); nil if there is none.
-func (st *store) getState(ctx context.Context, userPK, userSK string) (map[string]types.AttributeValue, error) {
-	return st.get(ctx, st.StateKey(userPK, userSK))
-}
-
-// raiseStateCutoff is raiseCutoff for a user's state item, which it
-// creates if need be.
-func (st *store) raiseStateCutoff(ctx context.Context, userPK, userSK string, ms int64) error {
-	key := st.StateKey(userPK, userSK)
-	failed, err := st.update(ctx, key, st.RaiseStateCutoff(ms))
+// raiseRevocation changes a user's revocation item's version (MREC), which
+// it creates if need be: to ms, or one on from where it is.
+func (st *store) raiseRevocation(ctx context.Context, userPK, userSK string, ms int64) error {
+	key := st.RevocationKey(userPK, userSK)
+	failed, err := st.update(ctx, key, st.RaiseRevocation(ms))
 	if failed {
-		_, err = st.update(ctx, key, st.BumpStateCutoff())
+		_, err = st.update(ctx, key, st.BumpRevocation())
 	}
 	return err
 }
 
-// recordEnd notes in the user's state item that session s stays ended
-// until until (epoch seconds), reading the item and writing it back on the
-// condition that no other end came between; a loser reads again.
-func (st *store) recordEnd(ctx context.Context, s item.Session, until int64, now time.Time) error {
-	for {
-		av, err := st.getState(ctx, s.UserPK, s.UserSK)
-		if err != nil {
-			return err
-		}
-		state, err := item.DecodeState(av)
-		if err != nil {
-			return fmt.Errorf("the user's state item: %w", err)
-		}
-		lost, err := st.update(ctx, st.StateKey(s.UserPK, s.UserSK), st.End(state, s.ID, until, now))
-		switch {
-		case err != nil:
-			return err
-		case !lost:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		}
-	}
+// putEnd writes session s's end record (MREC), which TTL removes at until.
+// Of two ends of one session, either is as good as the other.
+func (st *store) putEnd(ctx context.Context, s item.Session, until time.Time) error {
+	_, err := st.put(ctx, st.EncodeEnd(s.SessionPK, s.ID, until))
+	return err
 }
 
-// createSession writes a new session: first its per-user index item, then
-// the session item itself, which must not exist yet. The index goes first so
-// that a session is never live without showing in List. If either write
+// createSession writes a new session: first its per-user index item, and
+// beside it whatever alongside does (a session limit's evictions), then the
+// session item itself, which must not exist yet. The index goes first so
+// that a session is never live without showing in List. If any of it
 // fails, the index item is deleted again as far as possible (a failed write
-// may still have been applied, its answer lost), and its TTL removes it
-// otherwise: a failed Login leaves nothing that List shows.
-func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session) error {
+// may still have been applied, its answer lost), on a deadline of its own
+// if the call's has passed: a failed Login leaves nothing that List shows.
+// The index item expires with the session's absolute lifetime, indexTTL:
+// List reads the session items themselves, so a refresh leaves it alone.
+func (st *store) createSession(ctx context.Context, sessionPK string, s item.Session, indexTTL time.Time, alongside func() error, undoTimeout time.Duration) error {
 	if st.HashOnly {
+		if err := alongside(); err != nil {
+			return err
+		}
 		return st.putFresh(ctx, st.EncodeSession(sessionPK, s))
 	}
-	err := st.putFresh(ctx, st.EncodeIndex(sessionPK, s))
+	index := s
+	index.ExpiresAt = indexTTL
+	var indexErr, alongErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { indexErr = st.putFresh(ctx, st.EncodeIndex(sessionPK, index)) })
+	wg.Go(func() { alongErr = alongside() })
+	wg.Wait()
+	err := errors.Join(indexErr, alongErr)
 	if err == nil {
 		err = st.putFresh(ctx, st.EncodeSession(sessionPK, s))
 	}
 	if err != nil {
-		undo, cancel := detach(ctx)
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 		defer cancel()
 		if _, uerr := st.delete(undo, st.IndexKey(s), false); uerr != nil {
 			st.logger.ErrorContext(ctx, "ddbsession: undo session index item", "sid", s.ID, "err", uerr)
@@ -253,20 +332,53 @@ func (st *store) createPending(ctx context.Context, sessionPK string, s item.Ses
 	return st.putFresh(ctx, st.EncodeSession(sessionPK, s))
 }
 
-// takeAttempt counts one more second-factor attempt of the pending session
-// under sessionPK, unless it is gone, expired at now, not pending, or has
-// had max attempts, and returns it as counted: one UpdateItem, so that
-// racing attempts never count as fewer than they are.
-func (st *store) takeAttempt(ctx context.Context, sessionPK string, max int64, now time.Time) (item.Session, bool, error) {
-	av, failed, err := st.updateReturning(ctx, st.SessionKey(sessionPK), st.TakeAttempt(max, now))
+// takeTry counts one more second-factor try of the pending session under
+// sessionPK, if it is there, pending and unexpired at now and has had
+// fewer than max tries: it reads the session and its tries' records in one
+// BatchGetItem, and writes the record of the next try, which must not
+// exist yet, so that racing tries never count as fewer than they are. It
+// returns the pending session and the try's number, or false.
+func (st *store) takeTry(ctx context.Context, sessionPK string, max int, now time.Time) (item.Session, int, bool, error) {
+	keys := []map[string]types.AttributeValue{st.SessionKey(sessionPK)}
+	for n := 1; n <= max; n++ {
+		keys = append(keys, st.TryKey(sessionPK, n))
+	}
+	items, err := st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+		st.table: {Keys: keys, ConsistentRead: consistent},
+	}})
 	if err != nil {
-		return item.Session{}, false, err
+		return item.Session{}, 0, false, err
 	}
-	if failed {
-		return item.Session{}, false, nil
+	var p item.Session
+	found := false
+	taken := map[int]bool{}
+	for _, av := range items {
+		for n := 1; n <= max; n++ {
+			if st.sameKey(av, st.TryKey(sessionPK, n)) {
+				taken[n] = true
+			}
+		}
+		if st.sameKey(av, st.SessionKey(sessionPK)) {
+			p, found = st.decodeSession(ctx, av)
+		}
 	}
-	s, found := st.decodeSession(ctx, av)
-	return s, found && s.Pending, nil
+	if !found || !p.Pending || !p.ExpiresAt.After(now) {
+		return item.Session{}, 0, false, nil
+	}
+	for n := 1; n <= max; n++ {
+		if taken[n] {
+			continue
+		}
+		taken, err := st.putNew(ctx, st.EncodeTry(sessionPK, n, p.ExpiresAt))
+		switch {
+		case err != nil:
+			return item.Session{}, 0, false, err
+		case !taken:
+			return p, n, true, nil
+		}
+		// A racing try took n: the next one, then.
+	}
+	return item.Session{}, 0, false, nil
 }
 
 // putFresh writes a session's item, which must not exist: an item already
@@ -350,27 +462,6 @@ func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next
 	return err
 }
 
-// refreshIndex copies a refreshed session's expiry to its index item, so
-// that List shows it and TTL removes both items together. An index item
-// that is missing (TTL removed it after an earlier failure here) is written
-// anew, but a session deleted meanwhile (a Logout or Revoke racing the
-// refresh) must not get it back: after writing it, the session item is read
-// again, and if it is gone the index item goes too. So List may show such a
-// session for the moment between the two, never after.
-func (st *store) refreshIndex(ctx context.Context, sessionPK string, next item.Session) error {
-	missing, err := st.update(ctx, st.IndexKey(next), st.RefreshIndex(next))
-	if !missing {
-		return err
-	}
-	if _, err := st.putNew(ctx, st.EncodeIndex(sessionPK, next)); err != nil {
-		return fmt.Errorf("repair: %w", err)
-	}
-	if _, live, err := st.getSession(ctx, sessionPK); err != nil || live {
-		return err
-	}
-	return st.deleteIndex(ctx, next)
-}
-
 // createUser writes a new user item av with its cutoff at ms, unless an
 // item with its key exists: then it reports false.
 func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) (created bool, err error) {
@@ -406,22 +497,20 @@ func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.
 	return s, err == nil, nil
 }
 
-// queryIndex reads a user's sessions created at or after from, newest
-// first, with a strongly consistent Query of the user's index partition.
-// The sort key starts with the creation time, so sessions before from are
-// not read at all. Expired items cost the read but are not sent back.
-func (st *store) queryIndex(ctx context.Context, userPK, userSK string, from, now time.Time) ([]item.Session, error) {
+// queryIndex reads a user's index items, newest first, with a strongly
+// consistent Query of the user's index partition. Items past the sessions'
+// absolute lifetime cost the read but are not sent back.
+func (st *store) queryIndex(ctx context.Context, userPK, userSK string, now time.Time) ([]item.Session, error) {
 	return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
 		ConsistentRead:           consistent,
-		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :from AND :end"),
+		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :prefix)"),
 		FilterExpression:         aws.String("#ttl > :now"),
 		ScanIndexForward:         aws.Bool(false),
 		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":   item.Str(st.IndexPK(userPK, userSK)),
-			":from": item.Str(item.IndexSortFrom(from)),
-			":end":  item.Str(item.IndexSortEnd),
-			":now":  item.Num(now.Unix()),
+			":pk":     item.Str(st.IndexPK(userPK, userSK)),
+			":prefix": item.Str(item.IndexSort),
+			":now":    item.Num(now.Unix()),
 		},
 	})
 }

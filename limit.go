@@ -1,21 +1,22 @@
 package ddbsession
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
+	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // This file keeps a user's sessions under Limits.MaxSessions: a login takes
-// a slot in the user's state item, ending the oldest session or refusing
-// when none is free, and a session lives only while it holds its slot.
+// a slot in the user's slots item, ending the oldest session or refusing
+// when none is free; the session it ends is gone before the new one exists.
 
 // ErrTooManySessions is returned by a login of a user who has
 // [Limits.MaxSessions] sessions already, with [Limits.RefuseAtMaxSessions]
@@ -23,9 +24,9 @@ import (
 // ended all the same, as every login ends them.
 var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
 
-// maxSessionsLimit bounds Limits.MaxSessions: the state item, read with
-// every session, holds one entry of about 45 bytes per slot, and must stay
-// well within the 4 KB of one read unit.
+// maxSessionsLimit bounds Limits.MaxSessions: the slots item, which a login
+// under the limit reads and writes, holds 40 bytes a slot and stays within
+// the 4 KB of one read unit.
 const maxSessionsLimit = 100
 
 // sessionLimit is Limits.MaxSessions and Limits.RefuseAtMaxSessions, and
@@ -35,72 +36,73 @@ type sessionLimit struct {
 	refuse bool
 	store  *store
 	life   lifetimes
-	// young is how young a slot must be to count as a login on its way
-	// (Limits.StoreTimeout and inFlight).
+	// young is how young a slot must be to count as a login on its way,
+	// whose session may not be written yet (Limits.StoreTimeout and
+	// inFlight).
 	young  time.Duration
 	events events
 	logger *slog.Logger
 }
 
 // inFlight is how young a slot must be to count as a login still on its
-// way, whose session a query of the index may not show yet: a slot is taken
-// before the session is written, within the login's StoreTimeout. The
-// margin covers the clocks of two instances disagreeing.
+// way: a slot is taken before the session is written, within the login's
+// StoreTimeout. The margin covers the clocks of two instances disagreeing.
 const inFlight = 30 * time.Second
 
-// claim gives session s, about to be created for user, a slot among the
-// sessions the limit counts, in the state item that the login read as
-// state (its cutoff is cutoff), and returns the index items of the sessions
-// it ended to make room. ended are the sessions the login has just ended,
-// whose slots are free. The write is conditional on the state item being as
-// read, so two racing logins never both take the last slot: the loser reads
-// the item again and decides anew. s copies the revision its write made.
-func (l *sessionLimit) claim(ctx context.Context, user UserKey, state item.State, cutoff int64, s *item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
+// claim gives session s, about to be created for user under sessionPK, a
+// slot among those the limit counts, in the slots item that the login read
+// with the user (rev.slots), and returns the sessions it ended to make
+// room, which the caller deletes before it writes s. ended are the sessions
+// the login has just ended, whose slots are free; so is a slot whose
+// session is gone, expired or revoked, which the claim reads when the
+// slots are full. The write is conditional on the slots being as read, so
+// two racing logins never both take the last slot: the loser reads the
+// item again and decides anew.
+func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
+	l := c.limit
+	slots := rev.slots
 	for attempt := 1; ; attempt++ {
-		slots := maps.Clone(state.Sessions)
-		if slots == nil {
-			slots = map[string]int64{}
-		}
-		for _, e := range ended {
-			delete(slots, e.ID)
-		}
-		var live map[string]item.Session
-		if len(slots) >= l.max {
+		taken := slices.DeleteFunc(slices.Clone(slots.List), func(slot item.Slot) bool {
+			return slices.ContainsFunc(ended, func(e item.Session) bool { return e.SessionPK == slot.SessionPK })
+		})
+		evicted = evicted[:0]
+		if len(taken) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
-			// a Revoke, an expiry): those give their slots up.
-			if live, err = l.liveSessions(ctx, user, cutoff, now); err != nil {
+			// a Revoke, an expiry, a RevokeAll): those give their slots up.
+			live, err := c.liveSlots(ctx, taken, rev.version, now)
+			if err != nil {
 				return nil, err
 			}
-			for id, created := range slots {
-				if _, ok := live[id]; !ok && now.Sub(time.UnixMilli(created)) > l.young {
-					delete(slots, id)
+			taken = slices.DeleteFunc(taken, func(slot item.Slot) bool {
+				_, ok := live[slot.SessionPK]
+				return !ok && now.Sub(slot.Created) > l.young
+			})
+			if len(taken) >= l.max && l.refuse {
+				return nil, ErrTooManySessions
+			}
+			for _, slot := range taken[:max(len(taken)-l.max+1, 0)] { // oldest first
+				if e, ok := live[slot.SessionPK]; ok {
+					evicted = append(evicted, e)
 				}
 			}
+			taken = taken[max(len(taken)-l.max+1, 0):]
 		}
-		evicted = evicted[:0]
-		if len(slots) >= l.max && l.refuse {
-			return nil, ErrTooManySessions
+		w, err := l.store.ClaimSlots(slots, append(taken, item.Slot{SessionPK: sessionPK, Created: s.CreatedAt}))
+		if err != nil {
+			return nil, err
 		}
-		for _, id := range oldestFirst(slots)[:max(len(slots)-l.max+1, 0)] {
-			delete(slots, id)
-			if e, ok := live[id]; ok {
-				evicted = append(evicted, e)
-			}
-		}
-		slots[s.ID] = s.CreatedAt.UnixMilli()
-		taken, err := l.store.update(ctx, l.store.StateKey(user.PK, user.SK), l.store.Count(state, slots))
+		lost, err := l.store.update(ctx, l.store.SlotsKey(user.PK, user.SK), w)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("take a session slot: %w", err)
-		case !taken:
-			s.SlotRev = state.Rev + 1
+		case !lost:
 			return evicted, nil
 		case attempt == 10:
-			return nil, errors.New("take a session slot: the user's state item kept changing (ten logins at once?)")
+			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
-		av, err := l.store.getState(ctx, user.PK, user.SK)
+		av, err := l.store.get(ctx, l.store.SlotsKey(user.PK, user.SK))
 		if err == nil {
-			state, err = item.DecodeState(av)
+			slots, err = l.store.DecodeSlots(av)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("take a session slot: %w", err)
@@ -108,37 +110,61 @@ func (l *sessionLimit) claim(ctx context.Context, user UserKey, state item.State
 	}
 }
 
-// liveSessions returns user's live sessions by ID, from the index items
-// that List reads.
-func (l *sessionLimit) liveSessions(ctx context.Context, user UserKey, cutoff int64, now time.Time) (map[string]item.Session, error) {
-	found, err := l.store.queryIndex(ctx, user.PK, user.SK, time.UnixMilli(cutoff), now)
-	if err != nil {
-		return nil, err
+// liveSlots reads the sessions of slots, in one BatchGetItem, and returns
+// those that are live and not revoked for a user whose version is version,
+// by session partition key.
+func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, now time.Time) (map[string]item.Session, error) {
+	keys := make([]map[string]types.AttributeValue, 0, 2*len(slots))
+	for _, slot := range slots {
+		keys = append(keys, c.store.SessionKey(slot.SessionPK))
+		if c.users.mrec {
+			keys = append(keys, c.store.EndKey(slot.SessionPK))
+		}
 	}
-	live := make(map[string]item.Session, len(found))
-	for _, s := range found {
-		if l.life.live(s, now) {
-			live[s.ID] = s
+	items, err := c.store.batchGetMany(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read the slots' sessions: %w", err)
+	}
+	ended := map[string]bool{}
+	var sessions []item.Session
+	for _, av := range items {
+		if attrS(av, item.AttrKind) == item.KindEnded {
+			ended[c.store.sessionPKOfEnd(av)] = true
+			continue
+		}
+		if s, ok := c.store.decodeSession(ctx, av); ok {
+			sessions = append(sessions, s)
+		}
+	}
+	live := map[string]item.Session{}
+	for _, s := range sessions {
+		if c.life.live(s, now) && c.revoked(s, version, ended[s.SessionPK]) == "" {
+			live[s.SessionPK] = s
 		}
 	}
 	return live, nil
 }
 
-// oldestFirst returns the IDs of slots by creation, oldest first.
-func oldestFirst(slots map[string]int64) []string {
-	return slices.SortedFunc(maps.Keys(slots), func(a, b string) int {
-		return cmp.Or(cmp.Compare(slots[a], slots[b]), cmp.Compare(a, b))
-	})
-}
-
-// endEvicted deletes the sessions that claim took the slots of. They are
-// dead already, since a session lives only while it holds its slot: this
-// clears them from List and the table, and a failure is only logged.
-func (l *sessionLimit) endEvicted(ctx context.Context, evicted []item.Session) {
-	for _, e := range evicted {
-		if _, _, err := l.store.deleteSession(ctx, e); err != nil {
-			l.logger.ErrorContext(ctx, "ddbsession: delete a session the session limit ended", "sid", e.ID, "err", err)
-		}
-		l.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
+// evict ends the sessions that a claim took the slots of, before the
+// session that took them is written: it deletes them, and in MREC records
+// their ends, so that no Region's refresh brings them back. Their deletes
+// run beside the new session's index write, at no round trip of their own.
+func (c *core) evict(ctx context.Context, evicted []item.Session) error {
+	errs := make([]error, len(evicted))
+	var wg sync.WaitGroup
+	for i, e := range evicted {
+		wg.Go(func() {
+			if errs[i] = c.recordEnd(ctx, e); errs[i] != nil {
+				return
+			}
+			if _, _, errs[i] = c.store.deleteSession(ctx, e); errs[i] == nil {
+				c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
+			}
+		})
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("end a session the session limit ended: %w", err)
+	}
+	return nil
 }

@@ -61,7 +61,7 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	if err == nil && created && c.users.mrec {
 		// A state item outlives a user item deleted before this one, with
 		// a version its sessions copied: move it on, past them.
-		err = c.store.raiseStateCutoff(ctx, key.PK, key.SK, now)
+		err = c.store.raiseRevocation(ctx, key.PK, key.SK, now)
 	}
 	switch {
 	case err != nil:
@@ -238,7 +238,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	now := c.now()
-	rev, err := c.prove(ctx, in, now)
+	rev, err := c.prove(ctx, in, c.limit.max > 0, now)
 	if err != nil {
 		return signedIn{}, err
 	}
@@ -247,24 +247,25 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		return signedIn{}, err
 	}
 	s, reauth := c.newSignedIn(r, in, rev, ended, now)
+	token := item.NewToken()
+	sessionPK := c.store.SessionPK(token)
 	var evicted []item.Session
 	if c.limit.max > 0 {
-		if evicted, err = c.limit.claim(ctx, in.user, rev.State, rev.Cutoff, &s, ended, now); err != nil {
+		if evicted, err = c.claim(ctx, in.user, rev, sessionPK, s, ended, now); err != nil {
 			if errors.Is(err, ErrTooManySessions) {
 				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
 			}
 			return signedIn{}, err
 		}
 	}
-	token := item.NewToken()
-	if err := c.store.createSession(ctx, c.store.SessionPK(token), s); err != nil {
+	indexTTL := s.CreatedAt.Add(c.life.absolute)
+	if err := c.store.createSession(ctx, sessionPK, s, indexTTL, func() error { return c.evict(ctx, evicted) }, c.timeout); err != nil {
 		return signedIn{}, err
 	}
 	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
 	if reauth {
 		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
 	}
-	c.limit.endEvicted(ctx, evicted)
 	return signedIn{token: token, session: s, now: now}, nil
 }
 
@@ -272,9 +273,9 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 // and has in.verify check it. Completing a two-step login, it first makes
 // sure the user's sessions were not revoked since the first step, and then
 // takes the pending session, which one of racing completions alone gets.
-func (c *core) prove(ctx context.Context, in signIn, now time.Time) (revocation, error) {
+func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Time) (revocation, error) {
 	began := mono()
-	rev, err := c.users.load(ctx, in.user, in.out, true)
+	rev, err := c.users.load(ctx, in.user, in.out, withSlots, true)
 	if errors.Is(err, ErrUserNotFound) {
 		return rev, err
 	}
@@ -282,7 +283,7 @@ func (c *core) prove(ctx context.Context, in signIn, now time.Time) (revocation,
 		return rev, err
 	}
 	c.everyone.seen(rev.global, began)
-	if in.pending != nil && c.revoked(*in.pending, rev.State, now) != "" {
+	if in.pending != nil && c.revoked(*in.pending, rev.version, false) != "" {
 		// The user's sessions were revoked (a password change) between
 		// the two steps: the first step's proof is void.
 		if _, _, err := c.store.deleteSession(ctx, *in.pending); err != nil {
@@ -309,23 +310,26 @@ func (c *core) prove(ctx context.Context, in signIn, now time.Time) (revocation,
 func (c *core) newSignedIn(r *http.Request, in signIn, rev revocation, ended []item.Session, now time.Time) (item.Session, bool) {
 	// The session copies the versions read with the credential: a
 	// RevokeAll or RevokeEveryone after that read, on any instance and
-	// whatever its clock, ends it.
-	created := max(now.UnixMilli(), rev.Cutoff+1)
-	s := c.life.newSession(in.user, userAgent(r), time.UnixMilli(created))
-	s.Gen = rev.Cutoff
-	s.GlobalGen = c.everyone.gen.Load()
+	// whatever its clock, ends it. Its times are this instance's own.
+	s := c.life.newSession(in.user, userAgent(r), now)
+	s.Gen, s.GlobalGen = rev.version, rev.global
 	s.Methods = in.methods
 	browser := in.end == endAll
 	s.BrowserOnly = browser && c.keepSignedIn != nil && !c.keepSignedIn(r)
 	if in.pending != nil {
 		s.Methods = union(in.pending.Methods, in.methods)
 		s.BrowserOnly = in.pending.BrowserOnly // KeepSignedIn asked the first step
+		// Authenticated as of the first factor: a password proven minutes
+		// ago counts from then.
+		if in.pending.AuthAt.Before(s.AuthAt) {
+			s.AuthAt = in.pending.AuthAt
+		}
 	}
 	reauth := false
 	for _, old := range ended {
 		// The user's own live session: a re-authentication, which hands
 		// on what the app keeps in it and the kind of its cookie.
-		if userOf(old) == in.user && !old.Pending && c.life.live(old, now) && c.revoked(old, rev.State, now) == "" {
+		if userOf(old) == in.user && !old.Pending && c.life.live(old, now) && c.revoked(old, rev.version, false) == "" {
 			s.Data, s.BrowserOnly, reauth = old.Data, old.BrowserOnly, true
 		}
 	}
@@ -442,21 +446,20 @@ func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Re
 	return nil
 }
 
-// recordEnd, in MREC mode, notes in the user's state item that session s,
-// deleted, stays ended: a refresh of it in another Region that had not seen
-// the delete yet writes the item back, whole, and would win. The note lasts
+// recordEnd, in MREC, writes the end record of session s, deleted or
+// about to be: a refresh of it in another Region that had not seen the
+// delete yet writes the item back, whole, and would win. The record lasts
 // as long as such a copy could live: an idle timeout from now, at most the
 // absolute lifetime, and a minute more for the replication.
 func (c *core) recordEnd(ctx context.Context, s item.Session) error {
-	if !c.users.mrec {
+	if !c.users.mrec || s.ID == "" {
 		return nil
 	}
-	now := c.now()
-	until := now.Add(c.life.idle)
+	until := c.now().Add(c.life.idle)
 	if limit := s.CreatedAt.Add(c.life.absolute); limit.Before(until) {
 		until = limit
 	}
-	return c.store.recordEnd(ctx, s, until.Add(time.Minute).Unix(), now)
+	return c.store.putEnd(ctx, s, until.Add(time.Minute))
 }
 
 // userAgent returns the request's User-Agent as stored, which the client

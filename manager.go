@@ -222,7 +222,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		return nil, err
 	}
 	lim := cfg.Limits
-	st := newStore(cfg.Client, cfg.Table, layout, layout.MREC || lim.MaxSessions > 0, cfg.Logger)
+	st := newStore(cfg.Client, cfg.Table, layout, cfg.Logger)
 	ev := events{on: cfg.OnEvent, logger: cfg.Logger}
 	life := lifetimes{idle: lim.IdleTimeout, refresh: lim.RefreshInterval, absolute: lim.AbsoluteLifetime, pending: lim.PendingLifetime}
 	m := &Manager[U]{core{

@@ -44,8 +44,9 @@ func (f *refresher) start(ctx context.Context, sessionPK string, s item.Session,
 	return next, true
 }
 
-// write is the refresh's writes, after the response: the session item,
-// then its index item, each bounded by StoreTimeout.
+// write is the refresh's write, after the response: the session item alone
+// (List reads the session items, so the index item needs no copy of the
+// expiry), bounded by StoreTimeout.
 func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) {
 	began := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, f.timeout)
@@ -57,13 +58,6 @@ func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.
 	if err != nil && !errors.Is(err, errRefreshLost) {
 		f.logger.ErrorContext(ctx, "ddbsession: refresh session", "sid", old.ID, "err", err)
 	}
-	if err == nil && !f.store.HashOnly {
-		ictx, cancel := context.WithTimeout(ctx, f.timeout)
-		if err := f.store.refreshIndex(ictx, sessionPK, next); err != nil {
-			f.logger.ErrorContext(ctx, "ddbsession: refresh session index item", "sid", old.ID, "err", err)
-		}
-		cancel()
-	}
 	if err == nil {
 		f.events.emit(ctx, Event{Kind: EventRefreshed, SessionID: next.ID, User: userOf(next), Elapsed: time.Since(began)})
 	}
@@ -74,8 +68,7 @@ func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.
 
 // landed reports whether a session write whose outcome is unknown (an
 // error that may have come after DynamoDB applied it) did land, so that the
-// index item follows: otherwise List would hide a live session once the
-// index item's old expiry passed.
+// write is not tried again at once.
 func (f *refresher) landed(ctx context.Context, sessionPK string, next item.Session) bool {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/internal/item"
 )
@@ -38,8 +41,13 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
+	now := c.now()
+	indexed, err := c.store.queryIndex(ctx, user.PK, user.SK, now)
+	if err != nil {
+		return nil, err
+	}
 	withGlobal, began := c.everyone.stale(), mono()
-	rev, err := c.users.load(ctx, user, nil, withGlobal)
+	rev, sessions, ended, err := c.readListed(ctx, user, indexed, withGlobal)
 	if errors.Is(err, ErrUserNotFound) {
 		return nil, nil
 	}
@@ -49,25 +57,94 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 	if err != nil {
 		return nil, err
 	}
-	now := c.now()
-	// A valid session was created after the cutoff it copied (see
-	// revoked), so the query starts there.
-	found, err := c.store.queryIndex(ctx, user.PK, user.SK, time.UnixMilli(rev.Cutoff), now)
-	if err != nil {
-		return nil, err
-	}
 	var list []Session
-	for _, s := range found { // newest first
-		// The query's filter ran at the engine's "now"; this check runs at
-		// ours, and also drops the sessions that RevokeAll has ended.
-		if userOf(s) != user || !c.life.live(s, now) || c.revoked(s, rev.State, now) != "" {
+	var stale []item.Session
+	for _, idx := range indexed { // newest first
+		// The session item, not the index item, says whether the session
+		// lives: an index item outlives a session that expired, was
+		// revoked, or never was written (a Login that failed half-way).
+		s, ok := sessions[idx.SessionPK]
+		if !ok || s.ID != idx.ID || userOf(s) != user || !c.life.live(s, now) || c.revoked(s, rev.version, ended[idx.SessionPK]) != "" {
+			stale = append(stale, idx)
 			continue
 		}
 		e := sessionOf(s)
+		e.Data = nil // the session's own, for its own requests
 		e.Current = s.ID == current
 		list = append(list, e)
 	}
+	c.dropIndexItems(ctx, stale)
 	return list, nil
+}
+
+// readListed reads, in one round trip, user's revocation state and the
+// session items (in MREC with their end records) that indexed point to.
+func (c *core) readListed(ctx context.Context, user UserKey, indexed []item.Session, withGlobal bool) (revocation, map[string]item.Session, map[string]bool, error) {
+	var keys []map[string]types.AttributeValue
+	for _, idx := range indexed {
+		keys = append(keys, c.store.SessionKey(idx.SessionPK))
+		if c.users.mrec {
+			keys = append(keys, c.store.EndKey(idx.SessionPK))
+		}
+	}
+	var rev revocation
+	var err error
+	if !c.users.inTable() {
+		// Users elsewhere: the loader is a read of its own.
+		if rev, err = c.users.load(ctx, user, nil, false, withGlobal); err != nil {
+			return rev, nil, nil, err
+		}
+	} else {
+		keys = append(keys, c.store.userKeys(user.PK, user.SK, false, withGlobal)...)
+	}
+	found, err := c.store.batchGetMany(ctx, keys)
+	if err != nil {
+		return rev, nil, nil, err
+	}
+	sessions, ended := map[string]item.Session{}, map[string]bool{}
+	u := userItems{globalRead: withGlobal}
+	for _, av := range found {
+		switch {
+		case attrS(av, item.AttrKind) == item.KindSession && strings.HasPrefix(attrS(av, c.store.PartitionKey), c.store.SessionPrefix):
+			if s, ok := c.store.decodeSession(ctx, av); ok {
+				sessions[s.SessionPK] = s
+			}
+		case attrS(av, item.AttrKind) == item.KindEnded:
+			ended[c.store.sessionPKOfEnd(av)] = true
+		default:
+			c.store.sort(&u, av, "", user.PK, user.SK)
+		}
+	}
+	if c.users.inTable() {
+		if u.user == nil {
+			return rev, nil, nil, ErrUserNotFound
+		}
+		if rev, err = c.users.decode(u, nil); err != nil {
+			return rev, nil, nil, err
+		}
+	}
+	return rev, sessions, ended, nil
+}
+
+// dropIndexItems deletes the index items of sessions that can no longer
+// be used, which List has just found, so that the next List reads them no
+// more: side by side, on a deadline of their own, and a failure is only
+// logged.
+func (c *core) dropIndexItems(ctx context.Context, stale []item.Session) {
+	if len(stale) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range stale {
+		wg.Go(func() {
+			if err := c.store.deleteIndex(ctx, s); err != nil {
+				c.logger.ErrorContext(ctx, "ddbsession: delete the index item of an ended session", "sid", s.ID, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Revoke ends one of user's sessions by its public ID, as a "sign out that
@@ -106,9 +183,9 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 	}
 	// A session item already gone leaves a stale index item, which this
 	// deletes too (a failure to is logged).
-	_, _, err = c.store.deleteSession(ctx, s)
+	err = c.recordEnd(ctx, s)
 	if err == nil {
-		err = c.recordEnd(ctx, s)
+		_, _, err = c.store.deleteSession(ctx, s)
 	}
 	if err == nil {
 		c.events.emit(ctx, Event{Kind: EventRevoked, SessionID: id, User: user})
@@ -147,9 +224,9 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	return nil
 }
 
-// raiseCutoff raises user's revocation version to ms, or one on from
-// where it is: the user item's, or in MREC mode the state item's. It
-// reports false if the user has no item.
+// raiseCutoff changes user's sessions version to ms, or one on from where
+// it is: the user item's, or in MREC the revocation item's, which only
+// revocations write. It reports false if the user has no item.
 func (c *core) raiseCutoff(ctx context.Context, user UserKey, ms int64) (found bool, err error) {
 	if !c.users.mrec {
 		return c.store.raiseCutoff(ctx, user.PK, user.SK, ms)
@@ -158,7 +235,7 @@ func (c *core) raiseCutoff(ctx context.Context, user UserKey, ms int64) (found b
 	if err != nil || items.user == nil {
 		return false, err
 	}
-	return true, c.store.raiseStateCutoff(ctx, user.PK, user.SK, ms)
+	return true, c.store.raiseRevocation(ctx, user.PK, user.SK, ms)
 }
 
 // RevokeEveryone ends every session of every user with one write, for an

@@ -148,8 +148,9 @@ func TestRevokeRefusesIDsThatAreNotTheUsers(t *testing.T) {
 }
 
 // A session item deleted behind the library's back (by TTL, say) leaves its
-// index item, which List shows until that item's own TTL. Revoking the
-// session succeeds and removes the index item.
+// index item, which List never shows: it reads the session items, and
+// drops the index item of one that is gone. Revoking the session before
+// that succeeds and removes the index item.
 func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -164,10 +165,6 @@ func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 	if got := e.status(gone); got != http.StatusUnauthorized {
 		t.Fatalf("session without its item: status %d, want 401", got)
 	}
-	if diff := cmp.Diff([]string{otherID, goneID}, listIDs(e.mustList(alice))); diff != "" {
-		t.Fatalf("List before Revoke, with the stale index item (-want +got):\n%s", diff)
-	}
-
 	if err := e.m.Revoke(context.Background(), alice, goneID); err != nil {
 		t.Fatalf("Revoke of a session whose item is gone = %v, want nil", err)
 	}
@@ -185,6 +182,18 @@ func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 	}
 	if err := e.m.Revoke(context.Background(), alice, goneID); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("second Revoke = %v, want ErrNoSession", err)
+	}
+
+	// List, with a stale index item: the session is left out, and the
+	// index item dropped.
+	third := e.login(alice)
+	thirdID := e.sessionFor(third).ID
+	e.deleteItem(sessionItemKey(third.Value))
+	if diff := cmp.Diff([]string{otherID}, listIDs(e.mustList(alice))); diff != "" {
+		t.Errorf("List with a stale index item (-want +got):\n%s", diff)
+	}
+	if items := itemsWithSID(e.scanAll(), thirdID); len(items) != 0 {
+		t.Errorf("List left the stale index item: %v", itemsText(items))
 	}
 }
 
@@ -360,9 +369,13 @@ func TestListLeavesOutExpiredSessions(t *testing.T) {
 				t.Errorf("Check(old session) = %v, want live %v", err, tc.live)
 			}
 			// The expired session is still in the table (TTL lags): List
-			// leaves it out by itself.
-			if n := len(itemsWithSID(e.scanAll(), oldID)); n != 2 {
-				t.Errorf("old session has %d items in the table, want 2 (session and index)", n)
+			// leaves it out by itself, and drops its index item.
+			wantItems := 2 // session and index
+			if !tc.live {
+				wantItems = 1 // the session item, until TTL removes it
+			}
+			if n := len(itemsWithSID(e.scanAll(), oldID)); n != wantItems {
+				t.Errorf("old session has %d items in the table, want %d", n, wantItems)
 			}
 		})
 	}
@@ -391,10 +404,12 @@ func TestListLeavesOutSessionsBeforeRevokeAll(t *testing.T) {
 	if diff := cmp.Diff([]string{bobs}, listIDs(e.mustList(bob))); diff != "" {
 		t.Errorf("bob's sessions after alice's RevokeAll (-want +got):\n%s", diff)
 	}
-	// The revoked sessions' items are still there: List filters them.
+	// List left the revoked sessions out and dropped their index items,
+	// so that the next List reads them no more; their session items stay
+	// until TTL removes them, and are rejected meanwhile.
 	for _, id := range []string{early, lastMs} {
-		if n := len(itemsWithSID(e.scanAll(), id)); n != 2 {
-			t.Errorf("revoked session %s has %d items, want 2", id, n)
+		if items := itemsWithSID(e.scanAll(), id); len(items) != 1 || attrText(items[0]["kind"]) != "S:session" {
+			t.Errorf("revoked session %s: items %v, want its session item alone", id, itemsText(items))
 		}
 	}
 }
@@ -523,16 +538,17 @@ func TestListAndRevokeNeedASortKey(t *testing.T) {
 	}
 }
 
-// Sessions that RevokeAll ended cost nothing to list: the index sorts by
-// creation time and List starts at the cutoff, so it reads only the live
-// sessions, newest first.
-func TestListAfterRevokeAllReadsOnlyLiveSessions(t *testing.T) {
+// Sessions that RevokeAll ended cost one List to forget: it reads their
+// index items once, with their session items, leaves them out, and drops
+// the index items; the next List reads only the live sessions, newest
+// first. Each List is two calls: the Query and one BatchGetItem.
+func TestListAfterRevokeAllDropsRevokedSessions(t *testing.T) {
 	t.Parallel()
 	var p *probe
 	e := newEnv(t, withProbe(&p))
 	read := queriesRead(p)
 	alice := e.putUser("alice")
-	const revoked = 300
+	const revoked = 90
 	for range revoked {
 		e.clock.Advance(time.Millisecond)
 		e.login(alice)
@@ -542,7 +558,7 @@ func TestListAfterRevokeAllReadsOnlyLiveSessions(t *testing.T) {
 		t.Fatalf("List before RevokeAll: %d sessions, want %d", got, revoked)
 	}
 	if items, _ := read(); items != revoked {
-		t.Errorf("List before RevokeAll read %d items, want %d", items, revoked)
+		t.Errorf("List before RevokeAll read %d index items, want %d", items, revoked)
 	}
 
 	e.clock.Advance(time.Second)
@@ -554,17 +570,20 @@ func TestListAfterRevokeAllReadsOnlyLiveSessions(t *testing.T) {
 	e.clock.Advance(time.Millisecond)
 	second := e.sessionFor(e.login(alice))
 
-	read()
-	list := e.mustList(alice)
-	if len(list) != 2 || list[0].ID != second.ID || list[1].ID != first.ID {
-		t.Fatalf("List after RevokeAll = %v, want the two new sessions, newest first", list)
-	}
-	items, queries := read()
-	if items != 2 {
-		t.Errorf("List after RevokeAll of %d sessions read %d items, want 2 (the live ones)", revoked, items)
-	}
-	if queries != 1 {
-		t.Errorf("List made %d Queries, want 1", queries)
+	for round, wantItems := range []int32{revoked + 2, 2} {
+		read()
+		p.reset()
+		list := e.mustList(alice)
+		if len(list) != 2 || list[0].ID != second.ID || list[1].ID != first.ID {
+			t.Fatalf("List %d after RevokeAll = %v, want the two new sessions, newest first", round+1, list)
+		}
+		items, queries := read()
+		if items != wantItems {
+			t.Errorf("List %d after RevokeAll of %d sessions read %d index items, want %d", round+1, revoked, items, wantItems)
+		}
+		if queries != 1 || p.count("BatchGetItem") != 1 {
+			t.Errorf("List %d made %d Queries and %d BatchGetItems, want 1 and 1", round+1, queries, p.count("BatchGetItem"))
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package ddbsession
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -42,14 +43,15 @@ func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string
 	if rev.globalRead {
 		c.everyone.seen(rev.global, began)
 	}
-	if reason := c.revoked(s, rev.State, now); reason != "" {
+	if reason := c.revoked(s, rev.version, rev.ended); reason != "" {
 		return s, rejected(reason)
 	}
 	return s, nil
 }
 
 // readTogether reads the session and the user item that cred names (and in
-// MREC mode the user's state item) in one round trip.
+// MREC the session's end record and the user's revocation item) in one
+// round trip.
 func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any, withGlobal bool) (item.Session, revocation, error) {
 	s, found, items, err := c.store.getSessionAndUser(ctx, sessionPK, cred.UserPK, cred.UserSK, withGlobal)
 	if err != nil {
@@ -68,22 +70,26 @@ func (c *core) readTogether(ctx context.Context, cred item.Credential, sessionPK
 	return s, rev, nil
 }
 
-// readInTurn reads the session, then its user: two round trips, for
-// credentials without a user key and for users kept elsewhere.
+// readInTurn reads the session (in MREC with its end record), then its
+// user: two round trips, for credentials without a user key and for users
+// kept elsewhere.
 func (c *core) readInTurn(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any, withGlobal bool) (item.Session, revocation, error) {
-	s, found, err := c.store.getSession(ctx, sessionPK)
+	s, found, ended, err := c.store.getSessionEnded(ctx, sessionPK)
 	if err != nil {
 		return s, revocation{}, err
 	}
 	if reason := c.reject(s, found, cred, now); reason != "" {
 		return s, revocation{}, rejected(reason)
 	}
-	rev, err := c.users.load(ctx, userOf(s), user, withGlobal)
+	rev, err := c.users.load(ctx, userOf(s), user, false, withGlobal)
 	if errors.Is(err, ErrUserNotFound) {
 		return s, rev, rejected(ReasonUserMissing)
 	}
 	if err != nil {
 		return s, rev, err
+	}
+	if rev.ended, err = item.DecodeEnd(ended); err != nil {
+		return s, rev, fmt.Errorf("the session's end record: %w", err)
 	}
 	return s, rev, nil
 }
@@ -103,35 +109,28 @@ func (c *core) reject(s item.Session, found bool, cred item.Credential, now time
 	return c.life.ended(s, now)
 }
 
-// revoked says why session s is revoked under its user's revocation state
-// rev at now, or returns "". The state is a version, not a time: the
-// user's sessions version, which RevokeAll changes, and which a login reads
-// together with the credential it checks and copies into the session
-// (item.AttrGen). A session is valid while the version is still the one it
-// copied, whatever the instances' clocks say. In MREC mode, the sessions
-// the state item lists as ended lately stay ended. Above all that, the
+// revoked says why session s is revoked, for a user whose sessions version
+// is version and, in MREC, a session whose end record is there if ended; or
+// returns "". The version is no time to compare: RevokeAll changes it, a
+// login reads it with the credential it checks and copies it into the
+// session (item.AttrGen), and the session is valid while the version is
+// still that one, whatever the instances' clocks say. Above that, the
 // session must not be older than the last RevokeEveryone this instance
-// knows of (see everyone), and a session counted by Limits.MaxSessions
-// must still hold its slot in the state item.
-func (c *core) revoked(s item.Session, rev item.State, now time.Time) Reason {
+// knows of (see everyone).
+func (c *core) revoked(s item.Session, version int64, ended bool) Reason {
 	switch {
 	case s.GlobalGen < c.everyone.gen.Load():
 		return ReasonEveryone // created before a RevokeEveryone
-	case rev.Ends(s.ID, now):
-		return ReasonUnknown // ended, and brought back by a write of another Region
-	case c.limit.max > 0 && s.SlotRev > 0 && !rev.Holds(s.ID):
-		if c.users.mrec && rev.Rev < s.SlotRev {
-			return ReasonNotReplicated // its slot has not come here yet
-		}
-		return ReasonSessionLimit // a newer login took its slot
-	case s.Gen == rev.Cutoff:
+	case ended:
+		return ReasonUnknown // ended, and maybe brought back by a write of another Region
+	case s.Gen == version:
 		return ""
-	case s.Gen > rev.Cutoff && c.users.mrec:
+	case s.Gen > version && c.users.mrec:
 		// A login after a RevokeAll in another Region: its session has
-		// come here before the raised cutoff has.
+		// come here before the raised version has.
 		return ReasonNotReplicated
 	}
-	// Raised since (RevokeAll), or, for a higher copy, the user item
+	// Changed since (RevokeAll), or, for a higher copy, the user item
 	// was made anew under the same key.
 	return ReasonCutoff
 }

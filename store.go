@@ -60,13 +60,10 @@ type store struct {
 	table  string
 	logger *slog.Logger
 	pairs  sync.Pool // of *pairRead
-	// withState says that every read of a user takes the user's state item
-	// too (see item.State): with Layout.MREC, and with Limits.MaxSessions.
-	withState bool
 }
 
-func newStore(client Client, table string, layout item.Layout, withState bool, logger *slog.Logger) *store {
-	return &store{Layout: layout, client: client, table: table, logger: logger, withState: withState}
+func newStore(client Client, table string, layout item.Layout, logger *slog.Logger) *store {
+	return &store{Layout: layout, client: client, table: table, logger: logger}
 }
 
 // Failed conditions that callers act on.
@@ -143,6 +140,15 @@ func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue)
 		return err
 	})
 	return st.failed(err)
+}
+
+// put writes an item whatever is under its key.
+func (st *store) put(ctx context.Context, av map[string]types.AttributeValue) (bool, error) {
+	err := retryConflicts(ctx, func() error {
+		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: av})
+		return err
+	})
+	return err == nil, st.named(err)
 }
 
 // update makes the conditional UpdateItem w of the item under key and

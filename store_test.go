@@ -105,7 +105,7 @@ func TestLoginItemFormat(t *testing.T) {
 				"refreshedAt": "N:1796040000250",
 				"expiresAt":   "N:1796043600", // an hour later, in epoch seconds
 				"userAgent":   "S:" + testAgent,
-				"gen":         "N:0", // the user's sessions version as read: the user has none
+				"gen":         "N:0", // the user's sessions version as read: putUser's has none
 				"globalGen":   "N:0", // no RevokeEveryone yet
 				"authAt":      "N:1796040000250",
 			}
@@ -126,6 +126,9 @@ func TestLoginItemFormat(t *testing.T) {
 					"sessionPK": "S:" + sessionPK,
 				}
 				maps.Copy(wantValues, common)
+				// TTL removes it at the session's absolute lifetime, 30
+				// days: List reads the session item for its expiry.
+				wantValues["expiresAt"] = "N:1798632000"
 				checkItem(t, "index item", byKind["S:session-index"][0], tc.wantIndex, wantValues)
 			}
 		})

@@ -36,18 +36,17 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	now := c.now()
-	rev, err := c.prove(ctx, in, now)
+	rev, err := c.prove(ctx, in, false, now)
 	if err != nil {
 		return err
 	}
 	if err := c.endPending(ctx, w, r); err != nil {
 		return err
 	}
-	created := max(now.UnixMilli(), rev.Cutoff+1)
-	s := c.life.newSession(in.user, userAgent(r), time.UnixMilli(created))
+	s := c.life.newSession(in.user, userAgent(r), now)
 	s.Pending, s.Methods = true, in.methods
 	s.ExpiresAt = time.Unix(now.Add(c.life.pending).Unix(), 0)
-	s.Gen, s.GlobalGen = rev.Cutoff, c.everyone.gen.Load()
+	s.Gen, s.GlobalGen = rev.version, rev.global
 	s.BrowserOnly = c.keepSignedIn != nil && !c.keepSignedIn(r)
 	token := item.NewToken()
 	if err := c.store.createPending(ctx, c.store.SessionPK(token), s); err != nil {
@@ -79,7 +78,7 @@ func (m *Manager[U]) completeLogin(w http.ResponseWriter, r *http.Request, verif
 	}
 	var u U
 	check := verifier(&u, verify)
-	p, err := m.takeAttempt(r)
+	p, try, err := m.takeAttempt(r)
 	if err == nil {
 		var proofErr error
 		in := signIn{user: userOf(p), out: &u, methods: methods, end: endAll, pending: &p, read: m.stored(r)}
@@ -92,7 +91,7 @@ func (m *Manager[U]) completeLogin(w http.ResponseWriter, r *http.Request, verif
 		err = m.signInBrowser(w, r, in)
 		switch {
 		case err == nil:
-		case proofErr != nil && p.Attempts < maxAttempts:
+		case proofErr != nil && try < maxAttempts:
 			return err // another try is left: the cookie stays
 		case proofErr != nil:
 			// That was the last try: the pending session goes, and the
@@ -115,22 +114,22 @@ func (m *Manager[U]) completeLogin(w http.ResponseWriter, r *http.Request, verif
 }
 
 // takeAttempt reads the pending session of r's pending cookie, counting
-// one more attempt of it; ErrNoSession for none, or one whose tries or
-// time are over. The session returned knows its key.
-func (c *core) takeAttempt(r *http.Request) (item.Session, error) {
+// one more try of it, and returns it with the try's number; ErrNoSession
+// for none, or one whose tries or time are over. The session returned
+// knows its key.
+func (c *core) takeAttempt(r *http.Request) (item.Session, int, error) {
 	token, _ := c.cookies.pendingToken(r)
 	if token == "" {
-		return item.Session{}, ErrNoSession
+		return item.Session{}, 0, ErrNoSession
 	}
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
-	pk := c.store.SessionPK(token)
-	p, ok, err := c.store.takeAttempt(ctx, pk, maxAttempts, c.now())
+	p, try, ok, err := c.store.takeTry(ctx, c.store.SessionPK(token), maxAttempts, c.now())
 	switch {
 	case err != nil:
-		return p, err
+		return p, 0, err
 	case !ok:
-		return p, ErrNoSession
+		return p, 0, ErrNoSession
 	}
-	return p, nil
+	return p, try, nil
 }

@@ -51,11 +51,11 @@ type users struct {
 	// attributevalue.UnmarshalMap would make one per call.
 	decoder *attributevalue.Decoder
 	// custom is Config.LoadUser, adapted to decode into out; nil for the
-	// default, the user item in the sessions table. The state and global
+	// default, the user item in the sessions table. The slots and global
 	// items are read apart then.
-	custom func(ctx context.Context, key UserKey, out any) (cutoff int64, err error)
-	// mrec is Layout.MREC: the revocation state is the user item's cutoff
-	// and the state item's together.
+	custom func(ctx context.Context, key UserKey, out any) (version int64, err error)
+	// mrec is Layout.MREC: the user's version is in the revocation item,
+	// and a session's end record counts.
 	mrec bool
 	// newUser returns a new *U, for the reads whose caller wants no user:
 	// every read of a user item decodes it, so that an item the app's type
@@ -68,25 +68,28 @@ type users struct {
 func (u *users) inTable() bool { return u.custom == nil }
 
 // revocation is what a read of a user says of the user's sessions: the
-// user's revocation state (the cutoff and, in MREC mode, the ends noted
-// lately) and, where the read took it, the table's global generation.
+// user's sessions version, in MREC whether the session read with it has
+// ended, for a login under a session limit the user's slots, and, where the
+// read took it, the table's global generation.
 type revocation struct {
-	item.State
+	version    int64
+	ended      bool
+	slots      item.Slots
 	global     int64
 	globalRead bool
 }
 
 // load reads user key into out (nil for a caller that wants the
 // revocation state alone) and returns the user's revocation state, with
-// the global generation if withGlobal, or ErrUserNotFound. The default is
-// one strongly consistent read of the user item, and in MREC mode of the
-// state item with it, and of the global item as asked.
-func (u *users) load(ctx context.Context, key UserKey, out any, withGlobal bool) (revocation, error) {
+// the slots if withSlots and the global generation if withGlobal, or
+// ErrUserNotFound. The default is one strongly consistent read of the user
+// item and the items asked for with it (in MREC the revocation item too).
+func (u *users) load(ctx context.Context, key UserKey, out any, withSlots, withGlobal bool) (revocation, error) {
 	if out == nil {
 		out = u.newUser()
 	}
 	if u.custom == nil {
-		items, err := u.store.getUser(ctx, key.PK, key.SK, u.store.withState, withGlobal)
+		items, err := u.store.getUser(ctx, key.PK, key.SK, withSlots, withGlobal)
 		if err != nil {
 			return revocation{}, err
 		}
@@ -95,22 +98,19 @@ func (u *users) load(ctx context.Context, key UserKey, out any, withGlobal bool)
 		}
 		return u.decode(items, out)
 	}
-	cutoff, err := u.custom(ctx, key, out)
+	version, err := u.custom(ctx, key, out)
 	if err != nil {
 		return revocation{}, err
 	}
 	items := userItems{globalRead: withGlobal}
-	if u.store.withState {
-		if items.state, err = u.store.getState(ctx, key.PK, key.SK); err != nil {
+	if withSlots || withGlobal {
+		beside, err := u.store.getUser(ctx, key.PK, key.SK, withSlots, withGlobal)
+		if err != nil {
 			return revocation{}, err
 		}
+		items.slots, items.global = beside.slots, beside.global
 	}
-	if withGlobal {
-		if items.global, err = u.store.getGlobal(ctx); err != nil {
-			return revocation{}, err
-		}
-	}
-	return u.revocationOf(cutoff, items)
+	return u.revocationOf(version, items)
 }
 
 // decode decodes the user item of items into out (a new one for nil) and
@@ -124,32 +124,36 @@ func (u *users) decode(items userItems, out any) (revocation, error) {
 	if err := u.decoder.Decode(&types.AttributeValueMemberM{Value: items.user}, out); err != nil {
 		return revocation{}, &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(items.user, out), err: err}
 	}
-	cutoff, err := u.store.CutoffOf(items.user)
+	version, err := u.store.VersionOf(items.user)
 	if err != nil {
 		return revocation{}, fmt.Errorf("the user item's version: %w", err)
 	}
-	return u.revocationOf(cutoff, items)
+	if u.mrec {
+		// The user item is the app's, which a Region's write settles
+		// whole: the version that counts is the revocation item's.
+		if version, err = item.DecodeRevocation(items.revocation); err != nil {
+			return revocation{}, fmt.Errorf("the user's revocation item: %w", err)
+		}
+	}
+	return u.revocationOf(version, items)
 }
 
-// revocationOf is the revocation state of a user whose cutoff is cutoff,
-// with the state and global items of items: in MREC mode the state item's
-// cutoff counts too, the higher of the two.
-func (u *users) revocationOf(cutoff int64, items userItems) (revocation, error) {
-	var rev revocation
-	if u.store.withState {
-		state, err := item.DecodeState(items.state)
-		if err != nil {
-			return rev, fmt.Errorf("the user's state item: %w", err)
-		}
-		rev.State = state
+// revocationOf is the revocation state of a user whose version is version,
+// with the other items of items.
+func (u *users) revocationOf(version int64, items userItems) (revocation, error) {
+	rev := revocation{version: version}
+	var err error
+	if rev.ended, err = item.DecodeEnd(items.end); err != nil {
+		return rev, fmt.Errorf("the session's end record: %w", err)
 	}
-	rev.Cutoff = max(rev.Cutoff, cutoff)
+	if rev.slots, err = u.store.DecodeSlots(items.slots); err != nil {
+		return rev, fmt.Errorf("the user's slots item: %w", err)
+	}
 	if items.globalRead {
-		global, err := item.DecodeGlobal(items.global)
-		if err != nil {
+		if rev.global, err = item.DecodeGlobal(items.global); err != nil {
 			return rev, fmt.Errorf("the global revocation item: %w", err)
 		}
-		rev.global, rev.globalRead = global, true
+		rev.globalRead = true
 	}
 	return rev, nil
 }

@@ -1,8 +1,6 @@
 package item
 
 import (
-	"fmt"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -19,6 +17,7 @@ import (
 const (
 	KindGlobal = "sessions-global"
 	globalPK   = "GLOBAL"
+	globalSort = "STATE"
 )
 
 // GlobalPK is the global item's partition key.
@@ -26,7 +25,7 @@ func (l *Layout) GlobalPK() string { return l.SessionPrefix + globalPK }
 
 // GlobalKey addresses the global item.
 func (l *Layout) GlobalKey() map[string]types.AttributeValue {
-	return l.Key(l.GlobalPK(), stateSort)
+	return l.Key(l.GlobalPK(), globalSort)
 }
 
 // DecodeGlobal reads the global item's generation: 0 for none. An item of
@@ -35,15 +34,11 @@ func DecodeGlobal(av map[string]types.AttributeValue) (int64, error) {
 	if av == nil {
 		return 0, nil
 	}
-	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != KindGlobal {
-		return 0, fmt.Errorf("%w: not a %s item", ErrMalformed, KindGlobal)
+	if err := checkKind(av, KindGlobal); err != nil {
+		return 0, err
 	}
 	d := decoder{av: av}
-	gen := d.num(AttrGen)
-	if v := d.num(AttrVersion); d.err == nil && v != Version {
-		d.fail("global format version %d is not %d", v, Version)
-	}
-	return gen, d.err
+	return d.num(AttrGen), d.err
 }
 
 // RevokeEveryone raises the global generation by one, creating the item if

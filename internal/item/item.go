@@ -71,12 +71,6 @@ const (
 	// AttrMethods lists how they did (a List of Strings, the app's names:
 	// "password", "otp", "passkey").
 	AttrMethods = "methods"
-	// AttrSlotRev marks a session counted by a per-user session limit: the
-	// revision of the user's state item whose write gave it its slot. The
-	// session is valid while the state item still lists it.
-	AttrSlotRev = "slotRev"
-	// AttrAttempts counts a pending session's second-factor attempts.
-	AttrAttempts = "attempts"
 	// AttrAppData is the app's data of the session, JSON text, and
 	// AttrDataRev its revision, a random number new with each write, for
 	// the next one's condition. Session items only.
@@ -105,8 +99,8 @@ var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
 	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true, AttrGlobalGen: true,
-	AttrAuthAt: true, AttrMethods: true, AttrSlotRev: true, AttrAttempts: true, AttrAppData: true, AttrDataRev: true,
-	AttrStateEnded: true, AttrStateSessions: true, attrStateRev: true,
+	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true,
+	AttrSlots: true, AttrSlotsRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
 	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true,
 }
@@ -229,13 +223,9 @@ type Session struct {
 	// Methods how ([AttrAuthAt], [AttrMethods]).
 	AuthAt  time.Time
 	Methods []string
-	// SlotRev is the state item revision that gave a session counted by a
-	// session limit its slot; 0 for one that no limit counts.
-	SlotRev int64
 	// Pending marks a login waiting for its second factor, stored as
-	// [VersionPending], and Attempts counts its second-factor attempts.
-	Pending  bool
-	Attempts int64
+	// [VersionPending].
+	Pending bool
 	// Data is the app's data, JSON text, and DataRev its revision, random
 	// and new with each write (0: never written). Session items only.
 	Data    string
@@ -400,14 +390,8 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 		}
 		av[AttrMethods] = &types.AttributeValueMemberL{Value: methods}
 	}
-	if s.SlotRev != 0 {
-		av[AttrSlotRev] = Num(s.SlotRev)
-	}
 	if kind != KindSession {
 		return
-	}
-	if s.Attempts != 0 {
-		av[AttrAttempts] = Num(s.Attempts)
 	}
 	if s.Data != "" {
 		av[AttrAppData] = Str(s.Data)
@@ -487,13 +471,7 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	s.GlobalGen = d.num(AttrGlobalGen)
 	s.AuthAt = time.UnixMilli(d.num(AttrAuthAt))
 	s.Methods = d.strs(AttrMethods)
-	if _, present := av[AttrSlotRev]; present {
-		s.SlotRev = d.num(AttrSlotRev)
-	}
 	if kind == KindSession {
-		if _, present := av[AttrAttempts]; present {
-			s.Attempts = d.num(AttrAttempts)
-		}
 		s.Data = d.str(AttrAppData, false)
 		if _, present := av[AttrDataRev]; present {
 			s.DataRev = d.num(AttrDataRev)
@@ -547,6 +525,22 @@ func (d *decoder) str(name string, required bool) string {
 		return ""
 	}
 	return s.Value
+}
+
+// bin reads a required Binary attribute. Empty is allowed: DynamoDB stores
+// an empty Binary outside a key.
+func (d *decoder) bin(name string) []byte {
+	v, present := d.av[name]
+	if !present {
+		d.fail("no %q", name)
+		return nil
+	}
+	b, ok := v.(*types.AttributeValueMemberB)
+	if !ok {
+		d.fail("%q is not a Binary", name)
+		return nil
+	}
+	return b.Value
 }
 
 // strs reads an optional List of Strings; nil if absent.
@@ -604,9 +598,9 @@ func GetNum(av map[string]types.AttributeValue, name string) (n int64, ok bool, 
 	return n, true, nil
 }
 
-// CutoffOf reads a user item's sessions version: the user's
-// revocation version, which RevokeAll raises; zero if the user has none.
-func (l *Layout) CutoffOf(user map[string]types.AttributeValue) (int64, error) {
+// VersionOf reads a user item's sessions version, which RevokeAll changes;
+// zero if the user has none.
+func (l *Layout) VersionOf(user map[string]types.AttributeValue) (int64, error) {
 	ms, _, err := GetNum(user, l.VersionAttribute)
 	return ms, err
 }

@@ -24,7 +24,6 @@ func testSession() Session {
 		UserAgent:   "test-agent/1.0",
 		AuthAt:      created.Add(time.Second),
 		Methods:     []string{"password", "otp"},
-		SlotRev:     3,
 	}
 }
 
@@ -38,7 +37,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for name, l := range map[string]Layout{"default": Default, "hash-only, custom TTL, expiry index": custom} {
 		t.Run(name, func(t *testing.T) {
 			s := testSession()
-			s.Data, s.DataRev, s.Attempts = `{"cart":[1,2]}`, 2, 1 // session items only
+			s.Data, s.DataRev = `{"cart":[1,2]}`, 2 // session items only
 			if l.HashOnly {
 				s.UserSK = ""
 			}
@@ -58,7 +57,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := s
-			want.Data, want.DataRev, want.Attempts = "", 0, 0
+			want.Data, want.DataRev = "", 0
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("index item (-want +got):\n%s", diff)
 			}
@@ -184,44 +183,80 @@ func TestCredentialHasOneSpelling(t *testing.T) {
 	}
 }
 
-// A state item that is not in the format is an error, never a state with
-// fewer ends: its reader fails closed.
-func TestDecodeState(t *testing.T) {
-	valid := map[string]types.AttributeValue{
-		AttrVersion: Num(1), AttrKind: Str(KindState), AttrStateCutoff: Num(1796040000250),
-		AttrStateEnded: &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"0123": Num(1796044200)}},
-		attrStateRev:   Num(3),
+// The library's items beside a user's sessions read back as written, and
+// an item of another form under their keys is an error, never a state
+// with less in it: their readers fail closed.
+func TestStateItems(t *testing.T) {
+	l := Default
+	for _, tc := range []struct {
+		name   string
+		valid  map[string]types.AttributeValue
+		decode func(map[string]types.AttributeValue) error
+	}{
+		{"revocation", map[string]types.AttributeValue{AttrVersion: Num(1), AttrKind: Str(KindRevocation), AttrGen: Num(1796040000250)},
+			func(av map[string]types.AttributeValue) error { _, err := DecodeRevocation(av); return err }},
+		{"end record", l.EncodeEnd(l.SessionPK(NewToken()), NewID(time.Unix(1796040000, 0)), time.Unix(1796044200, 0)),
+			func(av map[string]types.AttributeValue) error { _, err := DecodeEnd(av); return err }},
+		{"global", map[string]types.AttributeValue{AttrVersion: Num(1), AttrKind: Str(KindGlobal), AttrGen: Num(3)},
+			func(av map[string]types.AttributeValue) error { _, err := DecodeGlobal(av); return err }},
+	} {
+		if err := tc.decode(tc.valid); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		for change, f := range map[string]func(map[string]types.AttributeValue){
+			"another kind":    func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindSession) },
+			"unknown version": func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(9) },
+			"no kind":         func(av map[string]types.AttributeValue) { delete(av, AttrKind) },
+		} {
+			av := maps.Clone(tc.valid)
+			f(av)
+			if err := tc.decode(av); !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s, %s: %v, want ErrMalformed", tc.name, change, err)
+			}
+		}
 	}
-	got, err := DecodeState(valid)
+	if v, err := DecodeRevocation(nil); v != 0 || err != nil {
+		t.Errorf("DecodeRevocation(nil) = %d, %v; want 0", v, err)
+	}
+	if ended, err := DecodeEnd(nil); ended || err != nil {
+		t.Errorf("DecodeEnd(nil) = %v, %v; want false", ended, err)
+	}
+}
+
+// Slots keep their order, their sessions and their creation to the
+// millisecond; 100 of them fit one read unit; a slots item that is not one
+// is an error.
+func TestSlots(t *testing.T) {
+	l := Default
+	var want []Slot
+	for i := range 100 {
+		want = append(want, Slot{SessionPK: l.SessionPK(NewToken()), Created: time.UnixMilli(1796040000250 + int64(i))})
+	}
+	w, err := l.ClaimSlots(Slots{}, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := State{Cutoff: 1796040000250, Ended: map[string]int64{"0123": 1796044200}, Rev: 3}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("DecodeState (-want +got):\n%s", diff)
+	av := l.SlotsKey("USER#alice", "PROFILE")
+	for _, name := range []string{":v", ":kind", ":slots", ":next"} {
+		attr := map[string]string{":v": AttrVersion, ":kind": AttrKind, ":slots": AttrSlots, ":next": AttrSlotsRev}[name]
+		av[attr] = w.Values[name]
 	}
-	if s, err := DecodeState(nil); err != nil || s.Cutoff != 0 || s.Ended != nil {
-		t.Errorf("DecodeState(nil) = %+v, %v; want the zero State", s, err)
+	got, err := l.DecodeSlots(av)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, change := range map[string]func(map[string]types.AttributeValue){
-		"another kind":    func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindSession) },
-		"unknown version": func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(9) },
-		"ended not a map": func(av map[string]types.AttributeValue) { av[AttrStateEnded] = Str("x") },
-		"an end as string": func(av map[string]types.AttributeValue) {
-			av[AttrStateEnded] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"0123": Str("soon")}}
-		},
-		"cutoff fraction": func(av map[string]types.AttributeValue) {
-			av[AttrStateCutoff] = &types.AttributeValueMemberN{Value: "1.5"}
-		},
-	} {
-		av := maps.Clone(valid)
-		change(av)
-		if _, err := DecodeState(av); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: DecodeState error = %v, want ErrMalformed", name, err)
-		}
+	if diff := cmp.Diff(Slots{List: want, Rev: 1}, got); diff != "" {
+		t.Errorf("slots read back (-want +got):\n%s", diff)
 	}
-	if !got.Ends("0123", time.Unix(1796044199, 0)) || got.Ends("0123", time.Unix(1796044200, 0)) || got.Ends("4567", time.Unix(0, 0)) {
-		t.Error("Ends does not hold a session ended until its time, and no longer")
+	if size := itemSize(av); size > 4096 {
+		t.Errorf("a slots item of 100 is %d bytes, more than one read unit", size)
+	}
+	av[AttrSlots] = &types.AttributeValueMemberB{Value: []byte("short")}
+	if _, err := l.DecodeSlots(av); !errors.Is(err, ErrMalformed) {
+		t.Errorf("slots of the wrong length: %v, want ErrMalformed", err)
+	}
+	if _, err := l.ClaimSlots(Slots{}, []Slot{{SessionPK: "USER#alice"}}); err == nil {
+		t.Error("ClaimSlots took a slot of a key that is no session's")
 	}
 }
 

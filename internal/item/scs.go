@@ -109,22 +109,6 @@ func (l *SCSLayout) Destroy(until time.Time) Writes {
 	}
 }
 
-// bin reads a required Binary attribute. Empty is allowed: scs's data may
-// be short, and DynamoDB stores an empty Binary outside a key.
-func (d *decoder) bin(name string) []byte {
-	v, present := d.av[name]
-	if !present {
-		d.fail("no %q", name)
-		return nil
-	}
-	b, ok := v.(*types.AttributeValueMemberB)
-	if !ok {
-		d.fail("%q is not a Binary", name)
-		return nil
-	}
-	return b.Value
-}
-
 // scsTokenLen is the length of an scs v2 token: 32 random bytes in
 // unpadded base64url. scs's HashTokenInStore passes the token's SHA-256 in
 // the same form, which has the same shape.

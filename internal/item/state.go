@@ -1,192 +1,236 @@
 package item
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The state item holds what of a user's sessions only the library writes:
-// the sessions that a per-user session limit counts, and the revocation
-// state for tables replicated across Regions with multi-Region eventual
-// consistency (MREC). There, concurrent writes of one item in two
-// Regions are settled whole-item, last writer wins: an app's own write of
-// the user item in one Region can undo a RevokeAll's raise of the cutoff
-// there in another, and a refresh's write of a session item can bring back
-// one that a Logout deleted. The state item sits in the user's index
-// partition, which only the library writes, and carries the cutoff beside
-// the user item's (the higher of the two counts) and the IDs of the
-// sessions ended lately, until any copy of them that such a write could
-// bring back has expired.
+// The library's own items beside a user's sessions. Each is written by one
+// kind of call only, so that on a global table in multi-Region eventual
+// consistency (MREC), where concurrent writes of one item in two Regions
+// are settled whole, last writer wins, no write can undo another of a
+// different kind:
 //
-//	pk      S  the user's index partition, as the index items'
-//	sk      S  STATE
-//	v       N  1
-//	kind    S  "session-state"
-//	gen            N  the user's revocation version, as the user item's cutoff
-//	endedSessions  M  session ID -> N, epoch seconds until which it stays ended
-//	liveSessions   M  session ID -> N, creation in epoch ms: the sessions a
-//	                  session limit counts, which alone are valid
-//	endedRev       N  counts the writes of endedSessions and liveSessions
+//   - the revocation item holds the user's sessions version in MREC, where
+//     it cannot live in the user item, which the app writes: only RevokeAll
+//     and CreateUser write it, and each write only changes the version, so
+//     that whichever of two concurrent revocations wins, the version is no
+//     longer the one the revoked sessions copied;
+//
+//   - an end record, per session, says that a session ended (Logout,
+//     Revoke, a rotation, an eviction) in MREC, where a refresh in another
+//     Region that had not seen the delete yet writes the session item back,
+//     whole, and wins: the record, which no refresh writes, keeps it ended;
+//
+//   - the slots item lists the sessions that a session limit counts, in the
+//     order they took their slots, for the next login to count them. No
+//     request reads it: a session the limit ends is deleted (and in MREC
+//     gets its end record) before the session that took its place exists.
+//
+//     revocation  pk: the user's index partition  sk: REVOKED  kind "session-revocation"  gen N
+//     end record  pk: the session's               sk: ENDED    kind "session-ended"       sid S, TTL
+//     slots       pk: the user's index partition  sk: SLOTS    kind "session-slots"       slots B, rev N
+//
+// In a hash-only table an end record's partition key is the session's and
+// "#ENDED" (no session's partition key ends so), and there are no slots.
 const (
-	KindState         = "session-state"
-	stateSort         = "STATE"
-	AttrStateCutoff   = AttrGen
-	AttrStateEnded    = "endedSessions"
-	AttrStateSessions = "liveSessions"
+	KindRevocation = "session-revocation"
+	KindEnded      = "session-ended"
+	KindSlots      = "session-slots"
+	revocationSort = "REVOKED"
+	endedSort      = "ENDED"
+	slotsSort      = "SLOTS"
+	AttrSlots      = "slots"
+	AttrSlotsRev   = "rev"
 )
 
-// State is a user's state item, decoded; the zero State is a user without
-// one.
-type State struct {
-	Cutoff int64
-	Ended  map[string]int64 // session ID -> epoch seconds
-	// Sessions are the sessions that a session limit counts: session ID ->
-	// creation, epoch milliseconds. Only they are valid of the sessions
-	// created under the limit.
-	Sessions map[string]int64
-	// Rev counts the writes of Ended and Sessions, for the next one's
-	// condition.
-	Rev int64
+// RevocationKey addresses a user's revocation item.
+func (l *Layout) RevocationKey(userPK, userSK string) map[string]types.AttributeValue {
+	return l.Key(l.IndexPK(userPK, userSK), revocationSort)
 }
 
-// StateKey addresses the state item of a user.
-func (l *Layout) StateKey(userPK, userSK string) map[string]types.AttributeValue {
-	return l.Key(l.IndexPK(userPK, userSK), stateSort)
-}
-
-// Ends reports whether s lists session id as ended at now.
-func (s State) Ends(id string, now time.Time) bool {
-	until, ok := s.Ended[id]
-	return ok && now.Unix() < until
-}
-
-// DecodeState reads a state item; the zero State for none. An item that is
-// not a state item of this format is an error wrapping [ErrMalformed], so
-// that its reader fails closed rather than forget an end.
-func DecodeState(av map[string]types.AttributeValue) (State, error) {
-	if av == nil {
-		return State{}, nil
-	}
-	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != KindState {
-		return State{}, fmt.Errorf("%w: not a %s item", ErrMalformed, KindState)
-	}
-	d := decoder{av: av}
-	var s State
-	if v := d.num(AttrVersion); d.err == nil && v != Version {
-		d.fail("state format version %d is not %d", v, Version)
-	}
-	if _, present := av[AttrStateCutoff]; present {
-		s.Cutoff = d.num(AttrStateCutoff)
-	}
-	if _, present := av[attrStateRev]; present {
-		s.Rev = d.num(attrStateRev)
-	}
-	s.Ended = d.numMap(AttrStateEnded)
-	s.Sessions = d.numMap(AttrStateSessions)
-	if d.err != nil {
-		return State{}, d.err
-	}
-	return s, nil
-}
-
-// numMap reads an optional Map of Numbers; nil if absent.
-func (d *decoder) numMap(name string) map[string]int64 {
-	m, present := d.av[name]
-	if !present {
-		return nil
-	}
-	mv, ok := m.(*types.AttributeValueMemberM)
-	if !ok {
-		d.fail("%q is not a Map", name)
-		return nil
-	}
-	e := decoder{av: mv.Value}
-	out := make(map[string]int64, len(mv.Value))
-	for k := range mv.Value {
-		out[k] = e.num(k)
-	}
-	if d.err == nil {
-		d.err = e.err
-	}
-	return out
-}
-
-// Holds reports whether s counts session id among those a session limit
-// lets live.
-func (s State) Holds(id string) bool {
-	_, ok := s.Sessions[id]
-	return ok
-}
-
-// attrStateRev holds State.Rev.
-const attrStateRev = "endedRev"
-
-// RaiseStateCutoff moves a state item's cutoff to ms unless it is there or
-// later already, creating the item if need be.
-func (l *Layout) RaiseStateCutoff(ms int64) Writes {
+// RaiseRevocation moves a revocation item's version to ms, creating the
+// item if need be, unless it is there or later already.
+func (l *Layout) RaiseRevocation(ms int64) Writes {
 	return Writes{
-		Update:    "SET #v = :v, #kind = :kind, #cutoff = :c",
-		Condition: "attribute_not_exists(#cutoff) OR #cutoff < :c",
-		Names:     map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#cutoff": AttrStateCutoff},
-		Values:    map[string]types.AttributeValue{":v": Num(Version), ":kind": Str(KindState), ":c": Num(ms)},
+		Update:    "SET #v = :v, #kind = :kind, #gen = :c",
+		Condition: "attribute_not_exists(#gen) OR #gen < :c",
+		Names:     map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#gen": AttrGen},
+		Values:    map[string]types.AttributeValue{":v": Num(Version), ":kind": Str(KindRevocation), ":c": Num(ms)},
 	}
 }
 
-// BumpStateCutoff moves a state item's cutoff one on: for a cutoff that
-// RaiseStateCutoff found at or after its value.
-func (l *Layout) BumpStateCutoff() Writes {
+// BumpRevocation moves a revocation item's version one on: for a version
+// that RaiseRevocation found at or after its value.
+func (l *Layout) BumpRevocation() Writes {
 	return Writes{
-		Update:    "SET #cutoff = #cutoff + :one",
-		Condition: "attribute_exists(#cutoff)",
-		Names:     map[string]string{"#cutoff": AttrStateCutoff},
+		Update:    "SET #gen = #gen + :one",
+		Condition: "attribute_exists(#gen)",
+		Names:     map[string]string{"#gen": AttrGen},
 		Values:    map[string]types.AttributeValue{":one": Num(1)},
 	}
 }
 
-// End records in state s, as read, that session id stays ended until
-// until (epoch seconds), and drops the ends that are over at now. It
-// writes the whole map on the condition that no other end was written
-// since s was read, so that two ends in one Region never lose each other:
-// the loser reads again and retries.
-func (l *Layout) End(s State, id string, until int64, now time.Time) Writes {
-	ended := map[string]types.AttributeValue{id: Num(until)}
-	for other, u := range s.Ended {
-		if other != id && now.Unix() < u {
-			ended[other] = Num(u)
+// DecodeRevocation reads a revocation item's version: 0 for none. An item
+// of another form is an error, so that its reader fails closed.
+func DecodeRevocation(av map[string]types.AttributeValue) (int64, error) {
+	if av == nil {
+		return 0, nil
+	}
+	if err := checkKind(av, KindRevocation); err != nil {
+		return 0, err
+	}
+	d := decoder{av: av}
+	return d.num(AttrGen), d.err
+}
+
+// EndKey addresses the end record of the session under sessionPK.
+func (l *Layout) EndKey(sessionPK string) map[string]types.AttributeValue {
+	if l.HashOnly {
+		return l.Key(sessionPK+"#"+endedSort, "")
+	}
+	return l.Key(sessionPK, endedSort)
+}
+
+// EncodeEnd is the end record of session id, under sessionPK, kept until
+// until, when TTL removes it: as long as a copy of the session could live.
+func (l *Layout) EncodeEnd(sessionPK, id string, until time.Time) map[string]types.AttributeValue {
+	av := l.EndKey(sessionPK)
+	av[AttrVersion] = Num(Version)
+	av[AttrKind] = Str(KindEnded)
+	av[AttrID] = Str(id)
+	av[l.TTLAttribute] = Num(until.Unix())
+	return av
+}
+
+// DecodeEnd reports whether av is an end record; nil is none. An item of
+// another form under its key is an error, so that its reader fails closed.
+func DecodeEnd(av map[string]types.AttributeValue) (bool, error) {
+	if av == nil {
+		return false, nil
+	}
+	return true, checkKind(av, KindEnded)
+}
+
+// SlotsKey addresses a user's slots item.
+func (l *Layout) SlotsKey(userPK, userSK string) map[string]types.AttributeValue {
+	return l.Key(l.IndexPK(userPK, userSK), slotsSort)
+}
+
+// Slot is a session that a session limit counts.
+type Slot struct {
+	SessionPK string
+	Created   time.Time // when its login took the slot, to the millisecond
+}
+
+// Slots is a slots item, decoded: the slots in the order they were taken,
+// and the revision, for the next write's condition. The zero Slots is a
+// user without one.
+type Slots struct {
+	List []Slot
+	Rev  int64
+}
+
+// A slot is stored as the session's token digest, 32 bytes, and its
+// creation in epoch milliseconds, 8 bytes big-endian: 100 slots fit in 4 KB.
+const slotSize = 32 + 8
+
+// DecodeSlots reads a slots item; the zero Slots for none.
+func (l *Layout) DecodeSlots(av map[string]types.AttributeValue) (Slots, error) {
+	if av == nil {
+		return Slots{}, nil
+	}
+	if err := checkKind(av, KindSlots); err != nil {
+		return Slots{}, err
+	}
+	d := decoder{av: av}
+	s := Slots{Rev: d.num(AttrSlotsRev)}
+	raw := d.bin(AttrSlots)
+	if d.err != nil {
+		return Slots{}, d.err
+	}
+	if len(raw)%slotSize != 0 {
+		return Slots{}, fmt.Errorf("%w: %q is %d bytes, not slots of %d", ErrMalformed, AttrSlots, len(raw), slotSize)
+	}
+	for ; len(raw) > 0; raw = raw[slotSize:] {
+		s.List = append(s.List, Slot{
+			SessionPK: l.SessionPrefix + base64.RawURLEncoding.EncodeToString(raw[:32]),
+			Created:   time.UnixMilli(int64(binary.BigEndian.Uint64(raw[32:slotSize]))),
+		})
+	}
+	return s, nil
+}
+
+// ClaimSlots writes the slots next over prev, as read, on the condition
+// that no other write came between: of racing logins one writes, and the
+// others read again.
+func (l *Layout) ClaimSlots(prev Slots, next []Slot) (Writes, error) {
+	raw := make([]byte, 0, len(next)*slotSize)
+	for _, s := range next {
+		digest, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(s.SessionPK, l.SessionPrefix))
+		if err != nil || len(digest) != 32 {
+			return Writes{}, fmt.Errorf("slot of %q: not a session's partition key", s.SessionPK)
 		}
+		raw = append(raw, digest...)
+		raw = binary.BigEndian.AppendUint64(raw, uint64(s.Created.UnixMilli()))
 	}
-	return s.write(AttrStateEnded, ended)
-}
-
-// Count records in state s, as read, that the sessions a session limit
-// counts are now sessions (ID -> creation, epoch ms), on the same condition
-// as End's: no other write of the state item's maps since s was read. The
-// session that takes a slot copies s.Rev+1, the revision this write makes.
-func (l *Layout) Count(s State, sessions map[string]int64) Writes {
-	m := make(map[string]types.AttributeValue, len(sessions))
-	for id, created := range sessions {
-		m[id] = Num(created)
-	}
-	return s.write(AttrStateSessions, m)
-}
-
-// write sets the state item's map attr to m, and the revision one on,
-// unless another write moved the revision since s was read.
-func (s State) write(attr string, m map[string]types.AttributeValue) Writes {
 	w := Writes{
-		Update: "SET #v = :v, #kind = :kind, #map = :map, #rev = :next",
-		Names:  map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#map": attr, "#rev": attrStateRev},
+		Update: "SET #v = :v, #kind = :kind, #slots = :slots, #rev = :next",
+		Names:  map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#slots": AttrSlots, "#rev": AttrSlotsRev},
 		Values: map[string]types.AttributeValue{
-			":v": Num(Version), ":kind": Str(KindState), ":map": &types.AttributeValueMemberM{Value: m}, ":next": Num(s.Rev + 1),
+			":v": Num(Version), ":kind": Str(KindSlots), ":slots": &types.AttributeValueMemberB{Value: raw}, ":next": Num(prev.Rev + 1),
 		},
 	}
-	if s.Rev == 0 {
+	if prev.Rev == 0 {
 		w.Condition = "attribute_not_exists(#rev)"
 	} else {
 		w.Condition = "#rev = :rev"
-		w.Values[":rev"] = Num(s.Rev)
+		w.Values[":rev"] = Num(prev.Rev)
 	}
-	return w
+	return w, nil
+}
+
+// TryKey addresses the record of second-factor try n (1 to max) of the
+// pending session under sessionPK.
+func (l *Layout) TryKey(sessionPK string, n int) map[string]types.AttributeValue {
+	sort := "TRY#" + strconv.Itoa(n)
+	if l.HashOnly {
+		return l.Key(sessionPK+"#"+sort, "")
+	}
+	return l.Key(sessionPK, sort)
+}
+
+// EncodeTry is the record of try n of the pending session under sessionPK,
+// which TTL removes with the pending session, at expires. Each try writes
+// a record of its own that must not exist yet, so that tries are counted
+// even across Regions: two Regions may each take try n within the
+// replication lag, but no write takes one back.
+func (l *Layout) EncodeTry(sessionPK string, n int, expires time.Time) map[string]types.AttributeValue {
+	av := l.TryKey(sessionPK, n)
+	av[AttrVersion] = Num(Version)
+	av[AttrKind] = Str(KindTry)
+	av[l.TTLAttribute] = Num(expires.Unix())
+	return av
+}
+
+// KindTry is the kind of a second-factor try's record.
+const KindTry = "session-try"
+
+// checkKind is nil for an item of kind in this format, and an error
+// wrapping ErrMalformed otherwise.
+func checkKind(av map[string]types.AttributeValue, kind string) error {
+	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != kind {
+		return fmt.Errorf("%w: not a %s item", ErrMalformed, kind)
+	}
+	d := decoder{av: av}
+	if v := d.num(AttrVersion); d.err == nil && v != Version {
+		d.fail("%s format version %d is not %d", kind, v, Version)
+	}
+	return d.err
 }

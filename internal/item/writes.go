@@ -42,20 +42,6 @@ func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
 	return w
 }
 
-// RefreshIndex copies a refreshed session's expiry to its index item, if
-// the item exists.
-func (l *Layout) RefreshIndex(next Session) Writes {
-	return Writes{
-		Update:    "SET #ttl = :exp, #refreshed = :refreshed",
-		Condition: "attribute_exists(#pk)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#refreshed": AttrRefreshedAt},
-		Values: map[string]types.AttributeValue{
-			":exp":       Num(next.ExpiresAt.Unix()),
-			":refreshed": Num(next.RefreshedAt.UnixMilli()),
-		},
-	}
-}
-
 // RaiseCutoff moves an existing user item's sessions version to
 // ms, epoch milliseconds, if it is not there or later already.
 func (l *Layout) RaiseCutoff(ms int64) Writes {
@@ -102,16 +88,6 @@ func (l *Layout) Bind(jti, key string, cookie BoundCookie, next Challenge, now t
 	}
 }
 
-// MarkBound makes an existing index item VersionBound, as its session is.
-func (l *Layout) MarkBound() Writes {
-	return Writes{
-		Update:    "SET #v = :bound",
-		Condition: "attribute_exists(#pk)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#v": AttrVersion},
-		Values:    map[string]types.AttributeValue{":bound": Num(VersionBound)},
-	}
-}
-
 // Rebind gives bound session s a fresh bound cookie for the challenge jti,
 // which must still be the session's and unexpired: a challenge is answered
 // once. The cookie s was read with stays valid until its own expiry, for
@@ -155,19 +131,6 @@ func (l *Layout) SetChallenge(id string, next Challenge, now time.Time) Writes {
 		Values: map[string]types.AttributeValue{
 			":bound": Num(VersionBound), ":sid": Str(id),
 			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()), ":now": Num(now.Unix()),
-		},
-	}
-}
-
-// TakeAttempt counts one more second-factor attempt of a pending session,
-// unless the item is gone, not pending, expired at now, or has had max.
-func (l *Layout) TakeAttempt(max int64, now time.Time) Writes {
-	return Writes{
-		Update:    "ADD #attempts :one",
-		Condition: "attribute_exists(#pk) AND #v = :pending AND #ttl > :now AND (attribute_not_exists(#attempts) OR #attempts < :max)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#v": AttrVersion, "#ttl": l.TTLAttribute, "#attempts": AttrAttempts},
-		Values: map[string]types.AttributeValue{
-			":one": Num(1), ":pending": Num(VersionPending), ":now": Num(now.Unix()), ":max": Num(max),
 		},
 	}
 }
