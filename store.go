@@ -158,11 +158,6 @@ func (st *store) update(ctx context.Context, key map[string]types.AttributeValue
 	return failed, err
 }
 
-// updateReturning is update, returning the item as written.
-func (st *store) updateReturning(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (map[string]types.AttributeValue, bool, error) {
-	return st.write(ctx, key, w, types.ReturnValueAllNew)
-}
-
 func (st *store) write(ctx context.Context, key map[string]types.AttributeValue, w item.Writes, rv types.ReturnValue) (map[string]types.AttributeValue, bool, error) {
 	var out *dynamodb.UpdateItemOutput
 	err := retryConflicts(ctx, func() (err error) {
