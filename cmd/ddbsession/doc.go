@@ -7,8 +7,9 @@
 //
 //	go install github.com/ddbsession/ddbsession/cmd/ddbsession@latest
 //
-// It is a module of its own, so that nothing it needs enters the graph of
-// the library's users; it needs the standard library and the AWS SDK.
+// It is a package of the library's root module, released with it, and
+// needs nothing beyond what the library needs: the standard library and
+// the AWS SDK.
 //
 // # Commands
 //
