@@ -8,8 +8,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.21
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
-	github.com/ddbsession/ddbsession/scsstore v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
+	github.com/ddbsession/ddbsession/scsstore v0.1.0
 	github.com/google/go-cmp v0.7.0
 )
 
@@ -22,8 +22,9 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 )
 
-// The project's modules are not published on any proxy; build against
-// this checkout's copies.
+// Build against this checkout's copies of the project's modules, so that
+// the program runs the code beside it; the requirements above are the
+// releases they are published as.
 replace github.com/ddbsession/ddbsession => ../
 
 replace github.com/ddbsession/ddbsession/scsstore => ../scsstore

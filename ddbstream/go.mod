@@ -6,7 +6,7 @@ require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
 	github.com/google/go-cmp v0.7.0
 )
 
@@ -21,6 +21,8 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 )
 
-// The root module is not published on any proxy; build against this
-// checkout's copy.
+// In this checkout, build against its copies of the project's modules,
+// released in lockstep with this one. A replace directive applies only
+// where this is the main module: a user of this module gets the releases
+// required above.
 replace github.com/ddbsession/ddbsession => ../

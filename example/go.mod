@@ -9,8 +9,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
-	github.com/ddbsession/ddbsession/ddbsessionotel v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
+	github.com/ddbsession/ddbsession/ddbsessionotel v0.1.0
 	github.com/google/go-cmp v0.7.0
 	github.com/medama-io/go-useragent v1.2.5
 	github.com/mtibben/confusables v0.0.0-20210201002637-9d1b0723b659
@@ -80,8 +80,9 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 )
 
-// The root module is not published on any proxy; build against this
-// checkout's copy.
+// Build against this checkout's copies of the project's modules, so that
+// the program runs the code beside it; the requirements above are the
+// releases they are published as.
 replace github.com/ddbsession/ddbsession => ../
 
 replace github.com/ddbsession/ddbsession/ddbsessionotel => ../ddbsessionotel

@@ -7,8 +7,8 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
-	github.com/ddbsession/ddbsession/ddbstream v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
+	github.com/ddbsession/ddbsession/ddbstream v0.1.0
 	github.com/google/go-cmp v0.7.0
 	github.com/mark3labs/mcp-go v1.2.1
 )
@@ -37,8 +37,10 @@ require (
 	golang.org/x/text v0.14.0 // indirect
 )
 
-// The root module and ddbstream (which the tests use) are not published on
-// any proxy; build against this checkout's copies.
+// In this checkout, build against its copies of the project's modules,
+// released in lockstep with this one. A replace directive applies only
+// where this is the main module: a user of this module gets the releases
+// required above.
 replace (
 	github.com/ddbsession/ddbsession => ../
 	github.com/ddbsession/ddbsession/ddbstream => ../ddbstream

@@ -6,8 +6,8 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
-	github.com/ddbsession/ddbsession/mcpsession v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
+	github.com/ddbsession/ddbsession/mcpsession v0.1.0
 	github.com/google/go-cmp v0.7.0
 	github.com/mark3labs/mcp-go v1.2.1
 )
@@ -36,8 +36,9 @@ require (
 	golang.org/x/text v0.14.0 // indirect
 )
 
-// The root module and mcpsession are not published on any proxy; build
-// against this checkout's copies.
+// Build against this checkout's copies of the project's modules, so that
+// the program runs the code beside it; the requirements above are the
+// releases they are published as.
 replace (
 	github.com/ddbsession/ddbsession => ../../
 	github.com/ddbsession/ddbsession/ddbstream => ../../ddbstream

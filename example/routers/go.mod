@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gorilla/mux v1.8.1
@@ -64,6 +64,7 @@ require (
 	google.golang.org/protobuf v1.36.10 // indirect
 )
 
-// The root module is not published on any proxy; build against this
-// checkout's copy.
+// Build against this checkout's copies of the project's modules, so that
+// the program runs the code beside it; the requirements above are the
+// releases they are published as.
 replace github.com/ddbsession/ddbsession => ../../

@@ -6,8 +6,8 @@ require (
 	github.com/alexedwards/scs/v2 v2.9.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/ddbsession/ddbsession v0.0.0-00010101000000-000000000000
-	github.com/ddbsession/ddbsession/scsstore v0.0.0-00010101000000-000000000000
+	github.com/ddbsession/ddbsession v0.1.0
+	github.com/ddbsession/ddbsession/scsstore v0.1.0
 )
 
 require (
@@ -29,8 +29,9 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 )
 
-// Neither module is published on any proxy; build against this checkout's
-// copies.
+// Build against this checkout's copies of the project's modules, so that
+// the program runs the code beside it; the requirements above are the
+// releases they are published as.
 replace (
 	github.com/ddbsession/ddbsession => ../../
 	github.com/ddbsession/ddbsession/scsstore => ../../scsstore
