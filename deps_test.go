@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,8 +22,7 @@ const rootModule = "github.com/ddbsession/ddbsession"
 // modules (example, example/routers, example/scs, example/mcp, ddbstream,
 // scsstore, ddbsessionotel, mcpsession) may need. (The example's
 // golang.org/x/text and x/time are not listed: the AWS SDK's own graph may
-// name them.) The root module's graph names none of them, except
-// golang.org/x/crypto through testOnlyLegacy.
+// name them.) No edge of the root module's graph names any of them.
 var integrationOnly = []string{
 	"github.com/chromedp/",
 	"github.com/aws/aws-lambda-go",
@@ -40,35 +40,35 @@ var integrationOnly = []string{
 	"golang.org/x/crypto",
 }
 
-// neverInGraph are the integrationOnly prefixes that no edge of the root
-// module's graph may name at all.
-var neverInGraph = integrationOnly[:len(integrationOnly)-1]
+// userGraph is every module an app's graph gets from the root module: the
+// AWS SDK, which the library builds from, and the go.mod files of the
+// modules its tests use, go-cmp and goleak. go and toolchain are the
+// graph's own nodes for the go line.
+var userGraph = []string{
+	"github.com/aws/aws-sdk-go-v2",
+	"github.com/aws/smithy-go",
+	"github.com/google/go-cmp",
+	"go.uber.org/goleak",
+	"go", "toolchain",
+}
 
-// testOnlyLegacy is dockertest's dependency (through Docker's API types)
-// whose go.mod predates module graph pruning: in this module's own graph it
-// brings along old golang.org/x/tools releases and, through them, go.mod
-// files of golang.org/x/crypto from 2019 and 2020, never built. A user's
-// graph is pruned at this module and holds none of them, which
-// TestUserModuleGraph checks.
-const testOnlyLegacy = "github.com/gogo/protobuf@"
+// rootGraph is every module the root module's own graph may name: the
+// user's, and what goleak's go.mod requires for goleak's own tests, never
+// built here. Nothing else: no container engine's client, no integration's
+// dependencies.
+var rootGraph = append([]string{
+	"github.com/stretchr/testify",
+	"github.com/davecgh/go-spew",
+	"github.com/pmezard/go-difflib",
+	"github.com/kr/pretty",
+	"gopkg.in/check.v1",
+	"gopkg.in/yaml.v3",
+}, userGraph...)
 
 func TestModuleGraph(t *testing.T) {
 	t.Parallel()
 	edges := moduleGraph(t, ".")
-	for _, e := range edges {
-		for _, prefix := range neverInGraph {
-			if strings.HasPrefix(e[1], prefix) {
-				t.Errorf("go mod graph: %s requires %s", e[0], e[1])
-			}
-		}
-	}
-	for _, m := range reachable(edges, rootModule, testOnlyLegacy) {
-		for _, prefix := range integrationOnly {
-			if strings.HasPrefix(m, prefix) {
-				t.Errorf("go mod graph: %s is reachable from %s other than through %s", m, rootModule, testOnlyLegacy)
-			}
-		}
-	}
+	checkGraph(t, "go mod graph", edges, rootGraph)
 }
 
 // TestUserModuleGraph builds the module graph of an app that imports the
@@ -100,34 +100,56 @@ func TestUserModuleGraph(t *testing.T) {
 	if len(edges) == 0 {
 		t.Fatal("the app's module graph is empty")
 	}
+	checkGraph(t, "an app's go mod graph", edges, userGraph)
+}
+
+// checkGraph fails t for each edge that requires a module other than the
+// root module itself and those of allowed (module paths, each with the
+// modules under it), or one that only the integration modules may need.
+func checkGraph(t *testing.T, what string, edges [][2]string, allowed []string) {
+	t.Helper()
 	for _, e := range edges {
 		for _, prefix := range integrationOnly {
 			if strings.HasPrefix(e[1], prefix) {
-				t.Errorf("an app's go mod graph: %s requires %s", e[0], e[1])
+				t.Errorf("%s: %s requires %s, which only an integration module may need", what, e[0], e[1])
 			}
+		}
+		path, _, _ := strings.Cut(e[1], "@")
+		if path != rootModule && !slices.ContainsFunc(allowed, func(a string) bool { return path == a || strings.HasPrefix(path, a+"/") }) {
+			t.Errorf("%s: %s requires %s, want only %s", what, e[0], e[1], strings.Join(allowed, ", "))
 		}
 	}
 }
 
 // TestPackageDeps checks that the root package builds from the AWS SDK
 // alone, besides the module's own internal packages (whose dependencies go
-// list -deps lists too).
+// list -deps lists too), and that every other package of the module (the
+// CLI, ddbsessiontest and its run command) does too, besides the module's
+// own packages.
 func TestPackageDeps(t *testing.T) {
 	t.Parallel()
-	out := goCommand(t, ".", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
-	var sawRoot bool
-	for _, pkg := range strings.Fields(out) {
-		switch {
-		case pkg == rootModule:
-			sawRoot = true
-		case strings.HasPrefix(pkg, rootModule+"/internal/"):
-		case strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/"), strings.HasPrefix(pkg, "github.com/aws/smithy-go"):
-		default:
-			t.Errorf("the root package depends on %s, want only the AWS SDK (aws-sdk-go-v2, smithy-go)", pkg)
+	for _, tc := range []struct {
+		pattern, what string
+		own           func(pkg string) bool
+	}{
+		{".", "the root package", func(pkg string) bool { return strings.HasPrefix(pkg, rootModule+"/internal/") }},
+		{"./...", "a package of the root module", func(pkg string) bool { return strings.HasPrefix(pkg, rootModule+"/") }},
+	} {
+		out := goCommand(t, ".", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", tc.pattern)
+		var sawRoot bool
+		for _, pkg := range strings.Fields(out) {
+			switch {
+			case pkg == rootModule:
+				sawRoot = true
+			case tc.own(pkg):
+			case strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/"), strings.HasPrefix(pkg, "github.com/aws/smithy-go"):
+			default:
+				t.Errorf("%s depends on %s, want only the AWS SDK (aws-sdk-go-v2, smithy-go)", tc.what, pkg)
+			}
 		}
-	}
-	if !sawRoot {
-		t.Errorf("go list -deps did not list the root package itself:\n%s", out)
+		if !sawRoot {
+			t.Errorf("go list -deps %s did not list the root package itself:\n%s", tc.pattern, out)
+		}
 	}
 }
 
@@ -143,27 +165,6 @@ func moduleGraph(t *testing.T, dir string) [][2]string {
 		edges = append(edges, [2]string{from, to})
 	}
 	return edges
-}
-
-// reachable returns the modules reachable from start without entering
-// modules whose name@version begins with skip.
-func reachable(edges [][2]string, start, skip string) []string {
-	next := map[string][]string{}
-	for _, e := range edges {
-		next[e[0]] = append(next[e[0]], e[1])
-	}
-	seen := map[string]bool{start: true}
-	var out []string
-	for queue := []string{start}; len(queue) > 0; queue = queue[1:] {
-		for _, m := range next[queue[0]] {
-			if !seen[m] && !strings.HasPrefix(m, skip) {
-				seen[m] = true
-				out = append(out, m)
-				queue = append(queue, m)
-			}
-		}
-	}
-	return out
 }
 
 // goCommand runs the go command in dir with the workspace off, so that it

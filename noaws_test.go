@@ -24,9 +24,9 @@ import (
 const noAWSChildEnv = "DDBSESSION_NOAWS_CHILD"
 
 // TestNoAWS runs this whole test binary again the way a developer might by
-// mistake: no local engine, no Docker, no Node.js, their real AWS settings
-// in the environment. Every connection the process attempts goes to a
-// recording proxy. ddbtest.Main must stop the run before any test (the
+// mistake: no local engine, no Node.js, their real AWS settings in the
+// environment. Every connection the process attempts goes to a recording
+// proxy. ddbtest.Main must stop the run before any test (the
 // runnable Example builds its client from the SDK's configuration) with
 // instructions that name what is missing, and nothing may have been
 // contacted.
@@ -93,7 +93,7 @@ func TestNoAWS(t *testing.T) {
 }
 
 // TestNoAWSWithNode runs the runnable Example again with a developer's AWS
-// settings and Node.js on PATH, but no engine named and no Docker: Main
+// settings and Node.js on PATH, but no engine named: Main
 // must start the pinned dynalite (from the cache, installed here first)
 // and publish it, so that the Example's client, built from the SDK's
 // configuration, reaches dynalite on loopback, and nothing through the
@@ -161,18 +161,17 @@ func withEnv(env []string, set ...string) []string {
 	return append(out, set...)
 }
 
-// developerEnv is this process's environment without any AWS, Docker or
-// proxy settings, plus a developer's real-looking AWS keys, session token,
-// profile and region (with the shared files that define the profile),
-// Docker pointing at a socket that does not exist, and every proxy
-// variable pointing at proxyURL.
+// developerEnv is this process's environment without any AWS or proxy
+// settings, plus a developer's real-looking AWS keys, session token,
+// profile and region (with the shared files that define the profile), and
+// every proxy variable pointing at proxyURL.
 func developerEnv(t *testing.T, proxyURL string) []string {
 	t.Helper()
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		upper := strings.ToUpper(name)
-		if strings.HasPrefix(upper, "AWS_") || strings.HasPrefix(upper, "DOCKER_") || strings.HasSuffix(upper, "_PROXY") {
+		if strings.HasPrefix(upper, "AWS_") || strings.HasSuffix(upper, "_PROXY") {
 			continue
 		}
 		env = append(env, kv)
@@ -189,7 +188,6 @@ func developerEnv(t *testing.T, proxyURL string) []string {
 	}
 	return append(env,
 		noAWSChildEnv+"=1",
-		"DOCKER_HOST=unix://"+filepath.Join(dir, "no-docker.sock"),
 		"AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
 		"AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
 		"AWS_SESSION_TOKEN=IQoJb3JpZ2luX2VjEXAMPLETOKEN",

@@ -37,15 +37,13 @@
 //
 //  1. AWS_ENDPOINT_URL_DYNAMODB, the SDK's own variable, if set: an engine
 //     you run yourself;
-//  2. where a Docker engine answers, amazon/dynamodb-local (a pinned tag),
-//     started for the test binary's lifetime;
-//  3. where Node.js (20 or later) is on PATH, the pinned dynalite, an
+//  2. where Node.js (20 or later) is on PATH, the pinned dynalite, an
 //     open-source DynamoDB engine: installed with npm ci once per machine
 //     into the user's cache directory (a directory named after the pin, so
 //     a new pin installs anew; npm needs its registry that first time), and
 //     started on a free loopback port for the test binary's lifetime. It
 //     exits with the test binary however that ends, even killed;
-//  4. otherwise no test runs: Main prints what it tried, naming Node.js or
+//  3. otherwise no test runs: Main prints what it tried, naming Node.js or
 //     npm when they are missing, and how to give the tests an engine, and
 //     returns 1. Tests never skip for want of an engine.
 //

@@ -7,8 +7,9 @@
 //
 //	go install github.com/ddbsession/ddbsession/cmd/ddbsession@latest
 //
-// It is a module of its own, so that nothing it needs enters the graph of
-// the library's users; it needs the standard library and the AWS SDK.
+// It is a package of the library's root module, released with it, and
+// needs nothing beyond what the library needs: the standard library and
+// the AWS SDK.
 //
 // # Commands
 //
@@ -20,8 +21,11 @@
 //	ddbsession sessions revoke-everyone  end every session of every user (asks first)
 //	ddbsession sweep                     delete expired session, index and scs items, paced
 //	ddbsession count                     live sessions and users, by a paced scan (asks first)
+//	ddbsession version                   which release this is (also -version, --version)
 //
-// Each says what it does, what it prints and an example with -h.
+// Each says what it does, what it prints and an example with -h. The
+// version is the build's own: "ddbsession v0.1.0" when installed at a
+// release, "(devel)" and the commit for a build from a checkout.
 //
 // # Configuration
 //

@@ -115,10 +115,16 @@ func (e *env) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case "version", "-version", "--version":
+		return e.runVersion(args[1:])
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {
 			if c, _ := find(args[1:]); c != nil {
 				fmt.Fprint(e.stdout, c.usage())
+				return exitOK
+			}
+			if len(args) == 2 && args[1] == "version" {
+				fmt.Fprint(e.stdout, versionHelp)
 				return exitOK
 			}
 			fmt.Fprintf(e.stderr, "ddbsession: no command %q\n\n%s", strings.Join(args[1:], " "), topUsage())
@@ -284,6 +290,7 @@ Commands:
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-26s %s\n", c.path, c.summary)
 	}
+	fmt.Fprintf(&b, "  %-26s %s\n", "version", "print the command's version (also -version)")
 	b.WriteString(`
 USER is the user item's partition key, as the app's UserKey.PK
 (USER#alice); in a table with a sort key, -sk gives its sort key

@@ -1,8 +1,7 @@
 // Command run runs a program against a local DynamoDB-compatible engine,
-// found or started as package ddbsessiontest finds one for tests
-// (AWS_ENDPOINT_URL_DYNAMODB if set, else DynamoDB Local in Docker, else the
-// pinned dynalite with Node.js), with dummy credentials and Region, so that
-// it can reach no AWS account. From an app's own module directory:
+// found or started as package ddbsessiontest finds one for tests, with
+// dummy credentials and Region, so that it can reach no AWS account. From
+// an app's own module directory:
 //
 //	go run github.com/ddbsession/ddbsession/ddbsessiontest/run go run .
 //

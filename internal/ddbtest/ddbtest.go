@@ -9,15 +9,13 @@
 //
 //  1. AWS_ENDPOINT_URL_DYNAMODB, the SDK's own variable, if set (the
 //     project's scripts/test starts the pinned dynalite and sets it);
-//  2. where a Docker engine answers, amazon/dynamodb-local (a pinned tag)
-//     started through dockertest for the test binary's lifetime;
-//  3. where Node.js is on PATH, the pinned dynalite (the lockfile in
+//  2. where Node.js is on PATH, the pinned dynalite (the lockfile in
 //     dynalite/, which the scripts install from too): installed with npm ci,
 //     once per machine, into the user's cache directory (see
 //     [InstallDynalite]), and started on a free loopback port for the test
 //     binary's lifetime. It exits when the test binary does, however that
 //     ends, because it watches its stdin, a pipe the test binary holds;
-//  4. otherwise Main says what it tried, that Node.js is missing if it is,
+//  3. otherwise Main says what it tried, that Node.js is missing if it is,
 //     and how to give the tests an engine, and returns 1 before any test
 //     runs. Tests never skip for want of one.
 //
@@ -63,8 +61,7 @@ import (
 
 const endpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
 
-// The dummy credentials and region of every test process. DynamoDB Local
-// 2.0 and later accept only letters and digits in an access key ID.
+// The dummy credentials and region of every test process.
 const (
 	dummyAccessKeyID     = "ddbtest"
 	dummySecretAccessKey = "ddbtest"
@@ -149,24 +146,14 @@ func SecondClient(t testing.TB) *dynamodb.Client {
 	return newClient(second.endpoint)
 }
 
-// startEngine starts DynamoDB Local in Docker or else dynalite with Node,
-// and returns its endpoint and a function that stops it, or says what it
-// tried.
+// startEngine starts the pinned dynalite with Node.js, and returns its
+// endpoint and a function that stops it, or says what it tried.
 func (h Harness) startEngine() (endpoint string, stop func(), err error) {
-	endpoint, stop, dockerAnswered, dockerErr := startDocker()
-	if dockerErr == nil {
-		return endpoint, stop, nil
-	}
-	stop()
-	if dockerAnswered {
-		// Say so now: an engine that Node starts would hide it.
-		fmt.Fprintf(os.Stderr, "%s: %v; trying dynalite with Node.js\n", h.Name, dockerErr)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
 	defer cancel()
-	endpoint, stop, nodeErr := startDynalite(ctx, h.Name)
-	if nodeErr != nil {
-		return "", stop, fmt.Errorf("%s is not set; %v; %v", endpointEnv, dockerErr, nodeErr)
+	endpoint, stop, err = startDynalite(ctx, h.Name)
+	if err != nil {
+		return "", stop, fmt.Errorf("%s is not set; %v", endpointEnv, err)
 	}
 	return endpoint, stop, nil
 }
@@ -181,10 +168,9 @@ func (h Harness) instructions(reason error) string {
 		"No test ran. Any one of these gives the tests an engine:\n"+
 		"  - Node.js %s or later, with npm, on PATH: the tests install the pinned dynalite %s once,\n"+
 		"    into %s, and start it themselves;\n"+
-		"  - a running Docker engine: the tests start %s:%s in it;\n"+
 		"  - an engine you start yourself, named by the SDK's variable:\n"+
 		"    AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go test ./...\n",
-		h.Name, reason, minNodeVersion, dynaliteVersion(), dir, dynamoDBLocalImage, dynamoDBLocalTag)
+		h.Name, reason, minNodeVersion, dynaliteVersion(), dir)
 }
 
 // isolateAWSConfig replaces the process's AWS settings with dummy ones, so
