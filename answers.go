@@ -39,7 +39,7 @@ func Redirect(path string) http.Handler {
 		panic(fmt.Sprintf("ddbsession: Redirect(%q): not a path on this site", path))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" {
+		if _, bearer := bearerToken(r); bearer {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}

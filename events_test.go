@@ -94,7 +94,7 @@ func TestEventsOfASessionsLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.status(fifth)
-	want = []string{"created #4", "revoked #4", "created #5", "revoked-all", "rejected #5 cutoff"}
+	want = []string{"created #4", "revoked #4", "created #5", "revoked-all", "rejected #5 revoked"}
 	if diff := cmp.Diff(want, log.take()); diff != "" {
 		t.Errorf("events of revocations (-want +got):\n%s", diff)
 	}

@@ -462,10 +462,10 @@ func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next
 	return err
 }
 
-// createUser writes a new user item av with its cutoff at ms, unless an
-// item with its key exists: then it reports false.
-func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, ms int64) (created bool, err error) {
-	av[st.VersionAttribute] = item.Num(ms)
+// createUser writes a new user item av with its sessions version at
+// version, unless an item with its key exists: then it reports false.
+func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue, version int64) (created bool, err error) {
+	av[st.VersionAttribute] = item.Num(version)
 	taken, err := st.putNew(ctx, av)
 	return !taken && err == nil, err
 }

@@ -69,13 +69,17 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		if len(taken) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
 			// a Revoke, an expiry, a RevokeAll): those give their slots up.
-			live, err := c.liveSlots(ctx, taken, rev.version, now)
+			live, found, err := c.liveSlots(ctx, taken, rev.version, now)
 			if err != nil {
 				return nil, err
 			}
 			taken = slices.DeleteFunc(taken, func(slot item.Slot) bool {
-				_, ok := live[slot.SessionPK]
-				return !ok && now.Sub(slot.Created) > l.young
+				if _, ok := live[slot.SessionPK]; ok {
+					return false
+				}
+				// Dead, or gone; but a young slot without its session is
+				// a login on its way.
+				return found[slot.SessionPK] || now.Sub(slot.Created) > l.young
 			})
 			if len(taken) >= l.max && l.refuse {
 				return nil, ErrTooManySessions
@@ -112,8 +116,9 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 
 // liveSlots reads the sessions of slots, in one BatchGetItem, and returns
 // those that are live and not revoked for a user whose version is version,
-// by session partition key.
-func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, now time.Time) (map[string]item.Session, error) {
+// by session partition key, and which of the slots' sessions it found at
+// all.
+func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, now time.Time) (live map[string]item.Session, found map[string]bool, err error) {
 	keys := make([]map[string]types.AttributeValue, 0, 2*len(slots))
 	for _, slot := range slots {
 		keys = append(keys, c.store.SessionKey(slot.SessionPK))
@@ -123,7 +128,7 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 	}
 	items, err := c.store.batchGetMany(ctx, keys)
 	if err != nil {
-		return nil, fmt.Errorf("read the slots' sessions: %w", err)
+		return nil, nil, fmt.Errorf("read the slots' sessions: %w", err)
 	}
 	ended := map[string]bool{}
 	var sessions []item.Session
@@ -136,13 +141,14 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 			sessions = append(sessions, s)
 		}
 	}
-	live := map[string]item.Session{}
+	live, found = map[string]item.Session{}, map[string]bool{}
 	for _, s := range sessions {
+		found[s.SessionPK] = true
 		if c.life.live(s, now) && c.revoked(s, version, ended[s.SessionPK]) == "" {
 			live[s.SessionPK] = s
 		}
 	}
-	return live, nil
+	return live, found, nil
 }
 
 // evict ends the sessions that a claim took the slots of, before the

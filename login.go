@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -24,8 +25,8 @@ import (
 
 // CreateUser writes a new user item: v is the app's own value (a struct or
 // a map, encoded with attributevalue.MarshalMap, holding the table's key),
-// and CreateUser stamps it with a sessions version of its own, so that no
-// session of a deleted user with the same key is valid for it. It returns
+// and CreateUser stamps it with a random sessions version of its own, so
+// that no session of a deleted user with the same key is valid for it. It returns
 // [ErrUserExists], writing nothing, if an item with that key exists. An app
 // that writes user items itself sets [Layout.VersionAttribute] to a value
 // no session of the key copied (the creation time in epoch ms, say).
@@ -56,12 +57,14 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	now := c.now().UnixMilli()
-	created, err := c.store.createUser(ctx, av, now)
+	// A version no session of a user deleted before can have copied: a
+	// random one, where a time could meet one a RevokeAll had moved on.
+	version := rand.Int64N(1<<62) + 1<<62
+	created, err := c.store.createUser(ctx, av, version)
 	if err == nil && created && c.users.mrec {
-		// A state item outlives a user item deleted before this one, with
-		// a version its sessions copied: move it on, past them.
-		err = c.store.raiseRevocation(ctx, key.PK, key.SK, now)
+		// A revocation item outlives a user item deleted before this one,
+		// with a version its sessions copied: move it on, past them.
+		err = c.store.raiseRevocation(ctx, key.PK, key.SK, c.now().UnixMilli())
 	}
 	switch {
 	case err != nil:
@@ -289,7 +292,7 @@ func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Ti
 		if _, _, err := c.store.deleteSession(ctx, *in.pending); err != nil {
 			return rev, err
 		}
-		return rev, rejected(ReasonCutoff)
+		return rev, rejected(ReasonRevoked)
 	}
 	if in.verify != nil {
 		if err := in.verify(); err != nil {

@@ -1066,3 +1066,123 @@ func TestSessionLimit(t *testing.T) {
 		e.login(alice)                   // the slot Logout left is free
 	})
 }
+
+// Revoked sessions hold no slot: after a RevokeEveryone, and after a
+// RevokeAll from an instance whose clock lags the login instance's, a user
+// at the limit with refusal on signs in at once.
+func TestSessionLimitFreesRevokedSlots(t *testing.T) {
+	t.Parallel()
+	for _, revoke := range []string{"RevokeEveryone", "RevokeAll from a clock an hour behind"} {
+		t.Run(revoke, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions, c.Limits.RefuseAtMaxSessions = 2, true })
+			behind := e.cfg
+			behind.Now = func() time.Time { return e.clock.Now().Add(-time.Hour) }
+			revoker := primed(t, behind)
+			alice := e.putUser("alice")
+			e.login(alice)
+			e.login(alice)
+			var err error
+			if revoke == "RevokeEveryone" {
+				err = revoker.RevokeEveryone(context.Background())
+			} else {
+				err = revoker.RevokeAll(context.Background(), alice)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if revoke == "RevokeEveryone" {
+				if err := e.m.CreateTable(context.Background()); err != nil { // this instance reads the generation anew
+					t.Fatal(err)
+				}
+			}
+			w := newRecorder()
+			if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
+				t.Fatalf("a login at the limit after %s: %v, want a session", revoke, err)
+			}
+			if got := e.status(sessionCookie(t, w.Result(), cookieName)); got != http.StatusOK {
+				t.Errorf("the login after %s: status %d, want 200", revoke, got)
+			}
+		})
+	}
+}
+
+// A session limit ends the sessions in the order they took their slots,
+// also of logins in the same millisecond: the first of three, at a limit of
+// two.
+func TestSessionLimitEndsInOrder(t *testing.T) {
+	t.Parallel()
+	for round := range 5 {
+		e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 2 })
+		alice := e.putUser("alice")
+		first, second, third := e.login(alice), e.login(alice), e.login(alice) // one millisecond
+		for i, c := range []*http.Cookie{first, second, third} {
+			want := http.StatusOK
+			if i == 0 {
+				want = http.StatusUnauthorized
+			}
+			if got := e.status(c); got != want {
+				t.Errorf("round %d, session %d of 3: %d, want %d", round, i+1, got, want)
+			}
+		}
+	}
+}
+
+// A session's times are the clock of the instance that creates it: a
+// RevokeAll or a sign-up from an instance an hour fast pushes no later
+// login's creation or authentication an hour ahead, so a step-up's window
+// and the absolute lifetime run as long as they say.
+func TestFastClockStretchesNoSession(t *testing.T) {
+	t.Parallel()
+	for _, write := range []string{"RevokeAll", "CreateUser"} {
+		t.Run(write, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			fast := e.cfg
+			fast.Now = func() time.Time { return e.clock.Now().Add(time.Hour) }
+			ahead := primed(t, fast)
+			alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+			if write == "CreateUser" {
+				if err := ahead.CreateUser(context.Background(), User{PK: alice.PK, SK: alice.SK, Name: "alice"}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				alice = e.putUser("alice")
+				if err := ahead.RevokeAll(context.Background(), alice); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := e.sessionFor(e.login(alice))
+			now := time.UnixMilli(e.clock.Now().UnixMilli())
+			if !s.CreatedAt.Equal(now) || !s.AuthenticatedAt.Equal(now) {
+				t.Errorf("the login after a %s an hour ahead: created %v, authenticated %v; want both %v", write, s.CreatedAt, s.AuthenticatedAt, now)
+			}
+		})
+	}
+}
+
+// A Login whose session write hangs until the call's deadline has written
+// the index item already: its undo runs on a deadline of its own, so no
+// index item outlives the session that was never written, and List shows
+// nothing.
+func TestLoginUndoesItsIndexItemPastTheDeadline(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 200 * time.Millisecond })
+	alice := e.putUser("alice")
+	p.before = func(ctx context.Context, op string, in any) {
+		if put, ok := in.(*dynamodb.PutItemInput); ok && strings.HasPrefix(attrText(put.Item["pk"]), "S:SESSION#") {
+			<-ctx.Done() // the session write hangs past the deadline
+		}
+	}
+	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); err == nil {
+		t.Fatal("a Login whose session write hung past its deadline succeeded")
+	}
+	p.before = nil
+	if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
+		t.Errorf("index items left by the failed Login: %v", itemsText(items))
+	}
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List after the failed Login: %+v, want none", list)
+	}
+}

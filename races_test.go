@@ -663,12 +663,14 @@ type regions struct {
 	clock *clock
 	a, b  *ddbsession.Manager[Member]
 	logs  *syncBuffer
+	// mutate adjusts each Manager's Config before New.
+	mutate []func(*ddbsession.Config[Member])
 }
 
-func newRegions(t *testing.T, skewA, skewB time.Duration) *regions {
+func newRegions(t *testing.T, skewA, skewB time.Duration, mutate ...func(*ddbsession.Config[Member])) *regions {
 	t.Helper()
 	g := ddbtest.NewRegions(t, ddbtest.Client(t), ddbtest.SecondClient(t))
-	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, logs: &syncBuffer{}}
+	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, logs: &syncBuffer{}, mutate: mutate}
 	rs.a, rs.b = rs.manager(g.A, skewA), rs.manager(g.B, skewB)
 	return rs
 }
@@ -677,12 +679,16 @@ func newRegions(t *testing.T, skewA, skewB time.Duration) *regions {
 // ddbtest.Region, or a probe in front of one), whose clock is skew off.
 func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbsession.Manager[Member] {
 	t := rs.t
-	m, err := ddbsession.New(ddbsession.Config[Member]{
+	cfg := ddbsession.Config[Member]{
 		Client: client, Table: rs.table, Layout: ddbsession.Layout{MREC: true},
 		Limits: ddbsession.Limits{IdleTimeout: time.Hour, RefreshInterval: 10 * time.Minute, StoreTimeout: time.Minute},
 		Now:    func() time.Time { return rs.clock.Now().Add(skew) },
 		Logger: slog.New(slog.NewTextHandler(rs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, f := range rs.mutate {
+		f(&cfg)
+	}
+	m, err := ddbsession.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1207,5 +1213,305 @@ func TestSessionLimitRacingLogins(t *testing.T) {
 				t.Errorf("List shows %d sessions, %d are alive", len(list), alive)
 			}
 		})
+	}
+}
+
+// MREC: a password change in Region A (the new password, then RevokeAll),
+// and within the replication lag a write in Region B of the kind that
+// Logouts, rotations and session-limit logins make: (a) the attacker, who
+// knows the old password, signs in again in B carrying the session cookie
+// stolen earlier, which the login rotates; (b) a Logout of another session
+// of the user in B; (c) a login in B under a session limit. Once the
+// writes have crossed, every session from before the change and the
+// attacker's are refused in both Regions, and the owner's login with the
+// new password, made in A after the change, lives in both.
+func TestMRECRevokeAllSurvivesWritesInTheOtherRegion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		limit int
+	}{{"attacker re-login carrying a stolen cookie", 0}, {"Logout of another session", 0}, {"login under a session limit", 5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rs := newRegions(t, 0, 0, func(c *ddbsession.Config[Member]) { c.Limits.MaxSessions = tc.limit })
+			alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+			if err := rs.a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "old"}); err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			victim, err := loginWith(rs.a, alice, "old") // the session the attacker steals
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := loginWith(rs.b, alice, "old")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			rs.clock.Advance(time.Second)
+
+			rs.userUpdate(rs.g.A, alice, "password", "new")
+			if err := rs.a.RevokeAll(context.Background(), alice); err != nil {
+				t.Fatal(err)
+			}
+			owner, err := loginWith(rs.a, alice, "new")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var attacker *http.Cookie
+			switch tc.name { // in B, within the lag: B still has the old password
+			case "attacker re-login carrying a stolen cookie":
+				w := newRecorder()
+				if err := rs.b.Login(w, newRequest(victim), alice, checkPassword("old")); err != nil {
+					t.Fatal(err)
+				}
+				attacker = sessionCookie(t, w.Result(), cookieName)
+			case "Logout of another session":
+				if err := rs.b.Logout(newRecorder(), newRequest(other)); err != nil {
+					t.Fatal(err)
+				}
+			case "login under a session limit":
+				if attacker, err = loginWith(rs.b, alice, "old"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rs.settled()
+
+			rs.both(func(r string, m *ddbsession.Manager[Member]) {
+				for name, c := range map[string]*http.Cookie{"the stolen session": victim, "the other session": other, "the attacker's": attacker} {
+					if c == nil {
+						continue
+					}
+					if got := statusOf(m, c); got != http.StatusUnauthorized {
+						t.Errorf("Region %s: %s after the change: status %d, want 401", r, name, got)
+					}
+				}
+				if got := statusOf(m, owner); got != http.StatusOK {
+					t.Errorf("Region %s: the owner's login with the new password: status %d, want 200", r, got)
+				}
+			})
+		})
+	}
+}
+
+// MREC: a RevokeAll from an instance whose clock is behind the version the
+// user's sessions copied (50 ms, 5 s) still ends them: the version changes
+// from where it is, whatever the revoker's clock says.
+func TestMRECRevokeAllWithARevokerClockBehind(t *testing.T) {
+	t.Parallel()
+	for _, behind := range []time.Duration{50 * time.Millisecond, 5 * time.Second} {
+		t.Run(behind.String(), func(t *testing.T) {
+			t.Parallel()
+			rs := newRegions(t, 0, -behind)
+			alice := rs.alice() // created in A, on the test's clock
+			c, err := loginWith(rs.a, alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+			if err := rs.b.RevokeAll(context.Background(), alice); err != nil { // B's clock is behind
+				t.Fatal(err)
+			}
+			rs.settled()
+			rs.both(func(r string, m *ddbsession.Manager[Member]) {
+				if got := statusOf(m, c); got != http.StatusUnauthorized {
+					t.Errorf("Region %s: the session after a RevokeAll from a clock %v behind: status %d, want 401", r, behind, got)
+				}
+			})
+		})
+	}
+}
+
+// MREC with a session limit above two: two logins of one user, one in each
+// Region within the lag, each write the user's slots whole, and one write
+// wins; both sessions live in both Regions all the same, for a slot decides
+// nothing about a request.
+func TestMRECLoginsInTwoRegionsUnderALimit(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0, func(c *ddbsession.Config[Member]) { c.Limits.MaxSessions = 3 })
+	alice := rs.alice()
+	inA, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inB, err := loginWith(rs.b, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		for name, c := range map[string]*http.Cookie{"A's login": inA, "B's login": inB} {
+			if got := statusOf(m, c); got != http.StatusOK {
+				t.Errorf("Region %s: %s: status %d, want 200", r, name, got)
+			}
+		}
+	})
+}
+
+// MREC: a two-step login's tries are records that no Region's write takes
+// back: within the lag each Region counts its own, so an attacker who
+// reaches both gets at most five in each, and once the tries have crossed,
+// the five already made count in both.
+func TestMRECTwoStepTriesAcrossRegions(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := rs.alice()
+	w := newRecorder()
+	if err := rs.a.BeginLogin(w, newRequest(), alice, checkPassword("pw"), "password"); err != nil {
+		t.Fatal(err)
+	}
+	var pending *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name == cookieName+"-pending" {
+			pending = c
+		}
+	}
+	rs.settled()
+	tries := map[string]int{} // the second factor's checks, by Region
+	try := func(region string, m *ddbsession.Manager[Member]) {
+		wrong := func(Member) error { tries[region]++; return errWrongCode }
+		err := m.CompleteLogin(newRecorder(), newRequest(pending), wrong, "otp")
+		if !errors.Is(err, errWrongCode) && !errors.Is(err, ddbsession.ErrNoSession) {
+			t.Fatalf("a try in %s: %v", region, err)
+		}
+	}
+	for range 3 {
+		try("A", rs.a)
+		try("B", rs.b)
+	}
+	if tries["A"] != 3 || tries["B"] != 3 {
+		t.Fatalf("tries within the lag: %v, want 3 in each Region", tries)
+	}
+	rs.settled()
+	for range 5 {
+		try("A", rs.a)
+	}
+	// The first three of each Region took the same three records: two
+	// are left in all.
+	if tries["A"] != 5 {
+		t.Errorf("tries in A after the records crossed: %d more, want 2", tries["A"]-3)
+	}
+}
+
+// A login copies the global generation it read with the credential: a
+// RevokeEveryone that runs while the login is in its verify, on the same
+// instance or on another that this one then hears of, ends the new session
+// too; so does one between the two steps of a two-step login. And the
+// request still reads its session in one BatchGetItem.
+func TestLoginRacingRevokeEveryone(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"same instance", "another instance, then a read here", "between the two steps"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			var p *probe
+			e := newEnv(t, withProbe(&p))
+			other := primed(t, e.cfg)
+			alice := e.putUser("alice")
+			revoke := func() {
+				if err := other.RevokeEveryone(context.Background()); err != nil {
+					t.Error(err)
+				}
+				if err := e.m.CreateTable(context.Background()); err != nil { // this instance reads the generation anew
+					t.Error(err)
+				}
+			}
+			if where == "same instance" {
+				revoke = func() {
+					if err := e.m.RevokeEveryone(context.Background()); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			var c *http.Cookie
+			if where == "between the two steps" {
+				pending := e.beginLogin(alice)
+				revoke()
+				res, err := e.completeLogin("123456", pending)
+				if !errors.Is(err, ddbsession.ErrNoSession) {
+					t.Fatalf("completing across a RevokeEveryone: %v, want ErrNoSession", err)
+				}
+				c = sessionCookie(t, res, cookieName)
+			} else {
+				w := newRecorder()
+				verify := func(User) error { revoke(); return nil } // the login is paused here
+				if err := e.m.Login(w, newRequest(), alice, verify); err != nil {
+					t.Fatal(err)
+				}
+				c = sessionCookie(t, w.Result(), cookieName)
+			}
+			if c != nil {
+				p.reset()
+				if got := e.status(c); got != http.StatusUnauthorized {
+					t.Errorf("the session of a login racing RevokeEveryone: status %d, want 401", got)
+				}
+				if p.total() != 1 || p.count("BatchGetItem") != 1 {
+					t.Errorf("the request: %v calls, want 1 BatchGetItem", p.calls)
+				}
+			}
+			if got := e.status(e.login(alice)); got != http.StatusOK {
+				t.Errorf("a login after RevokeEveryone: status %d, want 200", got)
+			}
+		})
+	}
+}
+
+// MRSC: one linearizable copy, seen by both Regions at once. A RevokeAll in
+// A after the new password, followed by the attacker's re-login in B with
+// the old one carrying a stolen cookie, a Logout in B, and a login in B
+// under a session limit: the attacker's login fails at once (B reads the
+// new password), the sessions before the change are refused in both, the
+// owner's login after it lives in both; the writes that meet a concurrent
+// write in the other Region are retried through its conflicts.
+func TestMRSCRevokeAllWithWritesInTheOtherRegion(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	conflicts := atomic.Int32{}
+	p.fail = func(_ context.Context, op string) error {
+		if (op == "UpdateItem" || op == "PutItem" || op == "DeleteItem") && conflicts.Add(1)%3 == 0 {
+			return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
+		}
+		return nil
+	}
+	a := e.members(func(c *ddbsession.Config[Member]) { c.Limits.MaxSessions = 5 })
+	b := e.members(func(c *ddbsession.Config[Member]) { c.Limits.MaxSessions = 5 })
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	victim, err := loginWith(a, alice, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := loginWith(b, alice, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.changePassword(a, alice, "new")
+	owner, err := loginWith(a, alice, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Login(newRecorder(), newRequest(victim), alice, checkPassword("old")); !errors.Is(err, errWrongPassword) {
+		t.Errorf("the attacker's login in B with the old password: %v, want errWrongPassword", err)
+	}
+	if err := b.Logout(newRecorder(), newRequest(other)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loginWith(b, alice, "new"); err != nil {
+		t.Fatal(err)
+	}
+	for r, m := range map[string]*ddbsession.Manager[Member]{"A": a, "B": b} {
+		for name, c := range map[string]*http.Cookie{"the stolen session": victim, "the other session": other} {
+			if got := statusOf(m, c); got != http.StatusUnauthorized {
+				t.Errorf("Region %s: %s: status %d, want 401", r, name, got)
+			}
+		}
+		if got := statusOf(m, owner); got != http.StatusOK {
+			t.Errorf("Region %s: the owner's login after the change: status %d, want 200", r, got)
+		}
+	}
+	if conflicts.Load() < 3 {
+		t.Error("no write met a conflict")
 	}
 }

@@ -132,5 +132,5 @@ func (c *core) revoked(s item.Session, version int64, ended bool) Reason {
 	}
 	// Changed since (RevokeAll), or, for a higher copy, the user item
 	// was made anew under the same key.
-	return ReasonCutoff
+	return ReasonRevoked
 }

@@ -65,7 +65,7 @@ const (
 	ReasonUnknown          Reason = "unknown"           // no such session (never issued, logged out, revoked, or TTL-deleted)
 	ReasonExpired          Reason = "expired"           // past its expiry, though TTL has not deleted it yet
 	ReasonAbsoluteLifetime Reason = "absolute-lifetime" // past Limits.AbsoluteLifetime since it was created
-	ReasonCutoff           Reason = "cutoff"            // its user's sessions version changed since (RevokeAll)
+	ReasonRevoked          Reason = "revoked"           // its user's sessions version changed since (RevokeAll)
 	ReasonUserMissing      Reason = "user-missing"      // the user item is gone
 	ReasonUserMismatch     Reason = "user-mismatch"     // the credential names another user than the session's
 	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie
@@ -86,7 +86,7 @@ func (r *rejection) Is(target error) bool { return target == ErrNoSession }
 var rejections = func() map[Reason]*rejection {
 	all := map[Reason]*rejection{}
 	for _, r := range []Reason{ReasonMalformed, ReasonUnknown, ReasonExpired, ReasonAbsoluteLifetime,
-		ReasonCutoff, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone,
+		ReasonRevoked, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone,
 		ReasonPending, ReasonSessionLimit} {
 		all[r] = &rejection{r}
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,5 +267,75 @@ func TestSessionDataAcrossRotation(t *testing.T) {
 	}
 	if got := e.dataIn(e.login(alice, c)); got != "" {
 		t.Errorf("a login after RevokeAll carrying the revoked session has data %q", got)
+	}
+}
+
+// A RevokeAll or a RevokeEveryone that ends the session while its request
+// runs leaves UpdateData no success to report: the write's condition sees
+// the session item alone, so UpdateData reads the user's revocation state
+// after it, and answers ErrNoSession.
+func TestSessionDataOfARevokedSession(t *testing.T) {
+	t.Parallel()
+	for _, revoke := range []string{"RevokeAll", "RevokeEveryone"} {
+		t.Run(revoke, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			alice := e.putUser("alice")
+			c := e.login(alice)
+			var err error
+			e.inRequest(c, func(ctx context.Context) {
+				var rerr error
+				if revoke == "RevokeAll" {
+					rerr = e.m.RevokeAll(context.Background(), alice)
+				} else {
+					rerr = e.m.RevokeEveryone(context.Background())
+				}
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				err = e.m.UpdateData(ctx, increment)
+			})
+			if !errors.Is(err, ddbsession.ErrNoSession) {
+				t.Errorf("UpdateData of a session %s ended during its request: %v, want ErrNoSession", revoke, err)
+			}
+		})
+	}
+}
+
+// Racing writers of different keys of one session's data all land: each
+// loser reads the winner's data and tries again, after a pause that spreads
+// them apart, until the call's deadline.
+func TestSessionDataManyRacingWriters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.login(e.putUser("alice"))
+	const writers = 20
+	s, u, err := e.m.Authenticate(context.Background(), c.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range writers {
+		ctx := e.m.NewContext(context.Background(), s, u) // a request of its own each
+		wg.Go(func() {
+			err := e.m.UpdateData(ctx, func(old json.RawMessage) (any, error) {
+				keys := map[string]bool{}
+				if old != nil {
+					if err := json.Unmarshal(old, &keys); err != nil {
+						return nil, err
+					}
+				}
+				keys[strconv.Itoa(i)] = true
+				return keys, nil
+			})
+			if err != nil {
+				t.Errorf("writer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	var keys map[string]bool
+	if err := json.Unmarshal([]byte(e.dataIn(c)), &keys); err != nil || len(keys) != writers {
+		t.Errorf("data after %d racing writers of a key each: %v (%v), want %d keys", writers, keys, err, writers)
 	}
 }
