@@ -42,8 +42,9 @@ type core struct {
 	binding  DeviceBinding
 	everyone *everyone
 
-	// insecureOnce makes the warning of warnIfDropped once.
-	insecureOnce sync.Once
+	// insecureOnce makes the warning of warnIfDropped once, doubleOnce
+	// that of a handler guarded twice.
+	insecureOnce, doubleOnce sync.Once
 
 	limit *sessionLimit
 

@@ -35,6 +35,15 @@ func (m *Manager[U]) LoadSession(next http.Handler) http.Handler { return m.guar
 
 func (m *Manager[U]) guard(next http.Handler, required bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, checked := r.Context().Value(ctxKey[U]{m}).(*requestState[U]); checked {
+			// Wrapped twice (a route inside a group that RequireSession
+			// guards already): the outer check holds, and costs the read.
+			m.doubleOnce.Do(func() {
+				m.logger.WarnContext(r.Context(), "ddbsession: a handler is wrapped in RequireSession or LoadSession twice; the inner one reads nothing, but remove it")
+			})
+			next.ServeHTTP(w, r)
+			return
+		}
 		// The response depends on the credential whatever happens next.
 		addVary(w.Header(), "Cookie")
 		if m.cookies.bearer {

@@ -871,3 +871,27 @@ func TestRequireAuthenticationAnswers(t *testing.T) {
 	}()
 	e.m.RequireAuthentication(0)
 }
+
+// A handler wrapped in RequireSession twice (a route inside a group that
+// guards it already) reads its session once, and the first such request
+// logs a warning that says so; the user is in the context all the same.
+func TestRequireSessionTwice(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	c := e.login(e.putUser("alice"))
+	h := e.m.RequireSession(e.m.RequireSession(whoami(e.m)))
+	for range 2 {
+		p.reset()
+		w := e.get(h, c)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "alice") {
+			t.Errorf("a request through RequireSession twice: status %d, body %q", w.Code, w.Body)
+		}
+		if p.total() != 1 {
+			t.Errorf("a request through RequireSession twice made %v calls, want one BatchGetItem", p.calls)
+		}
+	}
+	if n := strings.Count(e.logs.String(), "wrapped in RequireSession or LoadSession twice"); n != 1 {
+		t.Errorf("%d warnings of the double wrap, want 1:\n%s", n, e.logs)
+	}
+}

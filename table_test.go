@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -422,5 +424,39 @@ func TestNoEngineHint(t *testing.T) {
 	missing := fmt.Sprintf("no such table: call Manager.CreateTable at startup, or run: ddbsession table create -table %s", cfg.Table)
 	if err == nil || strings.Contains(err.Error(), hint) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("Authenticate on a missing table = %v, want %q and not the engine hint", err, missing)
+	}
+}
+
+// A newcomer's endpoint mistakes say what they are: an endpoint without a
+// scheme, and one that answers, but not as DynamoDB does.
+func TestEndpointMistakesExplainThemselves(t *testing.T) {
+	t.Parallel()
+	notDynamoDB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed) // a web server's page
+	}))
+	t.Cleanup(notDynamoDB.Close)
+	creds := credentials.NewStaticCredentialsProvider("x", "y", "")
+	for _, tc := range []struct {
+		name     string
+		endpoint string
+		says     string
+	}{
+		{"no scheme", strings.TrimPrefix(notDynamoDB.URL, "http://"), "AWS_ENDPOINT_URL_DYNAMODB needs a scheme, as in http://127.0.0.1:8000"},
+		{"not DynamoDB", notDynamoDB.URL, "the endpoint answered HTTP 405 in a form DynamoDB never does: is AWS_ENDPOINT_URL_DYNAMODB a DynamoDB endpoint?"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(tc.endpoint), Credentials: creds, RetryMaxAttempts: 1})
+			m, err := ddbsession.New(ddbsession.Config[User]{Client: client, Table: "app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.CreateTable(context.Background()); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("CreateTable = %v, want it to say %q", err, tc.says)
+			}
+			if _, _, err := m.Authenticate(context.Background(), strings.Repeat("A", 26)); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Authenticate = %v, want it to say %q", err, tc.says)
+			}
+		})
 	}
 }
