@@ -79,3 +79,75 @@ func DecodeSession(l ddbsession.Layout, av map[string]types.AttributeValue) (ddb
 	}
 	return item.Public(s).(ddbsession.Session), nil
 }
+
+// Revocation is what a session copies at its login and must still match
+// to be valid: the user's sessions version, which RevokeAll changes, and
+// the table's global revocation generation, which RevokeEveryone raises.
+// A store of sessions other than ddbsession's own (scsstore's, say) keeps
+// its sessions to the same rules by copying it too.
+type Revocation struct {
+	Version int64
+	Global  int64
+}
+
+// RevocationKeys are the keys of the items that hold user's Revocation: the
+// user item, in MREC the user's revocation item, and the global item. Read
+// them with one strongly consistent BatchGetItem, and hand what it found to
+// ReadRevocation.
+func RevocationKeys(l ddbsession.Layout, user ddbsession.UserKey) ([]map[string]types.AttributeValue, error) {
+	resolved, err := item.Layout(l).WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("ddbitem: %w", err)
+	}
+	keys := []map[string]types.AttributeValue{resolved.Key(user.PK, user.SK)}
+	if resolved.MREC {
+		keys = append(keys, resolved.RevocationKey(user.PK, user.SK))
+	}
+	return append(keys, resolved.GlobalKey()), nil
+}
+
+// ReadRevocation reads user's Revocation from the items that a read of
+// RevocationKeys found, in any order, and returns the user item among them
+// for the caller to decode; nil if the user has none, which no session of
+// it survives. An item of another form under one of the keys is an error,
+// so that its reader fails closed.
+func ReadRevocation(l ddbsession.Layout, user ddbsession.UserKey, items []map[string]types.AttributeValue) (Revocation, map[string]types.AttributeValue, error) {
+	resolved, err := item.Layout(l).WithDefaults()
+	if err != nil {
+		return Revocation{}, nil, fmt.Errorf("ddbitem: %w", err)
+	}
+	same := func(av, key map[string]types.AttributeValue) bool {
+		for name, v := range key {
+			if s, ok := av[name].(*types.AttributeValueMemberS); !ok || s.Value != v.(*types.AttributeValueMemberS).Value {
+				return false
+			}
+		}
+		return true
+	}
+	var rev Revocation
+	var userItem, revocation map[string]types.AttributeValue
+	for _, av := range items {
+		switch {
+		case same(av, resolved.Key(user.PK, user.SK)):
+			userItem = av
+		case resolved.MREC && same(av, resolved.RevocationKey(user.PK, user.SK)):
+			revocation = av
+		case same(av, resolved.GlobalKey()):
+			if rev.Global, err = item.DecodeGlobal(av); err != nil {
+				return Revocation{}, nil, fmt.Errorf("ddbitem: the global revocation item: %w", err)
+			}
+		}
+	}
+	if userItem == nil {
+		return rev, nil, nil
+	}
+	if resolved.MREC {
+		rev.Version, err = item.DecodeRevocation(revocation)
+	} else {
+		rev.Version, err = resolved.VersionOf(userItem)
+	}
+	if err != nil {
+		return Revocation{}, nil, fmt.Errorf("ddbitem: the user's sessions version: %w", err)
+	}
+	return rev, userItem, nil
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
@@ -106,5 +107,61 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := ddbitem.Resolve(ddbsession.Layout{PartitionKey: "sid"}); err == nil {
 		t.Error("Resolve accepted a partition key that clashes with a session attribute")
+	}
+}
+
+// ReadRevocation reads what a Manager's sessions copy: a session made
+// before a RevokeAll copied another version, and one made before a
+// RevokeEveryone another generation.
+func TestReadRevocation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mrec := range []bool{false, true} {
+		client := ddbtest.Client(t)
+		table := ddbtest.TableName(t, client)
+		layout := ddbsession.Layout{MREC: mrec}
+		m, err := ddbsession.New(ddbsession.Config[user]{Client: client, Table: table, Layout: layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CreateTable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+		if err := m.CreateUser(ctx, user{PK: alice.PK, SK: alice.SK}); err != nil {
+			t.Fatal(err)
+		}
+		read := func() ddbitem.Revocation {
+			t.Helper()
+			keys, err := ddbitem.RevocationKeys(layout, alice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				table: {Keys: keys, ConsistentRead: aws.Bool(true)},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev, userItem, err := ddbitem.ReadRevocation(layout, alice, out.Responses[table])
+			if err != nil || userItem == nil {
+				t.Fatalf("ReadRevocation = %+v, %v, %v", rev, userItem, err)
+			}
+			return rev
+		}
+		before := read()
+		if err := m.RevokeAll(ctx, alice); err != nil {
+			t.Fatal(err)
+		}
+		afterAll := read()
+		if afterAll.Version == before.Version || afterAll.Global != before.Global {
+			t.Errorf("MREC %v: RevokeAll took the revocation from %+v to %+v, want a new version alone", mrec, before, afterAll)
+		}
+		if err := m.RevokeEveryone(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if afterEveryone := read(); afterEveryone.Global <= afterAll.Global || afterEveryone.Version != afterAll.Version {
+			t.Errorf("MREC %v: RevokeEveryone took the revocation from %+v to %+v, want a higher generation alone", mrec, afterAll, afterEveryone)
+		}
 	}
 }
