@@ -59,9 +59,8 @@ func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
 }
 
 // NewContext returns ctx carrying s and u as the signed-in session and
-// user, as [Manager.RequireSession] puts them there, so that [Manager.User]
-// and [Manager.Session] find them. It is for an app's handler unit tests,
-// which then need no DynamoDB:
+// user, as [Manager.RequireSession] puts them there: for an app's handler
+// unit tests, which then need no DynamoDB:
 //
 //	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
 //	handler.ServeHTTP(w, r)

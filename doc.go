@@ -176,11 +176,12 @@
 //	internal/item  the item format: one encoder, one decoder
 //
 // Beside the path: login.go and twostep.go sign users in and out, limit.go
-// takes session slots, revoke.go lists and ends sessions, dbsc.go serves
-// device binding, table.go creates and checks the table, data.go writes a
-// session's data. At the bottom, the words they share: session.go,
-// events.go, errors.go, layout.go, answers.go, headers.go, everyone.go,
-// clock.go and panics.go. Tests follow the files.
+// keeps a user's sessions under a limit, ends.go ends sessions, revoke.go
+// lists and revokes them, dbsc.go serves device binding, table.go creates
+// and checks the table, data.go writes a session's data. At the bottom,
+// the words they share: session.go, events.go, errors.go, layout.go,
+// answers.go, headers.go, everyone.go, clock.go and panics.go. Tests
+// follow the files.
 //
 // # Engines
 //

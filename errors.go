@@ -8,6 +8,21 @@ import (
 // This file holds the one convention of the errors that leave the package:
 // "ddbsession: <operation>: <cause>", prefixed once, where the error leaves.
 
+// ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
+// not exist, by the logins for a user without an item (they write nothing
+// then), and by [Manager.RevokeAll] for a user item that is not in the table.
+var ErrUserNotFound = errors.New("ddbsession: user not found")
+
+// ErrUserExists is returned by [Manager.CreateUser] for a key that already
+// holds an item.
+var ErrUserExists = errors.New("ddbsession: user already exists")
+
+// ErrTooManySessions is returned by a login of a user who has
+// [Limits.MaxSessions] sessions already, with [Limits.RefuseAtMaxSessions]
+// set. The login wrote no session; the sessions its request carried have
+// ended all the same, as every login ends them.
+var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
+
 // wrap is err as it leaves the package from operation op. The package's
 // sentinels (ErrNoSession and its rejections, ErrUserNotFound,
 // ErrUserExists, ErrTooManySessions) and the app's own errors, from a

@@ -15,18 +15,15 @@ import (
 // or a token's hash.
 type Event struct {
 	Kind EventKind
-	// SessionID is the session's public ID, where there is one (not for a
-	// malformed or unknown credential, nor RevokeAll).
+	// SessionID is the session's public ID and User its user, where known.
 	SessionID string
-	// User is the session's user, where known.
-	User UserKey
+	User      UserKey
 	// Reason says why a request was rejected (EventRejected), or what
 	// ended a session (EventEvicted: ReasonSessionLimit).
 	Reason Reason
-	// Err is the store's error (EventStoreFailed).
-	Err error
-	// Elapsed is how long the refresh's writes took, after the response
-	// (EventRefreshed).
+	// Err is the store's error (EventStoreFailed), and Elapsed how long a
+	// refresh's write took (EventRefreshed).
+	Err     error
 	Elapsed time.Duration
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -17,37 +16,6 @@ import (
 // This file keeps a user's sessions under Limits.MaxSessions: a login takes
 // a slot in the user's slots item, ending the oldest session or refusing
 // when none is free; the session it ends is gone before the new one exists.
-
-// ErrTooManySessions is returned by a login of a user who has
-// [Limits.MaxSessions] sessions already, with [Limits.RefuseAtMaxSessions]
-// set. The login wrote no session; the sessions its request carried have
-// ended all the same, as every login ends them.
-var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
-
-// maxSessionsLimit bounds Limits.MaxSessions: the slots item, which a login
-// under the limit reads and writes, holds 40 bytes a slot and stays within
-// the 4 KB of one read unit.
-const maxSessionsLimit = 100
-
-// sessionLimit is Limits.MaxSessions and Limits.RefuseAtMaxSessions, and
-// what taking a slot needs.
-type sessionLimit struct {
-	max    int // 0: no limit
-	refuse bool
-	store  *store
-	life   lifetimes
-	// young is how young a slot must be to count as a login on its way,
-	// whose session may not be written yet (Limits.StoreTimeout and
-	// inFlight).
-	young  time.Duration
-	events events
-	logger *slog.Logger
-}
-
-// inFlight is how young a slot must be to count as a login still on its
-// way: a slot is taken before the session is written, within the login's
-// StoreTimeout. The margin covers the clocks of two instances disagreeing.
-const inFlight = 30 * time.Second
 
 // claim gives session s, about to be created for user under sessionPK, a
 // slot among those the limit counts, in the slots item that the login read
@@ -91,11 +59,11 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 			}
 			taken = taken[max(len(taken)-l.max+1, 0):]
 		}
-		w, err := l.store.ClaimSlots(slots, append(taken, item.Slot{SessionPK: sessionPK, Created: s.CreatedAt}))
+		w, err := c.store.ClaimSlots(slots, append(taken, item.Slot{SessionPK: sessionPK, Created: s.CreatedAt}))
 		if err != nil {
 			return nil, err
 		}
-		lost, err := l.store.update(ctx, l.store.SlotsKey(user.PK, user.SK), w)
+		lost, err := c.store.update(ctx, c.store.SlotsKey(user.PK, user.SK), w)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("take a session slot: %w", err)
@@ -104,9 +72,9 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		case attempt == 10:
 			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
-		av, err := l.store.get(ctx, l.store.SlotsKey(user.PK, user.SK))
+		av, err := c.store.get(ctx, c.store.SlotsKey(user.PK, user.SK))
 		if err == nil {
-			slots, err = l.store.DecodeSlots(av)
+			slots, err = c.store.DecodeSlots(av)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("take a session slot: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +47,14 @@ type core struct {
 	// that of a handler guarded twice.
 	insecureOnce, doubleOnce sync.Once
 
-	limit *sessionLimit
+	// limit is Limits.MaxSessions (0: no limit) and RefuseAtMaxSessions,
+	// and how young a slot must be to count as a login on its way
+	// (StoreTimeout and inFlight).
+	limit struct {
+		max    int
+		refuse bool
+		young  time.Duration
+	}
 
 	keepSignedIn                   func(*http.Request) bool // Cookie.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
@@ -121,6 +129,13 @@ type Config[U any] struct {
 	// DeviceBinding offers Device Bound Session Credentials (DBSC) to
 	// browsers that support them: see [DeviceBinding]. Off by default.
 	DeviceBinding DeviceBinding
+
+	// WriteBeforeResponse makes a request's refresh write finish before
+	// its handler runs, at the write's latency, for platforms that freeze
+	// the process once the response is out. It is on, whatever this says,
+	// on AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set); elsewhere a refresh
+	// writes after the response, and [Manager.Wait] waits for it.
+	WriteBeforeResponse bool
 
 	// OnEvent, if set, is told what sessions do ([Event]), never with a
 	// token. It runs on the request's goroutine (a refresh's, after the
@@ -237,15 +252,11 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 			bearer:   cfg.BearerTokens,
 			layout:   &st.Layout,
 		},
-		life:     life,
-		refresh:  &refresher{store: st, life: life, timeout: lim.StoreTimeout, events: ev, logger: cfg.Logger},
-		events:   ev,
-		binding:  cfg.DeviceBinding,
-		everyone: &everyone{within: lim.RevokeEveryoneWithin},
-		limit: &sessionLimit{
-			max: lim.MaxSessions, refuse: lim.RefuseAtMaxSessions,
-			store: st, life: life, young: lim.StoreTimeout + inFlight, events: ev, logger: cfg.Logger,
-		},
+		life:             life,
+		refresh:          &refresher{store: st, life: life, timeout: lim.StoreTimeout, events: ev, logger: cfg.Logger, inline: cfg.WriteBeforeResponse || onLambda()},
+		events:           ev,
+		binding:          cfg.DeviceBinding,
+		everyone:         &everyone{within: lim.RevokeEveryoneWithin},
 		keepSignedIn:     cfg.Cookie.KeepSignedIn,
 		clearSiteData:    clearSiteData(cfg.Cookie.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,
@@ -255,6 +266,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		now:              cfg.Now,
 		logger:           cfg.Logger,
 	}}
+	m.limit.max, m.limit.refuse, m.limit.young = lim.MaxSessions, lim.RefuseAtMaxSessions, lim.StoreTimeout+inFlight
 	if load := cfg.LoadUser; load != nil {
 		m.users.custom = func(ctx context.Context, key UserKey, out any) (int64, error) {
 			u, version, err := load(ctx, key)
@@ -266,6 +278,10 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	}
 	return m, nil
 }
+
+// onLambda reports whether the process runs on AWS Lambda, which freezes
+// it once a response is out: the runtime sets AWS_LAMBDA_FUNCTION_NAME.
+func onLambda() bool { return os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != "" }
 
 // clearSiteData is the Clear-Site-Data header of directives: each a quoted
 // string, as the header's grammar wants.
@@ -336,6 +352,16 @@ func (c *Cookie) withDefaults(custom bool) error {
 	}
 	return nil
 }
+
+// maxSessionsLimit bounds Limits.MaxSessions: the slots item, which a login
+// under the limit reads and writes, holds 40 bytes a slot and stays within
+// the 4 KB of one read unit.
+const maxSessionsLimit = 100
+
+// inFlight is how young a slot must be to count as a login still on its
+// way: a slot is taken before the session is written, within the login's
+// StoreTimeout. The margin covers the clocks of two instances disagreeing.
+const inFlight = 30 * time.Second
 
 // aalBounds are the NIST SP 800-63B-4 session bounds of each assurance
 // level (sections 2.1.3, 2.2.3 and 2.3.3), which Limits.AAL names: the

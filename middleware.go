@@ -230,7 +230,6 @@ func hasAll(have, want []string) bool {
 	return true
 }
 
-// Wait waits until the session refreshes that requests have started are
-// written, or ctx ends. Call it on shutdown, after http.Server.Shutdown has
-// let the last requests finish, so that no refresh is cut off.
+// Wait waits until the refreshes that requests started are written, or ctx
+// ends: call it on shutdown, after http.Server.Shutdown.
 func (m *Manager[U]) Wait(ctx context.Context) error { return m.refresh.flights.wait(ctx) }

@@ -21,13 +21,17 @@ type refresher struct {
 	events  events
 	logger  *slog.Logger
 	flights flights
+	// inline is Config.WriteBeforeResponse: the write runs in the request,
+	// before its handler.
+	inline bool
 }
 
 // start starts moving a valid session's expiry forward when it is due, and
 // reports the session as it will be, and true, if this request started the
 // write; the caller sends the cookie with the new expiry at once. The write
 // runs off the request path, so the refresh costs the request no latency,
-// bounded by StoreTimeout on its own; [Manager.Wait] waits for it.
+// bounded by StoreTimeout on its own; [Manager.Wait] waits for it. Inline,
+// it runs in the request instead, before the handler.
 //
 // Of the requests on one session in this process, one writes: the others,
 // which read the same expiry while its write was in flight or just after,
@@ -40,7 +44,11 @@ func (f *refresher) start(ctx context.Context, sessionPK string, s item.Session,
 	if !due || !f.flights.start(sessionPK, s.ExpiresAt) {
 		return s, false
 	}
-	go f.write(context.WithoutCancel(ctx), sessionPK, s, next, now)
+	if f.inline {
+		f.write(context.WithoutCancel(ctx), sessionPK, s, next, now)
+	} else {
+		go f.write(context.WithoutCancel(ctx), sessionPK, s, next, now)
+	}
 	return next, true
 }
 

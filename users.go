@@ -2,7 +2,6 @@ package ddbsession
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 
@@ -18,15 +17,6 @@ import (
 // decoded into the app's type through a pointer (out, an any), as
 // attributevalue decodes, so that nothing below the Manager carries its
 // type parameter.
-
-// ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
-// not exist, by the logins for a user without an item (they write nothing
-// then), and by [Manager.RevokeAll] for a user item that is not in the table.
-var ErrUserNotFound = errors.New("ddbsession: user not found")
-
-// ErrUserExists is returned by [Manager.CreateUser] for a key that already
-// holds an item.
-var ErrUserExists = errors.New("ddbsession: user already exists")
 
 // checkKey refuses a user key that no item of the table can have, before
 // any call: an empty one is what a handler gets from Session outside

@@ -1,0 +1,112 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file ends sessions, as Logout, a login's rotation, Revoke and a
+// session limit do: it deletes them and, in MREC, records their ends.
+
+// carried says which sessions a request carries a sign-in ends.
+type carried int
+
+const (
+	endAll    carried = iota // cookie and bearer token: Login, CompleteLogin
+	endBearer                // the bearer token alone: LoginBearer
+)
+
+// endRequestSessions deletes the sessions the request carries, those that
+// which says, reports each as kind, and returns them as they were. read is
+// the session that RequireSession read in the request, if any.
+func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which carried, kind EventKind, read item.Session) ([]item.Session, error) {
+	var errs []error
+	var ended []item.Session
+	for _, token := range c.cookies.tokens(r, which == endAll) {
+		s, found, err := c.endSession(ctx, c.store.SessionPK(token), read)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if found {
+			ended = append(ended, s)
+			c.events.emit(ctx, Event{Kind: kind, SessionID: s.ID, User: userOf(s)})
+		}
+	}
+	return ended, errors.Join(errs...)
+}
+
+// endSession deletes the session under sessionPK and returns it as the
+// delete found it, or false if the delete found nothing. deleteSession
+// needs a copy, which this reads first unless read is that session.
+//
+// A copy that the delete then does not find was ended by a racing call or
+// by this delete, whose answer was lost: it is not reported (no event, no
+// re-authentication from it), since which cannot be told, but it is
+// recorded as ended (MREC), as the one that ended it does too, because
+// if that was this delete, no one else will.
+func (c *core) endSession(ctx context.Context, sessionPK string, read item.Session) (item.Session, bool, error) {
+	s := read
+	if sessionPK != read.SessionPK {
+		var present bool
+		var err error
+		if s, present, err = c.store.readSession(ctx, sessionPK); err != nil || !present {
+			return s, false, err
+		}
+	}
+	deleted, found, err := c.store.deleteSession(ctx, s)
+	switch {
+	case err != nil:
+		return s, false, err
+	case found:
+		return deleted, true, c.recordEnd(ctx, deleted)
+	case s.ID != "":
+		return s, false, c.recordEnd(ctx, s)
+	}
+	return s, false, nil
+}
+
+// endPending deletes the pending session of r's pending cookie, if any,
+// and clears the cookie.
+func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	token, present := c.cookies.pendingToken(r)
+	if !present {
+		return nil
+	}
+	c.cookies.clearPending(w)
+	if token == "" {
+		return nil
+	}
+	pk := c.store.SessionPK(token)
+	s, found, err := c.store.getSession(ctx, pk)
+	if err != nil {
+		return err
+	}
+	// Only a pending session: a signed-in token put in this cookie is no
+	// business of this cookie's.
+	if found && s.Pending {
+		if _, _, err := c.store.deleteSession(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordEnd, in MREC, writes the end record of session s, deleted or
+// about to be: a refresh of it in another Region that had not seen the
+// delete yet writes the item back, whole, and would win. The record lasts
+// as long as such a copy could live: an idle timeout from now, at most the
+// absolute lifetime, and a minute more for the replication.
+func (c *core) recordEnd(ctx context.Context, s item.Session) error {
+	if !c.users.mrec || s.ID == "" {
+		return nil
+	}
+	until := c.now().Add(c.life.idle)
+	if limit := s.CreatedAt.Add(c.life.absolute); limit.Before(until) {
+		until = limit
+	}
+	return c.store.putEnd(ctx, s, until.Add(time.Minute))
+}
