@@ -25,15 +25,12 @@ func textHandler(code int, msg string) http.Handler {
 const returnParam = "next"
 
 // Redirect returns a handler that sends a browser with 303 See Other to
-// path, a page on this site, passing the page to come back to in the
-// "next" parameter, which the page's handler reads with [ReturnPath]: a
-// GET's or HEAD's own path and query, or, for a form's POST, the page that
-// sent it (a Referer of this origin). It is the value of
-// [Config.Unauthorized] for a site with a login page, and of
-// [Config.StepUp] for one with a re-authentication page. A request that
-// carries a bearer token is no browser's: it gets 401. Redirect panics if
-// path is not a path on this site, as a pattern that cannot be served
-// does, when the app starts.
+// path, a page on this site, passing the page to come back to in "next",
+// which the page's handler reads with [ReturnPath]: a GET's or HEAD's own
+// URL, or, for a form's POST, the same-origin page that sent it. It is
+// [Config.Unauthorized] for a site with a login page, [Config.StepUp] for
+// one with a re-authentication page. A bearer request gets 401. Redirect
+// panics, at the app's start, if path is not on this site.
 func Redirect(path string) http.Handler {
 	if !localPath(path) {
 		panic(fmt.Sprintf("ddbsession: Redirect(%q): not a path on this site", path))
