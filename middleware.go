@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -185,15 +186,21 @@ func (c *core) checkToken(ctx context.Context, token string, user any) (Session,
 //	mux.Handle("POST /logout-everywhere", sessions.RequireSession(recent(logoutEverywhere)))
 //
 // A request that fails it gets [Config.StepUp]; one with a bearer token is
-// told RFC 9470's insufficient_user_authentication challenge first. The
+// told RFC 9470's insufficient_user_authentication challenge first, with
+// max_age and, if methods are named, acr_values. The
 // session lives on, and a Login on it re-authenticates. The window is the
 // login instance's clock against this one's.
 func (m *Manager[U]) RequireAuthentication(within time.Duration, methods ...string) func(http.Handler) http.Handler {
 	if within <= 0 {
 		panic(fmt.Sprintf("ddbsession: RequireAuthentication(%v): within must be positive", within))
 	}
+	// RFC 9470: max_age says how recent, acr_values (the app's method
+	// names, space-separated) which methods the client must present.
 	challenge := `Bearer error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age=` +
 		strconv.FormatInt(int64((within+time.Second-1)/time.Second), 10)
+	if len(methods) > 0 {
+		challenge += `, acr_values="` + strings.Join(methods, " ") + `"`
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s, ok := m.Session(r.Context())

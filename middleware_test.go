@@ -792,9 +792,19 @@ func TestRequireAuthentication(t *testing.T) {
 	r := httptest.NewRequest("DELETE", "https://example.test/api/sessions/x", nil)
 	r.Header.Set("Authorization", "Bearer "+token)
 	w := serve(r, nil)
-	wantChallenge := `Bearer error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age=600`
+	wantChallenge := `Bearer error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age=600, acr_values="password"`
 	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != wantChallenge {
 		t.Errorf("bearer past 10 minutes: %d WWW-Authenticate %q, want 401 %q", w.Code, w.Header().Get("WWW-Authenticate"), wantChallenge)
+	}
+	// A method the session lacks: the challenge names it in acr_values.
+	needsOTP := e.m.RequireSession(e.m.RequireAuthentication(time.Hour, "otp")(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	r = httptest.NewRequest("DELETE", "https://example.test/api/sessions/x", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	w = httptest.NewRecorder()
+	needsOTP.ServeHTTP(w, r)
+	wantChallenge = `Bearer error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age=3600, acr_values="otp"`
+	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != wantChallenge {
+		t.Errorf("bearer without otp: %d WWW-Authenticate %q, want 401 %q", w.Code, w.Header().Get("WWW-Authenticate"), wantChallenge)
 	}
 	// LoginBearer with the token re-authenticates it: a new token, the old
 	// one dead.
