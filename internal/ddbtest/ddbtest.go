@@ -40,6 +40,15 @@
 // dynalite does not implement UpdateTimeToLive. [WithTTL] wraps a client so
 // that tests needing TTL on a table get it emulated in memory on such an
 // engine, and [SupportsTTL] tells whether the engine implements it itself.
+//
+// # Capacity
+//
+// No local engine holds a partition key to DynamoDB's 3,000 read and 1,000
+// write units a second, and dynalite bills only part of what DynamoDB
+// bills. [Partitions] fronts an engine to do both: it bills each call as
+// DynamoDB does, from item sizes ([ItemSize]), indexes included, and
+// throttles each partition key at those limits scaled down, on a virtual
+// clock, as DynamoDB throttles it.
 package ddbtest
 
 import (
