@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -23,10 +24,15 @@ import (
 // through, and the words for what goes wrong on the way.
 
 // Client is the part of the DynamoDB client that the command uses: the
-// library's, and Scan for sweep and count. *dynamodb.Client satisfies it.
+// library's, the table methods of table create and check, and Scan for
+// sweep and count. *dynamodb.Client satisfies it.
 type Client interface {
 	ddbsession.Client
 	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
 // endpointEnv is the SDK's own variable for a DynamoDB endpoint of one's
@@ -54,15 +60,23 @@ func connectAWS(ctx context.Context, o *options) (Client, error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := cfg.Credentials.Retrieve(rctx); err != nil {
-		return nil, &setupError{what: "find AWS credentials", err: err, hint: credentialsHint}
+		return nil, &setupError{what: "find AWS credentials", err: err, hint: credentialsHint(os.Getenv(endpointEnv))}
 	}
 	return dynamodb.NewFromConfig(cfg), nil
 }
 
-const credentialsHint = "Set AWS_PROFILE (after 'aws sso login' for an SSO profile), or AWS_ACCESS_KEY_ID and\n" +
-	"AWS_SECRET_ACCESS_KEY, or run where a role provides them. For a local engine\n" +
-	"(DynamoDB Local, dynalite), set AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n" +
-	"and any credentials, e.g. AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local."
+// credentialsHint says where credentials come from, for an endpoint of
+// AWS_ENDPOINT_URL_DYNAMODB ("" when unset).
+func credentialsHint(endpoint string) string {
+	const dynamoDB = "Set AWS_PROFILE (after 'aws sso login' for an SSO profile), or AWS_ACCESS_KEY_ID and\n" +
+		"AWS_SECRET_ACCESS_KEY, or run where a role provides them."
+	if endpoint != "" {
+		return dynamoDB + "\n" + endpointEnv + " is set, to " + endpoint + ": a local engine takes any\n" +
+			"credentials, e.g. AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x."
+	}
+	return dynamoDB + " For a local engine\n(dynalite, for one), set " + endpointEnv + " to its URL (http://127.0.0.1:8000, say),\n" +
+		"AWS_REGION=us-east-1 and any credentials: AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x."
+}
 
 // setupError is an AWS configuration that cannot reach DynamoDB.
 type setupError struct {
@@ -81,12 +95,13 @@ func (e *env) manager(client Client, o *options) (*ddbsession.Manager[struct{}],
 		Client: client,
 		Table:  o.table,
 		Layout: o.layout,
-		MREC:   o.mrec,
-		// One call's bound: an operator's link can be slower than an
-		// app's, and nobody waits on a request here.
-		StoreTimeout: 30 * time.Second,
-		Logger:       slog.New(&warnings{w: e.stderr}),
-		Now:          e.now,
+		Limits: ddbsession.Limits{
+			// One call's bound: an operator's link can be slower than an
+			// app's, and nobody waits on a request here.
+			StoreTimeout: 30 * time.Second,
+		},
+		Logger: slog.New(&warnings{w: e.stderr}),
+		Now:    e.now,
 	})
 }
 
@@ -100,11 +115,14 @@ func (e *env) fail(c *command, o *options, err error) int {
 
 // explain returns the exit code for err and what to say of it.
 func explain(o *options, err error) (int, string) {
+	endpoint := os.Getenv(endpointEnv)
 	var setup *setupError
 	var notFound *types.ResourceNotFoundException
 	var api smithy.APIError
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
+	var resp *smithyhttp.ResponseError
+	msg := err.Error()
 	switch {
 	case errors.As(err, &setup):
 		if setup.hint != "" {
@@ -113,7 +131,7 @@ func explain(o *options, err error) (int, string) {
 		return exitFailure, setup.Error()
 	case errors.As(err, &notFound):
 		return exitNotFound, fmt.Sprintf("table %q does not exist %s. Create it with:\n  ddbsession table create -table %s%s",
-			o.table, where(o), o.table, layoutArgs(o))
+			o.table, where(o), shellQuote(o.table), layoutArgs(o))
 	case errors.As(err, &api):
 		switch api.ErrorCode() {
 		case "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "InvalidClientTokenId":
@@ -124,13 +142,29 @@ func explain(o *options, err error) (int, string) {
 		}
 	case errors.Is(err, context.Canceled):
 		return exitFailure, "interrupted"
-	case errors.As(err, &opErr), errors.As(err, &dnsErr):
-		if endpoint := os.Getenv(endpointEnv); endpoint != "" {
-			return exitFailure, fmt.Sprintf("cannot reach DynamoDB at %s=%s: is the engine running there? (%v)", endpointEnv, endpoint, err)
+	case strings.Contains(msg, "failed to resolve service endpoint"), strings.Contains(msg, "unsupported protocol scheme"):
+		if endpoint != "" {
+			return exitFailure, fmt.Sprintf("%s is set, to %q, which is not a URL: it needs a scheme, as in http://127.0.0.1:8000", endpointEnv, endpoint)
 		}
-		return exitFailure, fmt.Sprintf("cannot reach DynamoDB %s: check the network and the Region (%v)", where(o), err)
+	case errors.As(err, &opErr), errors.As(err, &dnsErr):
+		// The network's own words, without what the layers above added.
+		cause := error(dnsErr)
+		if opErr != nil {
+			cause = opErr
+		}
+		if endpoint != "" {
+			return exitFailure, fmt.Sprintf("cannot reach DynamoDB at %s=%s: is the engine running there? (%v)", endpointEnv, endpoint, cause)
+		}
+		return exitFailure, fmt.Sprintf("cannot reach DynamoDB %s: check the network and the Region (%v)", where(o), cause)
+	case errors.As(err, &resp) && resp.HTTPStatusCode() != 0:
+		// An answer, but not in DynamoDB's form: no API error in it.
+		if endpoint != "" {
+			return exitFailure, fmt.Sprintf("%s is set, to %s, and it does not answer as DynamoDB (HTTP %d):\n"+
+				"point it at a DynamoDB engine (dynalite, for one), or unset it for DynamoDB itself", endpointEnv, endpoint, resp.HTTPStatusCode())
+		}
+		return exitFailure, fmt.Sprintf("DynamoDB %s answered HTTP %d in a form DynamoDB never does: is a proxy in the way? (%v)", where(o), resp.HTTPStatusCode(), err)
 	}
-	return exitFailure, err.Error()
+	return exitFailure, msg
 }
 
 // where says which DynamoDB the command talks to, as far as it knows.
@@ -156,7 +190,7 @@ func layoutArgs(o *options) string {
 	for _, f := range []struct{ name, value string }{
 		{"partition-key", l.PartitionKey}, {"sort-key", l.SortKey},
 		{"session-prefix", l.SessionPrefix}, {"user-sessions-prefix", l.UserSessionsPrefix},
-		{"ttl-attribute", l.TTLAttribute}, {"valid-after-attribute", l.ValidAfterAttribute},
+		{"ttl-attribute", l.TTLAttribute}, {"version-attribute", l.VersionAttribute},
 		{"expiry-index", l.ExpiryIndex},
 	} {
 		if f.value != "" {
@@ -169,7 +203,7 @@ func layoutArgs(o *options) string {
 	if l.ExpiryIndexShards != 0 {
 		fmt.Fprintf(&b, " -expiry-index-shards %d", l.ExpiryIndexShards)
 	}
-	if o.mrec {
+	if l.MREC {
 		b.WriteString(" -mrec")
 	}
 	return b.String()

@@ -23,13 +23,22 @@ import (
 var countCommand = &command{
 	path:    "count",
 	summary: "live sessions and users with sessions, by a paced scan (asks first)",
-	help: `Counts the live sessions (session items that have not expired) and the users
-that have at least one, by a parallel Scan of the whole table (-segments
-parts at once), paced on the read units DynamoDB reports (-max-rcu per
-second; 0: no limit). Sessions that RevokeAll or RevokeEveryone ended count
-until they expire: telling them apart would take a read of each user. A
-two-step login waiting for its second factor (a pending session) is not a
-session yet, and does not count.
+	help: `Counts the live sessions (session items that have not expired, and that no
+revocation ended) and the users that have at least one, by a parallel Scan
+of the whole table (-segments parts at once), paced on the read units
+DynamoDB reports (-max-rcu per second; 0: no limit). The sessions that a
+RevokeAll, a RevokeEveryone or, with -mrec, an end record ended are counted
+apart, as revoked: they stay until they expire. A two-step login waiting
+for its second factor (a pending session) is not a session yet, and does
+not count.
+
+The same scan reads what decides it: the users' sessions versions, in the
+user items (-version-attribute) or, with -mrec, in their revocation items,
+and the global revocation item; nothing is read twice. A session whose
+user has no item in the table (users kept elsewhere, with a Config.LoadUser)
+counts as live: its version is not in the table. What the scan found is
+kept in memory until it ends: some 100 bytes a user (and, with -mrec, a
+session).
 
 Cost: before it starts, it says what the scan will read, from
 DescribeTable's size of the table (which DynamoDB updates about every six
@@ -39,7 +48,8 @@ consistent, half the cost of strongly consistent ones. Then it asks, unless
 
 Progress: a bar on a terminal, a line every 10 s otherwise, none with -json.
 Output: the counts. With -json: {"table", "liveSessions",
-"usersWithSessions", "scanned", "readUnits", "elapsedSeconds", "asOf"}.
+"revokedSessions", "usersWithSessions", "scanned", "readUnits",
+"elapsedSeconds", "asOf"}.
 
 Example:
   ddbsession count -table app -max-rcu 200 -segments 8
@@ -56,6 +66,7 @@ Example:
 type countReport struct {
 	Table             string    `json:"table"`
 	LiveSessions      int64     `json:"liveSessions"`
+	RevokedSessions   int64     `json:"revokedSessions"`
 	UsersWithSessions int64     `json:"usersWithSessions"`
 	Scanned           int64     `json:"scanned"`
 	ReadUnits         float64   `json:"readUnits"`
@@ -80,9 +91,69 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 		}
 	}
 	began := e.now()
+	cs := &census{l: &o.items, now: began.Unix(), groups: map[sessionGroup]int64{}, versions: map[string]int64{}, ended: map[string]bool{}}
+	in := countScan(o, began)
+	in.Limit = limitOrNil(pageLimit(o.maxRCU, o.segments, avg(size, count)))
+	sc := &scanner{
+		client:    client,
+		in:        in,
+		segments:  o.segments,
+		reads:     newPacer(o.maxRCU, e),
+		itemBytes: avg(size, count),
+	}
+	prog := e.newProgress(o, "count", count, func() (int64, string) {
+		return sc.scanned.Load(), fmt.Sprintf("%s unexpired sessions", thousands(cs.sessions.Load()))
+	})
+	sc.page = func(ctx context.Context, out *dynamodb.ScanOutput) error {
+		for _, av := range out.Items {
+			cs.add(av)
+		}
+		prog.update()
+		return nil
+	}
+	err = sc.run(ctx)
+	prog.done()
+	if err != nil {
+		return e.fail(c, o, err)
+	}
+	live, revoked, users := cs.reckon()
+	if cs.strays > 0 {
+		fmt.Fprintf(e.stderr, "warning: table %q holds %s users' revocation items, which only an app with Config.Layout.MREC writes:\n"+
+			"if it sets it, count again with -mrec; without it, sessions count as revoked that are not\n", o.table, thousands(cs.strays))
+	}
+	report := countReport{
+		Table: o.table, LiveSessions: live, RevokedSessions: revoked, UsersWithSessions: users,
+		Scanned: sc.scanned.Load(), ReadUnits: sc.readUnits(),
+		ElapsedSeconds: seconds(e.now().Sub(began)), AsOf: began.UTC().Truncate(time.Second),
+	}
+	if o.json {
+		writeJSON(e.stdout, report)
+		return exitOK
+	}
+	writeFields(e.stdout,
+		"live sessions", thousands(report.LiveSessions),
+		"revoked sessions", thousands(report.RevokedSessions)+" (a revocation ended them; they stay until they expire)",
+		"users with sessions", thousands(report.UsersWithSessions),
+		"items scanned", thousands(report.Scanned),
+		"read units", units(report.ReadUnits),
+		"elapsed", (time.Duration(report.ElapsedSeconds*1000) * time.Millisecond).String(),
+		"as of", showTime(report.AsOf),
+	)
+	return exitOK
+}
+
+// countScan is the Scan of count: the unexpired session items, and the
+// items that say whether a revocation ended them. The filter spares their
+// transfer alone: a Scan is billed for what it reads, filtered or not.
+func countScan(o *options, now time.Time) dynamodb.ScanInput {
 	l := &o.items
-	// The projection carries what the decoder needs of a session item.
 	names := map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#kind": item.AttrKind}
+	values := map[string]types.AttributeValue{
+		":session": item.Str(item.KindSession), ":now": item.Num(now.Unix()), ":global": item.Str(item.KindGlobal),
+	}
+	filter := "(#kind = :session AND #ttl > :now) OR #kind = :global"
+	// The projection carries what the decoder needs of a session item,
+	// and what the version's and the global generation's decoders need.
 	projection := []string{"#pk", "#ttl"}
 	if !l.HashOnly {
 		names["#sk"] = l.SortKey
@@ -93,74 +164,132 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 		names[ref] = a
 		projection = append(projection, ref)
 	}
-	var (
-		live  atomic.Int64
-		mu    sync.Mutex
-		users = map[string]struct{}{}
-	)
-	scs := item.SCSLayout{Layout: *l, Prefix: item.DefaultSCSPrefix} // unused: sessions only
-	sc := &scanner{
-		client: client,
-		in: dynamodb.ScanInput{
-			TableName:                &o.table,
-			FilterExpression:         aws.String("#kind = :session AND #ttl > :now"),
-			ProjectionExpression:     aws.String(strings.Join(projection, ", ")),
-			ExpressionAttributeNames: names,
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":session": item.Str(item.KindSession), ":now": item.Num(began.Unix()),
-			},
-			Limit: limitOrNil(pageLimit(o.maxRCU, o.segments, avg(size, count))),
-		},
-		segments:  o.segments,
-		reads:     newPacer(o.maxRCU, e),
-		itemBytes: avg(size, count),
+	// Revocation items besides in one Region: only MREC writes them, so
+	// that one met there says -mrec is missing.
+	filter += " OR #kind = :revocation"
+	values[":revocation"] = item.Str(item.KindRevocation)
+	if l.MREC {
+		filter += " OR #kind = :ended"
+		values[":ended"] = item.Str(item.KindEnded)
+	} else {
+		filter += " OR attribute_exists(#version)"
+		names["#version"] = l.VersionAttribute
+		projection = append(projection, "#version")
 	}
-	prog := e.newProgress(o, "count", count, func() (int64, string) {
-		return sc.scanned.Load(), fmt.Sprintf("%s live sessions", thousands(live.Load()))
-	})
-	sc.page = func(ctx context.Context, out *dynamodb.ScanOutput) error {
-		for _, av := range out.Items {
-			it, ok := recognise(l, &scs, av)
-			if !ok || it.kind != item.KindSession || it.expires <= began.Unix() {
-				continue
-			}
-			s, _ := l.Decode(av, item.KindSession)
-			if s.Pending {
-				// A two-step login waiting for its second factor: no one
-				// is signed in by it, and RequireSession refuses it.
-				continue
-			}
-			live.Add(1)
-			mu.Lock()
-			users[s.UserPK+"\x00"+s.UserSK] = struct{}{}
-			mu.Unlock()
+	return dynamodb.ScanInput{
+		TableName:                 &o.table,
+		FilterExpression:          &filter,
+		ProjectionExpression:      aws.String(strings.Join(projection, ", ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}
+}
+
+// census is what count's scan finds: the unexpired sessions, grouped by
+// what decides whether a revocation ended them, and what does decide it.
+// The scan meets a session and its user's version in no set order, so
+// the reckoning waits for its end.
+type census struct {
+	l   *item.Layout
+	now int64 // epoch seconds
+
+	sessions atomic.Int64 // unexpired sessions met so far, for the progress
+
+	mu       sync.Mutex
+	groups   map[sessionGroup]int64
+	versions map[string]int64 // users' sessions versions, by the key of the item that holds one (itemKey)
+	ended    map[string]bool  // sessions with an end record (MREC), by partition key
+	global   int64            // the global revocation generation
+	strays   int64            // revocation items met without MREC
+}
+
+// sessionGroup is what decides whether a session lives: its user, by the
+// key of the item that holds the user's version (the user item, or in
+// MREC the revocation item), the versions it copied, and in MREC the
+// session itself, whose end record ends it.
+type sessionGroup struct {
+	user           string
+	gen, globalGen int64
+	sessionPK      string // MREC only
+}
+
+// add takes one item of the scan.
+func (cs *census) add(av map[string]types.AttributeValue) {
+	l := cs.l
+	pk, _ := av[l.PartitionKey].(*types.AttributeValueMemberS)
+	kind, _ := av[item.AttrKind].(*types.AttributeValueMemberS)
+	if pk == nil {
+		return
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	switch {
+	case kind != nil && kind.Value == item.KindSession:
+		// A pending session is a two-step login waiting for its second
+		// factor: no one is signed in by it, and RequireSession refuses it.
+		s, err := l.Decode(av, item.KindSession)
+		if err != nil || s.Pending || s.ExpiresAt.Unix() <= cs.now ||
+			!strings.HasPrefix(pk.Value, l.SessionPrefix) || !sameKey(av, l.SessionKey(pk.Value)) {
+			return
 		}
-		prog.update()
-		return nil
+		g := sessionGroup{user: itemKey(l, l.Key(s.UserPK, s.UserSK)), gen: s.Gen, globalGen: s.GlobalGen}
+		if l.MREC {
+			g.user, g.sessionPK = itemKey(l, l.RevocationKey(s.UserPK, s.UserSK)), s.SessionPK
+		}
+		cs.groups[g]++
+		cs.sessions.Add(1)
+	case kind != nil && kind.Value == item.KindGlobal:
+		if gen, err := item.DecodeGlobal(av); err == nil && sameKey(av, l.GlobalKey()) {
+			cs.global = max(cs.global, gen)
+		}
+	case kind != nil && kind.Value == item.KindRevocation:
+		if !l.MREC {
+			cs.strays++
+		} else if gen, err := item.DecodeRevocation(av); err == nil {
+			cs.versions[itemKey(l, av)] = gen
+		}
+	case l.MREC && kind != nil && kind.Value == item.KindEnded:
+		session := sessionPKOf(l, pk.Value)
+		if ended, err := item.DecodeEnd(av); err == nil && ended && session != "" && sameKey(av, l.EndKey(session)) {
+			cs.ended[session] = true
+		}
+	case !l.MREC:
+		if _, has := av[l.VersionAttribute]; has {
+			if v, err := l.VersionOf(av); err == nil {
+				cs.versions[itemKey(l, av)] = v
+			}
+		}
 	}
-	err = sc.run(ctx)
-	prog.done()
-	if err != nil {
-		return e.fail(c, o, err)
+}
+
+// reckon counts the live sessions, those a revocation ended, and the
+// users with a live session, once the scan has ended.
+func (cs *census) reckon() (live, revoked, users int64) {
+	withLive := map[string]bool{}
+	for g, n := range cs.groups {
+		if cs.revoked(g) {
+			revoked += n
+			continue
+		}
+		live += n
+		withLive[g.user] = true
 	}
-	report := countReport{
-		Table: o.table, LiveSessions: live.Load(), UsersWithSessions: int64(len(users)),
-		Scanned: sc.scanned.Load(), ReadUnits: sc.readUnits(),
-		ElapsedSeconds: seconds(e.now().Sub(began)), AsOf: began.UTC().Truncate(time.Second),
+	return live, revoked, int64(len(withLive))
+}
+
+// revoked reports whether a revocation ended the sessions of g, by the
+// rules the library applies to each request (rules.go's revoked): a
+// RevokeEveryone since their login, an end record, or a sessions version
+// of their user's other than the one they copied. In MREC a higher copy
+// is a login whose user's new version has not come here yet, and lives. A
+// user whose version the table does not hold is the app's loader's to
+// judge: its sessions live.
+func (cs *census) revoked(g sessionGroup) bool {
+	if g.globalGen < cs.global || cs.ended[g.sessionPK] {
+		return true
 	}
-	if o.json {
-		writeJSON(e.stdout, report)
-		return exitOK
-	}
-	writeFields(e.stdout,
-		"live sessions", thousands(report.LiveSessions),
-		"users with sessions", thousands(report.UsersWithSessions),
-		"items scanned", thousands(report.Scanned),
-		"read units", units(report.ReadUnits),
-		"elapsed", (time.Duration(report.ElapsedSeconds*1000) * time.Millisecond).String(),
-		"as of", showTime(report.AsOf),
-	)
-	return exitOK
+	version, known := cs.versions[g.user]
+	return known && g.gen != version && !(g.gen > version && cs.l.MREC)
 }
 
 // costEstimate says what a scan of the table costs, from DescribeTable's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,18 +10,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // count counts unexpired session items and their distinct users, over
 // every segment of a parallel scan; a pending two-step login is not a
-// session yet.
+// session yet, and the sessions a RevokeAll ended are counted apart.
 func TestCount(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	alice, bob, carol := f.user("alice"), f.user("bob"), f.user("carol")
+	alice, bob, carol, dave := f.user("alice"), f.user("bob"), f.user("carol"), f.user("dave")
 	f.login(alice, firefox)
 	f.login(alice, curl)
 	f.login(bob, curl)
+	f.login(dave, curl)
+	f.login(dave, firefox)
+	if err := f.app.RevokeAll(context.Background(), dave); err != nil {
+		t.Fatal(err)
+	}
 	f.beginLogin(carol) // a pending login: no one is signed in yet
 	f.beginLogin(alice)
 	f.expiredSession(carol, time.Now().Add(-time.Hour), curl)
@@ -33,7 +41,7 @@ func TestCount(t *testing.T) {
 		wantCode(t, code, exitOK, stdout, stderr)
 		var got countReport
 		decode(t, stdout, &got)
-		want := countReport{Table: f.table, LiveSessions: 3, UsersWithSessions: 2, Scanned: all}
+		want := countReport{Table: f.table, LiveSessions: 3, RevokedSessions: 2, UsersWithSessions: 2, Scanned: all}
 		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(countReport{}, "ReadUnits", "ElapsedSeconds", "AsOf")); diff != "" {
 			t.Errorf("-segments %s: count -json (-want +got):\n%s", segments, diff)
 		}
@@ -43,7 +51,7 @@ func TestCount(t *testing.T) {
 	}
 	code, stdout, stderr := f.run("count", "-yes")
 	wantCode(t, code, exitOK, stdout, stderr)
-	for _, want := range []string{"live sessions        3", "users with sessions  2"} {
+	for _, want := range []string{"live sessions        3", "revoked sessions     2 (a revocation ended them", "users with sessions  2"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("count does not say %q:\n%s", want, stdout)
 		}
@@ -84,5 +92,86 @@ func TestCountAsksFirst(t *testing.T) {
 	wantCode(t, code, exitOK, stdout, stderr)
 	if f.probe.callsOf("Scan") == 0 || !strings.Contains(stdout, "live sessions        1") || !strings.Contains(stderr, "\rcount [") {
 		t.Errorf("accepted: %d Scans; stdout:\n%s\nstderr:\n%q", f.probe.callsOf("Scan"), stdout, stderr)
+	}
+}
+
+// count leaves out the sessions that a revocation ended, reading what
+// ended them in the same scan and nothing else: a RevokeAll (the user
+// item's version; with -mrec, the revocation item's), a RevokeEveryone
+// (the global item), and with -mrec an end record, which keeps a session
+// ended that another Region's write brought back.
+func TestCountLeavesOutRevoked(t *testing.T) {
+	t.Parallel()
+	for _, mrec := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one Region", true: "MREC"}[mrec], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout.MREC = mrec })
+			args := []string{"count", "-yes", "-json", "-segments", "2"}
+			if mrec {
+				args = append(args, "-mrec")
+			}
+			count := func(step string, live, revoked, users int64) {
+				t.Helper()
+				code, stdout, stderr := f.run(args...)
+				wantCode(t, code, exitOK, stdout, stderr)
+				var got countReport
+				decode(t, stdout, &got)
+				if got.LiveSessions != live || got.RevokedSessions != revoked || got.UsersWithSessions != users {
+					t.Errorf("%s: %d live, %d revoked, %d users with sessions; want %d, %d, %d", step, got.LiveSessions, got.RevokedSessions, got.UsersWithSessions, live, revoked, users)
+				}
+			}
+			ctx := context.Background()
+			alice, bob := f.user("alice"), f.user("bob")
+			kept, ended := f.login(alice, firefox), f.login(alice, curl)
+			f.login(bob, curl)
+			f.login(bob, firefox)
+			count("signed in", 4, 0, 2)
+
+			if err := f.app.RevokeAll(ctx, bob); err != nil {
+				t.Fatal(err)
+			}
+			count("after bob's RevokeAll", 2, 2, 1)
+			f.login(bob, curl)
+			count("after bob signs in again", 3, 2, 2)
+
+			if mrec {
+				// alice's session ends, and another Region's refresh, which
+				// had not seen the end, writes its item back whole.
+				cred, _ := layout.ParseCredential(ended.Value)
+				key := layout.SessionKey(layout.SessionPK(cred.Token))
+				before := f.item(key)
+				list, err := f.app.List(ctx, alice)
+				if err != nil || len(list) != 2 {
+					t.Fatalf("List: %v, %v", list, err)
+				}
+				if err := f.app.Revoke(ctx, alice, list[0].ID); err != nil { // the newest: ended's
+					t.Fatal(err)
+				}
+				f.put(before)
+				if f.valid(ended) || !f.valid(kept) {
+					t.Fatalf("the session written back is valid %v, the other %v", f.valid(ended), f.valid(kept))
+				}
+				count("after a revoked session came back", 2, 3, 2)
+			}
+
+			if err := f.app.RevokeEveryone(ctx); err != nil {
+				t.Fatal(err)
+			}
+			count("after RevokeEveryone", 0, 5, 0)
+			f.login(alice, curl)
+			count("after alice signs in again", 1, 5, 1)
+			// Without -mrec on an MREC app's table, the revocation items
+			// say that -mrec is missing.
+			code, stdout, stderr := f.run("count", "-yes", "-json")
+			wantCode(t, code, exitOK, stdout, stderr)
+			if warned := strings.Contains(stderr, "count again with -mrec"); warned != mrec {
+				t.Errorf("count without -mrec warns %v, want %v:\n%s", warned, mrec, stderr)
+			}
+			for _, op := range []string{"GetItem", "BatchGetItem", "Query"} {
+				if n := f.probe.callsOf(op); n != 0 {
+					t.Errorf("count made %d %s calls: it reads with its scan alone", n, op)
+				}
+			}
+		})
 	}
 }

@@ -1,9 +1,10 @@
 // Command ddbsession operates a ddbsession table from a terminal or a
 // script: it creates and checks the table, lists and ends a user's
-// sessions, ends every session at once, deletes expired items where TTL is
-// off or lagging, and counts live sessions. It works through the library
-// itself (Manager.CreateTable, CheckTable, List, Revoke, RevokeAll,
-// RevokeEveryone) and its item format's one decoder.
+// sessions, ends every session at once, lists the sessions about to
+// expire, deletes expired items where TTL is off or lagging, and counts
+// live sessions. It works through the library itself (Manager.CreateTable,
+// List, Revoke, RevokeAll, RevokeEveryone), the table definition the
+// library checks tables against, and its item format's one decoder.
 //
 //	go install github.com/ddbsession/ddbsession/cmd/ddbsession@latest
 //
@@ -13,15 +14,16 @@
 //
 // # Commands
 //
-//	ddbsession table create              create the table the layout needs
-//	ddbsession table check               check it fits and has TTL on
+//	ddbsession table create              create the table the layout needs, then check it
+//	ddbsession table check               check it fits and has TTL on; changes nothing
 //	ddbsession sessions list USER        a user's live sessions (the devices page)
 //	ddbsession sessions revoke USER ID   end one session
 //	ddbsession sessions revoke-all USER  end every session of one user
 //	ddbsession sessions revoke-everyone  end every session of every user (asks first)
-//	ddbsession sweep                     delete expired session, index and scs items, paced
-//	ddbsession count                     live sessions and users, by a paced scan (asks first)
-//	ddbsession version                   which release this is (also -version, --version)
+//	ddbsession sessions expiring         the sessions that expire in a window (expiry index)
+//	ddbsession sweep                     delete the library's expired items, paced
+//	ddbsession count                     live and revoked sessions, by a paced scan (asks first)
+//	ddbsession version                   which build this is (also -version, --version)
 //
 // Each says what it does, what it prints and an example with -h. The
 // version is the build's own: "ddbsession v0.1.0" when installed at a
@@ -34,10 +36,14 @@
 // chain, and AWS_ENDPOINT_URL_DYNAMODB for a local engine; -region and
 // -profile override the first two. Every command takes -table and the
 // layout flags, one per field of ddbsession.Layout, which must be the
-// app's: -partition-key, -sort-key, -hash-only, -session-prefix,
-// -user-sessions-prefix, -ttl-attribute, -valid-after-attribute,
-// -expiry-index and -expiry-index-shards; and -mrec where the app sets
-// Config.MREC.
+// app's Config.Layout: -partition-key, -sort-key, -hash-only,
+// -session-prefix, -user-sessions-prefix, -ttl-attribute,
+// -version-attribute, -expiry-index, -expiry-index-shards and -mrec.
+//
+// A local engine (dynalite, for one) takes any credentials and Region:
+//
+//	AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:PORT AWS_REGION=us-east-1 \
+//	AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x ddbsession table check -table app
 //
 // A USER is the user item's partition key, UserKey.PK, and -sk its sort
 // key, UserKey.SK, which a table with a sort key needs:
@@ -52,6 +58,9 @@
 // On a terminal, tables aligned in columns, and progress bars on stderr.
 // With -json, one JSON object on stdout whose field names each command's
 // -h lists and which stay as they are; no progress. Errors go to stderr.
+// A command that asks first (revoke-everyone, count) asks only a terminal:
+// with stdin from /dev/null or a pipe, as under cron or systemd, it needs
+// -yes.
 //
 // # Exit codes
 //
@@ -62,5 +71,6 @@
 //	4  declined: the confirmation was refused, or could not be asked
 //	   (stdin is not a terminal) and -yes was not given
 //	5  table check or create: the table does not fit the layout
-//	6  table check or create: it fits, but TTL is off or on another attribute
+//	6  table check: it fits, but TTL is off or on another attribute;
+//	   table create: TTL is on another attribute
 package main

@@ -41,6 +41,7 @@ type fixture struct {
 	probe  *probe // the client the command gets
 	table  string
 	app    *ddbsession.Manager[testUser]
+	layout ddbsession.Layout // the app's
 
 	// What the command's env gets.
 	stdin    string
@@ -55,7 +56,7 @@ func newFixture(t *testing.T, mutate ...func(*ddbsession.Config[testUser])) *fix
 	engine := ddbtest.Client(t)
 	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine)}
 	f.probe = &probe{Client: engine}
-	cfg := ddbsession.Config[testUser]{Client: engine, Table: f.table, StoreTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)}
+	cfg := ddbsession.Config[testUser]{Client: engine, Table: f.table, Limits: ddbsession.Limits{StoreTimeout: time.Minute}, Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -63,7 +64,7 @@ func newFixture(t *testing.T, mutate ...func(*ddbsession.Config[testUser])) *fix
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.app = app
+	f.app, f.layout = app, cfg.Layout
 	if err := app.CreateTable(context.Background()); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
@@ -140,8 +141,9 @@ func (f *fixture) login(user ddbsession.UserKey, agent string, methods ...string
 }
 
 // beginLogin starts a two-step login of user, as the app's first step
-// does, which leaves a pending session item (version 3) and no index item.
-func (f *fixture) beginLogin(user ddbsession.UserKey) {
+// does, which leaves a pending session item (version 3) and no index item,
+// and returns the pending cookie.
+func (f *fixture) beginLogin(user ddbsession.UserKey) *http.Cookie {
 	f.t.Helper()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://app.test/login", nil)
@@ -149,22 +151,41 @@ func (f *fixture) beginLogin(user ddbsession.UserKey) {
 	if err := f.app.BeginLogin(w, r, user, nil, "password"); err != nil {
 		f.t.Fatalf("BeginLogin: %v", err)
 	}
+	for _, c := range w.Result().Cookies() {
+		if c.Value != "" {
+			return c
+		}
+	}
+	f.t.Fatal("BeginLogin set no cookie")
+	return nil
+}
+
+// failSecondFactor makes one try of the pending login of cookie whose
+// second factor is wrong, which leaves the try's record.
+func (f *fixture) failSecondFactor(pending *http.Cookie) {
+	f.t.Helper()
+	r := httptest.NewRequest("POST", "https://app.test/login/otp", nil)
+	r.AddCookie(pending)
+	wrong := errors.New("wrong code")
+	if err := f.app.CompleteLogin(httptest.NewRecorder(), r, func(testUser) error { return wrong }, "otp"); !errors.Is(err, wrong) {
+		f.t.Fatalf("CompleteLogin with a wrong code: %v, want the verifier's error", err)
+	}
 }
 
 // valid reports whether the cookie's session is accepted, by a Manager of
 // the app that starts afresh (and so reads the global generation anew).
 func (f *fixture) valid(c *http.Cookie) bool {
 	f.t.Helper()
-	m, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, StoreTimeout: time.Minute})
+	m, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, Layout: f.layout, Limits: ddbsession.Limits{StoreTimeout: time.Minute}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	_, _, err = m.Check(context.Background(), c.Value)
+	_, _, err = m.Authenticate(context.Background(), c.Value)
 	switch {
 	case errors.Is(err, ddbsession.ErrNoSession):
 		return false
 	case err != nil:
-		f.t.Fatalf("Check: %v", err)
+		f.t.Fatalf("Authenticate: %v", err)
 	}
 	return true
 }
@@ -234,7 +255,7 @@ func (f *fixture) expiredSession(user ddbsession.UserKey, expires time.Time, age
 	created := expires.Add(-24 * time.Hour).Truncate(time.Millisecond)
 	s := item.Session{
 		ID: item.NewID(created), UserPK: user.PK, UserSK: user.SK,
-		CreatedAt: created, RefreshedAt: created, ExpiresAt: time.Unix(expires.Unix(), 0), UserAgent: agent,
+		CreatedAt: created, RefreshedAt: created, AuthAt: created, ExpiresAt: time.Unix(expires.Unix(), 0), UserAgent: agent,
 	}
 	pk := layout.SessionPK(item.NewToken())
 	session, index := layout.EncodeSession(pk, s), layout.EncodeIndex(pk, s)
@@ -289,10 +310,21 @@ func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o 
 }
 
 func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	p.count("GetItem")
 	if p.getItemErr != nil {
 		return nil, p.getItemErr
 	}
 	return p.Client.GetItem(ctx, in, o...)
+}
+
+func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	p.count("BatchGetItem")
+	return p.Client.BatchGetItem(ctx, in, o...)
+}
+
+func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	p.count("Query")
+	return p.Client.Query(ctx, in, o...)
 }
 
 func (p *probe) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
@@ -342,4 +374,11 @@ func (c *fakeClock) slept() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.sleeps)
+}
+
+// set moves the clock to t.
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }

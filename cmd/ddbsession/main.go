@@ -64,16 +64,6 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 	}
 }
 
-// isTerminal reports whether stream is an *os.File on a character device.
-func isTerminal(stream any) bool {
-	f, ok := stream.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -105,6 +95,7 @@ var commands = []*command{
 	sessionsRevokeCommand,
 	sessionsRevokeAllCommand,
 	sessionsRevokeEveryoneCommand,
+	sessionsExpiringCommand,
 	sweepCommand,
 	countCommand,
 }
@@ -156,10 +147,16 @@ func (e *env) run(ctx context.Context, args []string) int {
 		err = o.validate(c)
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "ddbsession %s: %v\nRun 'ddbsession %s -h' for help.\n", c.path, err, c.path)
-		return exitUsage
+		return e.usageError(c, err)
 	}
 	return c.run(ctx, e, c, o, pos)
+}
+
+// usageError says what is wrong with the command line, and returns the
+// exit code for it.
+func (e *env) usageError(c *command, err error) int {
+	fmt.Fprintf(e.stderr, "ddbsession %s: %v\nRun 'ddbsession %s -h' for help.\n", c.path, err, c.path)
+	return exitUsage
 }
 
 // find returns the command that args begin with, and the rest of args.
@@ -261,7 +258,7 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	}
 	line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
 	switch {
-	case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0":
+	case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0" || f.DefValue == "0s":
 	case fmt.Sprintf("%T", f.Value) == "*flag.stringValue":
 		line += fmt.Sprintf(" (default %q)", f.DefValue)
 	default:
@@ -281,9 +278,10 @@ func topUsage() string {
 	b.WriteString(`Usage: ddbsession COMMAND [flags] [arguments]
 
 Operates a ddbsession table: creates and checks it, lists and revokes
-sessions, sweeps expired items and counts live sessions. It reaches
-DynamoDB through the AWS SDK's usual configuration (AWS_PROFILE, AWS_REGION,
-the credential chain; AWS_ENDPOINT_URL_DYNAMODB for a local engine).
+sessions, lists those about to expire, sweeps expired items and counts
+live sessions. It reaches DynamoDB through the AWS SDK's usual
+configuration (AWS_PROFILE, AWS_REGION, the credential chain;
+AWS_ENDPOINT_URL_DYNAMODB for a local engine, dynalite for one).
 
 Commands:
 `)

@@ -3,10 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
@@ -114,8 +122,12 @@ func TestRunWithSDKConfiguration(t *testing.T) {
 	wantCode(t, code, exitOK, stdout.String(), stderr.String())
 }
 
-// Without credentials, a Region or a running engine, the command says
-// what to set, before it makes any call (exit 1).
+// Without credentials, a Region or a running engine, or with an endpoint
+// that is no DynamoDB, the command says what to do (exit 1), in words for
+// an installed command: nothing of this repository's scripts, and nothing
+// that says to set AWS_ENDPOINT_URL_DYNAMODB where it is set, but where it
+// points. The command that reaches DynamoDB through the library
+// (revoke-all) says the same as the one that calls it itself (check).
 func TestConnectErrors(t *testing.T) {
 	// A port that refuses connections and stays bound, so that no other
 	// test's listener can take it meanwhile (a closed listener's could).
@@ -128,29 +140,128 @@ func TestConnectErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	nowhere := "http://" + refusing.Addr().String()
+	// An endpoint that answers HTTP, but not as DynamoDB does.
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "<html><body>Not Found</body></html>")
+	}))
+	defer web.Close()
+	engine := os.Getenv(endpointEnv)
 	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		says []string
+		name   string
+		env    map[string]string
+		says   []string
+		saysNo []string
 	}{
 		{"no credentials", map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
-			[]string{"cannot find AWS credentials", "AWS_PROFILE", "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000"}},
-		{"no Region", map[string]string{"AWS_REGION": ""}, []string{"cannot find the AWS Region", "AWS_REGION", "-region"}},
-		{"no engine", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": nowhere}, []string{"cannot reach DynamoDB at AWS_ENDPOINT_URL_DYNAMODB=" + nowhere, "is the engine running"}},
+			[]string{"cannot find AWS credentials", "AWS_PROFILE", "AWS_ENDPOINT_URL_DYNAMODB is set, to " + engine, "AWS_ACCESS_KEY_ID=x"},
+			[]string{"set AWS_ENDPOINT_URL_DYNAMODB"}},
+		{"no Region", map[string]string{"AWS_REGION": ""}, []string{"cannot find the AWS Region", "AWS_REGION", "-region"}, nil},
+		{"no engine", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": nowhere},
+			[]string{"cannot reach DynamoDB at AWS_ENDPOINT_URL_DYNAMODB=" + nowhere, "is the engine running", "connection refused"},
+			[]string{"set AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"}},
+		{"not DynamoDB", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": web.URL},
+			[]string{"AWS_ENDPOINT_URL_DYNAMODB is set, to " + web.URL, "does not answer as DynamoDB (HTTP 404)", "(dynalite, for one)", "unset it"},
+			[]string{"set AWS_ENDPOINT_URL_DYNAMODB"}},
+		{"no URL", map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "127.0.0.1:8000"},
+			[]string{`AWS_ENDPOINT_URL_DYNAMODB is set, to "127.0.0.1:8000", which is not a URL`, "http://127.0.0.1:8000"},
+			[]string{"set AWS_ENDPOINT_URL_DYNAMODB"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), []string{"table", "check", "-table", "app"}, strings.NewReader(""), &stdout, &stderr)
-			wantCode(t, code, exitFailure, stdout.String(), stderr.String())
-			for _, want := range tc.says {
-				if !strings.Contains(stderr.String(), want) {
-					t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+		for _, args := range [][]string{{"table", "check"}, {"sessions", "revoke-all", "-sk", "PROFILE", "USER#alice"}} {
+			t.Run(tc.name+"/"+args[1], func(t *testing.T) {
+				for k, v := range tc.env {
+					t.Setenv(k, v)
 				}
-			}
-		})
+				var stdout, stderr bytes.Buffer
+				code := run(context.Background(), append(args, "-table", "app"), strings.NewReader(""), &stdout, &stderr)
+				wantCode(t, code, exitFailure, stdout.String(), stderr.String())
+				for _, want := range tc.says {
+					if !strings.Contains(stderr.String(), want) {
+						t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+					}
+				}
+				for _, unwanted := range append(tc.saysNo, "with-dynalite", "DynamoDB Local") {
+					if strings.Contains(stderr.String(), unwanted) {
+						t.Errorf("stderr says %q:\n%s", unwanted, stderr.String())
+					}
+				}
+			})
+		}
+	}
+}
+
+// Without AWS_ENDPOINT_URL_DYNAMODB, the words for a missing engine or
+// credentials suggest a local engine, dynalite for one, and how to reach
+// it; and no error tells of this repository's scripts. Tried on errors
+// alone: no test reaches for DynamoDB itself.
+func TestHintsWithoutEndpoint(t *testing.T) {
+	t.Setenv(endpointEnv, "")
+	t.Setenv("AWS_REGION", "eu-west-1")
+	hint := credentialsHint("")
+	for _, want := range []string{"AWS_PROFILE", "For a local engine\n(dynalite, for one), set AWS_ENDPOINT_URL_DYNAMODB to its URL (http://127.0.0.1:8000, say)", "AWS_ACCESS_KEY_ID=x"} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("the credentials hint does not say %q:\n%s", want, hint)
+		}
+	}
+	dial := fmt.Errorf("ddbsession: revoke all sessions: table \"app\": %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")})
+	notDynamoDB := &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 502}}, Err: errors.New("not JSON")}
+	o := &options{table: "app"}
+	for _, tc := range []struct {
+		err  error
+		says string
+	}{
+		{dial, "cannot reach DynamoDB in eu-west-1: check the network and the Region (dial tcp: connect: connection refused)"},
+		{notDynamoDB, "DynamoDB in eu-west-1 answered HTTP 502 in a form DynamoDB never does"},
+	} {
+		code, text := explain(o, tc.err)
+		if code != exitFailure || !strings.Contains(text, tc.says) || strings.Contains(text, "with-dynalite") || strings.Contains(text, endpointEnv+" is set") {
+			t.Errorf("explain(%v) = %d, %q; want 1 and %q", tc.err, code, text, tc.says)
+		}
+	}
+}
+
+// A confirmation is asked on a terminal only: a stdin of /dev/null, as
+// cron and systemd give, or a pipe, is told to pass -yes, and nothing is
+// done.
+func TestConfirmNeedsATerminal(t *testing.T) {
+	t.Parallel()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	pw.Close()
+	if isTerminal(devNull) || isTerminal(pr) || isTerminal(strings.NewReader("")) {
+		t.Errorf("isTerminal: /dev/null %v, a pipe %v, a reader %v; want none", isTerminal(devNull), isTerminal(pr), isTerminal(strings.NewReader("")))
+	}
+	if ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0); err == nil {
+		defer ptmx.Close()
+		if !isTerminal(ptmx) {
+			t.Error("isTerminal(/dev/ptmx) = false, want a terminal")
+		}
+	}
+
+	f := newFixture(t)
+	a := f.login(f.user("alice"), firefox)
+	for _, args := range [][]string{{"sessions", "revoke-everyone"}, {"count"}} {
+		var stdout, stderr bytes.Buffer
+		e := newEnv(devNull, &stdout, &stderr)
+		e.connect = func(context.Context, *options) (Client, error) { return f.probe, nil }
+		code := e.run(context.Background(), append(args, "-table", f.table))
+		wantCode(t, code, exitDeclined, stdout.String(), stderr.String())
+		if !strings.Contains(stderr.String(), "stdin is not a terminal") || !strings.Contains(stderr.String(), "pass -yes") ||
+			strings.Contains(stderr.String(), "Type the table's name") || strings.Contains(stderr.String(), "Go on?") {
+			t.Errorf("%v with stdin /dev/null: stderr:\n%s", args, stderr.String())
+		}
+	}
+	if !f.valid(a) || f.probe.callsOf("Scan") != 0 {
+		t.Errorf("declined, yet the session is valid %v, %d Scans", f.valid(a), f.probe.callsOf("Scan"))
 	}
 }
 

@@ -19,7 +19,6 @@ type options struct {
 	region  string
 	profile string
 	layout  ddbsession.Layout
-	mrec    bool
 	json    bool
 
 	// A user's key: the USER argument and -sk.
@@ -33,6 +32,10 @@ type options struct {
 	dryRun    bool          // sweep
 	scsPrefix string        // sweep
 
+	// The window of sessions expiring: -within, or -from and -to.
+	within   time.Duration
+	from, to timeFlag
+
 	// items is the layout as the encoder and decoder take it, with
 	// defaults: validate fills it in.
 	items item.Layout
@@ -43,7 +46,7 @@ type options struct {
 var commonFlagNames = []string{
 	"table", "json", "region", "profile", "mrec",
 	"partition-key", "sort-key", "hash-only", "session-prefix", "user-sessions-prefix",
-	"ttl-attribute", "valid-after-attribute", "expiry-index", "expiry-index-shards",
+	"ttl-attribute", "version-attribute", "expiry-index", "expiry-index-shards",
 }
 
 // register adds the table, connection and layout flags to fs.
@@ -54,14 +57,14 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object on stdout, with the field names the help lists, and no progress")
 	fs.StringVar(&o.region, "region", "", "the AWS `Region`; default the SDK's (AWS_REGION, the profile)")
 	fs.StringVar(&o.profile, "profile", "", "the shared config `profile`; default the SDK's (AWS_PROFILE)")
-	fs.BoolVar(&o.mrec, "mrec", false, "the table is a global table in multi-Region eventual consistency, as the app's Config.MREC says")
+	fs.BoolVar(&l.MREC, "mrec", false, "Layout.MREC: the table is a global table in multi-Region eventual consistency")
 	fs.StringVar(&l.PartitionKey, "partition-key", "", "Layout.PartitionKey: the partition key's `name` (default \""+d.PartitionKey+"\")")
 	fs.StringVar(&l.SortKey, "sort-key", "", "Layout.SortKey: the sort key's `name` (default \""+d.SortKey+"\")")
 	fs.BoolVar(&l.HashOnly, "hash-only", false, "Layout.HashOnly: the table has a partition key alone")
 	fs.StringVar(&l.SessionPrefix, "session-prefix", "", "Layout.SessionPrefix (default \""+d.SessionPrefix+"\")")
 	fs.StringVar(&l.UserSessionsPrefix, "user-sessions-prefix", "", "Layout.UserSessionsPrefix (default \""+d.UserSessionsPrefix+"\")")
 	fs.StringVar(&l.TTLAttribute, "ttl-attribute", "", "Layout.TTLAttribute: the expiry's `attribute` (default \""+d.TTLAttribute+"\")")
-	fs.StringVar(&l.ValidAfterAttribute, "valid-after-attribute", "", "Layout.ValidAfterAttribute: the user item's cutoff `attribute` (default \""+d.ValidAfterAttribute+"\")")
+	fs.StringVar(&l.VersionAttribute, "version-attribute", "", "Layout.VersionAttribute: the user item's sessions version `attribute` (default \""+d.VersionAttribute+"\")")
 	fs.StringVar(&l.ExpiryIndex, "expiry-index", "", "Layout.ExpiryIndex: the expiry index's `name`; none by default")
 	fs.IntVar(&l.ExpiryIndexShards, "expiry-index-shards", 0, fmt.Sprintf("Layout.ExpiryIndexShards (default %d)", d.ExpiryIndexShards))
 }
@@ -80,7 +83,7 @@ var layoutFlagNames = strings.NewReplacer(
 	"Layout.SessionPrefix", "-session-prefix",
 	"Layout.UserSessionsPrefix", "-user-sessions-prefix",
 	"Layout.TTLAttribute", "-ttl-attribute",
-	"Layout.ValidAfterAttribute", "-valid-after-attribute",
+	"Layout.VersionAttribute", "-version-attribute",
 	"Layout.ExpiryIndexShards", "-expiry-index-shards",
 	"Layout.ExpiryIndex", "-expiry-index",
 	"Layout:", "layout flags:",

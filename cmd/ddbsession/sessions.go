@@ -28,10 +28,11 @@ var sessionsListCommand = &command{
 	args:    []string{"USER"},
 	summary: "a user's live sessions: the devices page",
 	help: `Lists the user's live sessions, newest first, as Manager.List does for a
-"where you're signed in" page: one strongly consistent Query of the user's
-index partition, and the user item's read. Expired sessions, and those that
-RevokeAll or RevokeEveryone ended, are left out. It needs a table with a
-sort key, and users in the table (the library's default LoadUser).
+"where you're signed in" page: a strongly consistent Query of the user's
+index partition, then one read of those sessions' items with the user's.
+Expired sessions, and those that a revocation ended, are left out. It needs
+a table with a sort key, and users in the table (the library's default
+LoadUser).
 
 ` + userHelp + `
 
@@ -73,11 +74,12 @@ var sessionsRevokeAllCommand = &command{
 	args:    []string{"USER"},
 	summary: "end every session of one user",
 	help: `Ends every session of USER, as Manager.RevokeAll does ("log out
-everywhere"): one conditional write that raises the user's revocation
-version, no scan. Every session created before it is refused on its next
-request, on every instance; a login after it lives. With -mrec, it raises
-the user's state item's version and leaves the user item alone, as the app
-does. Exits 3 if the user has no item in the table.
+everywhere"): one conditional write that changes the user's sessions
+version (-version-attribute of the user item), no scan. Every session
+created before it is refused on its next request, on every instance; a
+login after it lives. With -mrec, it changes the version in the user's
+revocation item and leaves the user item alone, as the app does. Exits 3 if
+the user has no item in the table.
 
 ` + userHelp + `
 
@@ -96,7 +98,7 @@ var sessionsRevokeEveryoneCommand = &command{
 incident such as a leak of the table or of a secret its sessions rest on
 (OWASP ASVS 5.0 7.4.5): one write of the table's global revocation
 generation, no scan. Each running instance of the app applies it within its
-Config.RevokeEveryoneWithin (10 s by default), when it next reads the
+Config.Limits.RevokeEveryoneWithin (10 s by default), when it next reads the
 generation; in a global table, other Regions within the replication lag
 besides. Users sign in again; nothing else about them changes.
 
@@ -105,7 +107,7 @@ without a terminal on stdin it refuses (exit 4), as it does for any other
 answer.
 
 Output: what it did. With -json: {"table", "generation" (the new one),
-"appliedWithin": "Config.RevokeEveryoneWithin (10s by default)"}.
+"appliedWithin": "Config.Limits.RevokeEveryoneWithin (10s by default)"}.
 
 Example:
   ddbsession sessions revoke-everyone -table app
@@ -130,10 +132,17 @@ type sessionJSON struct {
 	RefreshedAt time.Time `json:"refreshedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
 	// Methods are Session.Methods: how the user proved themselves for the
-	// session. [] when none are recorded (a session of a release before
-	// them, or a login that named none), never null.
+	// session. [] for a login that named none, never null.
 	Methods     []string `json:"methods"`
 	DeviceBound bool     `json:"deviceBound"`
+}
+
+// sessionJSONOf is a decoded session item in JSON.
+func sessionJSONOf(s item.Session) sessionJSON {
+	return sessionJSON{
+		ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
+		ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
+	}
 }
 
 type listJSON struct {
@@ -275,7 +284,7 @@ func runSessionsRevokeEveryone(ctx context.Context, e *env, c *command, o *optio
 	if err != nil {
 		return e.fail(c, o, fmt.Errorf("revoked, but the generation could not be read back: %w", err))
 	}
-	const within = "Config.RevokeEveryoneWithin (10s by default)"
+	const within = "Config.Limits.RevokeEveryoneWithin (10s by default)"
 	if o.json {
 		writeJSON(e.stdout, struct {
 			Table         string `json:"table"`

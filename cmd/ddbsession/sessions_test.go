@@ -27,14 +27,14 @@ func (f *fixture) boundSession(user ddbsession.UserKey) string {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cutoff, err := layout.CutoffOf(out.Item)
+	version, err := layout.VersionOf(out.Item)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	now := time.Now().Truncate(time.Millisecond)
 	s := item.Session{
 		ID: item.NewID(now), UserPK: user.PK, UserSK: user.SK, CreatedAt: now, RefreshedAt: now,
-		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "Chrome/145", Gen: cutoff, HasGen: true, DeviceBound: true,
+		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "Chrome/145", Gen: version, DeviceBound: true,
 		AuthAt: now, Methods: []string{"passkey"},
 		Binding: item.Binding{Key: `{"kty":"EC"}`, Cookies: [2]item.BoundCookie{{Digest: item.Digest("bound"), Expires: now.Add(10 * time.Minute)}}},
 	}
@@ -222,7 +222,7 @@ func TestSessionsRevokeEveryone(t *testing.T) {
 	f.stdin = f.table + "\n"
 	code, stdout, stderr = f.run("sessions", "revoke-everyone")
 	wantCode(t, code, exitOK, stdout, stderr)
-	for _, want := range []string{"generation 1", "Config.RevokeEveryoneWithin (10s by default)"} {
+	for _, want := range []string{"generation 1", "Config.Limits.RevokeEveryoneWithin (10s by default)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output does not say %q:\n%s", want, stdout)
 		}

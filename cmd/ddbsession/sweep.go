@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,20 +23,22 @@ import (
 
 var sweepCommand = &command{
 	path:    "sweep",
-	summary: "delete expired session, index and scs items (TTL's work), paced",
-	help: `Deletes the expired items of the library's own kinds, as TTL would: session
-items (those of two-step logins waiting for their second factor included)
-and per-user index items, and scsstore's scs sessions and tombstones, once
-their TTL attribute is -grace in the past. For a table whose TTL is off or
-lagging (TTL deletes up to 48 hours late), and for global tables in
-multi-Region strong consistency (MRSC), which have no TTL at all.
+	summary: "delete the library's expired items (TTL's work), paced",
+	help: `Deletes the expired items of the library's own kinds, as TTL would, once
+their TTL attribute is -grace in the past: session items (two-step logins
+waiting for their second factor included), per-user index items, end
+records (-mrec), the records of a two-step login's tries, and scsstore's
+scs sessions and tombstones. For a table whose TTL is off or lagging (TTL
+deletes up to 48 hours late), and for global tables in multi-Region strong
+consistency (MRSC), which have no TTL at all.
 
-It scans the table, decodes each item with the library's own decoder, and
+It scans the table, reads each item with the library's own format, and
 deletes an expired one with a DeleteItem whose condition says it is still
 expired and of its kind, so that a session refreshed after the scan read it
-is kept (counted as "kept"). It never deletes user items, state items, the
-global revocation item, or anything else the decoder does not recognise
-(items of a format version it does not know included).
+is kept (counted as "kept"). It never deletes user items, a user's
+revocation or slots item, the global revocation item, or anything else it
+does not recognise as one of the kinds above under that kind's key (items
+of a format version it does not know included).
 
 Pacing: deletes are paced on the write units DynamoDB reports for each
 (-max-wcu per second), the scan on the read units it reports for each page
@@ -50,8 +53,8 @@ the same at any pace; the pace keeps room for the app's own traffic.
 Progress: a bar on a terminal, a line every 10 s otherwise, none with -json.
 Output: a summary. With -json: {"table", "dryRun", "expiredBefore",
 "scanned", "expired", "deleted", "kept", "deletedByKind": {"session",
-"session-index", "scs-session", "scs-destroyed"}, "readUnits",
-"writeUnits", "elapsedSeconds"}.
+"session-index", "session-ended", "session-try", "scs-session",
+"scs-destroyed"}, "readUnits", "writeUnits", "elapsedSeconds"}.
 
 Example:
   ddbsession sweep -table app -max-wcu 50
@@ -68,7 +71,7 @@ Example:
 }
 
 // Kinds that the sweep deletes, by the kind attribute's value.
-var sweptKinds = []string{item.KindSession, item.KindIndex, item.KindSCS, item.KindSCSDestroyed}
+var sweptKinds = []string{item.KindSession, item.KindIndex, item.KindEnded, item.KindTry, item.KindSCS, item.KindSCSDestroyed}
 
 // sweepReport is the sweep's summary.
 type sweepReport struct {
@@ -202,12 +205,12 @@ type sweepable struct {
 	expires int64 // epoch seconds
 }
 
-// recognise reads av with the library's decoders, for layout l and scs
+// recognise reads av with the library's format, for layout l and scs
 // items of scs, and reports whether it is an item of a kind the sweep
-// deletes, under the key that its kind
-// has: a session item under the session prefix, an index item under its
-// user's index partition and ID, an scs item or tombstone under the scs
-// prefix.
+// deletes, under the key that its kind has: a session item under the
+// session prefix, an index item under its user's index partition and ID,
+// an end record or a try's record beside its session, an scs item or
+// tombstone under the scs prefix.
 func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.AttributeValue) (sweepable, bool) {
 	pk, _ := av[l.PartitionKey].(*types.AttributeValueMemberS)
 	kind, _ := av[item.AttrKind].(*types.AttributeValueMemberS)
@@ -215,7 +218,7 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 		return sweepable{}, false
 	}
 	var key map[string]types.AttributeValue
-	var expires time.Time
+	var expires int64
 	switch kind.Value {
 	case item.KindSession:
 		// Of every version the decoder knows: a session, a device-bound
@@ -225,35 +228,97 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 		if err != nil || !strings.HasPrefix(pk.Value, l.SessionPrefix) {
 			return sweepable{}, false
 		}
-		key, expires = l.SessionKey(pk.Value), s.ExpiresAt
+		key, expires = l.SessionKey(pk.Value), s.ExpiresAt.Unix()
 	case item.KindIndex:
 		s, err := l.Decode(av, item.KindIndex)
 		if err != nil || !strings.HasPrefix(pk.Value, l.UserSessionsPrefix) {
 			return sweepable{}, false
 		}
-		key, expires = l.IndexKey(s), s.ExpiresAt
+		key, expires = l.IndexKey(s), s.ExpiresAt.Unix()
+	case item.KindEnded:
+		ended, err := item.DecodeEnd(av)
+		ttl, ok := expiry(l, av)
+		session := sessionPKOf(l, pk.Value)
+		if err != nil || !ended || !ok || session == "" {
+			return sweepable{}, false
+		}
+		key, expires = l.EndKey(session), ttl
+	case item.KindTry:
+		// A try's record has no decoder: it is its key, its version, its
+		// kind and its expiry alone. Its number ends its key.
+		ttl, ok := expiry(l, av)
+		session := sessionPKOf(l, pk.Value)
+		n, err := strconv.Atoi(lastField(itemKey(l, av)))
+		if !ok || !isVersion(av, item.Version) || session == "" || err != nil || n < 1 {
+			return sweepable{}, false
+		}
+		key, expires = l.TryKey(session, n), ttl
 	case item.KindSCS:
 		s, err := scs.Decode(av)
 		if err != nil || !strings.HasPrefix(pk.Value, scs.Prefix) {
 			return sweepable{}, false
 		}
-		key, expires = scs.Key(pk.Value), s.ExpiresAt
+		key, expires = scs.Key(pk.Value), s.ExpiresAt.Unix()
 	case item.KindSCSDestroyed:
 		// A tombstone has no decoder: it is an scs item that Destroy left
 		// with its version, its kind and its expiry alone.
-		v, hasV, errV := item.GetNum(av, item.AttrVersion)
-		ttl, hasTTL, errTTL := item.GetNum(av, l.TTLAttribute)
-		if !hasV || errV != nil || v != item.Version || !hasTTL || errTTL != nil || !strings.HasPrefix(pk.Value, scs.Prefix) {
+		ttl, ok := expiry(l, av)
+		if !ok || !isVersion(av, item.Version) || !strings.HasPrefix(pk.Value, scs.Prefix) {
 			return sweepable{}, false
 		}
-		key, expires = scs.Key(pk.Value), time.Unix(ttl, 0)
+		key, expires = scs.Key(pk.Value), ttl
 	default:
 		return sweepable{}, false
 	}
 	if !sameKey(av, key) {
 		return sweepable{}, false
 	}
-	return sweepable{key: key, kind: kind.Value, expires: expires.Unix()}, true
+	return sweepable{key: key, kind: kind.Value, expires: expires}, true
+}
+
+// expiry reads av's TTL attribute, in epoch seconds.
+func expiry(l *item.Layout, av map[string]types.AttributeValue) (int64, bool) {
+	ttl, ok, err := item.GetNum(av, l.TTLAttribute)
+	return ttl, ok && err == nil
+}
+
+// isVersion reports whether av is of format version v.
+func isVersion(av map[string]types.AttributeValue, v int64) bool {
+	got, ok, err := item.GetNum(av, item.AttrVersion)
+	return ok && err == nil && got == v
+}
+
+// sessionPKOf is the partition key of the session that an item beside it
+// (an end record, a try's record) is kept under pk for: the session prefix
+// and the token's digest, which holds no "#". "" for a pk under no
+// session.
+func sessionPKOf(l *item.Layout, pk string) string {
+	rest, ok := strings.CutPrefix(pk, l.SessionPrefix)
+	if !ok {
+		return ""
+	}
+	digest, _, _ := strings.Cut(rest, "#")
+	return l.SessionPrefix + digest
+}
+
+// lastField is what follows the last "#" of s.
+func lastField(s string) string { return s[strings.LastIndex(s, "#")+1:] }
+
+// itemKey is av's key as one string: its partition key, and its sort
+// key after a NUL.
+func itemKey(l *item.Layout, av map[string]types.AttributeValue) string {
+	pk, _ := av[l.PartitionKey].(*types.AttributeValueMemberS)
+	if pk == nil {
+		return ""
+	}
+	if l.HashOnly {
+		return pk.Value
+	}
+	sk, _ := av[l.SortKey].(*types.AttributeValueMemberS)
+	if sk == nil {
+		return pk.Value
+	}
+	return pk.Value + "\x00" + sk.Value
 }
 
 // sameKey reports whether av holds key's String attributes.
@@ -319,8 +384,9 @@ func printSweep(e *env, r sweepReport) {
 	writeFields(e.stdout,
 		"scanned", thousands(r.Scanned),
 		"expired", thousands(r.Expired),
-		"deleted", fmt.Sprintf("%s (sessions %s, index items %s, scs sessions %s, scs tombstones %s)", thousands(r.Deleted),
+		"deleted", fmt.Sprintf("%s (sessions %s, index items %s, end records %s, login tries %s, scs sessions %s, scs tombstones %s)", thousands(r.Deleted),
 			thousands(r.DeletedByKind[item.KindSession]), thousands(r.DeletedByKind[item.KindIndex]),
+			thousands(r.DeletedByKind[item.KindEnded]), thousands(r.DeletedByKind[item.KindTry]),
 			thousands(r.DeletedByKind[item.KindSCS]), thousands(r.DeletedByKind[item.KindSCSDestroyed])),
 		"kept", thousands(r.Kept)+" (changed since the scan read them)",
 		"read units", units(r.ReadUnits),

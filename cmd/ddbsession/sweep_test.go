@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
@@ -50,9 +49,9 @@ func (f *fixture) scsItem(expires time.Time, tombstone bool) string {
 }
 
 // sweep deletes the expired items of the library's kinds and nothing
-// else: not user items, state items (a session limit's included), the
-// global item, an item of a version it does not know, or one under
-// another kind's key, whatever their TTL attribute says.
+// else: not user items, a user's revocation or slots item, the global
+// item, an item of a version it does not know, or one under another
+// kind's key, whatever their TTL attribute says.
 func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -64,23 +63,33 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	swept := f.expiredSession(alice, now.Add(-time.Hour), firefox)
 	swept = append(swept, f.expiredSession(bob, now.Add(-48*time.Hour), curl)...)
 	swept = append(swept, f.scsItem(now.Add(-time.Hour), false), f.scsItem(now.Add(-time.Hour), true))
+	// An end record, as an MREC Revoke leaves one, that has outlived any
+	// copy of its session.
+	ended := layout.EncodeEnd(layout.SessionPK(item.NewToken()), item.NewID(now), now.Add(-time.Hour))
+	f.put(ended)
+	swept = append(swept, keyString(ended))
 	// Expired within -grace: left for the next sweep.
 	f.expiredSession(bob, now.Add(-time.Minute), curl)
 	f.scsItem(now.Add(time.Hour), false)
 	f.scsItem(now.Add(time.Hour), true)
+	f.put(layout.EncodeEnd(layout.SessionPK(item.NewToken()), item.NewID(now), now.Add(-time.Minute)))
 
 	// Items that are not the sweep's, each with an expired TTL attribute.
 	f.set(layout.Key(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
-	mrec, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, MREC: true, Logger: slog.New(slog.DiscardHandler)})
+	mrec, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, Layout: ddbsession.Layout{MREC: true}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mrec.RevokeAll(context.Background(), carol); err != nil { // writes carol's state item
+	if err := mrec.RevokeAll(context.Background(), carol); err != nil { // writes carol's revocation item
 		t.Fatal(err)
 	}
-	f.set(layout.StateKey(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
-	// A state item with the sessions a session limit counts (liveSessions).
-	limited, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, MaxSessions: 3, Logger: slog.New(slog.DiscardHandler)})
+	revocation := f.item(layout.RevocationKey(carol.PK, carol.SK))
+	if revocation[item.AttrKind].(*types.AttributeValueMemberS).Value != item.KindRevocation {
+		t.Fatalf("carol's revocation item: %v", revocation)
+	}
+	f.set(layout.RevocationKey(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	// The slots item that a session limit counts sessions in.
+	limited, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, Limits: ddbsession.Limits{MaxSessions: 3}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +97,11 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	if err := limited.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "https://app.test/login", nil), dave, nil); err != nil {
 		t.Fatal(err)
 	}
-	daveState := f.item(layout.StateKey(dave.PK, dave.SK))
-	if _, ok := daveState[item.AttrStateSessions].(*types.AttributeValueMemberM); !ok || daveState[item.AttrKind].(*types.AttributeValueMemberS).Value != item.KindState {
-		t.Fatalf("the session limit's state item: %v", daveState)
+	daveSlots := f.item(layout.SlotsKey(dave.PK, dave.SK))
+	if slots, err := layout.DecodeSlots(daveSlots); err != nil || len(slots.List) != 1 {
+		t.Fatalf("the session limit's slots item: %v, %v", daveSlots, err)
 	}
-	f.set(layout.StateKey(dave.PK, dave.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
+	f.set(layout.SlotsKey(dave.PK, dave.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
 	if err := mrec.RevokeEveryone(context.Background()); err != nil { // writes the global item
 		t.Fatal(err)
 	}
@@ -100,7 +109,9 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	// Version 4 is no version the decoder knows (3 is a pending login's
 	// session item: TestSweepDeletesExpiredPendingLogins).
 	future := f.expiredSession(carol, now.Add(-time.Hour), "a release from the future")
-	for _, k := range future {
+	futureEnd := layout.EncodeEnd(layout.SessionPK(item.NewToken()), item.NewID(now), now.Add(-time.Hour))
+	f.put(futureEnd)
+	for _, k := range append(future, keyString(futureEnd)) {
 		pk, sk, _ := strings.Cut(k, "|")
 		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(4)})
 	}
@@ -110,6 +121,15 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	f.put(misplaced)
 	misplacedSCS := scsLayout.Encode("ORDER#3", item.SCSSession{Data: []byte("x"), ExpiresAt: now.Add(-time.Hour)})
 	f.put(misplacedSCS)
+	// An end record and a try's record under the app's keys, and a try's
+	// record under a session's key that no try has.
+	misplacedEnd := layout.EncodeEnd("ORDER#4", item.NewID(now), now.Add(-time.Hour))
+	f.put(misplacedEnd)
+	misplacedTry := layout.EncodeTry("ORDER#5", 1, now.Add(-time.Hour))
+	f.put(misplacedTry)
+	oddTry := layout.EncodeTry(layout.SessionPK(item.NewToken()), 1, now.Add(-time.Hour))
+	oddTry["sk"] = item.Str("TRY#one")
+	f.put(oddTry)
 
 	before := f.keys()
 	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
@@ -118,9 +138,9 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	decode(t, stdout, &got)
 	want := sweepReport{
 		Table: f.table, ExpiredBefore: time.Unix(now.Add(-5*time.Minute).Unix()+1, 0).UTC(),
-		Scanned: int64(len(before)), Expired: 6, Deleted: 6,
-		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindSCS: 1, item.KindSCSDestroyed: 1},
-		WriteUnits:    6,
+		Scanned: int64(len(before)), Expired: 7, Deleted: 7,
+		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindEnded: 1, item.KindTry: 0, item.KindSCS: 1, item.KindSCSDestroyed: 1},
+		WriteUnits:    7,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(sweepReport{}, "ReadUnits")); diff != "" {
 		t.Errorf("sweep -json (-want +got):\n%s", diff)
@@ -242,22 +262,21 @@ func TestSweepRacingRefresh(t *testing.T) {
 	var appNow atomic.Pointer[time.Time]
 	appNow.Store(&t0)
 	f := newFixture(t, func(c *ddbsession.Config[testUser]) {
-		c.IdleTimeout = time.Hour
+		c.Limits.IdleTimeout = time.Hour
 		c.Now = func() time.Time { return *appNow.Load() }
 	})
 	alice := f.user("alice")
 	cookie := f.login(alice, firefox)
 	other := f.expiredSession(alice, t0.Add(-time.Hour), curl)
 	cred, _ := layout.ParseCredential(cookie.Value)
-	raced := []string{layout.SessionPK(cred.Token), layout.IndexPK(alice.PK, alice.SK)}
+	raced := layout.SessionPK(cred.Token)
 
 	// The sweep runs after the session's expiry by its own clock; the
 	// app's lags by two minutes, and refreshes the session meanwhile.
 	f.clock = newFakeClock(t0.Add(61 * time.Minute))
 	var refreshed sync.Once
 	f.probe.beforeDelete = func(in *dynamodb.DeleteItemInput) {
-		pk := in.Key["pk"].(*types.AttributeValueMemberS).Value
-		if !slices.Contains(raced, pk) {
+		if in.Key["pk"].(*types.AttributeValueMemberS).Value != raced {
 			return
 		}
 		refreshed.Do(func() {
@@ -279,8 +298,10 @@ func TestSweepRacingRefresh(t *testing.T) {
 	wantCode(t, code, exitOK, stdout, stderr)
 	var got sweepReport
 	decode(t, stdout, &got)
-	if got.Expired != 4 || got.Kept != 2 || got.Deleted != 2 {
-		t.Errorf("sweep: %d expired, %d kept, %d deleted; want 4, 2 (the refreshed session and its index item), 2", got.Expired, got.Kept, got.Deleted)
+	// The login's index item lives until the session's absolute
+	// lifetime ends, a month on: it is not expired.
+	if got.Expired != 3 || got.Kept != 1 || got.Deleted != 2 {
+		t.Errorf("sweep: %d expired, %d kept, %d deleted; want 3, 1 (the refreshed session), 2", got.Expired, got.Kept, got.Deleted)
 	}
 	left := f.keys()
 	for _, k := range other {
@@ -290,7 +311,7 @@ func TestSweepRacingRefresh(t *testing.T) {
 	}
 	after := t0.Add(61 * time.Minute)
 	appNow.Store(&after)
-	if _, _, err := f.app.Check(context.Background(), cookie.Value); err != nil {
+	if _, _, err := f.app.Authenticate(context.Background(), cookie.Value); err != nil {
 		t.Errorf("the refreshed session after the sweep, past its old expiry: %v", err)
 	}
 	list, err := f.app.List(context.Background(), alice)
@@ -300,8 +321,9 @@ func TestSweepRacingRefresh(t *testing.T) {
 }
 
 // A pending two-step login's session item (version 3, with no index
-// item) is a session item of the library's, which TTL deletes: the sweep
-// keeps it while it is pending, and deletes it once expired.
+// item), and the records of its tries, are the library's items, which TTL
+// deletes: the sweep keeps them while the login is pending, and deletes
+// them once it has expired.
 func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -309,39 +331,51 @@ func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
 	alice, bob := f.user("alice"), f.user("bob")
 	signedIn := f.login(alice, firefox)
 	f.beginLogin(alice)
-	f.beginLogin(bob)
-	out, err := f.engine.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName: &f.table, FilterExpression: aws.String("v = :pending"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": item.Num(item.VersionPending)},
-	})
-	if err != nil || len(out.Items) != 2 {
-		t.Fatalf("pending session items: %d, %v; want 2", len(out.Items), err)
-	}
-	var pending []string
-	for _, av := range out.Items {
-		pending = append(pending, keyString(av))
+	bobs := f.beginLogin(bob)
+	f.failSecondFactor(bobs)
+	f.failSecondFactor(bobs)
+	var pending, tries []string
+	for _, tc := range []struct {
+		filter string
+		value  types.AttributeValue
+		into   *[]string
+	}{
+		{"v = :v", item.Num(item.VersionPending), &pending},
+		{"kind = :v", item.Str(item.KindTry), &tries},
+	} {
+		out, err := f.engine.Scan(context.Background(), &dynamodb.ScanInput{
+			TableName: &f.table, FilterExpression: &tc.filter,
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": tc.value},
+		})
+		if err != nil || len(out.Items) != 2 {
+			t.Fatalf("%s: %d items, %v; want 2", tc.filter, len(out.Items), err)
+		}
+		for _, av := range out.Items {
+			*tc.into = append(*tc.into, keyString(av))
+		}
 	}
 	before := f.keys()
 
-	// Config.PendingLifetime is 5 minutes, and -grace 5 minutes: a minute
-	// on they are pending still, 20 minutes on long expired. The signed-in
-	// session lives a day.
+	// Config.Limits.PendingLifetime is 5 minutes, and -grace 5 minutes: a
+	// minute on they are pending still, 20 minutes on long expired. The
+	// signed-in session lives a day.
 	for _, tc := range []struct {
-		after   time.Duration
-		deleted int64
-		left    []string
+		after           time.Duration
+		sessions, tries int64
+		left            []string
 	}{
-		{time.Minute, 0, before},
-		{20 * time.Minute, 2, slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(pending, k) })},
+		{time.Minute, 0, 0, before},
+		{20 * time.Minute, 2, 2, slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(pending, k) || slices.Contains(tries, k) })},
 	} {
 		f.clock = newFakeClock(now.Add(tc.after))
 		code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
 		wantCode(t, code, exitOK, stdout, stderr)
 		var got sweepReport
 		decode(t, stdout, &got)
-		byKind := map[string]int64{item.KindSession: tc.deleted, item.KindIndex: 0, item.KindSCS: 0, item.KindSCSDestroyed: 0}
-		if got.Expired != tc.deleted || got.Deleted != tc.deleted || got.Kept != 0 || !maps.Equal(got.DeletedByKind, byKind) {
-			t.Errorf("sweep %v on: %+v; want %d pending session items deleted", tc.after, got, tc.deleted)
+		byKind := map[string]int64{item.KindSession: tc.sessions, item.KindIndex: 0, item.KindEnded: 0, item.KindTry: tc.tries, item.KindSCS: 0, item.KindSCSDestroyed: 0}
+		deleted := tc.sessions + tc.tries
+		if got.Expired != deleted || got.Deleted != deleted || got.Kept != 0 || !maps.Equal(got.DeletedByKind, byKind) {
+			t.Errorf("sweep %v on: %+v; want %d pending session items and %d tries' records deleted", tc.after, got, tc.sessions, tc.tries)
 		}
 		if diff := cmp.Diff(tc.left, f.keys()); diff != "" {
 			t.Errorf("sweep %v on: items left (-want +got):\n%s", tc.after, diff)
@@ -371,7 +405,7 @@ func TestSweepProgress(t *testing.T) {
 	if strings.Count(stderr, "\rsweep [") < 3 || !strings.Contains(stderr, "100%") || !strings.HasSuffix(strings.TrimRight(stderr, " \n"), "12 deleted") {
 		t.Errorf("no progress bar on a terminal:\n%q", stderr)
 	}
-	for _, want := range []string{"scanned      13", "deleted      12 (sessions 6, index items 6, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
+	for _, want := range []string{"scanned      13", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the summary does not say %q:\n%s", want, stdout)
 		}

@@ -15,20 +15,26 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/internal/table"
 )
 
-// This file is "table create" and "table check": the library's
-// CreateTable and CheckTable, with what they find explained.
+// This file is "table create" and "table check": the table that
+// internal/table defines for the library, created with the library's
+// CreateTable, and each way it differs explained.
 
 var tableCreateCommand = &command{
 	path:    "table create",
-	summary: "create the table the layout needs, or check the one there is",
-	help: `Creates the table as Manager.CreateTable does: on-demand billing, String
-keys (-partition-key, -sort-key, or -hash-only), the expiry index if
--expiry-index names one, and TTL on -ttl-attribute; it waits until the
-table is ACTIVE. A table that exists already is checked instead, as
-'table check' does, and left alone. Engines without TTL (dynalite) get a
-warning and a table without it.
+	summary: "create the table the layout needs if it is missing, then check it",
+	help: `Creates the table if it is missing, as Manager.CreateTable does: on-demand
+billing, String keys (-partition-key, -sort-key, or -hash-only), the expiry
+index if -expiry-index names one, and TTL on -ttl-attribute; it waits until
+the table is ACTIVE. Then it checks the table as 'table check' does. A
+table that exists is left as it is, but for TTL, which it turns on where it
+is off and the table fits. Engines without TTL (dynalite) get a warning and
+a table without it.
+
+Exits as 'table check' does, but for TTL that is off, which is no problem
+here: the warning says why.
 
 Output: what it did. With -json: {"table", "created" (false: it existed),
 "ttl" ("on" or "off"), "ttlAttribute", "problems" (as 'table check' has
@@ -42,14 +48,15 @@ Example:
 
 var tableCheckCommand = &command{
 	path:    "table check",
-	summary: "check that the table fits the layout and has TTL on",
-	help: `Checks the table as Manager.CheckTable does at an app's startup: its key
-schema, the expiry index if configured, that a global table in multi-Region
-eventual consistency (MREC) is run with -mrec (the app's Config.MREC), and
-that TTL is on -ttl-attribute. Each problem comes with what to do about it,
-such as the aws command that turns TTL on. A global table in multi-Region
-strong consistency (MRSC) has no TTL: there, 'ddbsession sweep' deletes
-expired items instead.
+	summary: "check that the table fits the layout and has TTL on; changes nothing",
+	help: `Checks the table, and changes nothing: its key schema, the expiry index if
+-expiry-index names one, that a global table in multi-Region eventual
+consistency (MREC) is run with -mrec (the app's Config.Layout.MREC), that
+TTL is on -ttl-attribute, and that the app's startup can read the table's
+global revocation item. Each problem comes with what to do about it, such
+as the aws command that turns TTL on. A global table in multi-Region strong
+consistency (MRSC) has no TTL: there, 'ddbsession sweep' deletes expired
+items instead.
 
 Exits 0 if the table fits, 5 if it does not (the app will fail), 6 if it
 fits but TTL is off or on another attribute (the app works; expired items
@@ -88,25 +95,30 @@ func runTableCheck(ctx context.Context, e *env, c *command, o *options, _ []stri
 	if err != nil {
 		return e.fail(c, o, err)
 	}
-	m, err := e.manager(client, o)
+	st, err := inspect(ctx, client, o)
+	if err == nil && !st.misfit() {
+		// What the app's CreateTable reads at startup, besides the
+		// description: a role that may not, or an item of another form
+		// under its key, fails the app.
+		if _, err = globalGeneration(ctx, client, o); err != nil {
+			err = fmt.Errorf("read the global revocation item: %w", err)
+		}
+	}
 	if err != nil {
 		return e.fail(c, o, err)
 	}
-	v, err := diagnose(ctx, client, o, m.CheckTable(ctx), false)
-	if err != nil {
-		return e.fail(c, o, err)
-	}
-	ok := len(v.problems) == 0
+	problems := st.explained(o)
+	ok := len(problems) == 0
 	if o.json {
-		writeJSON(e.stdout, tableReport{Table: o.table, OK: &ok, Problems: v.problems})
-		return v.code
+		writeJSON(e.stdout, tableReport{Table: o.table, OK: &ok, Problems: problems})
+		return st.code()
 	}
 	if ok {
 		fmt.Fprintf(e.stdout, "table %q fits: key %s, TTL on %q\n", o.table, keyOf(o.items), o.items.TTLAttribute)
-		return v.code
+		return st.code()
 	}
-	printProblems(e, o, v.problems)
-	return v.code
+	printProblems(e, o, problems)
+	return st.code()
 }
 
 func runTableCreate(ctx context.Context, e *env, c *command, o *options, _ []string) int {
@@ -124,23 +136,40 @@ func runTableCreate(ctx context.Context, e *env, c *command, o *options, _ []str
 	if err != nil && !created {
 		return e.fail(c, o, err)
 	}
-	v, err := diagnose(ctx, client, o, m.CreateTable(ctx), true)
-	if err != nil {
-		return e.fail(c, o, err)
+	var st tableState
+	if !created {
+		st, err = inspect(ctx, client, o)
+		if err != nil {
+			return e.fail(c, o, err)
+		}
+		st = st.forCreate()
 	}
+	// The library creates the table, waits for it and turns TTL on, but
+	// only on a table that fits: on another, it would say in its words
+	// what the problems say in the command's.
+	if len(st.found) == 0 {
+		if err := m.CreateTable(ctx); err != nil {
+			return e.fail(c, o, err)
+		}
+		if st, err = inspect(ctx, client, o); err != nil {
+			return e.fail(c, o, err)
+		}
+		st = st.forCreate()
+	}
+	problems := st.explained(o)
 	ttl := "off"
-	if v.ttlOn {
+	if st.ttlOn {
 		ttl = "on"
 	}
 	if o.json {
-		writeJSON(e.stdout, tableReport{Table: o.table, Created: &created, TTL: ttl, TTLAttribute: v.ttlAttr, Problems: v.problems})
-		return v.code
+		writeJSON(e.stdout, tableReport{Table: o.table, Created: &created, TTL: ttl, TTLAttribute: st.ttlAttr, Problems: problems})
+		return st.code()
 	}
 	switch {
-	case len(v.problems) > 0:
+	case len(problems) > 0:
 		fmt.Fprintf(e.stdout, "table %q exists, and was left as it is:\n", o.table)
-		printProblems(e, o, v.problems)
-		return v.code
+		printProblems(e, o, problems)
+		return st.code()
 	case created:
 		fmt.Fprintf(e.stdout, "created table %q: on-demand, key %s", o.table, keyOf(o.items))
 	default:
@@ -149,12 +178,12 @@ func runTableCreate(ctx context.Context, e *env, c *command, o *options, _ []str
 	if o.items.ExpiryIndex != "" {
 		fmt.Fprintf(e.stdout, ", expiry index %q", o.items.ExpiryIndex)
 	}
-	if v.ttlOn {
-		fmt.Fprintf(e.stdout, ", TTL on %q\n", v.ttlAttr)
+	if st.ttlOn {
+		fmt.Fprintf(e.stdout, ", TTL on %q\n", st.ttlAttr)
 	} else {
 		fmt.Fprintf(e.stdout, ", TTL off: expired items stay until 'ddbsession sweep' deletes them\n")
 	}
-	return v.code
+	return st.code()
 }
 
 // printProblems writes problems for a reader.
@@ -168,239 +197,101 @@ func printProblems(e *env, o *options, problems []problem) {
 	}
 }
 
-// Kinds of problem, as the JSON names them. The first three mean the
-// table does not fit the layout (exit 5), the others that it fits but its
-// TTL does not delete expired sessions (exit 6).
-const (
-	kindSchema       = "schema"
-	kindExpiryIndex  = "expiry-index"
-	kindMREC         = "mrec"
-	kindTTLOff       = "ttl-off"
-	kindTTLAttribute = "ttl-attribute"
-	kindMRSCNoTTL    = "mrsc-no-ttl"
-)
-
-// misfit reports whether p means the table does not fit the layout.
-func misfit(p problem) bool {
-	return p.Kind == kindSchema || p.Kind == kindExpiryIndex || p.Kind == kindMREC
+// tableState is what the table's description and TTL say: each way the
+// table differs from the layout, as internal/table finds them for the
+// library and the command alike, and its TTL.
+type tableState struct {
+	found   []table.Problem
+	ttlAttr string // "" when TTL is off
+	ttlOn   bool
 }
 
-// verdict is what diagnose found: the table's problems, each explained,
-// the exit code they call for, and its TTL.
-type verdict struct {
-	problems []problem // [] in JSON when there are none, never null
-	code     int
-	ttlAttr  string // "" when TTL is off
-	ttlOn    bool
-}
-
-// diagnose reads the table's description and TTL, and finds in them each
-// way the table differs from the layout and the flags, as the library
-// checks them; that is where each problem's kind comes from. checked is
-// the library's own verdict, CheckTable's or CreateTable's error: what of
-// it the description does not account for is a failure (of DynamoDB, the
-// network or the credentials), returned as it is. create leaves out what
-// CreateTable sees to itself: a TTL that is off, which it turns on where
-// the table fits and the engine can, and warns of where not.
-func diagnose(ctx context.Context, client Client, o *options, checked error, create bool) (verdict, error) {
+// inspect reads the table's description and TTL, and finds in them each
+// way the table differs from the layout and the flags.
+func inspect(ctx context.Context, client Client, o *options) (tableState, error) {
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &o.table})
 	if err != nil {
-		if checked != nil {
-			return verdict{}, checked // the library met it first, and says it in its words
-		}
-		return verdict{}, fmt.Errorf("describe table %q: %w", o.table, err)
+		return tableState{}, fmt.Errorf("describe table %q: %w", o.table, err)
 	}
 	ttlAttr, ttlOn, err := describeTTL(ctx, client, o.table)
 	if err != nil {
-		if checked != nil {
-			return verdict{}, checked
-		}
-		return verdict{}, err
+		return tableState{}, err
 	}
-	problems := findProblems(o, out.Table, ttlAttr, ttlOn)
-	if create {
-		problems = slices.DeleteFunc(problems, func(p problem) bool { return p.Kind == kindTTLOff || p.Kind == kindMRSCNoTTL })
-	}
-	if err := unexplained(checked, problems); err != nil {
-		return verdict{}, err
-	}
-	v := verdict{problems: problems, code: exitOK, ttlAttr: ttlAttr, ttlOn: ttlOn}
+	return tableState{found: table.Find(o.table, o.items, out.Table, ttlAttr, ttlOn), ttlAttr: ttlAttr, ttlOn: ttlOn}, nil
+}
+
+// forCreate leaves out what table create sees to itself: a TTL that is
+// off, which it turns on where the engine can, and warns of where not.
+func (st tableState) forCreate() tableState {
+	st.found = slices.DeleteFunc(slices.Clone(st.found), func(p table.Problem) bool {
+		return p.Kind == table.TTLOff || p.Kind == table.MRSCNoTTL
+	})
+	return st
+}
+
+// misfit reports whether a problem means the table does not fit the
+// layout.
+func (st tableState) misfit() bool { return slices.ContainsFunc(st.found, table.Problem.Misfit) }
+
+// code is the exit code the problems call for.
+func (st tableState) code() int {
 	switch {
-	case slices.ContainsFunc(problems, misfit):
-		v.code = exitSchema
-	case len(problems) > 0:
-		v.code = exitTTL
+	case st.misfit():
+		return exitSchema
+	case len(st.found) > 0:
+		return exitTTL
 	}
-	return v, nil
+	return exitOK
 }
 
-// unexplained returns what of the library's verdict checked the problems
-// found in the table's description do not account for, nil if nothing.
-// The library's findings are errors of its own words alone; its failures
-// carry their cause (DynamoDB's error, the network's, the decoder's). A
-// failure is never accounted for, but one: the ValidationException that
-// the check's read with the layout's keys meets on a table that does not
-// fit them. A finding is, by any problem: the description says what is
-// wrong, and the problem what to do. A finding where the description shows
-// nothing wrong is the library's news, and a failure here.
-func unexplained(checked error, problems []problem) error {
-	if checked == nil {
-		return nil
-	}
-	var failures, findings []error
-	for _, leaf := range leaves(checked) {
-		if errors.Unwrap(leaf) == nil {
-			findings = append(findings, leaf)
-		} else {
-			failures = append(failures, leaf)
-		}
-	}
-	if slices.ContainsFunc(problems, misfit) {
-		failures = slices.DeleteFunc(failures, isValidation)
-	}
-	if len(problems) == 0 {
-		failures = append(failures, findings...)
-	}
-	return errors.Join(failures...)
-}
-
-// isValidation reports whether err is DynamoDB's ValidationException.
-func isValidation(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
-}
-
-// leaves are the errors that err joins, each on its own.
-func leaves(err error) []error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		var all []error
-		for _, e := range joined.Unwrap() {
-			all = append(all, leaves(e)...)
-		}
-		return all
-	}
-	// A wrapped join, as "ddbsession: ...: %w" of one.
-	if inner := errors.Unwrap(err); inner != nil {
-		if _, ok := inner.(interface{ Unwrap() []error }); ok {
-			return leaves(inner)
-		}
-	}
-	return []error{err}
-}
-
-// keySchema is a key schema's attribute names: a table's, or an index's.
-type keySchema struct{ hash, rng string }
-
-func (k keySchema) String() string {
-	if k.rng == "" {
-		return fmt.Sprintf("(hash %q)", k.hash)
-	}
-	return fmt.Sprintf("(hash %q, range %q)", k.hash, k.rng)
-}
-
-func schemaOf(elems []types.KeySchemaElement) keySchema {
-	var k keySchema
-	for _, e := range elems {
-		switch e.KeyType {
-		case types.KeyTypeHash:
-			k.hash = aws.ToString(e.AttributeName)
-		case types.KeyTypeRange:
-			k.rng = aws.ToString(e.AttributeName)
-		}
-	}
-	return k
-}
-
-// findProblems finds each way that table t, whose TTL is on ttlAttr if
-// ttlOn, differs from what the layout and the flags need, as the library
-// checks them, in this order: the key schema and its types, the expiry
-// index, a global table's mode, and TTL. Each comes with what to do.
-func findProblems(o *options, t *types.TableDescription, ttlAttr string, ttlOn bool) []problem {
-	l := o.items
-	table := shellQuote(o.table)
+// explained is each problem with what to do about it; [] when there are
+// none, never null in JSON.
+func (st tableState) explained(o *options) []problem {
 	problems := []problem{}
-	attrTypes := map[string]types.ScalarAttributeType{}
-	for _, a := range t.AttributeDefinitions {
-		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
-	}
-
-	want, got := keySchema{hash: l.PartitionKey, rng: l.SortKey}, schemaOf(t.KeySchema)
-	keyTypes := []types.ScalarAttributeType{attrTypes[got.hash]}
-	if got.rng != "" {
-		keyTypes = append(keyTypes, attrTypes[got.rng])
-	}
-	switch {
-	case got != want:
-		problems = append(problems, problem{Kind: kindSchema,
-			Error: fmt.Sprintf("table %q has key %s, and the layout wants %s", o.table, got, want),
-			Fix:   schemaFix(got, keyTypes)})
-	case slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }):
-		problems = append(problems, problem{Kind: kindSchema,
-			Error: fmt.Sprintf("table %q has key %s of types %s, and the layout wants String (S)", o.table, got, keyTypes),
-			Fix:   schemaFix(got, keyTypes)})
-	}
-
-	if l.ExpiryIndex != "" {
-		want := keySchema{hash: item.AttrExpiryBucket, rng: l.TTLAttribute}
-		var msg string
-		i := slices.IndexFunc(t.GlobalSecondaryIndexes, func(gsi types.GlobalSecondaryIndexDescription) bool {
-			return aws.ToString(gsi.IndexName) == l.ExpiryIndex
-		})
-		switch {
-		case i < 0:
-			msg = fmt.Sprintf("table %q has no expiry index %q", o.table, l.ExpiryIndex)
-		case schemaOf(t.GlobalSecondaryIndexes[i].KeySchema) != want:
-			msg = fmt.Sprintf("expiry index %q of table %q has key %s, and the layout wants %s",
-				l.ExpiryIndex, o.table, schemaOf(t.GlobalSecondaryIndexes[i].KeySchema), want)
-		}
-		if msg != "" {
-			problems = append(problems, problem{Kind: kindExpiryIndex, Error: msg,
-				Fix: fmt.Sprintf("The layout names the expiry index %q, which the table lacks or has with\n"+
-					"another key. Either leave out -expiry-index (and the app's Layout.ExpiryIndex), or\n"+
-					"add the index (a table update; it backfills in the background):", l.ExpiryIndex),
-				Command: expiryIndexCommand(table, l)})
-		}
-	}
-
-	strong := t.MultiRegionConsistency == types.MultiRegionConsistencyStrong
-	if len(t.Replicas) > 0 && !strong && !o.mrec {
-		problems = append(problems, problem{Kind: kindMREC,
-			Error: fmt.Sprintf("table %q is a global table in multi-Region eventual consistency (MREC), and -mrec is not given", o.table),
-			Fix: "The table is a global table in multi-Region eventual consistency (MREC). Set\n" +
-				"Config.MREC in the app (once every instance runs a release that knows it), and\n" +
-				"pass -mrec to this command, so that revocations are kept where no Region's write\n" +
-				"can undo them."})
-	}
-
-	switch {
-	case strong && !ttlOn:
-		problems = append(problems, problem{Kind: kindMRSCNoTTL,
-			Error: fmt.Sprintf("table %q is a global table in multi-Region strong consistency (MRSC), which has no TTL", o.table),
-			Fix: "A global table in multi-Region strong consistency (MRSC) cannot have TTL. Expired\n" +
-				"sessions are rejected all the same, but stay in the table: delete them with a\n" +
-				"scheduled sweep (hourly, say):",
-			Command: "ddbsession sweep -table " + table + layoutArgs(o)})
-	case !ttlOn:
-		p := problem{Kind: kindTTLOff,
-			Error: fmt.Sprintf("TTL is off on table %q", o.table),
-			Fix: "Expired sessions are rejected but stay in the table until TTL deletes them. Turn\n" +
-				"TTL on (it takes up to an hour to start); 'ddbsession sweep' deletes them meanwhile:",
-			Command: ttlCommand(table, l.TTLAttribute, true)}
-		if os.Getenv(endpointEnv) != "" {
-			p.Fix = "A local engine (dynalite, for one) may have no TTL at all: there, this is\n" +
-				"expected, and 'ddbsession sweep' cleans up. Against DynamoDB:\n" + p.Fix
-		}
-		problems = append(problems, p)
-	case ttlAttr != l.TTLAttribute:
-		problems = append(problems, problem{Kind: kindTTLAttribute,
-			Error: fmt.Sprintf("table %q has TTL on %q, and the layout keeps the expiry in %q", o.table, ttlAttr, l.TTLAttribute),
-			Fix: fmt.Sprintf("TTL is on %q, and a table has one TTL attribute. If the app's Layout.TTLAttribute\n"+
-				"is %q, pass -ttl-attribute %s here. Otherwise move TTL to %q: disable it, and\n"+
-				"enable it on %q once DynamoDB allows (it takes up to an hour, and allows no other\n"+
-				"TTL change meanwhile); items stay until then:", ttlAttr, ttlAttr, shellQuote(ttlAttr), l.TTLAttribute, l.TTLAttribute),
-			Command: ttlCommand(table, ttlAttr, false) + "\n    " + ttlCommand(table, l.TTLAttribute, true)})
+	for _, p := range st.found {
+		problems = append(problems, explainProblem(o, p))
 	}
 	return problems
+}
+
+// explainProblem says what an operator does about p.
+func explainProblem(o *options, p table.Problem) problem {
+	l := o.items
+	name := shellQuote(o.table)
+	out := problem{Kind: p.Kind, Error: p.Error}
+	switch p.Kind {
+	case table.Schema:
+		out.Fix = schemaFix(p.Got, p.Types)
+	case table.ExpiryIndex:
+		out.Fix = fmt.Sprintf("The layout names the expiry index %q, which the table lacks or has with\n"+
+			"another key. Either leave out -expiry-index (and the app's Layout.ExpiryIndex), or\n"+
+			"add the index (a table update; it backfills in the background):", l.ExpiryIndex)
+		out.Command = expiryIndexCommand(o)
+	case table.MREC:
+		out.Fix = "The table is a global table in multi-Region eventual consistency (MREC). Set\n" +
+			"Config.Layout.MREC in the app, and pass -mrec to this command, so that\n" +
+			"revocations are kept where no Region's write can undo them."
+	case table.MRSCNoTTL:
+		out.Fix = "A global table in multi-Region strong consistency (MRSC) cannot have TTL. Expired\n" +
+			"sessions are rejected all the same, but stay in the table: delete them with a\n" +
+			"scheduled sweep (hourly, say):"
+		out.Command = "ddbsession sweep -table " + name + layoutArgs(o)
+	case table.TTLOff:
+		out.Fix = "Expired sessions are rejected but stay in the table until TTL deletes them. Turn\n" +
+			"TTL on (it takes up to an hour to start); 'ddbsession sweep' deletes them meanwhile:"
+		if os.Getenv(endpointEnv) != "" {
+			out.Fix = "A local engine (dynalite, for one) may have no TTL at all: there, this is\n" +
+				"expected, and 'ddbsession sweep' cleans up. Against DynamoDB:\n" + out.Fix
+		}
+		out.Command = ttlCommand(name, l.TTLAttribute, true)
+	case table.TTLAttribute:
+		out.Fix = fmt.Sprintf("TTL is on %q, and a table has one TTL attribute. If the app's Layout.TTLAttribute\n"+
+			"is %q, pass -ttl-attribute %s here. Otherwise move TTL to %q: disable it, and\n"+
+			"enable it on %q once DynamoDB allows (it takes up to an hour, and allows no other\n"+
+			"TTL change meanwhile); items stay until then:", p.TTLAttribute, p.TTLAttribute, shellQuote(p.TTLAttribute), l.TTLAttribute, l.TTLAttribute)
+		out.Command = ttlCommand(name, p.TTLAttribute, false) + "\n    " + ttlCommand(name, l.TTLAttribute, true)
+	}
+	return out
 }
 
 // ttlCommand is the aws command that enables or disables TTL on attr.
@@ -409,34 +300,44 @@ func ttlCommand(table, attr string, enabled bool) string {
 		table, enabled, shellQuote(attr))
 }
 
-// expiryIndexCommand is the aws command that adds layout l's expiry index
-// to an on-demand table.
-func expiryIndexCommand(table string, l item.Layout) string {
-	index := map[string]any{"Create": map[string]any{
-		"IndexName": l.ExpiryIndex,
-		"KeySchema": []map[string]string{
-			{"AttributeName": item.AttrExpiryBucket, "KeyType": "HASH"},
-			{"AttributeName": l.TTLAttribute, "KeyType": "RANGE"},
-		},
-		"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": item.Projection()},
-	}}
-	spec, _ := json.Marshal([]any{index})
-	return fmt.Sprintf("aws dynamodb update-table --table-name %s --attribute-definitions AttributeName=%s,AttributeType=S AttributeName=%s,AttributeType=N --global-secondary-index-updates %s",
-		table, item.AttrExpiryBucket, shellQuote(l.TTLAttribute), shellQuote(string(spec)))
+// expiryIndexCommand is the aws command that adds the layout's expiry
+// index to an on-demand table: the index, and its key attributes, that
+// the table's CreateTable input has.
+func expiryIndexCommand(o *options) string {
+	in := table.Input(o.table, o.items)
+	gsi := in.GlobalSecondaryIndexes[0]
+	attrTypes := map[string]string{}
+	for _, a := range in.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = string(a.AttributeType)
+	}
+	var keys []map[string]string
+	var defs []string
+	for _, k := range gsi.KeySchema {
+		name := aws.ToString(k.AttributeName)
+		keys = append(keys, map[string]string{"AttributeName": name, "KeyType": string(k.KeyType)})
+		defs = append(defs, shellQuote("AttributeName="+name+",AttributeType="+attrTypes[name]))
+	}
+	spec, _ := json.Marshal([]any{map[string]any{"Create": map[string]any{
+		"IndexName":  aws.ToString(gsi.IndexName),
+		"KeySchema":  keys,
+		"Projection": map[string]any{"ProjectionType": gsi.Projection.ProjectionType, "NonKeyAttributes": gsi.Projection.NonKeyAttributes},
+	}}})
+	return fmt.Sprintf("aws dynamodb update-table --table-name %s --attribute-definitions %s --global-secondary-index-updates %s",
+		shellQuote(o.table), strings.Join(defs, " "), shellQuote(string(spec)))
 }
 
 // schemaFix says how the layout could fit a table of key got, whose key
 // attributes have types keyTypes.
-func schemaFix(got keySchema, keyTypes []types.ScalarAttributeType) string {
+func schemaFix(got table.KeySchema, keyTypes []types.ScalarAttributeType) string {
 	if slices.ContainsFunc(keyTypes, func(typ types.ScalarAttributeType) bool { return typ != types.ScalarAttributeTypeS }) {
 		return "ddbsession needs String (S) keys, and a table's keys cannot change: give the\n" +
 			"sessions a table of their own ('ddbsession table create -table NEW')."
 	}
-	flags := "-partition-key " + shellQuote(got.hash)
-	if got.rng == "" {
+	flags := "-partition-key " + shellQuote(got.Hash)
+	if got.Range == "" {
 		flags += " -hash-only"
 	} else {
-		flags += " -sort-key " + shellQuote(got.rng)
+		flags += " -sort-key " + shellQuote(got.Range)
 	}
 	return "If the app's Config.Layout names these keys, pass the same here:\n  " + flags +
 		"\nIf it does not, the app fails on this table: give it the table its layout needs\n" +

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,8 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/table"
 )
 
 // table create makes the table the layout needs, as the library's
@@ -86,7 +91,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 			says     string
 			exitCode int
 		}{
-			{[]string{"-hash-only"}, "schema", "-partition-key pk -sort-key sk", exitSchema},
+			{[]string{"-hash-only"}, "schema", `has key (hash "pk", range "sk"), and the layout wants (hash "pk")` + "If the app's Config.Layout names these keys, pass the same here:\n  -partition-key pk -sort-key sk", exitSchema},
 			{[]string{"-partition-key", "id", "-sort-key", "type"}, "schema", "-partition-key pk -sort-key sk", exitSchema},
 			{[]string{"-expiry-index", "expiring"}, "expiry-index", `aws dynamodb update-table --table-name ` + table, exitSchema},
 		} {
@@ -97,7 +102,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 				decode(t, stdout, &got)
 				found := false
 				for _, p := range got.Problems {
-					found = found || (p.Kind == tc.kind && strings.Contains(p.Fix+p.Command, tc.says))
+					found = found || (p.Kind == tc.kind && strings.Contains(p.Error+p.Fix+p.Command, tc.says))
 				}
 				if !found {
 					t.Errorf("table %s %v: problems %+v, want one of kind %q saying %q", verb, tc.args, got.Problems, tc.kind, tc.says)
@@ -108,12 +113,96 @@ func TestTableCreateAndCheck(t *testing.T) {
 
 	t.Run("missing", func(t *testing.T) {
 		f.probe = &probe{Client: engine}
-		code, stdout, stderr := f.runBare("table", "check", "-table", table+"-missing")
+		code, stdout, stderr := f.runBare("table", "check", "-table", table+"-missing", "-hash-only")
 		wantCode(t, code, exitNotFound, stdout, stderr)
-		if !strings.Contains(stderr, "ddbsession table create -table "+table+"-missing") {
+		if !strings.Contains(stderr, "ddbsession table create -table "+table+"-missing -hash-only") {
 			t.Errorf("stderr does not say how to create it:\n%s", stderr)
 		}
+		// table check never creates.
+		_, err := engine.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table + "-missing")})
+		if !errors.As(err, new(*types.ResourceNotFoundException)) {
+			t.Errorf("after table check, DescribeTable of the missing table: %v, want ResourceNotFoundException", err)
+		}
 	})
+}
+
+// table check changes nothing: on a table whose TTL is off, where the
+// engine has TTL, it says so each time, and TTL stays off; table create
+// then turns it on.
+func TestTableCheckChangesNothing(t *testing.T) {
+	t.Parallel()
+	engine := ddbtest.Client(t)
+	withTTL := ddbtest.WithTTL(engine)
+	table := ddbtest.TableName(t, engine)
+	ctx := context.Background()
+	if _, err := engine.CreateTable(ctx, tableInput(table)); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, engine: engine, table: table, probe: &probe{Client: withTTL}}
+	for range 2 {
+		code, stdout, stderr := f.run("table", "check", "-json")
+		wantCode(t, code, exitTTL, stdout, stderr)
+		var got tableReport
+		decode(t, stdout, &got)
+		if len(got.Problems) != 1 || got.Problems[0].Kind != "ttl-off" || got.Problems[0].Error != fmt.Sprintf("TTL is off on table %q", table) {
+			t.Errorf("table check: %+v", got.Problems)
+		}
+	}
+	if _, on, err := describeTTL(ctx, f.probe, table); on || err != nil {
+		t.Fatalf("after table check, TTL on %v, %v; want off", on, err)
+	}
+	code, stdout, stderr := f.run("table", "create")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if attr, on, err := describeTTL(ctx, f.probe, table); !on || attr != "expiresAt" || err != nil {
+		t.Errorf("after table create, TTL on %v (%q), %v; want on expiresAt", on, attr, err)
+	}
+}
+
+// tableInput is the table of the default layout, as the library makes it.
+func tableInput(name string) *dynamodb.CreateTableInput { return table.Input(name, layout) }
+
+// table create makes the expiry index that -expiry-index names, which
+// table check then finds; on a table without it, the command that table
+// check prints adds the index the layout needs.
+func TestTableExpiryIndex(t *testing.T) {
+	t.Parallel()
+	engine := ddbtest.Client(t)
+	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine), probe: &probe{Client: engine}}
+	code, stdout, stderr := f.run("table", "create", "-expiry-index", "expiring")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if !strings.Contains(stdout, `created table`) || !strings.Contains(stdout, `expiry index "expiring"`) {
+		t.Errorf("table create -expiry-index:\n%s", stdout)
+	}
+	code, stdout, stderr = f.run("table", "check", "-expiry-index", "expiring", "-json")
+	wantCode(t, code, exitTTL, stdout, stderr) // dynalite: TTL off
+	var got tableReport
+	decode(t, stdout, &got)
+	if len(got.Problems) != 1 || got.Problems[0].Kind != "ttl-off" {
+		t.Errorf("table check of the new table: %+v", got.Problems)
+	}
+
+	code, stdout, stderr = f.run("table", "check", "-expiry-index", "other", "-json")
+	wantCode(t, code, exitSchema, stdout, stderr)
+	decode(t, stdout, &got)
+	if len(got.Problems) != 2 || got.Problems[0].Kind != "expiry-index" || got.Problems[0].Error != fmt.Sprintf("table %q has no expiry index %q", f.table, "other") {
+		t.Fatalf("table check -expiry-index other: %+v", got.Problems)
+	}
+	command := got.Problems[0].Command
+	l := layout
+	l.ExpiryIndex = "other"
+	in := table.Input(f.table, l)
+	wantDefs := "--attribute-definitions AttributeName=expiryBucket,AttributeType=S AttributeName=expiresAt,AttributeType=N --global-secondary-index-updates "
+	before, spec, ok := strings.Cut(command, wantDefs)
+	if !ok || before != "aws dynamodb update-table --table-name "+f.table+" " {
+		t.Fatalf("the command: %s", command)
+	}
+	var updates []struct{ Create types.GlobalSecondaryIndex }
+	if err := json.Unmarshal([]byte(strings.Trim(spec, "'")), &updates); err != nil || len(updates) != 1 {
+		t.Fatalf("the command's index spec %s: %v", spec, err)
+	}
+	if diff := cmp.Diff(in.GlobalSecondaryIndexes[0], updates[0].Create, cmpopts.IgnoreUnexported(types.GlobalSecondaryIndex{}, types.KeySchemaElement{}, types.Projection{})); diff != "" {
+		t.Errorf("the command's index, and the one CreateTable makes (-want +got):\n%s", diff)
+	}
 }
 
 // A global table: MREC without -mrec does not fit (the app needs
