@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession"
@@ -15,9 +16,11 @@ import (
 
 // Client is the part of the DynamoDB client that a [Store] uses.
 // *dynamodb.Client satisfies it; tests may wrap it to count calls or inject
-// faults.
+// faults. BatchGetItem reads a signed-in user with the user's revocation
+// state ([Store.Login], [Store.LoadUser]).
 type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
@@ -68,6 +71,16 @@ type Config struct {
 	// evicted is written on its next commit. Default 4 MiB.
 	RecordBytes int
 
+	// RevokeEveryoneWithin bounds how long after ddbsession's
+	// Manager.RevokeEveryone a session signed in before it is still loaded
+	// by [Store.LoadUser] on this instance: the store keeps a copy of the
+	// table's global revocation generation and reads it again, with the
+	// user, once the copy is this old, so that no item is read by every
+	// request. A [Store.Login] reads it always, and brings the copy up to
+	// date at once. Default 10 seconds, ddbsession's own; at least a
+	// second.
+	RevokeEveryoneWithin time.Duration
+
 	// Now is the clock of the expiry check. Default time.Now. Tests inject
 	// their own.
 	Now func() time.Time
@@ -105,6 +118,12 @@ func New(cfg Config) (*Store, error) {
 	if cfg.RecordBytes < 0 {
 		return nil, fmt.Errorf("scsstore: Config.RecordBytes %d: must not be negative", cfg.RecordBytes)
 	}
+	if cfg.RevokeEveryoneWithin == 0 {
+		cfg.RevokeEveryoneWithin = 10 * time.Second
+	}
+	if cfg.RevokeEveryoneWithin < time.Second {
+		return nil, fmt.Errorf("scsstore: Config.RevokeEveryoneWithin %v: must be at least a second", cfg.RevokeEveryoneWithin)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -115,6 +134,8 @@ func New(cfg Config) (*Store, error) {
 		codec:    cfg.Codec,
 		now:      cfg.Now,
 		records:  newRecords(cfg.RecordBytes),
+		users:    attributevalue.NewDecoder(),
+		everyone: &everyone{within: cfg.RevokeEveryoneWithin, mono: mono},
 	}, nil
 }
 

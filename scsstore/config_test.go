@@ -33,6 +33,9 @@ func TestNewValidates(t *testing.T) {
 		{"interval below a second", scsstore.Config{Client: client, Table: "app", MinCommitInterval: time.Millisecond}, "Config.MinCommitInterval"},
 		{"negative interval", scsstore.Config{Client: client, Table: "app", MinCommitInterval: -time.Minute}, "Config.MinCommitInterval"},
 		{"negative record bytes", scsstore.Config{Client: client, Table: "app", RecordBytes: -1}, "Config.RecordBytes"},
+		{"revoke everyone within a second", scsstore.Config{Client: client, Table: "app", RevokeEveryoneWithin: time.Second}, ""},
+		{"revoke everyone within less", scsstore.Config{Client: client, Table: "app", RevokeEveryoneWithin: time.Millisecond}, "Config.RevokeEveryoneWithin"},
+		{"negative revoke everyone", scsstore.Config{Client: client, Table: "app", RevokeEveryoneWithin: -time.Second}, "Config.RevokeEveryoneWithin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scsstore.New(tc.cfg)

@@ -40,8 +40,8 @@
 //	sessions.Cookie.Secure = true
 //	http.ListenAndServe(addr, sessions.LoadAndSave(mux))
 //
-// The package example shows the rest of a sign-in on scs: rotating the
-// token on login and logout, and "log out everywhere".
+// The package example shows the rest of a sign-in on scs: [Store.Login],
+// [Store.LoadUser], and "log out everywhere" (see Signed-in users).
 //
 // # Table and item
 //
@@ -75,8 +75,9 @@
 // scs.IterableStore wants every session's raw token as a map key. The table
 // holds only the tokens' digests, which cannot be turned back into tokens,
 // so Store does not implement it, and SessionManager.Iterate panics with it,
-// as with any store that lacks All. To end every session of a user, date
-// the sessions against the user's item instead (see Log out everywhere).
+// as with any store that lacks All. To end every session of a user, sign
+// users in with [Store.Login] and revoke with ddbsession (see Signed-in
+// users).
 //
 // # Fewer writes with an idle timeout
 //
@@ -104,16 +105,49 @@
 // drops a change that is not in the table. Concurrent requests that change
 // the same session are otherwise last-commit-wins, as with every scs store.
 //
-// # Log out everywhere
+// # Signed-in users
 //
 // scs cannot find a user's sessions (see No iteration), and scanning the
-// table is not an option. Instead, each session keeps its creation time in
-// its data, in epoch milliseconds, and the user's item keeps ddbsession's
-// sessions version: the Number attribute "sessionsVersion" (ddbsession's
-// Layout.VersionAttribute), which Manager.RevokeAll raises to the time of
-// the call in epoch milliseconds. A request whose session was created
-// before its user's version is treated as logged out. The package example
-// shows it whole. On a table with ddbsession's Layout.MREC, RevokeAll
-// keeps the version in an item of its own and leaves the user item alone,
-// so the example's check does not see it there.
+// table is not an option. Instead, scs sessions keep to the core's
+// revocation rules, so that ddbsession's Manager.RevokeAll (log out
+// everywhere, a password change) and Manager.RevokeEveryone (an incident)
+// end them as they end the core's own, with one write and no scan:
+//
+//   - [Store.Login] reads the user's item with the user's revocation state,
+//     a [ddbitem.Revocation]: the user's sessions version, which RevokeAll
+//     changes (in the user item, or on a Layout.MREC table in the user's
+//     revocation item, which no other write touches), and the table's
+//     global revocation generation, which RevokeEveryone raises. It has
+//     the app check the credential against what it read, renews the
+//     token, and records the user's key and that Revocation in the scs
+//     session, under the key "scsstore.user".
+//   - [Store.LoadUser], on each request, reads the user's item and version
+//     again and compares: the session holds while the version is the one
+//     its login read and no RevokeEveryone came after the login. One that
+//     no longer holds is destroyed.
+//
+// In the app's handlers, inside the SessionManager's LoadAndSave:
+//
+//	// POST /login
+//	err := store.Login(r.Context(), sessions, key, &user, func() error { return checkPassword(user, r) })
+//	// every request that needs the user
+//	key, ok, err := store.LoadUser(r.Context(), sessions, &user)
+//
+// Versions are numbers, compared for equality, never times: no clock takes
+// part, and a login that read the credential before a RevokeAll ends with
+// it even if it finishes after. Sign out with SessionManager.Destroy, or
+// RenewToken and Remove("scsstore.user") to keep an anonymous session's
+// data.
+//
+// LoadUser is one strongly consistent BatchGetItem of the user item (and
+// on MREC the revocation item), beside scs's GetItem of the session: two
+// round trips, as reading the user item apart would be, and on MREC one
+// read unit more. RevokeAll ends the user's sessions at their next
+// request, on every instance. The global item is in that read once per
+// [Config.RevokeEveryoneWithin] per instance, not in every request's, so
+// that no item is read by every request of every user: RevokeEveryone ends
+// a session on an instance within RevokeEveryoneWithin (10 seconds by
+// default), at once where a Login runs meanwhile, and on a Multi-Region
+// table within the replication lag besides. Login is one BatchGetItem of
+// the user's items and the global one.
 package scsstore

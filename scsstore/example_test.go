@@ -3,21 +3,22 @@ package scsstore_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/scsstore"
@@ -25,22 +26,19 @@ import (
 
 // Krab is the app's user item, in the same table as the sessions.
 type Krab struct {
-	PK   string `dynamodbav:"pk"`
-	SK   string `dynamodbav:"sk"`
-	Name string `dynamodbav:"name"`
-	// SessionsVersion is the user's sessions version, the attribute that
-	// ddbsession's Layout.VersionAttribute names. RevokeAll raises it to
-	// the time of the call in epoch milliseconds: sessions created before
-	// it are dead.
-	SessionsVersion int64 `dynamodbav:"sessionsVersion"`
+	PK           string `dynamodbav:"pk"`
+	SK           string `dynamodbav:"sk"`
+	Name         string `dynamodbav:"name"`
+	PasswordHash []byte `dynamodbav:"passwordHash"`
 }
 
-// A sign-in on scs with Krabber's rules: the token rotates on login and
-// logout (RenewToken), each session keeps its creation time, and "log out
-// everywhere" raises the user's sessions version to the time of the call,
-// so that every session created before it is logged out on its next
-// request, with one write and no scan. The core's Manager creates the table
-// and raises the version; scs and the Store keep the sessions.
+// A sign-in on scs with Krabber's rules, on ddbsession's revocation: Login
+// reads the krab with its revocation state, checks the password, rotates
+// the token and records what it read in the session; LoadUser reads the
+// krab back on each request and destroys a session that a RevokeAll (log
+// out everywhere, a password change) or a RevokeEveryone came after. The
+// core's Manager creates the table and the krab, and revokes; scs and the
+// Store keep the sessions.
 func Example() {
 	ctx := context.Background()
 	awsCfg, err := config.LoadDefaultConfig(ctx) // honours AWS_ENDPOINT_URL_DYNAMODB
@@ -58,8 +56,10 @@ func Example() {
 	if err := core.CreateTable(ctx); err != nil {
 		log.Fatal(err)
 	}
-	alice, _ := attributevalue.MarshalMap(Krab{PK: "KRAB#alice", SK: "PROFILE", Name: "alice"})
-	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: alice}); err != nil {
+	// CreateUser stamps the krab with a sessions version of its own. A
+	// real app hashes passwords with bcrypt or argon2id, not SHA-256.
+	hash := sha256.Sum256([]byte("clam chowder"))
+	if err := core.CreateUser(ctx, Krab{PK: "KRAB#alice", SK: "PROFILE", Name: "alice", PasswordHash: hash[:]}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -74,77 +74,60 @@ func Example() {
 	sessions.Cookie.Name = "__Host-session" // Secure, Path=/, no Domain
 	sessions.Cookie.Secure = true           // HttpOnly and SameSite=Lax are scs's defaults
 
-	// signIn starts a new session for the krab: a new token, the krab's
-	// key, and the session's creation time, for the version to compare with.
-	signIn := func(ctx context.Context, pk string) error {
-		if err := sessions.RenewToken(ctx); err != nil {
-			return err
-		}
-		sessions.Put(ctx, "krab", pk)
-		sessions.Put(ctx, "createdAt", time.Now().UnixMilli())
-		return nil
-	}
-	// requireKrab loads the session's krab with one consistent GetItem and
-	// rejects a session created before the krab's sessions version.
+	// requireKrab loads the session's krab, with its revocation state, in
+	// one consistent BatchGetItem beside scs's read of the session.
 	requireKrab := func(next func(http.ResponseWriter, *http.Request, Krab)) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx := r.Context()
-			pk := sessions.GetString(ctx, "krab")
-			if pk == "" {
-				http.Error(w, "log in", http.StatusUnauthorized)
-				return
-			}
-			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
-				TableName:      &table,
-				Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "PROFILE"}},
-				ConsistentRead: aws.Bool(true),
-			})
-			if err != nil {
-				http.Error(w, "try again", http.StatusServiceUnavailable)
-				return
-			}
 			var krab Krab
-			if err := attributevalue.UnmarshalMap(out.Item, &krab); err != nil || out.Item == nil ||
-				sessions.GetInt64(ctx, "createdAt") < krab.SessionsVersion {
-				// Logged out everywhere since this session began (or gone).
-				if err := sessions.Destroy(ctx); err != nil {
-					http.Error(w, "try again", http.StatusServiceUnavailable)
-					return
-				}
+			_, ok, err := store.LoadUser(r.Context(), sessions, &krab)
+			switch {
+			case err != nil:
+				http.Error(w, "try again", http.StatusServiceUnavailable)
+			case !ok: // never signed in, or logged out everywhere since
 				http.Error(w, "log in", http.StatusUnauthorized)
-				return
+			default:
+				next(w, r, krab)
 			}
-			next(w, r, krab)
 		})
 	}
-
 	mux := http.NewServeMux()
 	mux.Handle("GET /me", requireKrab(func(w http.ResponseWriter, r *http.Request, krab Krab) {
 		fmt.Fprintf(w, "hello, %s", krab.Name)
 	}))
+	errWrongPassword := errors.New("wrong name or password")
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
-		// A real app checks a password here.
-		if err := signIn(r.Context(), "KRAB#alice"); err != nil {
+		key := ddbsession.UserKey{PK: "KRAB#" + r.PostFormValue("name"), SK: "PROFILE"}
+		var krab Krab
+		err := store.Login(r.Context(), sessions, key, &krab, func() error {
+			given := sha256.Sum256([]byte(r.PostFormValue("password")))
+			if subtle.ConstantTimeCompare(krab.PasswordHash, given[:]) != 1 {
+				return errWrongPassword
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errWrongPassword), errors.Is(err, ddbsession.ErrUserNotFound):
+			http.Error(w, errWrongPassword.Error(), http.StatusUnauthorized)
+		case err != nil:
 			http.Error(w, "try again", http.StatusServiceUnavailable)
-			return
+		default:
+			http.Redirect(w, r, "/me", http.StatusSeeOther)
 		}
-		http.Redirect(w, r, "/me", http.StatusSeeOther)
 	})
 	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
-		if err := sessions.RenewToken(r.Context()); err != nil {
+		if err := sessions.Destroy(r.Context()); err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}
-		sessions.Remove(r.Context(), "krab")
-		sessions.Remove(r.Context(), "createdAt")
 		http.Redirect(w, r, "/me", http.StatusSeeOther)
 	})
 	mux.Handle("POST /logout-everywhere", requireKrab(func(w http.ResponseWriter, r *http.Request, krab Krab) {
-		// Every session created before now dies, this one too; then this
-		// device signs in again, with a session created after the version.
-		err := core.RevokeAll(r.Context(), ddbsession.UserKey{PK: krab.PK, SK: krab.SK})
+		// Every session of the krab dies, this one too; then this device
+		// signs in again, with the version RevokeAll left.
+		key := ddbsession.UserKey{PK: krab.PK, SK: krab.SK}
+		err := core.RevokeAll(r.Context(), key)
 		if err == nil {
-			err = signIn(r.Context(), krab.PK)
+			err = store.Login(r.Context(), sessions, key, &krab, nil)
 		}
 		if err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
@@ -171,15 +154,18 @@ func Example() {
 			fmt.Printf("%s %s %s: %d %s\n", device, res.Request.Method, res.Request.URL.Path, res.StatusCode, strings.TrimSpace(string(body)))
 		}
 	}
+	password := func(p string) url.Values { return url.Values{"name": {"alice"}, "password": {p}} }
 	show("laptop")(laptop.Get(srv.URL + "/me"))
-	show("laptop")(laptop.Post(srv.URL+"/login", "", nil))
-	show("phone ")(phone.Post(srv.URL+"/login", "", nil))
+	show("laptop")(laptop.PostForm(srv.URL+"/login", password("clam")))
+	show("laptop")(laptop.PostForm(srv.URL+"/login", password("clam chowder")))
+	show("phone ")(phone.PostForm(srv.URL+"/login", password("clam chowder")))
 	show("laptop")(laptop.Post(srv.URL+"/logout-everywhere", "", nil))
 	show("phone ")(phone.Get(srv.URL + "/me"))
 	show("laptop")(laptop.Get(srv.URL + "/me"))
 	show("laptop")(laptop.Post(srv.URL+"/logout", "", nil))
 	// Output:
 	// laptop GET /me: 401 log in
+	// laptop POST /login: 401 wrong name or password
 	// laptop GET /me: 200 hello, alice
 	// phone  GET /me: 200 hello, alice
 	// laptop GET /me: 200 hello, alice

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,10 +32,18 @@ func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
 // ddbsession's Manager.
 func newTable(t *testing.T, hashOnly bool) (*dynamodb.Client, string) {
 	t.Helper()
+	client, table, _ := newTableWith(t, ddbsession.Layout{HashOnly: hashOnly})
+	return client, table
+}
+
+// newTableWith creates a table of layout through ddbsession's Manager, and
+// returns that Manager too, for the tests' users and revocations.
+func newTableWith(t *testing.T, layout ddbsession.Layout) (*dynamodb.Client, string, *ddbsession.Manager[testUser]) {
+	t.Helper()
 	client := ddbtest.Client(t)
 	table := ddbtest.TableName(t, client)
-	m, err := ddbsession.New(ddbsession.Config[struct{}]{
-		Client: client, Table: table, Layout: ddbsession.Layout{HashOnly: hashOnly},
+	m, err := ddbsession.New(ddbsession.Config[testUser]{
+		Client: client, Table: table, Layout: layout,
 		Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL; the warning is expected
 	})
 	if err != nil {
@@ -43,7 +52,14 @@ func newTable(t *testing.T, hashOnly bool) (*dynamodb.Client, string) {
 	if err := m.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return client, table
+	return client, table, m
+}
+
+// testUser is the tests' user item, in the sessions' table.
+type testUser struct {
+	PK   string `dynamodbav:"pk"`
+	SK   string `dynamodbav:"sk"`
+	Name string `dynamodbav:"name"`
 }
 
 // newStore returns a Store on table through a counting client.
@@ -68,17 +84,47 @@ type countingClient struct {
 
 	mu                  sync.Mutex
 	gets, puts, updates int
+	batchGets           int
+	batchKeys           [][]string // the partition keys each BatchGetItem asked for
 	failGet, failPut    error
 	failUpdate          error
 	afterGet            func() // called with GetItem's answer in hand, if set
 }
 
-type counts struct{ gets, puts, updates int }
+type counts struct{ gets, puts, updates, batchGets int }
 
 func (c *countingClient) counts() counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return counts{c.gets, c.puts, c.updates}
+	return counts{c.gets, c.puts, c.updates, c.batchGets}
+}
+
+// takeBatchKeys returns the partition keys of each BatchGetItem since the
+// last call, in the order asked.
+func (c *countingClient) takeBatchKeys() [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.batchKeys
+	c.batchKeys = nil
+	return out
+}
+
+func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	var pks []string
+	for _, ka := range in.RequestItems {
+		for _, k := range ka.Keys {
+			pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+		}
+	}
+	c.mu.Lock()
+	c.batchGets++
+	c.batchKeys = append(c.batchKeys, pks)
+	fail := c.failGet
+	c.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	return c.Client.BatchGetItem(ctx, in, opts...)
 }
 
 func (c *countingClient) fail(get, put, update error) {
@@ -134,6 +180,9 @@ type instance struct {
 	// hold, if set, runs in GET /get and POST /put once the session is
 	// loaded.
 	hold func()
+	// verify, if set, runs as POST /login's credential check, after the
+	// user was read.
+	verify atomic.Pointer[func() error]
 }
 
 func newInstance(t *testing.T, store *scsstore.Store, idle time.Duration) *instance {
@@ -185,6 +234,37 @@ func newInstance(t *testing.T, store *scsstore.Store, idle time.Duration) *insta
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	// POST /login signs in the user whose key the form's pk and sk are.
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+		var u testUser
+		key := ddbsession.UserKey{PK: r.PostFormValue("pk"), SK: r.PostFormValue("sk")}
+		var verify func() error
+		if v := in.verify.Load(); v != nil {
+			verify = *v
+		}
+		err := store.Login(r.Context(), in.sessions, key, &u, verify)
+		switch {
+		case errors.Is(err, ddbsession.ErrUserNotFound):
+			http.Error(w, "no such user", http.StatusUnauthorized)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	// GET /me answers with the signed-in user's name and key.
+	mux.HandleFunc("GET /me", func(w http.ResponseWriter, r *http.Request) {
+		var u testUser
+		key, ok, err := store.LoadUser(r.Context(), in.sessions, &u)
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		case !ok:
+			http.Error(w, "log in", http.StatusUnauthorized)
+		default:
+			io.WriteString(w, u.Name+" "+key.PK)
+		}
 	})
 	in.srv = httptest.NewServer(in.sessions.LoadAndSave(mux))
 	t.Cleanup(in.srv.Close)
@@ -253,6 +333,9 @@ func (b *browser) setToken(in *instance, token string) {
 }
 
 func msg(s string) url.Values { return url.Values{"msg": {s}} }
+
+// login is POST /login's form for user.
+func login(user ddbsession.UserKey) url.Values { return url.Values{"pk": {user.PK}, "sk": {user.SK}} }
 
 // avS and avN are attribute values, written as the item format documents
 // them.

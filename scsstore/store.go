@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -23,6 +24,8 @@ type Store struct {
 	codec    scs.Codec
 	now      func() time.Time
 	records  *records
+	users    *attributevalue.Decoder // decodes user items into the app's type
+	everyone *everyone
 }
 
 var _ scs.CtxStore = (*Store)(nil)

@@ -1,0 +1,396 @@
+package scsstore_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbitem"
+	"github.com/ddbsession/ddbsession/scsstore"
+)
+
+// The layouts the revocation tests run on: a plain table, where the
+// user's sessions version is in the user item, and one of Layout.MREC,
+// where it is in the user's revocation item and RevokeAll leaves the user
+// item alone.
+var revocationLayouts = []struct {
+	name   string
+	layout ddbsession.Layout
+}{
+	{"plain", ddbsession.Layout{}},
+	{"MREC", ddbsession.Layout{MREC: true}},
+}
+
+var (
+	alice = ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	bob   = ddbsession.UserKey{PK: "USER#bob", SK: "PROFILE"}
+	carol = ddbsession.UserKey{PK: "USER#carol", SK: "PROFILE"}
+)
+
+// attributeValues lets cmp look into the SDK's attribute value types.
+var attributeValues = cmp.AllowUnexported(types.AttributeValueMemberS{}, types.AttributeValueMemberN{})
+
+// createUsers creates users through the core, which stamps each with a
+// random sessions version.
+func createUsers(t *testing.T, core *ddbsession.Manager[testUser], users ...ddbsession.UserKey) {
+	t.Helper()
+	for _, u := range users {
+		if err := core.CreateUser(context.Background(), testUser{PK: u.PK, SK: u.SK, Name: u.PK[len("USER#"):]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// me is what GET /me answers for user.
+func me(user ddbsession.UserKey) string { return user.PK[len("USER#"):] + " " + user.PK }
+
+// userItem reads user's item, as the app's own code would.
+func userItem(t *testing.T, client *dynamodb.Client, table string, user ddbsession.UserKey) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: &table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// Manager.RevokeAll ends every scs session of that user, on every
+// instance, and no other user's; a login after it lives. On an MREC table
+// RevokeAll leaves the user item as it was, so a check of the user item's
+// version (the pattern before Login and LoadUser) would miss it.
+func TestRevokeAllEndsTheUsersSessions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice, bob)
+			store1, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			store2, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			one, two := newInstance(t, store1, 0), newInstance(t, store2, 0)
+			laptop, phone, desktop := newBrowser(t), newBrowser(t), newBrowser(t)
+			laptop.expect(one, "POST", "/login", login(alice), http.StatusNoContent, "")
+			phone.expect(two, "POST", "/login", login(alice), http.StatusNoContent, "")
+			desktop.expect(one, "POST", "/login", login(bob), http.StatusNoContent, "")
+			for _, in := range []*instance{one, two} {
+				laptop.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+				phone.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+				desktop.expect(in, "GET", "/me", nil, http.StatusOK, me(bob))
+			}
+			laptop.expect(one, "POST", "/put", msg("alice's cart"), http.StatusNoContent, "")
+			oldToken := laptop.token(one)
+			before := userItem(t, client, table, alice)
+
+			if err := core.RevokeAll(context.Background(), alice); err != nil {
+				t.Fatal(err)
+			}
+			if tc.layout.MREC {
+				if diff := cmp.Diff(before, userItem(t, client, table, alice), attributeValues); diff != "" {
+					t.Errorf("RevokeAll changed the user item on an MREC table (-before +after):\n%s", diff)
+				}
+			}
+			laptop.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
+			phone.expect(one, "GET", "/me", nil, http.StatusUnauthorized, "")
+			desktop.expect(two, "GET", "/me", nil, http.StatusOK, me(bob))
+			// The revoked session was destroyed, its data with it, on every
+			// instance: a thief with its token reads nothing.
+			thief := newBrowser(t)
+			thief.setToken(one, oldToken)
+			thief.expect(one, "GET", "/get", nil, http.StatusNotFound, "")
+			thief.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
+
+			laptop.expect(two, "POST", "/login", login(alice), http.StatusNoContent, "")
+			for _, in := range []*instance{one, two, one} {
+				laptop.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+			}
+			phone.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
+		})
+	}
+}
+
+// Manager.RevokeEveryone ends every scs session: on an instance within
+// Config.RevokeEveryoneWithin, once its copy of the global generation is
+// that old (at once on an instance that never read it), and at once on an
+// instance where a login reads the generation anew. A login after it
+// lives everywhere.
+func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
+	t.Parallel()
+	const within = 2 * time.Second
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice, bob, carol)
+			// Each instance's monotonic clock, which the test advances.
+			newInstanceAt := func(clock *atomic.Int64) *instance {
+				clock.Store(1)
+				store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+				scsstore.SetMonotonicClock(store, clock.Load)
+				return newInstance(t, store, 0)
+			}
+			var clock1, clock2, clock3 atomic.Int64
+			one, two := newInstanceAt(&clock1), newInstanceAt(&clock2)
+			laptop, tablet, desktop := newBrowser(t), newBrowser(t), newBrowser(t)
+			laptop.expect(one, "POST", "/login", login(alice), http.StatusNoContent, "")
+			tablet.expect(one, "POST", "/login", login(alice), http.StatusNoContent, "")
+			desktop.expect(one, "POST", "/login", login(bob), http.StatusNoContent, "")
+			laptop.expect(one, "GET", "/me", nil, http.StatusOK, me(alice))
+			tablet.expect(two, "GET", "/me", nil, http.StatusOK, me(alice)) // instance 2 reads the generation
+
+			if err := core.RevokeEveryone(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// An instance whose copy was never read refuses at once, and
+			// destroys the session for every instance.
+			three := newInstanceAt(&clock3)
+			desktop.expect(three, "GET", "/me", nil, http.StatusUnauthorized, "")
+			desktop.expect(one, "GET", "/me", nil, http.StatusUnauthorized, "")
+
+			// Instance 1's copy is fresh: the session passes there until the
+			// copy is RevokeEveryoneWithin old, and not after.
+			laptop.expect(one, "GET", "/me", nil, http.StatusOK, me(alice))
+			clock1.Add(int64(within))
+			laptop.expect(one, "GET", "/me", nil, http.StatusUnauthorized, "")
+
+			// Instance 2's copy is fresh too, until a login there reads the
+			// generation anew: the sessions from before end at once.
+			tablet.expect(two, "GET", "/me", nil, http.StatusOK, me(alice))
+			newBrowser(t).expect(two, "POST", "/login", login(carol), http.StatusNoContent, "")
+			tablet.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
+
+			// Logins after RevokeEveryone live on every instance, before and
+			// after their copies are stale.
+			laptop.expect(two, "POST", "/login", login(alice), http.StatusNoContent, "")
+			desktop.expect(three, "POST", "/login", login(bob), http.StatusNoContent, "")
+			for range 2 {
+				for _, in := range []*instance{one, two, three} {
+					laptop.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+					desktop.expect(in, "GET", "/me", nil, http.StatusOK, me(bob))
+				}
+				for _, c := range []*atomic.Int64{&clock1, &clock2, &clock3} {
+					c.Add(int64(within))
+				}
+			}
+		})
+	}
+}
+
+// A login copies the revocation state it read with the credential: a
+// RevokeAll that comes between that read and the end of the login (staged
+// inside the credential check) ends the new session too. A
+// RevokeEveryone there ends it once this instance's copy is stale.
+func TestLoginRacingRevocation(t *testing.T) {
+	t.Parallel()
+	const within = 2 * time.Second
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice)
+			var clock atomic.Int64
+			clock.Store(1)
+			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			scsstore.SetMonotonicClock(store, clock.Load)
+			in := newInstance(t, store, 0)
+
+			for _, revoke := range []struct {
+				name string
+				call func(context.Context) error
+			}{
+				{"RevokeAll", func(ctx context.Context) error { return core.RevokeAll(ctx, alice) }},
+				{"RevokeEveryone", core.RevokeEveryone},
+			} {
+				racing := func() error { return revoke.call(context.Background()) }
+				in.verify.Store(&racing)
+				attacker := newBrowser(t)
+				attacker.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+				in.verify.Store(nil)
+				if revoke.name == "RevokeEveryone" {
+					clock.Add(int64(within))
+				}
+				attacker.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+				owner := newBrowser(t)
+				owner.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+				owner.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+			}
+		})
+	}
+}
+
+// What signing in and loading the user cost, in keys read: Login reads
+// the user item (on MREC with the user's revocation item) and the global
+// item in one BatchGetItem; LoadUser the same without the global item, but
+// once per RevokeEveryoneWithin; a session nobody signed in on reads no
+// user. With scs's own read of the session (one GetItem), a signed-in
+// request is two round trips, as reading the user item apart would be.
+func TestSignedInCosts(t *testing.T) {
+	t.Parallel()
+	const within = 2 * time.Second
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice)
+			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pks []string
+			for _, k := range keys {
+				pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+			}
+			global, user := pks[len(pks)-1], pks[:len(pks)-1] // the user's keys (2 on MREC), then the global one
+			var clock atomic.Int64
+			clock.Store(1)
+			store, count := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			scsstore.SetMonotonicClock(store, clock.Load)
+			in := newInstance(t, store, 0)
+			b := newBrowser(t)
+
+			step := func(name string, do func(), wantGets int, wantKeys [][]string) {
+				t.Helper()
+				before := count.counts()
+				count.takeBatchKeys()
+				do()
+				if got := count.counts().gets - before.gets; got != wantGets {
+					t.Errorf("%s: %d GetItems, want %d", name, got, wantGets)
+				}
+				if diff := cmp.Diff(wantKeys, count.takeBatchKeys()); diff != "" {
+					t.Errorf("%s: the partition keys of each BatchGetItem (-want +got):\n%s", name, diff)
+				}
+			}
+			step("a request without a session", func() { b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "") }, 0, nil)
+			step("an anonymous session", func() {
+				b.expect(in, "POST", "/put", msg("m"), http.StatusNoContent, "")
+				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+			}, 1, nil)
+			step("login", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, [][]string{append(user, global)})
+			step("a signed-in request", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
+			clock.Add(int64(within))
+			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{append(user, global)})
+			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
+		})
+	}
+}
+
+// A signed-in session whose user item is gone is destroyed; a session that
+// nobody signed in on is no user's, and keeps its data.
+func TestLoadUserOfAGoneUser(t *testing.T) {
+	t.Parallel()
+	client, table, core := newTableWith(t, ddbsession.Layout{})
+	createUsers(t, core, alice)
+	store, _ := newStore(t, client, table)
+	in := newInstance(t, store, 0)
+	anonymous, signedIn := newBrowser(t), newBrowser(t)
+	anonymous.expect(in, "POST", "/put", msg("cart"), http.StatusNoContent, "")
+	anonymous.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+	anonymous.expect(in, "GET", "/get", nil, http.StatusOK, "cart")
+
+	signedIn.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+	signedIn.expect(in, "POST", "/put", msg("alice's cart"), http.StatusNoContent, "")
+	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: &table, Key: map[string]types.AttributeValue{"pk": avS(alice.PK), "sk": avS(alice.SK)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	token := signedIn.token(in)
+	signedIn.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+	thief := newBrowser(t)
+	thief.setToken(in, token)
+	thief.expect(in, "GET", "/get", nil, http.StatusNotFound, "") // destroyed, data and all
+}
+
+// Login refuses a user without an item with ddbsession.ErrUserNotFound, and
+// a credential that verify refuses with verify's error; neither signs the
+// session in or renews its token.
+func TestLoginRefusals(t *testing.T) {
+	t.Parallel()
+	client, table, core := newTableWith(t, ddbsession.Layout{})
+	createUsers(t, core, alice)
+	store, _ := newStore(t, client, table)
+	in := newInstance(t, store, 0)
+	b := newBrowser(t)
+	b.expect(in, "POST", "/put", msg("cart"), http.StatusNoContent, "")
+	token := b.token(in)
+
+	b.expect(in, "POST", "/login", login(bob), http.StatusUnauthorized, "")
+	errWrongPassword := errors.New("wrong password")
+	refuse := func() error { return errWrongPassword }
+	in.verify.Store(&refuse)
+	if status, body := b.do(in, "POST", "/login", login(alice)); status != http.StatusInternalServerError || body != errWrongPassword.Error() {
+		t.Errorf("POST /login that verify refuses: %d %q, want 500 %q (verify's error as it is)", status, body, errWrongPassword)
+	}
+	in.verify.Store(nil)
+	b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+	if b.token(in) != token {
+		t.Errorf("a refused login renewed the session's token")
+	}
+	b.expect(in, "GET", "/get", nil, http.StatusOK, "cart")
+
+	// A malformed key is refused before any call.
+	if status, _ := b.do(in, "POST", "/login", login(ddbsession.UserKey{PK: "USER#alice"})); status != http.StatusInternalServerError {
+		t.Errorf("POST /login of a key without SK: %d, want 500", status)
+	}
+}
+
+// A session whose login read a higher version than the table holds here:
+// on MREC, a login in another Region after a RevokeAll there, whose raised
+// version has not replicated yet, is refused but kept, and lives once the
+// version arrives; on a plain table, where only a user item made anew
+// lowers the version, it is destroyed. The test lowers the version by
+// hand, as the Region that has not seen the RevokeAll holds it.
+func TestLoadUserAheadOfReplication(t *testing.T) {
+	t.Parallel()
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice)
+			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			in := newInstance(t, store, 0)
+			b := newBrowser(t)
+			b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+			b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+
+			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			versionKey, versionAttr := keys[0], "sessionsVersion" // the user item
+			if tc.layout.MREC {
+				versionKey, versionAttr = keys[1], "gen" // the revocation item
+			}
+			setVersion := func(add int64) {
+				t.Helper()
+				if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+					TableName: &table, Key: versionKey,
+					UpdateExpression:          aws.String("ADD #v :d"),
+					ExpressionAttributeNames:  map[string]string{"#v": versionAttr},
+					ExpressionAttributeValues: map[string]types.AttributeValue{":d": avN(add)},
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setVersion(-1)
+			b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+			setVersion(+1)
+			if tc.layout.MREC {
+				b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+			} else {
+				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+			}
+		})
+	}
+}
