@@ -470,20 +470,21 @@ func (st *store) createUser(ctx context.Context, av map[string]types.AttributeVa
 	return !taken && err == nil, err
 }
 
-// raiseCutoff moves a user item's sessions version forward to ms
-// (epoch milliseconds), or, if it is already there or later, by one
-// millisecond: it never moves back, and each call ends the sessions created
-// up to it even where a clock lags the cutoff. It reports false if the user
-// has no item.
-func (st *store) raiseCutoff(ctx context.Context, userPK, userSK string, ms int64) (found bool, err error) {
+// bumpVersion changes a user item's sessions version: one on, the one
+// write it takes for a user of CreateUser, or, for a user item the app wrote
+// without one, to ms. It never moves back, and each call ends the sessions
+// created up to it. It reports false if the user has no item.
+func (st *store) bumpVersion(ctx context.Context, userPK, userSK string, ms int64) (found bool, err error) {
 	key := st.Key(userPK, userSK)
-	failed, err := st.update(ctx, key, st.RaiseCutoff(ms))
-	if !failed {
-		return err == nil, err
+	for _, w := range []item.Writes{st.BumpVersion(), st.StartVersion(ms), st.BumpVersion()} {
+		// The third write is for a racing call that started the version
+		// between this one's first and second.
+		failed, err := st.update(ctx, key, w)
+		if !failed || err != nil {
+			return err == nil, err
+		}
 	}
-	// Either the user is missing, or a cutoff at or after ms is in place.
-	failed, err = st.update(ctx, key, st.BumpCutoff())
-	return !failed && err == nil, err
+	return false, nil
 }
 
 // getIndex reads the index item of session id in a user's own index

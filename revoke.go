@@ -213,7 +213,7 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	found, err := c.raiseCutoff(ctx, user, c.now().UnixMilli())
+	found, err := c.changeVersion(ctx, user, c.now().UnixMilli())
 	switch {
 	case err != nil:
 		return err
@@ -224,12 +224,12 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	return nil
 }
 
-// raiseCutoff changes user's sessions version to ms, or one on from where
-// it is: the user item's, or in MREC the revocation item's, which only
-// revocations write. It reports false if the user has no item.
-func (c *core) raiseCutoff(ctx context.Context, user UserKey, ms int64) (found bool, err error) {
+// changeVersion changes user's sessions version: the user item's, or in
+// MREC the revocation item's, which only revocations write. It reports
+// false if the user has no item.
+func (c *core) changeVersion(ctx context.Context, user UserKey, ms int64) (found bool, err error) {
 	if !c.users.mrec {
-		return c.store.raiseCutoff(ctx, user.PK, user.SK, ms)
+		return c.store.bumpVersion(ctx, user.PK, user.SK, ms)
 	}
 	items, err := c.store.getUser(ctx, user.PK, user.SK, false, false)
 	if err != nil || items.user == nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,8 +219,9 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 	if err := e.m.RevokeAll(context.Background(), alice); err != nil { // 12:00:01.000
 		t.Fatal(err)
 	}
-	// No scan, no query: one conditional write.
-	if diff := cmp.Diff(map[string]int{"UpdateItem": 1}, p.calls); diff != "" {
+	// No scan, no query: conditional writes, two for a user item the app
+	// wrote without a version (one to find it has none, one to start it).
+	if diff := cmp.Diff(map[string]int{"UpdateItem": 2}, p.calls); diff != "" {
 		t.Errorf("RevokeAll's DynamoDB calls (-want +got):\n%s", diff)
 	}
 	sameMillisecond := e.login(alice) // 12:00:01.000
@@ -242,21 +244,38 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 		}
 	}
 
-	// The cutoff is stored in epoch milliseconds.
-	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: &e.table,
-		Key:       userItemKey(alice),
-	})
-	if err != nil {
+	// A started version is the time in epoch milliseconds, and the next
+	// RevokeAll moves it one on, with one write.
+	version := func() types.AttributeValue {
+		out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{
+			TableName: &e.table,
+			Key:       userItemKey(alice),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item["sessionsVersion"]
+	}
+	n := cmp.AllowUnexported(types.AttributeValueMemberN{})
+	if diff := cmp.Diff(&types.AttributeValueMemberN{Value: "1796040001000"}, version(), n); diff != "" {
+		t.Errorf("sessionsVersion (-want +got):\n%s", diff)
+	}
+	p.reset()
+	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
 		t.Fatal(err)
 	}
-	want := &types.AttributeValueMemberN{Value: "1796040001000"}
-	if diff := cmp.Diff(want, out.Item["sessionsVersion"], cmp.AllowUnexported(types.AttributeValueMemberN{})); diff != "" {
-		t.Errorf("sessionsValidAfter (-want +got):\n%s", diff)
+	if diff := cmp.Diff(map[string]int{"UpdateItem": 1}, p.calls); diff != "" {
+		t.Errorf("second RevokeAll's DynamoDB calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&types.AttributeValueMemberN{Value: "1796040001001"}, version(), n); diff != "" {
+		t.Errorf("sessionsVersion after the second RevokeAll (-want +got):\n%s", diff)
+	}
+	if got := e.status(later); got != http.StatusUnauthorized {
+		t.Errorf("a session before the second RevokeAll: status %d, want 401", got)
 	}
 }
 
-func TestRevokeAllNeverMovesCutoffBack(t *testing.T) {
+func TestRevokeAllNeverMovesTheVersionBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	alice := e.putUser("alice")
@@ -272,7 +291,42 @@ func TestRevokeAllNeverMovesCutoffBack(t *testing.T) {
 		t.Fatalf("RevokeAll with a lagging clock: %v", err)
 	}
 	if got := e.status(stale); got != http.StatusUnauthorized {
-		t.Errorf("session from before the later cutoff: status %d, want 401", got)
+		t.Errorf("session from before the later RevokeAll: status %d, want 401", got)
+	}
+}
+
+// Two RevokeAlls race on a user item the app wrote without a version: both
+// find none, and the other starts it while this one is on its way to. This
+// one must still change the version, or a login between the two writes
+// would outlive a RevokeAll that returned after it.
+func TestRevokeAllsRacingToStartTheVersion(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	var writes atomic.Int32
+	var between *http.Cookie
+	p.before = func(_ context.Context, op string, in any) {
+		if op != "UpdateItem" || updateKey(in) != alice.PK || writes.Add(1) != 2 {
+			return
+		}
+		// This RevokeAll found no version and is about to start one.
+		if err := e.m.RevokeAll(context.Background(), alice); err != nil {
+			t.Errorf("the racing RevokeAll: %v", err)
+		}
+		between = e.login(alice)
+	}
+	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if between == nil {
+		t.Fatal("the race was not staged")
+	}
+	if got := e.status(between); got != http.StatusUnauthorized {
+		t.Errorf("a login before RevokeAll returned: status %d, want 401", got)
+	}
+	if got := e.status(e.login(alice)); got != http.StatusOK {
+		t.Errorf("a login after both: status %d, want 200", got)
 	}
 }
 

@@ -42,25 +42,26 @@ func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
 	return w
 }
 
-// RaiseCutoff moves an existing user item's sessions version to
-// ms, epoch milliseconds, if it is not there or later already.
-func (l *Layout) RaiseCutoff(ms int64) Writes {
+// BumpVersion moves an existing user item's sessions version one on. It
+// fails on a user item without a version, which StartVersion starts.
+func (l *Layout) BumpVersion() Writes {
 	return Writes{
-		Update:    "SET #cutoff = :now",
-		Condition: "attribute_exists(#pk) AND (attribute_not_exists(#cutoff) OR #cutoff < :now)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.VersionAttribute},
-		Values:    map[string]types.AttributeValue{":now": Num(ms)},
+		Update:    "SET #ver = #ver + :one",
+		Condition: "attribute_exists(#pk) AND attribute_exists(#ver)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute},
+		Values:    map[string]types.AttributeValue{":one": Num(1)},
 	}
 }
 
-// BumpCutoff moves an existing user item's cutoff one millisecond on: for
-// a cutoff that RaiseCutoff found at or after its time.
-func (l *Layout) BumpCutoff() Writes {
+// StartVersion gives an existing user item without a sessions version one:
+// ms, epoch milliseconds, so that a user item the app deleted and wrote
+// again starts past the versions its sessions of before copied.
+func (l *Layout) StartVersion(ms int64) Writes {
 	return Writes{
-		Update:    "SET #cutoff = #cutoff + :one",
-		Condition: "attribute_exists(#pk) AND attribute_exists(#cutoff)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#cutoff": l.VersionAttribute},
-		Values:    map[string]types.AttributeValue{":one": Num(1)},
+		Update:    "SET #ver = :ms",
+		Condition: "attribute_exists(#pk) AND attribute_not_exists(#ver)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute},
+		Values:    map[string]types.AttributeValue{":ms": Num(ms)},
 	}
 }
 
