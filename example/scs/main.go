@@ -2,10 +2,15 @@
 // sessions in DynamoDB with scsstore. Run two of them on one table, and a
 // session put through one is read through the other.
 //
-//	POST /put      form field msg: stores it in the session; 204
-//	GET  /get      200 with the stored message, or 404 when there is none
-//	POST /renew    RenewToken: a new token, the data kept; 204
-//	POST /destroy  Destroy; 204
+//	POST /put                form field msg: stores it in the session; 204
+//	GET  /get                200 with the stored message, or 404 when there is none
+//	POST /renew              RenewToken: a new token, the data kept; 204
+//	POST /destroy            Destroy; 204
+//	POST /login              form field user: signs that user in (signed up on first
+//	                         login: a demo, without passwords); 204
+//	GET  /me                 200 with the signed-in user's name, or 401
+//	POST /logout-everywhere  ends every session of the signed-in user, on every
+//	                         instance, and signs this browser in again; 204
 //
 // Against dynalite, from the repository's root (the README shows it with
 // two instances):

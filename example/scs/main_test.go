@@ -126,6 +126,43 @@ func TestTwoInstances(t *testing.T) {
 	b.call(two, "POST", "/put", nil, http.StatusBadRequest, "")
 }
 
+// Log out everywhere on one instance ends the user's sessions on both, and
+// no other user's; the browser that asked stays signed in, and so does a
+// login after it.
+func TestLogOutEverywhere(t *testing.T) {
+	t.Parallel()
+	table := newTable(t)
+	one := start(t, "-table", table, "-dev")
+	two := start(t, "-table", table, "-dev")
+	laptop, phone, other := newBrowser(t), newBrowser(t), newBrowser(t)
+
+	laptop.call(one, "GET", "/me", nil, http.StatusUnauthorized, "")
+	laptop.call(one, "POST", "/login", url.Values{"user": {"alice"}}, http.StatusNoContent, "")
+	phone.call(two, "POST", "/login", url.Values{"user": {"alice"}}, http.StatusNoContent, "")
+	other.call(two, "POST", "/login", url.Values{"user": {"bob"}}, http.StatusNoContent, "")
+	phone.call(one, "POST", "/put", url.Values{"msg": {"alice's draft"}}, http.StatusNoContent, "")
+	for _, base := range []string{one, two} {
+		laptop.call(base, "GET", "/me", nil, http.StatusOK, "alice")
+		phone.call(base, "GET", "/me", nil, http.StatusOK, "alice")
+		other.call(base, "GET", "/me", nil, http.StatusOK, "bob")
+	}
+
+	laptop.call(two, "POST", "/logout-everywhere", nil, http.StatusNoContent, "")
+	phone.call(one, "GET", "/me", nil, http.StatusUnauthorized, "")
+	phone.call(two, "GET", "/get", nil, http.StatusNotFound, "") // destroyed, its data with it
+	for _, base := range []string{one, two} {
+		laptop.call(base, "GET", "/me", nil, http.StatusOK, "alice")
+		other.call(base, "GET", "/me", nil, http.StatusOK, "bob")
+	}
+	phone.call(one, "POST", "/login", url.Values{"user": {"alice"}}, http.StatusNoContent, "")
+	phone.call(two, "GET", "/me", nil, http.StatusOK, "alice")
+
+	newBrowser(t).call(one, "POST", "/logout-everywhere", nil, http.StatusUnauthorized, "")
+	for _, bad := range []string{"", "Alice", "a b", strings.Repeat("a", 33)} {
+		newBrowser(t).call(one, "POST", "/login", url.Values{"user": {bad}}, http.StatusBadRequest, "")
+	}
+}
+
 // Outside dev mode the cookie is __Host-session, Secure, HttpOnly,
 // SameSite=Lax, Path=/, and lives as long as -idle says.
 func TestSecureCookie(t *testing.T) {
