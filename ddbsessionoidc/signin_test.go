@@ -1,0 +1,183 @@
+package ddbsessionoidc_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+// A browser signs in through the provider's authorization endpoint and
+// login page, and lands signed in on the page it asked for, with the
+// provider named in its session's methods. The table keeps the attempt's
+// digests only, and the attempt is gone once used.
+func TestSignInThroughTheProvider(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.newBrowser()
+	callback := b.startSignIn(e, "test-user2")
+	state := mustParse(t, callback).Query().Get("state")
+	secret := cookieValue(t, b, e.aURL, "__Host-oidc-signin")
+	if state == "" || secret == "" {
+		t.Fatalf("state %q, attempt cookie %q", state, secret)
+	}
+	e.a.calls.take()
+	resp := b.get(callback)
+	text := body(t, resp)
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/account" {
+		t.Fatalf("the callback ended with %s at %s: %s", resp.Status, resp.Request.URL, text)
+	}
+	// The cost of a callback, as docs/oidc.md gives it: the attempt's
+	// delete; Login (the user's BatchGetItem, the session and its index
+	// item); the read of the new session; the links and the record; and
+	// the account page's read. The User mapping's CreateUser is the test
+	// app's own PutItem.
+	want := map[string]int{"DeleteItem": 1, "BatchGetItem": 3, "PutItem": 4, "UpdateItem": 2}
+	if diff := cmp.Diff(want, e.a.calls.take()); diff != "" {
+		t.Errorf("calls of the callback and the account page (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(text, `"methods":["oidc"]`) || !strings.Contains(text, "USER#"+e.provider.issuer+"|id2") {
+		t.Errorf("account page %s: want the subject's user and the oidc method", text)
+	}
+	stored := e.itemsText()
+	for name, v := range map[string]string{"state": state, "cookie secret": secret} {
+		if strings.Contains(stored, v) {
+			t.Errorf("the table holds the attempt's %s", name)
+		}
+	}
+	kinds := map[string]int{}
+	for _, item := range e.scanTable() {
+		if k, ok := item["kind"].(*types.AttributeValueMemberS); ok {
+			kinds[k.Value]++
+		}
+	}
+	if kinds["oidc-attempt"] != 0 {
+		t.Errorf("the used attempt is still in the table")
+	}
+	for _, k := range []string{"oidc-provider-session", "oidc-subject", "oidc-session"} {
+		if kinds[k] != 1 {
+			t.Errorf("%d items of kind %s, want 1 (kinds %v)", kinds[k], k, kinds)
+		}
+	}
+	if got := cookieValue(t, b, e.aURL, "__Host-oidc-signin"); got != "" {
+		t.Errorf("the attempt's cookie outlives the callback")
+	}
+}
+
+// The attempt is single-use, bound to the browser that began it, and
+// expires; malformed ones cost no call. Each refusal leaves the browser
+// signed out.
+func TestCallbackRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+
+	t.Run("replayed", func(t *testing.T) {
+		b := e.newBrowser()
+		callback := b.startSignIn(e, "test-user2")
+		secret := cookieValue(t, b, e.aURL, "__Host-oidc-signin")
+		resp := b.get(callback)
+		body(t, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("first callback: %s", resp.Status)
+		}
+		// The same browser, its attempt cookie put back: only the
+		// attempt's single use stops it.
+		replay := e.newBrowser()
+		setCookie(t, replay, e.aURL, "__Host-oidc-signin", secret)
+		resp = replay.get(callback)
+		body(t, resp)
+		if resp.StatusCode != http.StatusBadRequest || replay.signedIn(e.aURL) {
+			t.Errorf("the callback again: %s; want 400 and signed out", resp.Status)
+		}
+	})
+
+	t.Run("another browser", func(t *testing.T) {
+		victim, attacker := e.newBrowser(), e.newBrowser()
+		callback := attacker.startSignIn(e, "test-user2")
+		// The attacker's callback, in a victim's browser (login CSRF).
+		victim.get(e.aURL + "/signin") // the victim's own attempt cookie
+		resp := victim.get(callback)
+		body(t, resp)
+		if resp.StatusCode != http.StatusBadRequest || victim.signedIn(e.aURL) {
+			t.Errorf("another browser's callback: %s, signed in %v; want 400 and signed out", resp.Status, victim.signedIn(e.aURL))
+		}
+		// The attempt is left for its own browser.
+		resp = attacker.get(callback)
+		body(t, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the attempt's own browser after another's try: %s, want 200", resp.Status)
+		}
+	})
+
+	t.Run("expired", func(t *testing.T) {
+		b := e.newBrowser()
+		callback := b.startSignIn(e, "test-user2")
+		e.clock.Advance(10*time.Minute + time.Second)
+		defer e.clock.Advance(-(10*time.Minute + time.Second))
+		resp := b.get(callback)
+		body(t, resp)
+		if resp.StatusCode != http.StatusBadRequest || b.signedIn(e.aURL) {
+			t.Errorf("an expired attempt's callback: %s; want 400 and signed out", resp.Status)
+		}
+	})
+
+	t.Run("malformed", func(t *testing.T) {
+		for _, query := range []string{"", "?state=x&code=y", "?state=" + strings.Repeat("A", 43) + "&code=y"} {
+			b := e.newBrowser()
+			e.a.calls.take()
+			resp := b.get(e.aURL + "/callback" + query)
+			body(t, resp)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("callback%s: %s, want 400", query, resp.Status)
+			}
+			if calls := e.a.calls.take(); len(calls) != 0 {
+				t.Errorf("callback%s without an attempt cookie made calls %v", query, calls)
+			}
+		}
+	})
+
+	t.Run("the provider's error", func(t *testing.T) {
+		b := e.newBrowser()
+		callback := mustParse(t, b.startSignIn(e, "test-user2"))
+		q := callback.Query()
+		q.Del("code")
+		q.Set("error", "access_denied")
+		callback.RawQuery = q.Encode()
+		resp := b.get(callback.String())
+		text := body(t, resp)
+		if resp.StatusCode != http.StatusBadRequest || b.signedIn(e.aURL) {
+			t.Errorf("the provider's refusal: %s %s; want 400 and signed out", resp.Status, text)
+		}
+	})
+}
+
+// setCookie puts a cookie into b's jar for base, as a browser that kept
+// it would send it.
+func setCookie(t *testing.T, b *browser, base, name, value string) {
+	t.Helper()
+	b.http.Jar.SetCookies(mustParse(t, base), []*http.Cookie{{Name: name, Value: value, Path: "/", Secure: true, HttpOnly: true}})
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// cookieValue returns the value of b's cookie name for base; "" for none.
+func cookieValue(t *testing.T, b *browser, base, name string) string {
+	t.Helper()
+	cookies := b.http.Jar.Cookies(mustParse(t, base))
+	if i := slices.IndexFunc(cookies, func(c *http.Cookie) bool { return c.Name == name }); i >= 0 {
+		return cookies[i].Value
+	}
+	return ""
+}
