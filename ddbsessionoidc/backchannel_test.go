@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
-
 )
 
 // signedIn is the state of the tests' browsers: one per session.

@@ -184,7 +184,9 @@ func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, tok
 			return Identity{}, refused("sign in: the ID token's at_hash", err)
 		}
 	}
-	return Identity{Issuer: idt.Issuer, Subject: idt.Subject, SessionID: claims.SID, IDToken: idt}, nil
+	// The configured issuer, which logout tokens are checked against: the
+	// one name of the provider in the keys of its items.
+	return Identity{Issuer: p.issuer, Subject: idt.Subject, SessionID: claims.SID, IDToken: idt}, nil
 }
 
 // newSession finds the session that Login made in its response's cookie,
@@ -202,7 +204,7 @@ func (p *Provider[U]) newSession(ctx context.Context, held *heldResponse) (ddbse
 		}
 		return s, err
 	}
-	return ddbsession.Session{}, errors.New("Login's response carries no session cookie")
+	return ddbsession.Session{}, errors.New("the response of Login carries no session cookie")
 }
 
 // recordSignIn writes, side by side, the session's link under its provider

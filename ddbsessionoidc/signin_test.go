@@ -1,6 +1,8 @@
 package ddbsessionoidc_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -180,4 +182,42 @@ func cookieValue(t *testing.T, b *browser, base, name string) string {
 		return cookies[i].Value
 	}
 	return ""
+}
+
+// A sign-in whose record cannot be written fails closed: 503, no session
+// cookie, and the session Login made is revoked. A store failure at the
+// start answers 503 too.
+func TestSignInStoreFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	outage := errors.New("injected outage")
+	b := e.newBrowser()
+	callback := b.startSignIn(e, "test-user2")
+	e.a.calls.setBefore(func(op string, key map[string]types.AttributeValue) error {
+		if op == "PutItem" && strings.HasPrefix(pkOf(key), "OIDC#SESSION#") {
+			return outage
+		}
+		return nil
+	})
+	resp := b.get(callback)
+	body(t, resp)
+	e.a.calls.setBefore(nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || cookieValue(t, b, e.aURL, "__Host-session") != "" {
+		t.Errorf("a sign-in whose record failed: %s, session cookie %q; want 503 and none", resp.Status, cookieValue(t, b, e.aURL, "__Host-session"))
+	}
+	list, err := e.a.sessions.List(context.Background(), keyOf(e.provider.issuer, "id2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Errorf("%d sessions live after the failed sign-in, want none", len(list))
+	}
+
+	e.a.calls.setBefore(func(string, map[string]types.AttributeValue) error { return outage })
+	resp = e.newBrowser().get(e.aURL + "/signin")
+	body(t, resp)
+	e.a.calls.setBefore(nil)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("SignIn in an outage: %s, want 503", resp.Status)
+	}
 }
