@@ -2,12 +2,10 @@ package ddbsessionoidc
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"mime"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +29,7 @@ const (
 // provider. It takes a POST of application/x-www-form-urlencoded with a
 // logout_token, verifies the token (signature from the provider's keys,
 // iss, aud, exp, iat, the back-channel-logout event, no nonce, sid and/or
-// sub, typ if present), refuses a jti seen before within the token's
+// sub), refuses a jti seen before within the token's
 // lifetime (one conditional PutItem), and ends the sessions it names on
 // every instance, with [ddbsession.Manager.Revoke]:
 //
@@ -115,7 +113,7 @@ func logoutError(w http.ResponseWriter, status int, code, description string) {
 
 // verifyLogout verifies a logout token: go-oidc checks the signature, iss,
 // aud, exp, the event, the absence of a nonce, jti, and sid or sub; this,
-// iat and typ.
+// iat.
 func (p *Provider[U]) verifyLogout(ctx context.Context, raw string) (*oidc.LogoutToken, error) {
 	lt, err := p.idTokens.VerifyLogout(ctx, raw)
 	if err != nil {
@@ -124,25 +122,7 @@ func (p *Provider[U]) verifyLogout(ctx context.Context, raw string) (*oidc.Logou
 	if lt.IssuedAt.IsZero() || lt.IssuedAt.After(p.now().Add(clockSkew)) {
 		return nil, errors.New("iat missing or in the future")
 	}
-	if typ := headerType(raw); typ != "" && !strings.EqualFold(typ, "logout+jwt") && !strings.EqualFold(typ, "JWT") {
-		return nil, errors.New("typ is not logout+jwt")
-	}
 	return lt, nil
-}
-
-// headerType returns the typ of a JWT's header, already verified: "" for
-// none.
-func headerType(raw string) string {
-	head, _, _ := strings.Cut(raw, ".")
-	b, err := base64.RawURLEncoding.DecodeString(head)
-	if err != nil {
-		return ""
-	}
-	var h struct {
-		Typ string `json:"typ"`
-	}
-	json.Unmarshal(b, &h)
-	return h.Typ
 }
 
 // errReplayed is logout's answer for a token whose jti was seen before.

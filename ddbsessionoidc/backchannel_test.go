@@ -91,9 +91,17 @@ func TestBackChannelLogoutEndsTheSubjectsSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := e.signInAll()
+	e.b.calls.take()
 	answer := e.backChannel(e.bURL, e.provider.logoutToken(e.provider.logoutClaims("id2", "")))
 	if diff := cmp.Diff(logoutAnswer{Status: http.StatusOK, CacheControl: "no-store"}, answer); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
+	}
+	// The cost, as docs/oidc.md gives it: the jti's PutItem, the subject's
+	// UpdateItem and the one that drops the ended links, and four calls
+	// per session, for two.
+	want := map[string]int{"PutItem": 1, "UpdateItem": 2, "GetItem": 2, "DeleteItem": 6}
+	if diff := cmp.Diff(want, e.b.calls.take()); diff != "" {
+		t.Errorf("calls of a back-channel logout of two sessions (-want +got):\n%s", diff)
 	}
 	wantAlive := map[string]bool{"first provider session": false, "second provider session": false, "password session": true, "another user": true}
 	if diff := cmp.Diff(wantAlive, e.alive(s)); diff != "" {
