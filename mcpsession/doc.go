@@ -17,23 +17,25 @@
 // user item, the server's own, and its Mcp-Session-Id is the session's
 // bearer token.
 //
-//   - IDs have the token's strength: 130 random bits (26 base32 characters),
-//     followed by the server's user key unless Cookie.HideUserKey is set,
-//     so that a request reads the session and the user item in one round
-//     trip. The table holds only the token's SHA-256.
-//   - Each request's ID is checked with one strongly consistent
-//     BatchGetItem, expiry and revocation in code (TTL deletes up to 48
+//   - IDs have the token's strength: 130 random bits (26 base32
+//     characters). The table holds only the token's SHA-256.
+//   - Each request's ID is checked with one strongly consistent GetItem of
+//     its session item (on a Layout.MREC table, a BatchGetItem of it and
+//     its end record), expiry and revocation in code (TTL deletes up to 48
 //     hours late): an expired session still in the table, a revoked one and
 //     one never issued all get 404, the protocol's answer that tells the
 //     client to initialize again. A malformed ID costs no call, and no
-//     request writes for an ID that is not a live session.
+//     request writes for an ID that is not a live session. The server's
+//     user item, which every session shares, is not in that read (see
+//     Costs).
 //   - Use slides the expiry forward at most once per
-//     Limits.RefreshInterval, after the response (two conditional
-//     UpdateItems, which never extend a session that has ended); the
-//     requests in between write nothing.
-//   - DELETE ends the session on every instance, and so do
-//     [Manager.Revoke] (one session) and [Manager.RevokeAll] (all of the
-//     server's, with one write).
+//     Limits.RefreshInterval, after the response (a conditional UpdateItem
+//     of the session item, which never extends a session that has ended);
+//     the requests in between write nothing.
+//   - DELETE ends the session on every instance, and so does
+//     [Manager.Revoke] (one session). [Manager.RevokeAll] ends all of the
+//     server's with one write: on the instance that calls it at once, on
+//     the others within Limits.RevokeEveryoneWithin (see Costs).
 //   - The session's data holds what initialize settled, which mcp-go lets
 //     another instance restore: the protocol version, the client's info and
 //     capabilities, and the log level of its last logging/setLevel (see
@@ -85,21 +87,48 @@
 //
 // Every initialize writes a session, and initialize needs no credential:
 // put the endpoint behind the app's authentication, or a rate limit, where
-// anyone can reach it.
+// anyone can reach it. For the same reason New refuses
+// Limits.MaxSessions: every MCP session is the server user's, so a limit
+// would let any initialize end other clients' sessions (or, with
+// RefuseAtMaxSessions, refuse every client).
 //
 // # Costs
 //
+// All MCP sessions belong to one user item, the server's, and DynamoDB
+// serves one item at most 3,000 read units a second: a fleet whose every
+// request read that item would be throttled there, and fail closed. So a
+// request reads its session item alone, 1 read unit, and takes the
+// server's sessions version from this instance's copy, which it reads
+// again with the server's user item (ddbitem.RevocationKeys) once the copy
+// is Limits.RevokeEveryoneWithin old (10 seconds by default, measured on
+// the monotonic clock), however many requests find it stale at once.
+// ddbsession reads its global revocation generation as often, with the
+// server's user item too. Per instance, that is 2 strongly consistent
+// BatchGetItems per RevokeEveryoneWithin, whatever the traffic, where
+// every request read the server's user item before: 2 read units a
+// request. [Manager.RevokeAll] raises the copy of the instance that calls
+// it right after its write; another instance serves the sessions it ended
+// until its own copy is stale, and sessions initialized there meanwhile
+// copy the old version and end with the others once it reads the new one.
+// A session initialized after an instance saw the RevokeAll is refused by
+// instances that have not seen it yet, for as long: in the window, a
+// client may have to initialize again.
+//
 // In DynamoDB calls, as the tests count them:
 //
-//	initialize             5: LoginBearer's strongly consistent BatchGetItem of the server's
-//	                       user item and its two PutItems (the session and its index item),
-//	                       then a BatchGetItem and an UpdateItem that store the state; the
-//	                       first initialize ever also creates the user item (PutItem) and
-//	                       reads it once more
-//	any other request      1 BatchGetItem (2 GetItems in turn with Cookie.HideUserKey), no
-//	                       write; once per Limits.RefreshInterval, 2 UpdateItems after
-//	                       the response
-//	logging/setLevel       the same, and 1 UpdateItem when the level changes
+//	initialize             6: LoginBearer's strongly consistent BatchGetItem of the global
+//	                       revocation item (with the server's user item, which ddbsession
+//	                       reads with it for any user) and its two PutItems (the session
+//	                       and its index item), then a GetItem, an UpdateItem and a
+//	                       BatchGetItem that store the state and check that no revocation
+//	                       came meanwhile; the first initialize ever also reads the copy,
+//	                       creates the user item (PutItem) and reads the copy again
+//	any other request      1 GetItem (on MREC a BatchGetItem of the session and its end
+//	                       record), no write; once per Limits.RefreshInterval, 1 UpdateItem
+//	                       after the response; once per Limits.RevokeEveryoneWithin per
+//	                       instance, the 2 BatchGetItems of the copies
+//	logging/setLevel       the same, and an UpdateItem and the BatchGetItem of the check
+//	                       when the level changes
 //	DELETE                 the same read, and 2 DeleteItems
 //	an ID not issued,      the read alone, whatever the method; a malformed ID, none
 //	expired or revoked
@@ -167,6 +196,7 @@
 // A request passes through the files from the top down:
 //
 //	handler.go    Handler: the check of the request's Mcp-Session-Id
+//	version.go    the sessions' LoadUser: this instance's copy of the server's version
 //	idmanager.go  mcp-go's session ID manager: Generate, Validate, Terminate
 //	hooks.go      the MCP server's hooks: storing and restoring the state
 //	sessions.go   the calls into ddbsession that need a request of their own

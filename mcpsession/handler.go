@@ -19,8 +19,9 @@ import (
 //		server.WithSessionIdManagerResolver(sessions))))
 //
 // A request that carries an ID goes through [ddbsession.Manager.LoadSession],
-// with the ID as its bearer credential: one strongly consistent BatchGetItem
-// of the session and the server's user item, and, once per
+// with the ID as its bearer credential: one strongly consistent GetItem of
+// the session item, the server's version from this instance's copy (see
+// Costs in the package documentation), and, once per
 // Config.Sessions.Limits.RefreshInterval of the session's use, the refresh
 // that moves its expiry forward, after the response. A malformed ID costs
 // no call. The session is valid if it is live, the server's, and holds the

@@ -84,7 +84,7 @@ func TestTwoInstances(t *testing.T) {
 
 // Every ID that is not a live session gets 404 and writes nothing, whatever
 // the method: a well-formed one that was never issued costs the one read
-// that finds nothing, a malformed one no call at all.
+// of its session item that finds nothing, a malformed one no call at all.
 func TestUnknownIDCostsNoWrite(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -92,23 +92,23 @@ func TestUnknownIDCostsNoWrite(t *testing.T) {
 	c, trans := mcpClient(t, &balancer{target: in})
 	initialize(t, c)
 	issued := trans.GetSessionId()
-	token, userKey, ok := strings.Cut(issued, ".")
-	if !ok || len(token) != 26 {
-		t.Fatalf("session ID %q: want 26 base32 characters, a dot and the server's key", issued)
+	if len(issued) != 26 || strings.Trim(issued, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+		t.Fatalf("session ID %q: want 26 base32 characters", issued)
 	}
-	// Never issued, but of the issued IDs' form: another token, the
-	// server's key.
-	neverIssued := strings.Repeat("A", 26) + "." + userKey
-	hidden := strings.Repeat("B", 26) // the form of Config.Sessions.Cookie.HideUserKey
+	// Never issued, of the issued IDs' form; and of the form that IDs had
+	// when every request read the server's user item with the session:
+	// the token, then base64url("MCPSERVER#notes") and ("MCPSERVER").
+	neverIssued := strings.Repeat("B", 26)
+	withServerKey := strings.Repeat("A", 26) + ".TUNQU0VSVkVSI25vdGVz.TUNQU0VSVkVS"
 
 	for _, tc := range []struct {
 		name, id  string
 		wantReads map[string]int
 	}{
-		{"never issued", neverIssued, map[string]int{"BatchGetItem": 1}},
-		{"never issued, without the user key", hidden, map[string]int{"GetItem": 1}},
+		{"never issued", neverIssued, map[string]int{"GetItem": 1}},
+		{"never issued, with the server's key", withServerKey, map[string]int{"GetItem": 1}},
 		{"malformed", "not-a-session", map[string]int{}},
-		{"overlong", token + strings.Repeat("A", 4096), map[string]int{}},
+		{"overlong", issued + strings.Repeat("A", 4096), map[string]int{}},
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
@@ -171,11 +171,12 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 		if err := in.sessions.Sessions().Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(map[string]int{"BatchGetItem": 3}, in.calls.counts()); diff != "" {
+		if diff := cmp.Diff(map[string]int{"GetItem": 3}, in.calls.counts()); diff != "" {
 			t.Errorf("DynamoDB calls (-want +got):\n%s", diff)
 		}
 	}
-	// List's Query filters it out too.
+	// List's Query filters it out too, and drops its index item, which
+	// can no longer show a session that can be used.
 	if list, err := two.sessions.List(context.Background()); err != nil || len(list) != 0 {
 		t.Errorf("List of the expired session = %v, %v; want none", list, err)
 	}
@@ -187,19 +188,20 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Items) != 2 {
-		t.Fatalf("the expired session's items in the table: %d, want 2 (session and index item) still there", len(out.Items))
+	if len(out.Items) != 1 || !strings.HasPrefix(out.Items[0]["pk"].(*types.AttributeValueMemberS).Value, "SESSION#") {
+		t.Fatalf("the expired session's items in the table: %v, want its session item alone still there", out.Items)
 	}
-	for _, it := range out.Items {
-		if got := it["expiresAt"].(*types.AttributeValueMemberN).Value; got != strconv.FormatInt(start.Add(idle).Unix(), 10) {
-			t.Errorf("expiresAt = %s, want the login's %d, never extended", got, start.Add(idle).Unix())
-		}
+	if got := out.Items[0]["expiresAt"].(*types.AttributeValueMemberN).Value; got != strconv.FormatInt(start.Add(idle).Unix(), 10) {
+		t.Errorf("expiresAt = %s, want the login's %d, never extended", got, start.Add(idle).Unix())
 	}
 }
 
 // Use slides the expiry forward once per RefreshInterval, after the
-// response, on whichever instance it lands: two UpdateItems then, none in
-// between, and the session outlives its first IdleTimeout.
+// response, on whichever instance it lands: an UpdateItem of the session
+// item then, none in between, and the session outlives its first
+// IdleTimeout. Each request reads the session item alone; the first on an
+// instance also reads the server's version into its copy, and ddbsession's
+// global generation, once per RevokeEveryoneWithin.
 func TestSlidingTouch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -227,9 +229,12 @@ func TestSlidingTouch(t *testing.T) {
 		if err := two.sessions.Sessions().Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]int{"BatchGetItem": 1}
+		want := map[string]int{"GetItem": 1}
+		if step == 0 {
+			want["BatchGetItem"] = 2 // instance 2's first request: its copies
+		}
 		if step%2 == 1 {
-			want["UpdateItem"] = 2 // the session and its index item
+			want["UpdateItem"] = 1 // the session item; List reads its expiry there
 		}
 		if diff := cmp.Diff(want, two.calls.counts()); diff != "" {
 			t.Errorf("step %d: DynamoDB calls (-want +got):\n%s", step, diff)
@@ -251,23 +256,29 @@ func TestCallsPerRequest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	in := e.start()
-	// The first initialize ever creates the server's user item.
+	// The first initialize ever creates the server's user item: the login
+	// reads this instance's copy of the server's version (BatchGetItem),
+	// finds no user item, creates it (PutItem) and reads the copy again,
+	// then logs in as every initialize after it does.
 	in.calls.counts()
 	code, _ := post(t, in, "", initializeV)
 	if code != http.StatusOK {
 		t.Fatalf("initialize: status %d", code)
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 3, "PutItem": 3, "UpdateItem": 1}, in.calls.counts()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 4, "GetItem": 1, "PutItem": 3, "UpdateItem": 1}, in.calls.counts()); diff != "" {
 		t.Errorf("first initialize: DynamoDB calls (-want +got):\n%s", diff)
 	}
 
-	// Every initialize after it: the login (a read of the server's user
-	// item, the session and its index item), the read of the new session
-	// and the write of its state.
+	// Every initialize after it: the login (ddbsession's read of the
+	// global generation, with the server's user item, and the writes of
+	// the session and its index item), the read of the new session item
+	// and the write of its state, then ddbsession's check that the session
+	// was not revoked meanwhile (the same read as the login's).
 	id := initializeRaw(t, in)
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 2, "PutItem": 2, "UpdateItem": 1}, in.calls.counts()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 2, "GetItem": 1, "PutItem": 2, "UpdateItem": 1}, in.calls.counts()); diff != "" {
 		t.Errorf("initialize: DynamoDB calls (-want +got):\n%s", diff)
 	}
+	// Any request with a session reads its session item alone.
 	for _, tc := range []struct {
 		name   string
 		method string
@@ -275,12 +286,12 @@ func TestCallsPerRequest(t *testing.T) {
 		status int
 		want   map[string]int
 	}{
-		{"notifications/initialized", http.MethodPost, initialized, http.StatusAccepted, map[string]int{"BatchGetItem": 1}},
-		{"tools/list", http.MethodPost, listTools, http.StatusOK, map[string]int{"BatchGetItem": 1}},
-		{"tools/call", http.MethodPost, callEcho, http.StatusOK, map[string]int{"BatchGetItem": 1}},
-		{"logging/setLevel", http.MethodPost, setLevelInfo, http.StatusOK, map[string]int{"BatchGetItem": 1, "UpdateItem": 1}},
-		{"logging/setLevel, unchanged", http.MethodPost, setLevelInfo, http.StatusOK, map[string]int{"BatchGetItem": 1}},
-		{"DELETE", http.MethodDelete, "", http.StatusOK, map[string]int{"BatchGetItem": 1, "DeleteItem": 2}},
+		{"notifications/initialized", http.MethodPost, initialized, http.StatusAccepted, map[string]int{"GetItem": 1}},
+		{"tools/list", http.MethodPost, listTools, http.StatusOK, map[string]int{"GetItem": 1}},
+		{"tools/call", http.MethodPost, callEcho, http.StatusOK, map[string]int{"GetItem": 1}},
+		{"logging/setLevel", http.MethodPost, setLevelInfo, http.StatusOK, map[string]int{"GetItem": 1, "UpdateItem": 1, "BatchGetItem": 1}},
+		{"logging/setLevel, unchanged", http.MethodPost, setLevelInfo, http.StatusOK, map[string]int{"GetItem": 1}},
+		{"DELETE", http.MethodDelete, "", http.StatusOK, map[string]int{"GetItem": 1, "DeleteItem": 2}},
 	} {
 		in.calls.counts()
 		if code, body := send(t, in, tc.method, id, tc.body); code != tc.status {

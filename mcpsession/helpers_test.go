@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -32,10 +33,12 @@ func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
 // start is the tests' clock at the beginning of each test.
 var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
 
-// The lifetimes of the tests' sessions.
+// The lifetimes of the tests' sessions, and how long a copy of a
+// revocation version is used before it is read again.
 const (
 	idle    = time.Hour
 	refresh = 10 * time.Minute
+	within  = time.Hour
 )
 
 // env is one table that instances of an MCP server share, with one clock.
@@ -81,6 +84,11 @@ func (e *env) config(calls *probe) mcpsession.Config {
 				IdleTimeout: idle, RefreshInterval: refresh,
 				// Calls a busy test machine delays are no store fault.
 				StoreTimeout: time.Minute,
+				// No copy of a version goes stale on the machine's clock
+				// during a test, ddbsession's global generation included:
+				// tests of the server's version advance its clock instead
+				// (wiring.mono).
+				RevokeEveryoneWithin: within,
 			},
 			Now:    e.clock.Now,
 			Logger: slog.New(slog.DiscardHandler),
@@ -124,6 +132,12 @@ type wiring struct {
 	noHooks    bool                     // the MCP server lacks the Manager's hooks
 	noResolver bool                     // the transport lacks the Manager as its resolver
 	noHandler  bool                     // the transport is not behind Manager.Handler
+	// mono, if set, is the monotonic clock that ages the instance's copy
+	// of the server's version.
+	mono func() int64
+	// readServerPerRequest wires the Manager as before the copy: every
+	// request reads the server's user item.
+	readServerPerRequest bool
 }
 
 func (e *env) startWith(w wiring) *instance {
@@ -134,7 +148,16 @@ func (e *env) startWith(w wiring) *instance {
 	if w.config != nil {
 		w.config(&cfg)
 	}
-	sessions, err := mcpsession.New(cfg)
+	newManager := mcpsession.New
+	switch {
+	case w.readServerPerRequest:
+		newManager = mcpsession.NewReadingServerPerRequest
+	case w.mono != nil:
+		newManager = func(cfg mcpsession.Config) (*mcpsession.Manager, error) {
+			return mcpsession.NewWithMonotonicClock(cfg, w.mono)
+		}
+	}
+	sessions, err := newManager(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -373,8 +396,30 @@ type probe struct {
 
 	mu     sync.Mutex
 	calls  map[string]int
+	reads  [][]string            // the partition keys each GetItem or BatchGetItem read
 	fail   func(op string) error // nil, or an error for the calls to fail
 	before func(op string)       // nil, or run before each call goes out
+}
+
+// takeReads returns the partition keys of each read since the last call,
+// in the order the reads went out, and forgets them.
+func (p *probe) takeReads() [][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.reads
+	p.reads = nil
+	return out
+}
+
+// read records the partition keys of a read.
+func (p *probe) read(keys ...map[string]types.AttributeValue) {
+	var pks []string
+	for _, k := range keys {
+		pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads = append(p.reads, pks)
 }
 
 func newProbe(c *dynamodb.Client) *probe { return &probe{Client: c, calls: map[string]int{}} }
@@ -422,6 +467,7 @@ var errOutage = errors.New("injected DynamoDB outage")
 type opt = func(*dynamodb.Options)
 
 func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt) (*dynamodb.GetItemOutput, error) {
+	p.read(in.Key)
 	if err := p.enter("GetItem"); err != nil {
 		return nil, err
 	}
@@ -429,6 +475,9 @@ func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt
 }
 
 func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opt) (*dynamodb.BatchGetItemOutput, error) {
+	for _, ka := range in.RequestItems {
+		p.read(ka.Keys...)
+	}
 	if err := p.enter("BatchGetItem"); err != nil {
 		return nil, err
 	}

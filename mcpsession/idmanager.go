@@ -20,9 +20,7 @@ import (
 //   - Generate, at initialize, signs the server's user in with
 //     [ddbsession.Manager.LoginBearer] on a request of its own, and returns
 //     the bearer token as the new Mcp-Session-Id: 130 random bits (26
-//     base32 characters), with the server's user key after it unless
-//     Config.Sessions.Cookie.HideUserKey is set. The table holds only its
-//     SHA-256.
+//     base32 characters). The table holds only its SHA-256.
 //     It issues none ("") for a store failure, and the hook then fails the
 //     initialize.
 //   - Validate makes no call: it reports the verdict of Handler's check.

@@ -18,11 +18,18 @@ type Config struct {
 	// and Layout as for any Manager on the table, and in Limits the
 	// lifetimes MCP clients get (IdleTimeout, RefreshInterval,
 	// AbsoluteLifetime; by default ddbsession's 24 hours, one hour and 30
-	// days). OnEvent, Logger and Now work as they do there. New turns
+	// days) and RevokeEveryoneWithin, which also bounds how long after
+	// [Manager.RevokeAll] another instance serves the sessions it ended.
+	// OnEvent, Logger and Now work as they do there. New turns
 	// BearerTokens on, since the session ID is checked as a bearer
-	// credential. MCP sessions never use cookies: of Cookie, only
-	// HideUserKey has an effect, which keeps the server's key out of the
-	// session ID.
+	// credential, and sets LoadUser, which serves the server's user from
+	// this instance's copy (see Costs in the package documentation): an
+	// app's own LoadUser is refused. MCP sessions never use cookies, and
+	// their IDs never carry the server's key, so Cookie has no effect.
+	// Limits.MaxSessions is refused: every MCP session is the server
+	// user's, so a limit would let any initialize, which needs no
+	// credential, end other clients' sessions (or, with
+	// RefuseAtMaxSessions, refuse every client).
 	Sessions ddbsession.Config[struct{}]
 
 	// Name names the MCP server: in the default ServerKey, and in the
@@ -47,11 +54,30 @@ type Manager struct {
 	userItem  map[string]string // the server's user item, for CreateUser
 	userAgent string            // the start of the sessions' User-Agent
 	logger    *slog.Logger
+	// version is this instance's copy of the server's sessions version,
+	// which the sessions' LoadUser returns; nil in the wiring that reads
+	// the server's user item in every request instead (see options).
+	version *serverVersion
 }
 
 // New validates cfg once, fills in its defaults and returns a Manager. The
 // error names the first invalid field. New makes no DynamoDB call.
-func New(cfg Config) (*Manager, error) {
+func New(cfg Config) (*Manager, error) { return newManager(cfg, options{}) }
+
+// options are what tests change of how New wires a Manager.
+type options struct {
+	// readServerPerRequest wires the Manager as releases before the
+	// per-instance copy did: no LoadUser, session IDs that carry the
+	// server's key, and every request reading the server's user item with
+	// its session, in one BatchGetItem. Issue 28's partition-limit
+	// simulation shows that wiring throttling.
+	readServerPerRequest bool
+	// mono is the monotonic clock that ages the copy (nanoseconds, never
+	// 0); nil for the machine's.
+	mono func() int64
+}
+
+func newManager(cfg Config, o options) (*Manager, error) {
 	if err := checkName(cfg.Name); err != nil {
 		return nil, err
 	}
@@ -73,28 +99,30 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("mcpsession: Config.ServerKey %+v has an SK, but the table has no sort key (Layout.HashOnly)", key)
 	case !layout.HashOnly && key.SK == "":
 		return nil, fmt.Errorf("mcpsession: Config.ServerKey %+v has no SK, which the table's sort key needs", key)
+	case cfg.Sessions.Limits.MaxSessions != 0:
+		return nil, fmt.Errorf("mcpsession: Config.Sessions.Limits.MaxSessions %d: every MCP session is the server user's, so a limit would let any initialize, which needs no credential, end other clients' sessions (or, with RefuseAtMaxSessions, refuse every client): leave it 0, and rate-limit initialize", cfg.Sessions.Limits.MaxSessions)
+	case cfg.Sessions.LoadUser != nil:
+		return nil, errors.New("mcpsession: Config.Sessions.LoadUser is set: mcpsession loads the server's user itself")
 	}
 	userItem := map[string]string{layout.PartitionKey: key.PK, "mcpServer": cfg.Name}
 	if !layout.HashOnly {
 		userItem[layout.SortKey] = key.SK
 	}
 
+	m := &Manager{server: key, userItem: userItem, userAgent: cfg.Name + " (mcpsession)", logger: cfg.Sessions.Logger}
+	if m.logger == nil {
+		m.logger = slog.Default()
+	}
 	cfg.Sessions.BearerTokens = true
-	sessions, err := ddbsession.New(cfg.Sessions)
-	if err != nil {
+	if !o.readServerPerRequest {
+		m.version = newServerVersion(cfg.Sessions, layout, key, o.mono)
+		cfg.Sessions.LoadUser = m.loadServer
+		cfg.Sessions.Cookie.HideUserKey = false // LoadUser's IDs never carry a key
+	}
+	if m.sessions, err = ddbsession.New(cfg.Sessions); err != nil {
 		return nil, fmt.Errorf("mcpsession: Config.Sessions: %w", err)
 	}
-	logger := cfg.Sessions.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &Manager{
-		sessions:  sessions,
-		server:    key,
-		userItem:  userItem,
-		userAgent: cfg.Name + " (mcpsession)",
-		logger:    logger,
-	}, nil
+	return m, nil
 }
 
 // checkName refuses a Config.Name that is empty, long, or not printable
@@ -137,13 +165,24 @@ func (m *Manager) Revoke(ctx context.Context, id string) error {
 	return m.sessions.Revoke(ctx, m.server, id)
 }
 
-// RevokeAll ends every MCP session of the server, on every instance, with
-// one write and no scan ([ddbsession.Manager.RevokeAll] on the server's user
-// item). Sessions that initialize after it live.
+// RevokeAll ends every MCP session of the server with one write and no
+// scan ([ddbsession.Manager.RevokeAll] on the server's user item): on this
+// instance at once, since it reads the version back into its copy, and on
+// every other within Config.Sessions.Limits.RevokeEveryoneWithin (10
+// seconds by default), once its copy is that old, or at once where an
+// initialize reads the version anew. Sessions that initialize after it
+// live; on an instance that has not seen it yet, they are refused until it
+// has (their clients initialize again).
 func (m *Manager) RevokeAll(ctx context.Context) error {
 	err := m.sessions.RevokeAll(ctx, m.server)
 	if errors.Is(err, ddbsession.ErrUserNotFound) {
 		return nil // no initialize yet, so no session to end
 	}
-	return err
+	if err != nil || m.version == nil {
+		return err
+	}
+	if _, err := m.version.read(ctx); err != nil {
+		return fmt.Errorf("mcpsession: revoke all: written, but not read back on this instance: %w", err)
+	}
+	return nil
 }

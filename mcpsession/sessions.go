@@ -16,7 +16,8 @@ import (
 
 // login starts a session of the server's user and returns its bearer
 // token, the new Mcp-Session-Id. The server's user item is created on the
-// first login that misses it.
+// first login that misses it, and read into this instance's copy of its
+// version.
 func (m *Manager) login(ctx context.Context, clientAgent string) (string, error) {
 	r := m.newRequest(ctx, "")
 	agent := m.userAgent
@@ -28,6 +29,11 @@ func (m *Manager) login(ctx context.Context, clientAgent string) (string, error)
 	if errors.Is(err, ddbsession.ErrUserNotFound) {
 		if err := m.sessions.CreateUser(ctx, m.userItem); err != nil && !errors.Is(err, ddbsession.ErrUserExists) {
 			return "", err
+		}
+		if m.version != nil {
+			if _, err := m.version.read(ctx); err != nil {
+				return "", err
+			}
 		}
 		token, _, err = m.sessions.LoginBearer(r, m.server, nil, "mcp")
 	}
