@@ -31,7 +31,7 @@ func TestDocsLinks(t *testing.T) {
 		}
 	}
 	docs := []string{"doc.go", "ddbsessiontest/ddbsessiontest.go", "scsstore/doc.go", "ddbstream/ddbstream.go",
-		"mcpsession/doc.go", "ddbsessionotel/doc.go", "cmd/ddbsession/doc.go"}
+		"mcpsession/doc.go", "ddbsessionotel/doc.go", "ddbsessionoidc/doc.go", "cmd/ddbsession/doc.go"}
 	for _, f := range docs {
 		for _, problem := range brokenLinks(f, ".", repoURLs) {
 			t.Error(problem)
