@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -86,6 +87,7 @@ type countingClient struct {
 	gets, puts, updates int
 	batchGets           int
 	batchKeys           [][]string // the partition keys each BatchGetItem asked for
+	batchUnits          float64    // the read units the engine reports the BatchGetItems consumed
 	failGet, failPut    error
 	failUpdate          error
 	afterGet            func() // called with GetItem's answer in hand, if set
@@ -100,13 +102,13 @@ func (c *countingClient) counts() counts {
 }
 
 // takeBatchKeys returns the partition keys of each BatchGetItem since the
-// last call, in the order asked.
-func (c *countingClient) takeBatchKeys() [][]string {
+// last call, in the order asked, and the read units they consumed.
+func (c *countingClient) takeBatchKeys() ([][]string, float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := c.batchKeys
-	c.batchKeys = nil
-	return out
+	keys, units := c.batchKeys, c.batchUnits
+	c.batchKeys, c.batchUnits = nil, 0
+	return keys, units
 }
 
 func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
@@ -124,7 +126,17 @@ func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGet
 	if fail != nil {
 		return nil, fail
 	}
-	return c.Client.BatchGetItem(ctx, in, opts...)
+	counted := *in
+	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := c.Client.BatchGetItem(ctx, &counted, opts...)
+	if err == nil {
+		c.mu.Lock()
+		for _, cc := range out.ConsumedCapacity {
+			c.batchUnits += aws.ToFloat64(cc.CapacityUnits)
+		}
+		c.mu.Unlock()
+	}
+	return out, err
 }
 
 func (c *countingClient) fail(get, put, update error) {

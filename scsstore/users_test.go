@@ -229,12 +229,13 @@ func TestLoginRacingRevocation(t *testing.T) {
 	}
 }
 
-// What signing in and loading the user cost, in keys read: Login reads
-// the user item (on MREC with the user's revocation item) and the global
-// item in one BatchGetItem; LoadUser the same without the global item, but
-// once per RevokeEveryoneWithin; a session nobody signed in on reads no
-// user. With scs's own read of the session (one GetItem), a signed-in
-// request is two round trips, as reading the user item apart would be.
+// What signing in and loading the user cost, in keys read and in the read
+// units the engine reports: Login reads the user item (on MREC with the
+// user's revocation item) and the global item in one BatchGetItem;
+// LoadUser the same without the global item, but once per
+// RevokeEveryoneWithin; a session nobody signed in on reads no user. With
+// scs's own read of the session (one GetItem), a signed-in request is two
+// round trips, as reading the user item apart would be.
 func TestSignedInCosts(t *testing.T) {
 	t.Parallel()
 	const within = 2 * time.Second
@@ -243,6 +244,9 @@ func TestSignedInCosts(t *testing.T) {
 			t.Parallel()
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
+			if err := core.RevokeEveryone(context.Background()); err != nil { // the global item is there
+				t.Fatal(err)
+			}
 			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
 			if err != nil {
 				t.Fatal(err)
@@ -259,6 +263,7 @@ func TestSignedInCosts(t *testing.T) {
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 
+			// Every item is small: one read unit each, strongly consistent.
 			step := func(name string, do func(), wantGets int, wantKeys [][]string) {
 				t.Helper()
 				before := count.counts()
@@ -267,8 +272,16 @@ func TestSignedInCosts(t *testing.T) {
 				if got := count.counts().gets - before.gets; got != wantGets {
 					t.Errorf("%s: %d GetItems, want %d", name, got, wantGets)
 				}
-				if diff := cmp.Diff(wantKeys, count.takeBatchKeys()); diff != "" {
+				keys, units := count.takeBatchKeys()
+				if diff := cmp.Diff(wantKeys, keys); diff != "" {
 					t.Errorf("%s: the partition keys of each BatchGetItem (-want +got):\n%s", name, diff)
+				}
+				wantUnits := 0
+				for _, k := range wantKeys {
+					wantUnits += len(k)
+				}
+				if units != float64(wantUnits) {
+					t.Errorf("%s: the BatchGetItems consumed %v read units, want %d", name, units, wantUnits)
 				}
 			}
 			step("a request without a session", func() { b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "") }, 0, nil)
