@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,10 +121,60 @@ func TestSupportsTTLFailsWithoutEngine(t *testing.T) {
 	}
 }
 
+// enginesWithoutTTL are the engines that TTLClient emulates TTL on, made
+// of the test engine: its tests are of the emulation, which must never
+// depend on whether the engine behind it has TTL. Two stand-ins answer the
+// TTL operations as engines without TTL do, whatever the engine has:
+//
+//   - "no UpdateTimeToLive", as dynalite: UpdateTimeToLive is an
+//     UnknownOperationException, and DescribeTimeToLive says DISABLED of a
+//     table that exists and ResourceNotFoundException of one that does not
+//     (asking the engine's DescribeTable which);
+//   - "neither operation": both are UnknownOperationExceptions.
+//
+// The engine itself is one too where it lacks UpdateTimeToLive (dynalite).
+func enginesWithoutTTL(t *testing.T, client *dynamodb.Client) map[string]*dynamodb.Client {
+	t.Helper()
+	unknown := func(context.Context, any) (any, error) {
+		return nil, apiError("UnknownOperationException", "")
+	}
+	noUpdate, _ := standIn(client, map[string]answer{
+		"UpdateTimeToLive": unknown,
+		"DescribeTimeToLive": func(ctx context.Context, in any) (any, error) {
+			name := in.(*dynamodb.DescribeTimeToLiveInput).TableName
+			if _, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: name}); err != nil {
+				return nil, engineError(err)
+			}
+			return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}}, nil
+		},
+	})
+	neither, _ := standIn(client, map[string]answer{"UpdateTimeToLive": unknown, "DescribeTimeToLive": unknown})
+	engines := map[string]*dynamodb.Client{"no UpdateTimeToLive": noUpdate, "neither operation": neither}
+	supported, err := ddbtest.SupportsTTL(context.Background(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !supported {
+		engines["the engine itself"] = client
+	}
+	return engines
+}
+
+// TestTTLClient tests the emulation, on each engine without TTL.
 func TestTTLClient(t *testing.T) {
 	t.Parallel()
+	for name, engine := range enginesWithoutTTL(t, ddbtest.Client(t)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testEmulation(t, engine)
+		})
+	}
+}
+
+// testEmulation tests TTLClient's emulation on client, an engine without
+// TTL. Tables are made and deleted through it, as through any engine.
+func testEmulation(t *testing.T, client *dynamodb.Client) {
 	ctx := context.Background()
-	client := ddbtest.Client(t)
 
 	t.Run("off, then on the attribute, then off", func(t *testing.T) {
 		t.Parallel()
@@ -247,4 +298,122 @@ func TestTTLClient(t *testing.T) {
 			t.Fatalf("GetItem: %v, item %v", err, out)
 		}
 	})
+}
+
+// TestTTLClientOnEngineWithTTL: on an engine that has TTL, TTLClient is
+// the engine, answers and errors alike, and emulates nothing: it never
+// asks DescribeTable, which only the emulation does. It runs on a
+// stand-in that answers as DynamoDB documents its TTL operations, and on
+// the test engine itself where that has TTL (moto does, dynalite not).
+func TestTTLClientOnEngineWithTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := ddbtest.Client(t)
+
+	t.Run("DynamoDB's documented answers", func(t *testing.T) {
+		t.Parallel()
+		table := createTable(t, client)
+		// UpdateTimeToLive "returns the current TimeToLiveSpecification.
+		// It can take up to one hour for the change to fully process. Any
+		// additional UpdateTimeToLive calls for the same table during this
+		// one hour duration result in a ValidationException"; meanwhile
+		// DescribeTimeToLive says ENABLING (TimeToLiveStatus: ENABLING |
+		// DISABLING | ENABLED | DISABLED):
+		// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateTimeToLive.html
+		// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TimeToLiveDescription.html
+		enabled := &dynamodb.UpdateTimeToLiveOutput{TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)}}
+		enabling := &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{AttributeName: aws.String("expiresAt"), TimeToLiveStatus: types.TimeToLiveStatusEnabling}}
+		tooSoon := apiError("ValidationException", "Time to live has been modified multiple times within a fixed interval")
+		var mu sync.Mutex
+		updates := 0
+		engine, calls := standIn(client, map[string]answer{
+			"UpdateTimeToLive": func(context.Context, any) (any, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if updates++; updates > 1 {
+					return nil, tooSoon
+				}
+				return enabled, nil
+			},
+			"DescribeTimeToLive": func(context.Context, any) (any, error) { return enabling, nil },
+		})
+		c := ddbtest.WithTTL(engine)
+
+		out, err := c.UpdateTimeToLive(ctx, enable(true, "expiresAt", table))
+		if err != nil || out != enabled {
+			t.Errorf("enable: %+v, %v; want the engine's answer %+v", out, err, enabled)
+		}
+		described, err := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &table})
+		if err != nil || described != enabling {
+			t.Errorf("describe: %+v, %v; want the engine's answer %+v", described, err, enabling)
+		}
+		_, err = c.UpdateTimeToLive(ctx, enable(false, "expiresAt", table))
+		if !errors.Is(err, tooSoon) {
+			t.Errorf("disable within the hour: %v, want the engine's %v", err, tooSoon)
+		}
+		wantCode(t, err, "UpdateTimeToLive", "ValidationException")
+		if described, err := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &table}); err != nil || described != enabling {
+			t.Errorf("describe after the refused disable: %+v, %v; want the engine's answer %+v", described, err, enabling)
+		}
+		if got, want := calls(), []string{"UpdateTimeToLive", "DescribeTimeToLive", "UpdateTimeToLive", "DescribeTimeToLive"}; !slices.Equal(got, want) {
+			t.Errorf("TTLClient called %v, want %v: the engine's TTL operations alone", got, want)
+		}
+	})
+
+	supported, err := ddbtest.SupportsTTL(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !supported {
+		t.Log("the engine lacks UpdateTimeToLive: TTLClient on it is the emulation, which TestTTLClient tests")
+		return
+	}
+	t.Run("the engine itself", func(t *testing.T) {
+		t.Parallel()
+		table := createTable(t, client)
+		engine, calls := standIn(client, nil)
+		c := ddbtest.WithTTL(engine)
+		out, err := c.UpdateTimeToLive(ctx, enable(true, "expiresAt", table))
+		if err != nil {
+			t.Fatalf("enable: %v", err)
+		}
+		if spec := out.TimeToLiveSpecification; aws.ToString(spec.AttributeName) != "expiresAt" || !aws.ToBool(spec.Enabled) {
+			t.Errorf("enable answered %+v, want expiresAt enabled", spec)
+		}
+		// The change may take up to an hour: ENABLING until it has.
+		status, attribute := describe(t, c, table)
+		if (status != types.TimeToLiveStatusEnabling && status != types.TimeToLiveStatusEnabled) || attribute != "expiresAt" {
+			t.Errorf("TTL after enabling is %s on %q, want ENABLING or ENABLED on expiresAt", status, attribute)
+		}
+		// What else the engine answers, TTLClient answers alike: an
+		// update DynamoDB refuses within the hour, and a missing table.
+		_, viaTTLClient := c.UpdateTimeToLive(ctx, enable(true, "expiresAt", table))
+		_, viaEngine := client.UpdateTimeToLive(ctx, enable(true, "expiresAt", table))
+		if code(viaTTLClient) != code(viaEngine) {
+			t.Errorf("enabling again: TTLClient answered %v, the engine %v", viaTTLClient, viaEngine)
+		}
+		missing := "t-no-such-table-" + strings.ToLower(rand.Text())
+		_, viaTTLClient = c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &missing})
+		_, viaEngine = client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &missing})
+		if viaEngine == nil || code(viaTTLClient) != code(viaEngine) {
+			t.Errorf("describing a missing table: TTLClient answered %v, the engine %v", viaTTLClient, viaEngine)
+		}
+		if slices.Contains(calls(), "DescribeTable") {
+			t.Errorf("TTLClient called %v: DescribeTable is the emulation's", calls())
+		}
+	})
+}
+
+// code is err's API error code; "" for none, "?" for an error that is no
+// API error.
+func code(err error) string {
+	var api smithy.APIError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &api):
+		return api.ErrorCode()
+	default:
+		return "?"
+	}
 }
