@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/mark3labs/mcp-go/client"
@@ -397,6 +398,7 @@ type probe struct {
 	mu     sync.Mutex
 	calls  map[string]int
 	reads  [][]string            // the partition keys each GetItem or BatchGetItem read
+	units  float64               // the read units the engine reports those reads consumed
 	fail   func(op string) error // nil, or an error for the calls to fail
 	before func(op string)       // nil, or run before each call goes out
 }
@@ -409,6 +411,25 @@ func (p *probe) takeReads() [][]string {
 	out := p.reads
 	p.reads = nil
 	return out
+}
+
+// takeUnits returns the read units of the reads since the last call, and
+// forgets them.
+func (p *probe) takeUnits() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	units := p.units
+	p.units = 0
+	return units
+}
+
+// consumed adds the read units that c reports.
+func (p *probe) consumed(c ...types.ConsumedCapacity) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cc := range c {
+		p.units += aws.ToFloat64(cc.CapacityUnits)
+	}
 }
 
 // read records the partition keys of a read.
@@ -471,7 +492,13 @@ func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt
 	if err := p.enter("GetItem"); err != nil {
 		return nil, err
 	}
-	return p.Client.GetItem(ctx, in, o...)
+	counted := *in
+	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := p.Client.GetItem(ctx, &counted, o...)
+	if err == nil && out.ConsumedCapacity != nil {
+		p.consumed(*out.ConsumedCapacity)
+	}
+	return out, err
 }
 
 func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opt) (*dynamodb.BatchGetItemOutput, error) {
@@ -481,7 +508,13 @@ func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput
 	if err := p.enter("BatchGetItem"); err != nil {
 		return nil, err
 	}
-	return p.Client.BatchGetItem(ctx, in, o...)
+	counted := *in
+	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := p.Client.BatchGetItem(ctx, &counted, o...)
+	if err == nil {
+		p.consumed(out.ConsumedCapacity...)
+	}
+	return out, err
 }
 
 func (p *probe) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...opt) (*dynamodb.PutItemOutput, error) {

@@ -53,7 +53,9 @@ func newClock() *atomic.Int64 {
 // every MCP session shares, while the instance's copy of the server's
 // version is younger than RevokeEveryoneWithin. Then one read of the
 // server's items renews the copy. The wiring before the copy read the
-// server's user item in every request, with the session.
+// server's user item in every request, with the session. On the plain
+// table, where every item read is there, the engine reports 1 read unit a
+// request, and 2 for the wiring before.
 func TestRequestReadsItsSessionAlone(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -85,8 +87,12 @@ func TestRequestReadsItsSessionAlone(t *testing.T) {
 				}
 				in.calls.counts()
 				in.calls.takeReads()
+				in.calls.takeUnits()
 				if code, body := post(t, in, id, callEcho); code != http.StatusOK {
 					t.Fatalf("tools/call: status %d %q", code, body)
+				}
+				if units := in.calls.takeUnits(); !tc.layout.MREC && !withCopy && units != 1 {
+					t.Errorf("a request consumed %v read units, want 1", units)
 				}
 				if diff := cmp.Diff(want, in.calls.counts()); diff != "" {
 					t.Errorf("DynamoDB calls (-want +got):\n%s", diff)
@@ -112,8 +118,12 @@ func TestRequestReadsItsSessionAlone(t *testing.T) {
 			for range 3 {
 				old.calls.counts()
 				old.calls.takeReads()
+				old.calls.takeUnits()
 				if code, body := post(t, old, oldID, callEcho); code != http.StatusOK {
 					t.Fatalf("tools/call, the wiring before: status %d %q", code, body)
+				}
+				if units := old.calls.takeUnits(); !tc.layout.MREC && units != 2 {
+					t.Errorf("the wiring before: a request consumed %v read units, want 2", units)
 				}
 				if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, old.calls.counts()); diff != "" {
 					t.Errorf("the wiring before: DynamoDB calls (-want +got):\n%s", diff)
