@@ -104,9 +104,8 @@
 // the monotonic clock), however many requests find it stale at once.
 // ddbsession reads its global revocation generation as often, with the
 // server's user item too. Per instance, that is 2 strongly consistent
-// BatchGetItems per RevokeEveryoneWithin, whatever the traffic, where
-// every request read the server's user item before: 2 read units a
-// request. [Manager.RevokeAll] raises the copy of the instance that calls
+// BatchGetItems per RevokeEveryoneWithin, whatever the traffic.
+// [Manager.RevokeAll] raises the copy of the instance that calls
 // it right after its write; another instance serves the sessions it ended
 // until its own copy is stale, and sessions initialized there meanwhile
 // copy the old version and end with the others once it reads the new one.

@@ -66,11 +66,11 @@ func New(cfg Config) (*Manager, error) { return newManager(cfg, options{}) }
 
 // options are what tests change of how New wires a Manager.
 type options struct {
-	// readServerPerRequest wires the Manager as releases before the
-	// per-instance copy did: no LoadUser, session IDs that carry the
-	// server's key, and every request reading the server's user item with
-	// its session, in one BatchGetItem. Issue 28's partition-limit
-	// simulation shows that wiring throttling.
+	// readServerPerRequest wires the Manager without the copy: no
+	// LoadUser, session IDs that carry the server's key, and every request
+	// reading the server's user item with its session, in one
+	// BatchGetItem: the shared item that issue 28's partition-limit
+	// simulation shows throttling, kept for tests to compare with.
 	readServerPerRequest bool
 	// mono is the monotonic clock that ages the copy (nanoseconds, never
 	// 0); nil for the machine's.
