@@ -76,41 +76,26 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	//lint:ignore SA1019 otelaws is the AWS SDK's OpenTelemetry instrumentation that the module proxy serves; its contrib module has no owner any more (see ddbsessionotel's documentation).
 	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
 
 	"github.com/ddbsession/ddbsession/ddbsessionotel"
+	"github.com/ddbsession/ddbsession/internal/demo"
 )
 
-func main() {
-	// Ctrl-C or SIGTERM cancels ctx, and run shuts the server down
-	// gracefully: in-flight requests finish, new ones are refused.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		slog.Error("example failed", "err", err)
-		os.Exit(1)
-	}
-}
+// main runs the app until Ctrl-C or SIGTERM, then shuts it down
+// gracefully: in-flight requests finish, new ones are refused (see
+// internal/demo, the skeleton the example programs share).
+func main() { demo.Main("example", run) }
 
 // run serves the app until ctx is done. It prints the URL it serves on
 // stdout once it is listening, and flag errors and usage on stderr.
@@ -119,17 +104,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, tlsConfig := opts.app, opts.tls
+	cfg := opts.app
 	if opts.debug {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
 	}
 
-	// The SDK's own configuration finds the region, the credentials and
-	// AWS_ENDPOINT_URL_DYNAMODB, so the app has no endpoint flag of its own.
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("load AWS configuration: %w", err)
-	}
 	var metricsLn net.Listener
 	if opts.metricsAddr != "" {
 		if metricsLn, err = net.Listen("tcp", opts.metricsAddr); err != nil {
@@ -141,65 +120,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { // on an error before the graceful shutdown below, which makes this a no-op
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), demo.ShutdownTimeout)
 		defer cancel()
 		tel.shutdown(ctx)
 	}()
 	cfg.Telemetry = ddbsessionotel.Config{MeterProvider: tel.meters, TracerProvider: tel.tracers}
-	if tel.tracing {
-		// Each DynamoDB call a span, a child of the request's session check.
-		otelaws.AppendMiddlewares(&awsCfg.APIOptions, otelaws.WithTracerProvider(tel.tracers))
+	client, err := demo.DynamoDB(ctx, func(awsCfg *aws.Config) {
+		if tel.tracing {
+			// Each DynamoDB call a span, a child of the request's session check.
+			otelaws.AppendMiddlewares(&awsCfg.APIOptions, otelaws.WithTracerProvider(tel.tracers))
+		}
+	})
+	if err != nil {
+		return err
 	}
-	cfg.Client = dynamodb.NewFromConfig(awsCfg)
+	cfg.Client = client
 	a, err := newApp(ctx, cfg)
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", opts.addr)
+	srv := &demo.Server{
+		Addr: opts.addr,
+		// The server span of each request, the parent of its session check.
+		Handler: otelhttp.NewHandler(a, "example", otelhttp.WithTracerProvider(tel.tracers), otelhttp.WithMeterProvider(tel.meters)),
+		TLS:     opts.tls,
+		// The refreshes' events come before the telemetry's last export.
+		Drain: func(ctx context.Context) error { return errors.Join(a.shutdown(ctx), tel.shutdown(ctx)) },
+	}
+	url, err := srv.Listen()
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		// The server span of each request, the parent of its session check.
-		Handler:           otelhttp.NewHandler(a, "example", otelhttp.WithTracerProvider(tel.tracers), otelhttp.WithMeterProvider(tel.meters)),
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	if opts.tls == nil && !cfg.Dev {
+		slog.Warn("the session cookie is Secure: serve this behind HTTPS, pass -tls-cert and -tls-key, or pass -dev on localhost")
 	}
-	scheme := "https"
-	if tlsConfig == nil {
-		scheme = "http"
-		if !cfg.Dev {
-			slog.Warn("the session cookie is Secure: serve this behind HTTPS, pass -tls-cert and -tls-key, or pass -dev on localhost")
-		}
-	}
-	fmt.Fprintf(stdout, "open %s://%s/\n", scheme, ln.Addr())
+	fmt.Fprintf(stdout, "open %s\n", url)
 	if metricsLn != nil {
 		fmt.Fprintf(stdout, "metrics http://%s/metrics\n", metricsLn.Addr())
 	}
-
-	served := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			served <- srv.ServeTLS(ln, "", "") // the certificate is in srv.TLSConfig
-		} else {
-			served <- srv.Serve(ln)
-		}
-	}()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	slog.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// The refreshes' events come before the telemetry's last export.
-	return errors.Join(srv.Shutdown(shutdownCtx), a.shutdown(shutdownCtx), tel.shutdown(shutdownCtx))
+	return srv.Serve(ctx)
 }
 
 // options is what run takes from its flags.
@@ -215,12 +175,10 @@ type options struct {
 // before anything is listened on or read from AWS.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var opts options
-	flags := flag.NewFlagSet("example", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	flags.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	flags := demo.NewFlags("example", stderr)
 	cfg := &opts.app
 	flags.StringVar(&cfg.Table, "table", "ddbsession-example", "DynamoDB table for users and sessions; created if missing")
-	flags.BoolVar(&cfg.Dev, "dev", false, "plain-HTTP development mode: the cookie loses Secure and the __Host- prefix")
+	flags.BoolVar(&cfg.Dev, "dev", false, demo.DevUsage)
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "session idle timeout (default 24h)")
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
@@ -248,9 +206,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := flags.Parse(args); err != nil {
 		return opts, err
 	}
-	if flags.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected arguments %q: every setting is a flag (-h lists them)", flags.Args())
-	}
+	opts.addr = flags.Addr
 	switch {
 	case (*certFile == "") != (*keyFile == ""):
 		return opts, errors.New("-tls-cert and -tls-key go together: pass both, or neither")

@@ -21,23 +21,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/demo"
 )
 
 // routers are the examples, each a function that builds its router's
@@ -52,20 +43,9 @@ var routers = []struct {
 	{"gin", ginRouter},
 }
 
-func main() {
-	// Ctrl-C or SIGTERM cancels ctx, and run shuts the server down
-	// gracefully.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		slog.Error("routers example failed", "err", err)
-		os.Exit(1)
-	}
-}
+// main serves until Ctrl-C or SIGTERM, then shuts down gracefully (see
+// internal/demo, the skeleton the example programs share).
+func main() { demo.Main("routers example", run) }
 
 // run serves the example until ctx is done. It prints the URL it serves on
 // to stdout once it is listening, and flag errors and usage to stderr.
@@ -74,18 +54,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, r := range routers {
 		names = append(names, r.name)
 	}
-	flags := flag.NewFlagSet("routers", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	addr := flags.String("addr", "127.0.0.1:8080", "address to listen on")
+	flags := demo.NewFlags("routers", stderr)
 	routerName := flags.String("router", "chi", "the router: "+strings.Join(names, ", "))
 	table := flags.String("table", "ddbsession-routers-example", "DynamoDB table for sessions and users; created if missing")
-	dev := flags.Bool("dev", false, "plain-HTTP development mode: the cookie loses Secure and the __Host- prefix")
+	dev := flags.Bool("dev", false, demo.DevUsage)
 	user := flags.String("user", "alice", "a user to create, if missing, to sign in as")
 	if err := flags.Parse(args); err != nil {
 		return err
-	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
 	var newHandler func(*ddbsession.Manager[User]) http.Handler
 	for _, r := range routers {
@@ -97,14 +72,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-router %q: want one of %s", *routerName, strings.Join(names, ", "))
 	}
 
-	// The SDK's own configuration finds the region, the credentials and
-	// AWS_ENDPOINT_URL_DYNAMODB, so the example has no endpoint flag.
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	client, err := demo.DynamoDB(ctx)
 	if err != nil {
-		return fmt.Errorf("load AWS configuration: %w", err)
+		return err
 	}
 	sessions, err := newSessions(ctx, ddbsession.Config[User]{
-		Client: dynamodb.NewFromConfig(awsCfg),
+		Client: client,
 		Table:  *table,
 		Cookie: ddbsession.Cookie{InsecureDevMode: *dev},
 	}, *user)
@@ -112,32 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	// The last requests first, then the refreshes they started.
+	srv := &demo.Server{Addr: flags.Addr, Handler: newHandler(sessions), Drain: sessions.Wait}
+	url, err := srv.Listen()
 	if err != nil {
 		return err
-	}
-	srv := &http.Server{
-		Handler:           newHandler(sessions),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	if !*dev {
 		slog.Warn("the session cookie is Secure: serve this behind HTTPS, or pass -dev on localhost")
 	}
-	fmt.Fprintf(stdout, "serving %s on http://%s/\n", *routerName, ln.Addr())
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// The last requests first, then the refreshes they started.
-	return errors.Join(srv.Shutdown(shutdownCtx), sessions.Wait(shutdownCtx))
+	fmt.Fprintf(stdout, "serving %s on %s\n", *routerName, url)
+	return srv.Serve(ctx)
 }
