@@ -152,7 +152,13 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client: cfg.Client,
 		Table:  cfg.Table,
-		Cookie: ddbsession.Cookie{InsecureDevMode: cfg.Dev, KeepSignedIn: keepSignedIn},
+		Cookie: ddbsession.Cookie{
+			InsecureDevMode: cfg.Dev,
+			KeepSignedIn:    keepSignedIn,
+			// Logging out (and out everywhere) also asks the browser to
+			// drop what it kept of the site (see logoutClears).
+			ClearSiteData: logoutClears,
+		},
 		Limits: ddbsession.Limits{
 			IdleTimeout:      cfg.IdleTimeout,
 			RefreshInterval:  cfg.RefreshInterval,
@@ -218,6 +224,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	a.handler = a.routes()
 	return a, nil
 }
+
+// logoutClears is what a logout's Clear-Site-Data header asks the browser
+// to clear (ddbsession's Config.Cookie.ClearSiteData): every cookie and
+// all storage of the site, the pending login's and the bound cookie too.
+// Browsers apply it to the whole registrable domain, which is this app's
+// alone when it has a host of its own; run beside other apps on one
+// domain, it would sign their users out too. The cache is left out: every
+// response is no-store (securityHeaders), so it holds nothing of the app's,
+// and clearing it can hold a logout's page in Chromium for seconds.
+var logoutClears = []string{"cookies", "storage"}
 
 // keepSignedIn is ddbsession's Config.Cookie.KeepSignedIn: the "keep me signed in"
 // box of the log-in and sign-up forms decides whether the cookie outlives

@@ -254,6 +254,10 @@ func TestLogout(t *testing.T) {
 	if !strings.Contains(res.header.Get("Set-Cookie"), cookieName+"=;") {
 		t.Errorf("logout did not clear the cookie: Set-Cookie %q", res.header.Get("Set-Cookie"))
 	}
+	// The browser is asked to drop the rest of what it kept of the site.
+	if got, want := res.header.Get("Clear-Site-Data"), `"cookies", "storage"`; got != want {
+		t.Errorf("logout's Clear-Site-Data: %q, want %q", got, want)
+	}
 	if b.token() != "" || b.meStatus() != http.StatusUnauthorized {
 		t.Errorf("still signed in after logout")
 	}
@@ -367,7 +371,10 @@ func TestLogoutEverywhere(t *testing.T) {
 	bob := ta.browser("browser-bob")
 	bob.signup("bob", "bob's password")
 
-	a.mustPost(http.StatusSeeOther, "/logout-everywhere", nil)
+	res := a.mustPost(http.StatusSeeOther, "/logout-everywhere", nil)
+	if got, want := res.header.Get("Clear-Site-Data"), `"cookies", "storage"`; got != want {
+		t.Errorf("logging out everywhere: Clear-Site-Data %q, want %q", got, want)
+	}
 	if code := a.meStatus(); code != http.StatusUnauthorized {
 		t.Errorf("browser A after logging out everywhere: /api/me %d, want 401", code)
 	}

@@ -13,7 +13,7 @@
 //	POST /signup                form: username, password, remember
 //	POST /login                 form: username, password, remember; with one-time codes, 200 and the code form
 //	POST /login/code            form: username, code; the second step, for the pending login in this browser
-//	POST /logout                ends the sessions the request carries
+//	POST /logout                ends the sessions the request carries; Clear-Site-Data: "cookies", "storage"
 //	POST /logout-everywhere     ends every session of the user (recent authentication)
 //	POST /sessions/revoke       form: id; ends one of the user's sessions (recent authentication)
 //	POST /password              form: current, new, code; signs the other sessions out
