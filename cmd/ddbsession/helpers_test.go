@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -278,6 +281,17 @@ type probe struct {
 	beforeDelete func(in *dynamodb.DeleteItemInput)
 	// getItemErr, if set, is every GetItem's answer.
 	getItemErr error
+	// lacksTTL makes the probe an engine without TTL, whatever the engine
+	// has: UpdateTimeToLive is an UnknownOperationException, and
+	// DescribeTimeToLive says DISABLED, as dynalite answers them.
+	lacksTTL bool
+	// ttl, if set, is every DescribeTimeToLive's answer: DynamoDB's, for a
+	// table the engine cannot make (a global table's).
+	ttl *types.TimeToLiveDescription
+	// billDeletes makes each DeleteItem report the write units DynamoDB
+	// bills for it, from the deleted item's size, in place of the engine's
+	// figure: for engines that report a fixed one (moto).
+	billDeletes bool
 }
 
 func (p *probe) count(op string) {
@@ -300,7 +314,14 @@ func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o 
 	if p.beforeDelete != nil {
 		p.beforeDelete(in)
 	}
+	var size int
+	if p.billDeletes {
+		size = p.itemSize(ctx, in.TableName, in.Key)
+	}
 	out, err := p.Client.DeleteItem(ctx, in, o...)
+	if err == nil && out.ConsumedCapacity != nil && p.billDeletes {
+		out.ConsumedCapacity.CapacityUnits = aws.Float64(writeUnits(size))
+	}
 	if err == nil && out.ConsumedCapacity != nil {
 		p.mu.Lock()
 		p.deleted = append(p.deleted, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
@@ -336,6 +357,84 @@ func (p *probe) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dyn
 		p.mu.Unlock()
 	}
 	return out, err
+}
+
+func (p *probe) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	p.count("UpdateTimeToLive")
+	if p.lacksTTL {
+		return nil, &smithy.OperationError{ServiceID: dynamodb.ServiceID, OperationName: "UpdateTimeToLive",
+			Err: &smithy.GenericAPIError{Code: "UnknownOperationException", Fault: smithy.FaultClient}}
+	}
+	return p.Client.UpdateTimeToLive(ctx, in, o...)
+}
+
+func (p *probe) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
+	p.count("DescribeTimeToLive")
+	switch {
+	case p.ttl != nil:
+		return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: p.ttl}, nil
+	case p.lacksTTL:
+		return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}}, nil
+	}
+	return p.Client.DescribeTimeToLive(ctx, in, o...)
+}
+
+// itemSize is the size of the item under key as DynamoDB counts it, read
+// strongly consistently and uncounted; 0 if there is none.
+func (p *probe) itemSize(ctx context.Context, table *string, key map[string]types.AttributeValue) int {
+	out, err := p.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0
+	}
+	return ddbtest.ItemSize(out.Item)
+}
+
+// writeUnits is what DynamoDB bills a write of an item of size bytes: a
+// unit per KB, rounded up, and at least one, a delete of nothing included
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
+func writeUnits(size int) float64 { return max(1, math.Ceil(float64(size)/1024)) }
+
+// billsBySize reports whether the engine reports the write units of a
+// write as DynamoDB bills them, by the item's size, and not a fixed
+// figure per call (moto reports 1 for any). It measures a known write on
+// f's table, and removes what it wrote: a put and a delete of an item of
+// 1.5 KB, which DynamoDB bills 2 units each.
+func (f *fixture) billsBySize() bool {
+	f.t.Helper()
+	ctx := context.Background()
+	key := layout.Key("PROBE#capacity", "PROBE")
+	av := maps.Clone(key)
+	av["pad"] = &types.AttributeValueMemberS{Value: strings.Repeat("x", 1536-ddbtest.ItemSize(key)-len("pad"))}
+	if size := ddbtest.ItemSize(av); size != 1536 {
+		f.t.Fatalf("the probe's item is %d bytes, want 1536", size)
+	}
+	put, err := f.engine.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.table, Item: av, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	del, err := f.engine.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &f.table, Key: key, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	units := func(cc *types.ConsumedCapacity) float64 {
+		if cc == nil {
+			return 0
+		}
+		return aws.ToFloat64(cc.CapacityUnits)
+	}
+	f.t.Logf("the engine reports %v units for a put of 1.5 KB, %v for its delete; DynamoDB bills 2 and 2", units(put.ConsumedCapacity), units(del.ConsumedCapacity))
+	return units(put.ConsumedCapacity) == 2 && units(del.ConsumedCapacity) == 2
+}
+
+// engineHasTTL reports whether the engine implements UpdateTimeToLive
+// itself (moto does, dynalite not).
+func engineHasTTL(t *testing.T) bool {
+	t.Helper()
+	supported, err := ddbtest.SupportsTTL(context.Background(), ddbtest.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return supported
 }
 
 func (p *probe) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {

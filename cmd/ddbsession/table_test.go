@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,35 +24,47 @@ import (
 // table create makes the table the layout needs, as the library's
 // CreateTable does, and table check then finds it fit; on an engine
 // without TTL, both say TTL is off, with the command that turns it on.
+// The engine without TTL is a stand-in for one on any engine; the engine
+// as it is comes next, with or without TTL (moto has it, dynalite not).
 func TestTableCreateAndCheck(t *testing.T) {
 	t.Parallel()
 	engine := ddbtest.Client(t)
 	table := ddbtest.TableName(t, engine)
 	f := &fixture{t: t, engine: engine, table: table}
+	yes, no := true, false
 
 	t.Run("on an engine without TTL", func(t *testing.T) {
+		f.probe = &probe{Client: engine, lacksTTL: true}
+		wantWithoutTTL(t, f, &yes)
+	})
+
+	t.Run("on the engine as it is", func(t *testing.T) {
 		f.probe = &probe{Client: engine}
+		if !engineHasTTL(t) {
+			wantWithoutTTL(t, f, &no)
+			return
+		}
+		// The table exists with TTL off: table create turns it on.
 		code, stdout, stderr := f.run("table", "create", "-json")
 		wantCode(t, code, exitOK, stdout, stderr)
 		var created tableReport
 		decode(t, stdout, &created)
-		yes := true
-		if diff := cmp.Diff(tableReport{Table: table, Created: &yes, TTL: "off", Problems: []problem{}}, created); diff != "" {
+		if diff := cmp.Diff(tableReport{Table: table, Created: &no, TTL: "on", TTLAttribute: "expiresAt", Problems: []problem{}}, created); diff != "" {
 			t.Errorf("table create -json (-want +got):\n%s", diff)
 		}
-		if !strings.Contains(stderr, "does not implement UpdateTimeToLive") {
-			t.Errorf("no warning that TTL is off:\n%s", stderr)
+		if strings.Contains(stderr, "UpdateTimeToLive") {
+			t.Errorf("a warning about TTL, on an engine that has it:\n%s", stderr)
 		}
 		code, stdout, stderr = f.run("table", "check")
-		wantCode(t, code, exitTTL, stdout, stderr)
-		want := "aws dynamodb update-time-to-live --table-name " + table + " --time-to-live-specification Enabled=true,AttributeName=expiresAt"
-		if !strings.Contains(stdout, want) {
-			t.Errorf("table check does not say %q:\n%s", want, stdout)
+		wantCode(t, code, exitOK, stdout, stderr)
+		if !strings.Contains(stdout, "fits") {
+			t.Errorf("table check:\n%s", stdout)
 		}
 	})
 
 	t.Run("with TTL", func(t *testing.T) {
-		// The engine's TTL emulated, as DynamoDB has it.
+		// The engine's TTL, or where it has none, TTLClient's emulation
+		// of DynamoDB's.
 		f.probe = &probe{Client: ddbtest.WithTTL(engine)}
 		code, stdout, stderr := f.run("table", "create")
 		wantCode(t, code, exitOK, stdout, stderr)
@@ -126,6 +140,30 @@ func TestTableCreateAndCheck(t *testing.T) {
 	})
 }
 
+// wantWithoutTTL runs table create and table check through f's probe,
+// an engine without TTL: the table is there (created says whether table
+// create made it), fits, and has TTL off, which both say, with the command
+// that turns TTL on.
+func wantWithoutTTL(t *testing.T, f *fixture, created *bool) {
+	t.Helper()
+	code, stdout, stderr := f.run("table", "create", "-json")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got tableReport
+	decode(t, stdout, &got)
+	if diff := cmp.Diff(tableReport{Table: f.table, Created: created, TTL: "off", Problems: []problem{}}, got); diff != "" {
+		t.Errorf("table create -json (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(stderr, "does not implement UpdateTimeToLive") {
+		t.Errorf("no warning that TTL is off:\n%s", stderr)
+	}
+	code, stdout, stderr = f.run("table", "check")
+	wantCode(t, code, exitTTL, stdout, stderr)
+	want := "aws dynamodb update-time-to-live --table-name " + f.table + " --time-to-live-specification Enabled=true,AttributeName=expiresAt"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("table check does not say %q:\n%s", want, stdout)
+	}
+}
+
 // table check changes nothing: on a table whose TTL is off, where the
 // engine has TTL, it says so each time, and TTL stays off; table create
 // then turns it on.
@@ -158,6 +196,15 @@ func TestTableCheckChangesNothing(t *testing.T) {
 	}
 }
 
+// kindsOf is the kinds of problems, in order.
+func kindsOf(problems []problem) []string {
+	var kinds []string
+	for _, p := range problems {
+		kinds = append(kinds, p.Kind)
+	}
+	return kinds
+}
+
 // tableInput is the table of the default layout, as the library makes it.
 func tableInput(name string) *dynamodb.CreateTableInput { return table.Input(name, layout) }
 
@@ -173,19 +220,32 @@ func TestTableExpiryIndex(t *testing.T) {
 	if !strings.Contains(stdout, `created table`) || !strings.Contains(stdout, `expiry index "expiring"`) {
 		t.Errorf("table create -expiry-index:\n%s", stdout)
 	}
+	// The index fits; TTL is on where the engine has it (table create
+	// turned it on), and a problem of its own where not.
+	ttl := engineHasTTL(t)
+	wantKinds := func(kinds ...string) []string {
+		if !ttl {
+			kinds = append(kinds, "ttl-off")
+		}
+		return kinds
+	}
 	code, stdout, stderr = f.run("table", "check", "-expiry-index", "expiring", "-json")
-	wantCode(t, code, exitTTL, stdout, stderr) // dynalite: TTL off
+	want := exitTTL
+	if ttl {
+		want = exitOK
+	}
+	wantCode(t, code, want, stdout, stderr)
 	var got tableReport
 	decode(t, stdout, &got)
-	if len(got.Problems) != 1 || got.Problems[0].Kind != "ttl-off" {
-		t.Errorf("table check of the new table: %+v", got.Problems)
+	if diff := cmp.Diff(wantKinds(), kindsOf(got.Problems), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("table check of the new table, on an engine with TTL %v: %+v (-want +got kinds):\n%s", ttl, got.Problems, diff)
 	}
 
 	code, stdout, stderr = f.run("table", "check", "-expiry-index", "other", "-json")
 	wantCode(t, code, exitSchema, stdout, stderr)
 	decode(t, stdout, &got)
-	if len(got.Problems) != 2 || got.Problems[0].Kind != "expiry-index" || got.Problems[0].Error != fmt.Sprintf("table %q has no expiry index %q", f.table, "other") {
-		t.Fatalf("table check -expiry-index other: %+v", got.Problems)
+	if !slices.Equal(kindsOf(got.Problems), wantKinds("expiry-index")) || got.Problems[0].Error != fmt.Sprintf("table %q has no expiry index %q", f.table, "other") {
+		t.Fatalf("table check -expiry-index other, on an engine with TTL %v: %+v", ttl, got.Problems)
 	}
 	command := got.Problems[0].Command
 	l := layout
@@ -207,21 +267,29 @@ func TestTableExpiryIndex(t *testing.T) {
 
 // A global table: MREC without -mrec does not fit (the app needs
 // Config.MREC), and MRSC has no TTL, for which the fix is a sweep. The
-// engine has no global tables: the probe describes the table as DynamoDB
-// describes one.
+// engine has no global tables: the probe describes the table, and its
+// TTL, as DynamoDB describes them. An MREC table has TTL on or off; an
+// MRSC table cannot have it, and says DISABLED ("Global tables: how it
+// works", consistency modes:
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/V2globaltables_HowItWorks.html).
 func TestTableCheckGlobalTables(t *testing.T) {
 	t.Parallel()
+	off := &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}
+	on := &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusEnabled, AttributeName: aws.String("expiresAt")}
 	for _, tc := range []struct {
 		name        string
 		consistency types.MultiRegionConsistency
+		ttl         *types.TimeToLiveDescription
 		args        []string
 		exitCode    int
 		kinds       []string
 		says        string
 	}{
-		{"MREC without -mrec", types.MultiRegionConsistencyEventual, nil, exitSchema, []string{"mrec", "ttl-off"}, "pass -mrec"},
-		{"MREC with -mrec", types.MultiRegionConsistencyEventual, []string{"-mrec"}, exitTTL, []string{"ttl-off"}, "update-time-to-live"},
-		{"MRSC", types.MultiRegionConsistencyStrong, nil, exitTTL, []string{"mrsc-no-ttl"}, "ddbsession sweep -table"},
+		{"MREC without -mrec", types.MultiRegionConsistencyEventual, off, nil, exitSchema, []string{"mrec", "ttl-off"}, "pass -mrec"},
+		{"MREC without -mrec, TTL on", types.MultiRegionConsistencyEventual, on, nil, exitSchema, []string{"mrec"}, "pass -mrec"},
+		{"MREC with -mrec", types.MultiRegionConsistencyEventual, off, []string{"-mrec"}, exitTTL, []string{"ttl-off"}, "update-time-to-live"},
+		{"MREC with -mrec, TTL on", types.MultiRegionConsistencyEventual, on, []string{"-mrec"}, exitOK, nil, ""},
+		{"MRSC", types.MultiRegionConsistencyStrong, off, nil, exitTTL, []string{"mrsc-no-ttl"}, "ddbsession sweep -table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -230,17 +298,16 @@ func TestTableCheckGlobalTables(t *testing.T) {
 				d.MultiRegionConsistency = tc.consistency
 				d.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("eu-west-1")}}
 			}
+			f.probe.ttl = tc.ttl
 			code, stdout, stderr := f.run(append([]string{"table", "check", "-json"}, tc.args...)...)
 			wantCode(t, code, tc.exitCode, stdout, stderr)
 			var got tableReport
 			decode(t, stdout, &got)
-			var kinds []string
 			text := ""
 			for _, p := range got.Problems {
-				kinds = append(kinds, p.Kind)
 				text += p.Fix + p.Command
 			}
-			if diff := cmp.Diff(tc.kinds, kinds); diff != "" || !strings.Contains(text, tc.says) {
+			if diff := cmp.Diff(tc.kinds, kindsOf(got.Problems)); diff != "" || !strings.Contains(text, tc.says) {
 				t.Errorf("problems %+v: want kinds %v (-want +got:\n%s) and words %q", got.Problems, tc.kinds, diff, tc.says)
 			}
 		})
@@ -263,27 +330,65 @@ func TestTableCheckFailure(t *testing.T) {
 	}
 }
 
-// dynalite reports the consumed capacity that sweep and count pace on:
-// their pacing tests rest on the engine's numbers, not on a stand-in.
+// sweep and count pace on the consumed capacity the engine reports. Where
+// the engine reports it by size, as DynamoDB bills it (dynalite does),
+// their pacing tests rest on the engine's numbers, which must be
+// DynamoDB's here: an eventually consistent Scan of one small item is half
+// a read unit, the delete of a small item one write unit, of a 1.5 KB one
+// two (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
+// Where it reports fixed figures (moto), the probe's billDeletes stands
+// in with DynamoDB's bill for deletes, which must be the same; it is
+// checked on every engine.
 func TestEngineReportsConsumedCapacity(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	key := f.user("alice")
 	ctx := context.Background()
-	scan, err := f.engine.Scan(ctx, &dynamodb.ScanInput{TableName: &f.table, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-	if err != nil {
-		t.Fatal(err)
+	deleted := func(t *testing.T, client Client, key map[string]types.AttributeValue) *types.ConsumedCapacity {
+		t.Helper()
+		del, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &f.table, Key: key, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return del.ConsumedCapacity
 	}
-	del, err := f.engine.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &f.table, Key: layout.Key(key.PK, key.SK), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	if f.billsBySize() {
+		t.Run("the engine's reports", func(t *testing.T) {
+			key := f.user("alice")
+			scan, err := f.engine.Scan(ctx, &dynamodb.ScanInput{TableName: &f.table, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scan.ConsumedCapacity == nil || aws.ToFloat64(scan.ConsumedCapacity.CapacityUnits) != 0.5 {
+				t.Errorf("Scan of one small item reported %+v, want 0.5 read units (eventually consistent)", scan.ConsumedCapacity)
+			}
+			if cc := deleted(t, f.engine, layout.Key(key.PK, key.SK)); cc == nil || aws.ToFloat64(cc.CapacityUnits) != 1 {
+				t.Errorf("DeleteItem of a small item reported %+v, want 1 write unit", cc)
+			}
+		})
+	}
+	t.Run("DynamoDB's bill for deletes", func(t *testing.T) {
+		billed := &probe{Client: f.engine, billDeletes: true}
+		small := f.user("bob")
+		large := layout.Key("USER#carol", "PROFILE")
+		f.put(withAttribute(large, "pad", strings.Repeat("x", 1500)))
+		for _, tc := range []struct {
+			what  string
+			key   map[string]types.AttributeValue
+			units float64
+		}{
+			{"a small item", layout.Key(small.PK, small.SK), 1},
+			{"an item of 1.5 KB", large, 2},
+		} {
+			if cc := deleted(t, billed, tc.key); cc == nil || aws.ToFloat64(cc.CapacityUnits) != tc.units {
+				t.Errorf("DeleteItem of %s reported %+v, want %v write units", tc.what, cc, tc.units)
+			}
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scan.ConsumedCapacity == nil || aws.ToFloat64(scan.ConsumedCapacity.CapacityUnits) != 0.5 {
-		t.Errorf("Scan of one small item reported %+v, want 0.5 read units (eventually consistent)", scan.ConsumedCapacity)
-	}
-	if del.ConsumedCapacity == nil || aws.ToFloat64(del.ConsumedCapacity.CapacityUnits) != 1 {
-		t.Errorf("DeleteItem of a small item reported %+v, want 1 write unit", del.ConsumedCapacity)
-	}
+}
+
+// withAttribute is av with the string attribute name set to value.
+func withAttribute(av map[string]types.AttributeValue, name, value string) map[string]types.AttributeValue {
+	av = maps.Clone(av)
+	av[name] = &types.AttributeValueMemberS{Value: value}
+	return av
 }
