@@ -1,6 +1,6 @@
-# Shell functions for scripts/with-dynalite and scripts/demo, which source
-# this file from the repository's root after set -euo pipefail. It is not a
-# command of its own.
+# Shell functions for scripts/with-dynalite, scripts/with-moto and
+# scripts/demo, which source this file from the repository's root after
+# set -euo pipefail. It is not a command of its own.
 #
 # A signal sent to such a script's PID alone, as an IDE's stop button,
 # timeout and `kill $!` send it, must stop the script and everything it
@@ -12,10 +12,11 @@
 # Sourcing this file sets the script's traps: on SIGINT, SIGTERM or SIGHUP
 # it passes the signal on to the command that run_forwarding runs and
 # keeps waiting for it, or exits at once if there is none; on exit it stops
-# dynalite and removes $scratch, a temporary directory for the script.
+# the engine (dynalite or moto) and removes $scratch, a temporary directory
+# for the script.
 
 scratch=
-dynalite_pid=
+engine_pid=
 child_pid=
 starting= # set while a background process starts and its PID is not known yet
 received= # the first signal the script got
@@ -34,7 +35,7 @@ on_signal() {
 on_exit() {
   # Cleaning up is bounded: a second signal must not cut it short.
   trap '' INT TERM HUP
-  stop_dynalite
+  stop_engine
   if [ -n "$scratch" ]; then rm -rf "$scratch"; fi
 }
 
@@ -87,49 +88,97 @@ run_forwarding() {
 }
 
 # start_dynalite starts the pinned dynalite on a free loopback port, first
-# installing it with npm ci if need be, and exports AWS_ENDPOINT_URL_DYNAMODB
-# (the SDK's own variable) pointing at it, with a region and dummy
-# credentials unless they are set. Its tables live in memory only; it stops
-# when the script exits.
+# installing it with npm ci if need be; see start_engine for what it exports
+# and prints. Its tables live in memory only; it stops when the script exits.
 start_dynalite() {
   # dynalite's one pin and its start script live with the Go test helpers.
   local pin=internal/ddbtest/dynalite
   if [ ! -d "$pin/node_modules/dynalite" ] || [ "$pin/package-lock.json" -nt "$pin/node_modules/.package-lock.json" ]; then
     run_forwarding npm ci --prefix "$pin" --no-audit --no-fund --loglevel=error
   fi
+  start_engine dynalite node "$pin/dynalite.js"
+}
+
+# moto_server_py serves moto (github.com/getmoto/moto, the Python library
+# of AWS fakes, whose server answers DynamoDB's API) on a free loopback
+# port, and prints the port on its first line, as dynalite.js does. The
+# request log is left out: it would drown the command's own output.
+moto_server_py='
+import logging, signal, sys
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+server = make_server("127.0.0.1", 0, DomainDispatcherApplication(create_backend_app), threaded=True)
+print(server.server_port, flush=True)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+server.serve_forever()
+'
+
+# start_moto starts moto's server, as installed for python3 (with its server
+# extras: pip install "moto[server]"), on a free loopback port; see
+# start_engine for what it exports and prints. Its tables live in memory
+# only; it stops when the script exits.
+start_moto() {
+  if ! python3 -c 'import moto.moto_server.werkzeug_app' 2>/dev/null; then
+    echo "moto is not installed for $(command -v python3 || echo python3): pip install 'moto[server]'" >&2
+    exit 1
+  fi
+  start_engine moto python3 -c "$moto_server_py"
+}
+
+# start_engine NAME COMMAND... runs COMMAND, an engine that prints the
+# loopback port it listens on as its first line, in the background, and
+# exports AWS_ENDPOINT_URL_DYNAMODB (the SDK's own variable) pointing at it,
+# with a region and dummy credentials unless they are set. It says on
+# stderr where the engine listens, and the export line that gives a second
+# shell the same environment (leaving out credentials of the caller's own).
+start_engine() {
+  local name=$1
+  shift
   exit_if_signalled
-  local portfile="$scratch/dynalite-port"
+  local portfile="$scratch/$name-port"
   starting=1
-  node "$pin/dynalite.js" >"$portfile" &
-  dynalite_pid=$!
+  "$@" >"$portfile" &
+  engine_pid=$!
   starting=
   exit_if_signalled
-  for _ in $(seq 100); do
+  # A minute at most: moto takes a few seconds to import on a busy machine.
+  for _ in $(seq 600); do
     [ -s "$portfile" ] && break
-    kill -0 "$dynalite_pid" 2>/dev/null || { echo "dynalite failed to start" >&2; exit 1; }
+    kill -0 "$engine_pid" 2>/dev/null || { echo "$name failed to start" >&2; exit 1; }
     sleep 0.1
   done
   local port
   port=$(head -n1 "$portfile")
-  [ -n "$port" ] || { echo "dynalite did not report a port" >&2; exit 1; }
+  [ -n "$port" ] || { echo "$name did not report a port" >&2; exit 1; }
 
+  local exports=(AWS_ENDPOINT_URL_DYNAMODB AWS_REGION)
+  [ -n "${AWS_ACCESS_KEY_ID:-}" ] || exports+=(AWS_ACCESS_KEY_ID)
+  [ -n "${AWS_SECRET_ACCESS_KEY:-}" ] || exports+=(AWS_SECRET_ACCESS_KEY)
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
   export AWS_REGION="${AWS_REGION:-us-east-1}"
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
   export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
-  echo "dynalite listening on $AWS_ENDPOINT_URL_DYNAMODB" >&2
+  echo "$name listening on $AWS_ENDPOINT_URL_DYNAMODB" >&2
+  local line=export variable
+  for variable in "${exports[@]}"; do
+    line+=" $variable=$(printf %q "${!variable}")"
+  done
+  local who="a second shell"
+  [ ${#exports[@]} -eq 4 ] || who+=" with this shell's AWS credentials"
+  printf 'for %s, while it runs:\n  %s\n' "$who" "$line" >&2
 }
 
-# stop_dynalite stops dynalite, if it runs, and waits for it: five seconds
+# stop_engine stops the engine, if it runs, and waits for it: five seconds
 # for it to close its server, then it is killed.
-stop_dynalite() {
-  [ -n "$dynalite_pid" ] || return 0
-  kill "$dynalite_pid" 2>/dev/null || true
+stop_engine() {
+  [ -n "$engine_pid" ] || return 0
+  kill "$engine_pid" 2>/dev/null || true
   for _ in $(seq 50); do
-    kill -0 "$dynalite_pid" 2>/dev/null || break
+    kill -0 "$engine_pid" 2>/dev/null || break
     sleep 0.1
   done
-  kill -KILL "$dynalite_pid" 2>/dev/null || true
-  wait "$dynalite_pid" 2>/dev/null || true
-  dynalite_pid=
+  kill -KILL "$engine_pid" 2>/dev/null || true
+  wait "$engine_pid" 2>/dev/null || true
+  engine_pid=
 }
