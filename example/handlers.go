@@ -60,7 +60,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	}
 	// A taken username is a failure for the client's address, so that
 	// sign-up cannot probe which names exist faster than login can.
-	at, ok := a.beginAttempt(w, r, userBucket{}, answer)
+	at, ok := a.beginAttempt(w, r, answer)
 	if !ok {
 		return
 	}
@@ -76,7 +76,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	err := a.users.claimSkeleton(ctx, username)
 	if errors.Is(err, errLookAlike) {
-		at.fail()
+		at.fail(userBucket{})
 		answer(w, http.StatusConflict, "That username looks like one that is taken: some letters look alike (such as l and 1, or i and ı). Choose another.")
 		return
 	}
@@ -90,7 +90,7 @@ func (a *app) signup(w http.ResponseWriter, r *http.Request) {
 	// name do not come back to life for this one.
 	err = a.sessions.CreateUser(r.Context(), userItem{PK: key.PK, SK: key.SK, User: User{Username: username, PasswordHash: hash}})
 	if errors.Is(err, ddbsession.ErrUserExists) {
-		at.fail()
+		at.fail(userBucket{})
 		answer(w, http.StatusConflict, "That username is taken.")
 		return
 	}
@@ -120,7 +120,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	twoStep := false
-	signedIn := a.passwordLogin(w, r, username, password, loginCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, username, password, "", loginCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
 		var checked passwordHash
 		err := a.sessions.Login(w, r, user, func(u User) error {
 			if err := verify(u); err != nil {
@@ -187,7 +187,7 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var token tokenJSON
-	signedIn := a.passwordLogin(w, r, username, req.Password, loginCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, username, req.Password, code, loginCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
 		var err error
 		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
 		return err
@@ -244,16 +244,24 @@ const methodPassword = "password"
 // check (loginCheck, or reauthCheck for a signed-in user) and the hashing
 // queue, and starts a session with signIn, which is ddbsession's Login for
 // a browser and LoginBearer for an API client. signIn's verify may check
-// a one-time code after the password (secondFactor), whose failures count
-// as the password's. It answers a failure itself, with answer, and returns
-// false; on success it returns true and the caller answers.
-func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password, check string, answer answerFunc,
+// code, the one-time code the request carries ("" for none), after the
+// password (secondFactor): its failures count against the user's one
+// budget of codes (codeCheck), which every request that sends a code
+// shares, the browser's second step and the API's logins alike. It answers
+// a failure itself, with answer, and returns false; on success it returns
+// true and the caller answers.
+func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, password, code, check string, answer answerFunc,
 	signIn func(user ddbsession.UserKey, verify func(User) error) error) bool {
 	wrong := "Wrong username or password."
 	if check != loginCheck {
 		wrong = "The password is wrong."
 	}
-	at, ok := a.beginAttempt(w, r, userBucket{username, check}, answer)
+	passwords, codes := userBucket{username, check}, userBucket{username, codeCheck}
+	buckets := []userBucket{passwords}
+	if code != "" {
+		buckets = append(buckets, codes)
+	}
+	at, ok := a.beginAttempt(w, r, answer, buckets...)
 	if !ok {
 		return false
 	}
@@ -288,13 +296,13 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 		// The same hash work as a wrong password, so that timing does not
 		// tell who has an account.
 		slot.verify(a.dummyHash, password)
-		at.fail()
+		at.fail(passwords)
 		answer(w, http.StatusUnauthorized, wrong)
 	case errors.Is(err, errWrongPassword):
-		at.fail()
+		at.fail(passwords)
 		answer(w, http.StatusUnauthorized, wrong)
 	case errors.Is(err, errWrongCode) || errors.Is(err, errCodeTaken):
-		at.fail()
+		at.fail(codes)
 		code, msg, _ := codeMessage(err)
 		answer(w, code, msg)
 	case errors.Is(err, errCodeNeeded) || errors.Is(err, errNoTOTP):
@@ -375,8 +383,15 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	// A stolen session must not be a way to guess the password either.
-	at, ok := a.beginAttempt(w, r, userBucket{u.Username, passwordChangeCheck}, a.errorPage)
+	// A stolen session must not be a way to guess the password either,
+	// nor the code: its guesses count against the user's one budget of
+	// codes, as a login's do.
+	passwords, codes := userBucket{u.Username, passwordChangeCheck}, userBucket{u.Username, codeCheck}
+	buckets := []userBucket{passwords}
+	if code != "" {
+		buckets = append(buckets, codes)
+	}
+	at, ok := a.beginAttempt(w, r, a.errorPage, buckets...)
 	if !ok {
 		return
 	}
@@ -395,7 +410,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !match {
-		at.fail()
+		at.fail(passwords)
 		a.errorPage(w, http.StatusUnauthorized, "The current password is wrong.")
 		return
 	}
@@ -406,7 +421,7 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, errWrongCode) || errors.Is(err, errCodeTaken) {
-			at.fail()
+			at.fail(codes)
 		}
 		a.errorPageWith(w, status, "Wrong code", msg)
 		return

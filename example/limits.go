@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -149,13 +150,16 @@ type limits struct {
 	now                func() time.Time
 }
 
-// attempt is one password check (or sign-up) under the limits.
+// attempt is one password check (or sign-up), and the one-time code that
+// may come with it, under the limits.
 type attempt struct {
-	a       *app
-	ctx     context.Context // the request's
-	held    []heldToken
-	user    userBucket // whose token it holds, if any
-	failing bool
+	a    *app
+	ctx  context.Context // the request's
+	held []heldToken
+	// users are the user buckets whose tokens it holds, failed those of
+	// them whose check failed: their tokens stay spent.
+	users, failed []userBucket
+	failing       bool // some check failed: the address tokens are spent too
 }
 
 type heldToken struct {
@@ -163,12 +167,14 @@ type heldToken struct {
 	bucket  *failureBucket
 }
 
-// beginAttempt starts an attempt counted against r's client address and,
-// unless user is the zero userBucket, against user. If either has no
+// beginAttempt starts an attempt counted against r's client address and
+// against each of users: the password's bucket of the check it makes, and
+// codeCheck's when the request carries a one-time code. If any has no
 // failure left it answers 429 with Retry-After itself, with answer, and
 // returns false; so it does, with 503, if the table cannot be reached. The
-// caller calls fail if the attempt fails, and end when it is over.
-func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, user userBucket, answer answerFunc) (*attempt, bool) {
+// caller calls fail with the bucket of each check that fails, and end when
+// the attempt is over.
+func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, answer answerFunc, users ...userBucket) (*attempt, bool) {
 	l := a.limits
 	now := l.now()
 	at := &attempt{a: a, ctx: r.Context()}
@@ -186,47 +192,57 @@ func (a *app) beginAttempt(w http.ResponseWriter, r *http.Request, user userBuck
 		}
 		at.held = append(at.held, heldToken{b.limiter, token})
 	}
-	if user == (userBucket{}) {
-		return at, true
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
 	defer cancel()
-	took, wait, err := l.byUser.take(ctx, user, now)
-	switch {
-	case err != nil:
-		at.end()
-		a.storeFailed(w, r, "count a login attempt", err, answer)
-		return nil, false
-	case !took:
-		refuse(wait)
-		return nil, false
+	for _, user := range users {
+		took, wait, err := l.byUser.take(ctx, user, now)
+		switch {
+		case err != nil:
+			at.end()
+			a.storeFailed(w, r, "count a login attempt", err, answer)
+			return nil, false
+		case !took:
+			refuse(wait)
+			return nil, false
+		}
+		at.users = append(at.users, user)
 	}
-	at.user = user
 	return at, true
 }
 
-// fail marks the attempt failed: end then spends its tokens.
-func (at *attempt) fail() { at.failing = true }
+// fail marks the check of user failed: end then spends user's token, and
+// the address tokens. The zero userBucket marks a failure that counts
+// against the address alone (a sign-up's taken username).
+func (at *attempt) fail(user userBucket) {
+	at.failing = true
+	if user != (userBucket{}) {
+		at.failed = append(at.failed, user)
+	}
+}
 
-// end ends the attempt: a failed one spends its tokens, any other gives
-// them back. Only the first call counts.
+// end ends the attempt: the tokens of failed checks stay spent (the
+// address tokens if any check failed), the others are given back. Only
+// the first call counts.
 func (at *attempt) end() {
 	now := at.a.limits.now()
 	for _, h := range at.held {
 		h.limiter.end(h.bucket, now, at.failing)
 	}
 	at.held = nil
-	if at.user == (userBucket{}) || at.failing {
-		return
-	}
+	users := at.users
+	at.users = nil
 	// Given back even if the client has gone: a success (or a store
 	// failure) is no failed guess.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(at.ctx), at.a.storeTimeout)
 	defer cancel()
-	if err := at.a.limits.byUser.giveBack(ctx, at.user); err != nil {
-		at.a.log.ErrorContext(at.ctx, "dynamodb request failed", "op", "give back a login attempt", "err", err)
+	for _, user := range users {
+		if slices.Contains(at.failed, user) {
+			continue
+		}
+		if err := at.a.limits.byUser.giveBack(ctx, user); err != nil {
+			at.a.log.ErrorContext(at.ctx, "dynamodb request failed", "op", "give back a login attempt", "err", err)
+		}
 	}
-	at.user = userBucket{}
 }
 
 // addrBucket is one bucket that a client address counts against.

@@ -63,7 +63,7 @@ func (a *app) reauthenticate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, _ := a.sessions.User(r.Context())
-	signedIn := a.passwordLogin(w, r, u.Username, password, reauthCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, u.Username, password, code, reauthCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
 		return a.sessions.Login(w, r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
 	})
 	if signedIn {
@@ -106,7 +106,7 @@ func (a *app) apiReauthenticate(w http.ResponseWriter, r *http.Request) {
 	}
 	u, _ := a.sessions.User(r.Context())
 	var token tokenJSON
-	signedIn := a.passwordLogin(w, r, u.Username, req.Password, reauthCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
+	signedIn := a.passwordLogin(w, r, u.Username, req.Password, code, reauthCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
 		var err error
 		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
 		return err

@@ -34,9 +34,10 @@ func (a *app) loginCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The username comes back from the code form. It only picks the
-	// bucket that failed codes count against; verify refuses a code for
-	// any other user than the pending login's, so naming another buys no
-	// tries.
+	// bucket that failed codes count against, the user's one budget of
+	// codes, which the API's logins and the re-authentications share;
+	// verify refuses a code for any other user than the pending login's,
+	// so naming another buys no tries.
 	username, userErr := normalizeUsername(r.PostFormValue("username"))
 	answer := func(w http.ResponseWriter, code int, msg string) {
 		a.render(w, code, codeTemplate, codeData{Username: username, Next: ddbsession.ReturnPath(r, ""), Message: msg})
@@ -46,7 +47,8 @@ func (a *app) loginCode(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	at, ok := a.beginAttempt(w, r, userBucket{username, codeCheck}, answer)
+	codes := userBucket{username, codeCheck}
+	at, ok := a.beginAttempt(w, r, answer, codes)
 	if !ok {
 		return
 	}
@@ -62,7 +64,7 @@ func (a *app) loginCode(w http.ResponseWriter, r *http.Request) {
 		return err
 	}, methodOTP)
 	if wrong {
-		at.fail() // the fifth wrong code too, which CompleteLogin answers with ErrNoSession
+		at.fail(codes) // the fifth wrong code too, which CompleteLogin answers with ErrNoSession
 	}
 	if status, msg, ok := codeMessage(err); ok && status == http.StatusUnauthorized {
 		answer(w, status, msg)

@@ -280,6 +280,57 @@ func TestTwoStepLoginTries(t *testing.T) {
 	ta.browser("browser-D").mustPost(http.StatusOK, "/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
 }
 
+// TestOneCodeBudgetPerUser: a user's one-time codes have one budget of
+// guesses, UserLimit's, whichever way they come: the browser's second step
+// and POST /api/login, interleaved, get four wrong codes with a burst of
+// four, and the fifth guess, from either, is refused, a right code too;
+// the password's own bucket is untouched, so logging in still works.
+func TestOneCodeBudgetPerUser(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 4}
+		cfg.AddrLimit = rateLimit{Every: time.Minute, Burst: 100}
+	})
+	a := ta.browser("browser-A")
+	a.signup("alice", "correct horse")
+	secret := a.enrolTOTP(clock.Now())
+	clock.Advance(30 * time.Second)
+	wrong := wrongCodeAt(t, secret, clock.Now())
+	api := func(code string) response {
+		body, _ := json.Marshal(loginRequest{Username: "alice", Password: "correct horse", Code: code})
+		return ta.apiClient("cli/1.0").request("POST", "/api/login", string(body))
+	}
+	b := ta.browser("browser-B")
+	b.mustPost(http.StatusOK, "/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
+	browser := func(code string) response {
+		return b.post("/login/code", url.Values{"username": {"alice"}, "code": {code}})
+	}
+
+	for i, guess := range []func(string) response{api, browser, api, browser} {
+		if res := guess(wrong); res.code != http.StatusUnauthorized {
+			t.Fatalf("wrong code %d of 4, interleaved: %d %s, want 401", i+1, res.code, res.body)
+		}
+	}
+	right := codeAt(t, secret, clock.Now())
+	if res := api(right); res.code != http.StatusTooManyRequests || res.header.Get("Retry-After") == "" {
+		t.Errorf("a fifth code, from the API, after four wrong ones from the browser and the API: %d %s, want 429 with Retry-After", res.code, res.body)
+	}
+	if res := browser(right); res.code != http.StatusTooManyRequests || b.token() != "" {
+		t.Errorf("a fifth code, from the browser: %d, token %q; want 429 and no session", res.code, b.token())
+	}
+	// The codes' bucket alone is spent: the right password still starts a
+	// login, which asks for a code.
+	ta.browser("browser-C").mustPost(http.StatusOK, "/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
+
+	// A minute on, one guess is back, for either way.
+	clock.Advance(time.Minute)
+	if res := api(codeAt(t, secret, clock.Now())); res.code != http.StatusOK {
+		t.Errorf("the right code a minute later, from the API: %d %s, want 200", res.code, res.body)
+	}
+}
+
 // TestTOTPRemoval: turning one-time codes off makes logins one step again,
 // and voids a login waiting for its code.
 func TestTOTPRemoval(t *testing.T) {
@@ -493,8 +544,9 @@ func TestCodeOnceAcrossInstances(t *testing.T) {
 	body := credsJSONWithCode("alice", "correct horse", codeAt(t, secret, clock.Now()))
 
 	// The first instance's login is held after it read the user, with the
-	// code unused.
-	pause := first.api.pauseAfter("BatchGetItem", readsUser(userKey("alice")))
+	// code unused: in a BatchGetItem with the global revocation item, or a
+	// GetItem of the user alone while the instance's copy of that is fresh.
+	pause := first.api.pauseAfter("*", readsUser(userKey("alice")))
 	defer pause.release()
 	var wg sync.WaitGroup
 	var held response

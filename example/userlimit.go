@@ -44,12 +44,17 @@ const (
 
 // The checks that count failures per username, each with a bucket of its
 // own: someone failing logins as a user does not also keep the user from
-// changing the password.
+// changing the password. The password's checks have a bucket each; the
+// one-time code has one for every request that sends one (the browser's
+// second step, an API login, a re-authentication, a password change), so
+// that a user's codes get UserLimit's guesses in all, wherever they come
+// from. A request that sends both counts against both: a wrong password
+// spends the password's token, a wrong code the code's.
 const (
 	loginCheck          = "login"
 	passwordChangeCheck = "password change"
 	reauthCheck         = "reauthentication" // a signed-in user's, at /reauth and /api/reauth
-	codeCheck           = "one-time code"    // a login's second step; the API's codes count as its logins
+	codeCheck           = "one-time code"    // every one-time code, whatever request sends it
 )
 
 // userBucket names the bucket an attempt counts against: a username's
