@@ -73,6 +73,7 @@ type loadResult struct {
 	usage                  ddbtest.Usage
 	virtual, real          time.Duration
 	oneMCP                 ddbtest.Usage // one MCP request, alone, after the run
+	oneInitialize          ddbtest.Usage // and one initialize, with its notifications/initialized
 }
 
 // TestPartitionLoad: at the scaled 20,000 authenticated requests a second,
@@ -95,6 +96,11 @@ func TestPartitionLoad(t *testing.T) {
 	}
 	if one := res.oneMCP; one.Calls["GetItem"] != 1 || len(one.Calls) != 1 || one.ReadUnits != 1 || one.WriteUnits != 0 {
 		t.Errorf("an MCP request cost %v calls, %v read and %v write units; want 1 GetItem of its session, 1 read unit", one.Calls, one.ReadUnits, one.WriteUnits)
+	}
+	init := res.oneInitialize
+	t.Logf("an initialize: %v calls, %v read and %v write units; the server's user item %+v", init.Calls, init.ReadUnits, init.WriteUnits, init.Keys[serverKeyName(t)])
+	if reads := init.Keys[serverKeyName(t)].ReadUnits; reads > 1 {
+		t.Errorf("an initialize read the server's user item for %v units, more than once", reads)
 	}
 }
 
@@ -351,6 +357,10 @@ func runPartitionLoad(t *testing.T, wiring mcpWiring) loadResult {
 		t.Errorf("one MCP request: status %d", code)
 	}
 	res.oneMCP = front.Take()
+	if wiring == mcpPerInstance {
+		mcpInitialize(t, mcpHandlers[0], len(clients))
+		res.oneInitialize = front.Take()
+	}
 	wantRequests := (webRequests + mcpRequests) / loadScale * loadSeconds
 	if res.requests != wantRequests {
 		t.Errorf("%d authenticated requests in %v of virtual time, want %d: the scaled %d a second", res.requests, res.virtual, wantRequests, webRequests+mcpRequests)
