@@ -141,8 +141,11 @@ func startEnvironment(t *testing.T, rie, bootstrap string, env []string) *enviro
 		if err := e.rie.Start(); err != nil {
 			t.Fatalf("start the emulator: %v", err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- e.rie.Wait() }()
+		exited := make(chan struct{})
+		go func() {
+			e.rie.Wait()
+			close(exited)
+		}()
 		e.invoke = "http://127.0.0.1:" + invokePort + "/2015-03-31/functions/function/invocations"
 		t.Cleanup(func() { e.stop(exited) })
 		if err := e.waitListening(invokePort, exited); err == nil {
@@ -156,7 +159,7 @@ func startEnvironment(t *testing.T, rie, bootstrap string, env []string) *enviro
 
 // waitListening waits until the emulator accepts connections on port, or
 // exits.
-func (e *environment) waitListening(port string, exited <-chan error) error {
+func (e *environment) waitListening(port string, exited <-chan struct{}) error {
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err == nil {
@@ -164,21 +167,18 @@ func (e *environment) waitListening(port string, exited <-chan error) error {
 			return nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("exited: %v", err)
+		case <-exited:
+			return fmt.Errorf("exited: %v", e.rie.ProcessState)
 		case <-time.After(pause):
 		}
 	}
 }
 
-// stop kills the environment, the emulator and the function together.
-func (e *environment) stop(exited <-chan error) {
-	if e.rie.Process == nil {
-		return
-	}
+// stop kills the environment, the emulator and the function together,
+// and waits until the emulator is gone.
+func (e *environment) stop(exited <-chan struct{}) {
 	syscall.Kill(-e.rie.Process.Pid, syscall.SIGKILL)
 	<-exited
-	e.rie.Process = nil
 }
 
 // function returns the function's process: the emulator's one child.
