@@ -176,11 +176,11 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 			a.pageAnswer(http.StatusServiceUnavailable, "The session store is unavailable. Try again in a moment.")),
 		// A sensitive action from a session whose authentication is older
 		// than Reauth sends the browser to confirm the password (and code),
-		// and back to the account, where all such actions are; the API gets RFC
-		// 9470's challenge, from ddbsession, and re-authenticates at POST
-		// /api/reauth.
+		// and back to a page that asks for the action again (stepUp); the
+		// API gets RFC 9470's challenge, from ddbsession, and
+		// re-authenticates at POST /api/reauth.
 		StepUp: apiOr(apiAnswer(http.StatusUnauthorized, "authenticate again to continue: POST /api/reauth"),
-			http.RedirectHandler(reauthPath+"?next=/account", http.StatusSeeOther)),
+			http.HandlerFunc(stepUp)),
 		// A browser with DBSC that signs in with a cookie is offered to
 		// bind the session to a key of its own, and must then prove that
 		// it holds the key to refresh a short-lived bound cookie: a copy of
@@ -303,6 +303,13 @@ func (a *app) routes() http.Handler {
 	// so a stale tab's "log out" button still clears the cookie.
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.Handle("POST /logout-everywhere", sensitive(a.logoutEverywhere))
+	// Each sensitive action's confirm page, the GET of its path, where a
+	// re-authentication for it comes back to (reauth.go's resumable).
+	mux.Handle("GET /logout-everywhere", signedIn(a.confirmPage(confirmLogoutEverywhere)))
+	mux.Handle("GET /sessions/revoke", signedIn(a.confirmRevoke))
+	mux.Handle("GET /totp/enrol", signedIn(a.confirmPage(confirmTOTPEnrol)))
+	mux.Handle("GET /totp/confirm", sensitive(a.totpSetupPage))
+	mux.Handle("GET /totp/remove", signedIn(a.confirmPage(confirmTOTPRemove)))
 	// The password change asks for the current password itself, and signs
 	// in again with it: a re-authentication of its own.
 	mux.Handle("POST /password", signedIn(a.changePassword))

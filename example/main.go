@@ -20,6 +20,8 @@
 //	POST /totp/enrol            starts a set-up of one-time codes: the QR code (recent authentication)
 //	POST /totp/confirm          form: code; the first code turns them on (recent authentication)
 //	POST /totp/remove           turns them off (recent authentication)
+//	GET  /logout-everywhere     and /sessions/revoke?id=, /totp/enrol, /totp/confirm, /totp/remove:
+//	                            the action's confirm page, its button the POST above
 //	GET  /reauth                the password (and code) form of a re-authentication; query: next
 //	POST /reauth                form: password, code, next; a new session, then 303 to next
 //	POST /api/login             JSON {"username", "password", "code"}: 200 {"token", "expiresAt"}
@@ -31,12 +33,14 @@
 //
 // The actions marked "recent authentication" need a session whose user
 // proved themselves within -reauth (default 10m); an older one does
-// nothing: a browser gets 303 to /reauth?next=/account, an API client 401
-// with WWW-Authenticate: Bearer error="insufficient_user_authentication"
-// and max_age (RFC 9470), and either re-authenticates on the session it
-// holds, at /reauth or /api/reauth, which gives it a new one. A password
-// change asks for the current password, and counts as a re-authentication
-// too. -max-sessions N caps a user's sessions: the (N+1)th login ends the
+// nothing: a browser gets 303 to /reauth, an API client 401 with
+// WWW-Authenticate: Bearer error="insufficient_user_authentication" and
+// max_age (RFC 9470), and either re-authenticates on the session it holds,
+// at /reauth or /api/reauth, which gives it a new one. The browser then
+// comes back to the action's confirm page, which asks for it again, one
+// press away (POST /logout-everywhere: /reauth?next=/logout-everywhere).
+// A password change asks for the current password, and counts as a
+// re-authentication too. -max-sessions N caps a user's sessions: the (N+1)th login ends the
 // oldest.
 //
 // "code" is the six-digit code of the user's authenticator app, for a user

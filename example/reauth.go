@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,15 +14,130 @@ import (
 // Re-authentication: the sensitive actions (routes' "sensitive") need a
 // session whose user proved themselves within appConfig.Reauth. An older
 // one is sent here by ddbsession's RequireAuthentication, through the
-// Config's StepUp: a browser to GET /reauth?next=/account, an API client
-// to a 401 with RFC 9470's challenge, and either signs in again on the
-// session it holds. ddbsession's Login (or LoginBearer) on a request that
-// carries the user's own session is a re-authentication: a new token with
-// a fresh AuthenticatedAt, the old one ended, the user's other sessions
-// left alone.
+// Config's StepUp: a browser to GET /reauth (stepUp), an API client to a
+// 401 with RFC 9470's challenge, and either signs in again on the session
+// it holds. ddbsession's Login (or LoginBearer) on a request that carries
+// the user's own session is a re-authentication: a new token with a fresh
+// AuthenticatedAt, the old one ended, the user's other sessions left
+// alone.
+//
+// The browser comes back to what it asked for: a sensitive action is a
+// POST, which no redirect can repeat, so its re-authentication returns to
+// the action's confirm page, the GET of the same path, which asks for it
+// again, one press away (and behind the same CrossOriginProtection as
+// every form). A GET comes back to itself.
 
 // reauthPath is the re-authentication page, where StepUp sends browsers.
 const reauthPath = "/reauth"
+
+// resumable are the sensitive actions, by the path of their POST, that
+// a browser sent to re-authenticate comes back to, at the GET of the same
+// path, with the form fields of the POST that the confirm page takes back.
+// routes serves each of those pages; TestEveryStepUpResumes walks them.
+var resumable = map[string][]string{
+	"/logout-everywhere": nil,
+	"/sessions/revoke":   {"id"},
+	"/totp/enrol":        nil,
+	"/totp/confirm":      nil, // not the code: it is spent or stale by then
+	"/totp/remove":       nil,
+}
+
+// stepUp is Config.StepUp's answer for the pages: 303 to the
+// re-authentication page, with next the page to come back to: a sensitive
+// POST's confirm page (resumable), a GET's own address, or the account.
+func stepUp(w http.ResponseWriter, r *http.Request) {
+	next := "/account"
+	if fields, ok := resumable[r.URL.Path]; ok && r.Method == http.MethodPost {
+		next = r.URL.Path
+		kept := url.Values{}
+		for _, name := range fields {
+			if v := r.PostFormValue(name); v != "" && len(v) <= maxKeptField {
+				kept.Set(name, v)
+			}
+		}
+		if len(kept) > 0 {
+			next += "?" + kept.Encode()
+		}
+	} else if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		next = r.URL.RequestURI()
+	}
+	http.Redirect(w, r, reauthPath+"?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
+}
+
+// maxKeptField bounds a form field that stepUp carries into next: a
+// session ID is 32 characters, and anything much longer is no ID.
+const maxKeptField = 64
+
+// confirmData is what a confirm page shows: the action in a heading and a
+// sentence, and the button that sends it, with its form's hidden fields.
+type confirmData struct {
+	Title, Text string
+	Action      string // the path of the action's POST
+	Fields      map[string]string
+	Button      string
+	Danger      bool // the button is red: the action signs someone out
+}
+
+// confirmPage is the confirm page of an action that needs nothing but a
+// press.
+func (a *app) confirmPage(data confirmData) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a.render(w, http.StatusOK, confirmTemplate, data)
+	}
+}
+
+// Confirm pages of the actions without a form field.
+var (
+	confirmLogoutEverywhere = confirmData{
+		Title: "Log out everywhere", Action: "/logout-everywhere", Button: "Log out everywhere", Danger: true,
+		Text: "This ends every one of your sessions, on every device, this one too.",
+	}
+	confirmTOTPEnrol = confirmData{
+		Title: "Set up one-time codes", Action: "/totp/enrol", Button: "Set up one-time codes",
+		Text: "The next page shows a QR code for your authenticator app.",
+	}
+	confirmTOTPRemove = confirmData{
+		Title: "Turn off one-time codes", Action: "/totp/remove", Button: "Turn off one-time codes", Danger: true,
+		Text: "Logging in will ask for your password alone.",
+	}
+)
+
+// confirmRevoke is the confirm page of revoking one session: the one of
+// id, if it is one of the signed-in user's.
+func (a *app) confirmRevoke(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	s, _ := a.sessions.Session(r.Context())
+	list, err := a.sessions.List(r.Context(), s.User)
+	if err != nil {
+		a.storeError(w, r, "list sessions", err)
+		return
+	}
+	i := slices.IndexFunc(list, func(e ddbsession.Session) bool { return e.ID == id })
+	if id == "" || i < 0 {
+		a.errorPage(w, http.StatusNotFound, "No such session: it may have ended already.")
+		return
+	}
+	which := deviceName(list[i].UserAgent) + ", signed in " + list[i].CreatedAt.UTC().Format("Jan 2 15:04 UTC")
+	if list[i].Current {
+		which += ": this browser"
+	}
+	a.render(w, http.StatusOK, confirmTemplate, confirmData{
+		Title: "Revoke a session", Action: "/sessions/revoke", Fields: map[string]string{"id": id}, Button: "Revoke", Danger: true,
+		Text: "This ends the session of " + which + ".",
+	})
+}
+
+// totpSetupPage is the confirm page of a set-up's confirmation: the
+// pending set-up again, its QR code and the code form. It shows the
+// pending secret, so it needs a recent authentication itself (routes).
+func (a *app) totpSetupPage(w http.ResponseWriter, r *http.Request) {
+	u, _ := a.sessions.User(r.Context())
+	if u.TOTPPending == "" {
+		a.errorPage(w, http.StatusConflict, "There is no set-up of one-time codes to confirm. Start it again from your account.")
+		return
+	}
+	a.renderSetup(w, r, http.StatusOK, u.Username, u.TOTPPending, "")
+}
 
 // reauthData is what the re-authentication page shows: whose session it
 // is, whether it asks for a one-time code too, for how long a password

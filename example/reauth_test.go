@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -17,16 +18,19 @@ import (
 // password and nothing else.
 var passwordOnly = []string{"password"}
 
-// toReauth is where a browser goes for a sensitive action on a session
-// whose authentication is too old: the contract of issue 17, exactly.
-const toReauth = "/reauth?next=/account"
+// reauthFor is where a browser goes for a sensitive action on a session
+// whose authentication is too old: the re-authentication page, and back to
+// next, the page that asks for the action again.
+func reauthFor(next string) string {
+	return "/reauth?" + url.Values{"next": {next}}.Encode()
+}
 
 // TestStepUpPages: once the session's authentication is older than
 // appConfig.Reauth, logging out everywhere and revoking a session do
-// nothing and send the browser to re-authenticate, and back to the account;
-// a wrong password there is refused, a right one signs this browser in
-// anew (the old token dead, the other sessions alive), and the actions then
-// work.
+// nothing and send the browser to re-authenticate, and back to the
+// action's confirm page; a wrong password there is refused, a right one
+// signs this browser in anew (the old token dead, the other sessions
+// alive) and lands on the confirm page, where one press does it.
 func TestStepUpPages(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
@@ -38,30 +42,32 @@ func TestStepUpPages(t *testing.T) {
 	a.signup("alice", "correct horse")
 	b.login("alice", "correct horse")
 	bID := sessionID(t, a.sessions(), "browser-B")
+	revokeB := "/sessions/revoke?id=" + bID
 
 	clock.Advance(time.Minute + time.Second)
 	for _, tc := range []struct {
 		path string
 		form url.Values
+		next string
 	}{
-		{"/logout-everywhere", nil},
-		{"/sessions/revoke", url.Values{"id": {bID}}},
+		{"/logout-everywhere", nil, "/logout-everywhere"},
+		{"/sessions/revoke", url.Values{"id": {bID}}, revokeB},
 	} {
 		res := a.post(tc.path, tc.form)
-		if res.code != http.StatusSeeOther || res.header.Get("Location") != toReauth {
-			t.Errorf("POST %s a minute after signing in: %d to %q, want 303 to %q", tc.path, res.code, res.header.Get("Location"), toReauth)
+		if res.code != http.StatusSeeOther || res.header.Get("Location") != reauthFor(tc.next) {
+			t.Errorf("POST %s a minute after signing in: %d to %q, want 303 to %q", tc.path, res.code, res.header.Get("Location"), reauthFor(tc.next))
 		}
 	}
 	if a.meStatus() != http.StatusOK || b.meStatus() != http.StatusOK {
 		t.Fatalf("a refused sensitive action signed someone out: A %d, B %d", a.meStatus(), b.meStatus())
 	}
 
-	page := a.get(toReauth)
+	page := a.get(reauthFor(revokeB))
 	if page.code != http.StatusOK {
-		t.Fatalf("GET %s: %d, want 200", toReauth, page.code)
+		t.Fatalf("GET %s: %d, want 200", reauthFor(revokeB), page.code)
 	}
 	form := formHTML(t, page.body, "reauth-form")
-	for _, want := range []string{`action="/reauth"`, `<input type="hidden" name="next" value="/account">`, `type="password" name="password"`} {
+	for _, want := range []string{`action="/reauth"`, `<input type="hidden" name="next" value="/sessions/revoke?id=` + bID + `">`, `type="password" name="password"`} {
 		if !strings.Contains(form, want) {
 			t.Errorf("the re-authentication form lacks %s:\n%s", want, form)
 		}
@@ -71,20 +77,20 @@ func TestStepUpPages(t *testing.T) {
 	}
 
 	old := a.token()
-	res := a.post("/reauth", url.Values{"password": {"wrong horse"}, "next": {"/account"}})
+	res := a.post("/reauth", url.Values{"password": {"wrong horse"}, "next": {revokeB}})
 	if res.code != http.StatusUnauthorized || pageMessage(t, res.body) != "The password is wrong." {
 		t.Errorf("POST /reauth with a wrong password: %d, message %q; want 401 and what was wrong", res.code, pageMessage(t, res.body))
 	}
 	if a.token() != old {
 		t.Errorf("a refused re-authentication changed the session cookie")
 	}
-	if res := a.post("/logout-everywhere", nil); res.header.Get("Location") != toReauth {
-		t.Errorf("POST /logout-everywhere after a wrong password: %d to %q, want 303 to %q", res.code, res.header.Get("Location"), toReauth)
+	if res := a.post("/logout-everywhere", nil); res.header.Get("Location") != reauthFor("/logout-everywhere") {
+		t.Errorf("POST /logout-everywhere after a wrong password: %d to %q, want 303 to %q", res.code, res.header.Get("Location"), reauthFor("/logout-everywhere"))
 	}
 
-	res = a.post("/reauth", url.Values{"password": {"correct horse"}, "next": {"/account"}})
-	if res.code != http.StatusSeeOther || res.header.Get("Location") != "/account" {
-		t.Fatalf("POST /reauth with the password: %d to %q, want 303 to /account; body:\n%s", res.code, res.header.Get("Location"), res.body)
+	res = a.post("/reauth", url.Values{"password": {"correct horse"}, "next": {revokeB}})
+	if res.code != http.StatusSeeOther || res.header.Get("Location") != revokeB {
+		t.Fatalf("POST /reauth with the password: %d to %q, want 303 to %q; body:\n%s", res.code, res.header.Get("Location"), revokeB, res.body)
 	}
 	if c := sessionCookie(t, res); c.Value == old {
 		t.Errorf("re-authentication kept the session token")
@@ -100,8 +106,22 @@ func TestStepUpPages(t *testing.T) {
 		t.Errorf("sessions after the re-authentication (-want +got):\n%s", diff)
 	}
 
+	// Back where the re-authentication sends it: the revoke, asked again.
+	confirm := a.get(revokeB)
+	form = formHTML(t, confirm.body, "confirm-form")
+	for _, want := range []string{`action="/sessions/revoke"`, `<input type="hidden" name="id" value="` + bID + `">`, `<button id="confirm" class="danger">Revoke</button>`} {
+		if confirm.code != http.StatusOK || !strings.Contains(form, want) {
+			t.Errorf("GET %s: %d, the confirm form lacks %s:\n%s", revokeB, confirm.code, want, form)
+		}
+	}
+	if code := b.meStatus(); code != http.StatusOK {
+		t.Errorf("the confirm page revoked the session by itself: /api/me %d, want 200", code)
+	}
+	if res := a.get("/sessions/revoke?id=0123456789abcdef0123456789abcdef"); res.code != http.StatusNotFound {
+		t.Errorf("the confirm page of a session that is none of the user's: %d, want 404", res.code)
+	}
 	if res := a.post("/sessions/revoke", url.Values{"id": {bID}}); res.code != http.StatusSeeOther || res.header.Get("Location") != "/" {
-		t.Errorf("POST /sessions/revoke after re-authenticating: %d to %q, want 303 to /", res.code, res.header.Get("Location"))
+		t.Errorf("the confirm page's one press, POST /sessions/revoke: %d to %q, want 303 to /", res.code, res.header.Get("Location"))
 	}
 	if code := b.meStatus(); code != http.StatusUnauthorized {
 		t.Errorf("the revoked session: /api/me %d, want 401", code)
@@ -112,6 +132,176 @@ func TestStepUpPages(t *testing.T) {
 	if code := a.meStatus(); code != http.StatusUnauthorized {
 		t.Errorf("after logging out everywhere: /api/me %d, want 401", code)
 	}
+}
+
+// TestEveryStepUpResumes walks each sensitive action that a browser can be
+// sent to re-authenticate for (resumable): its POST, too long after the
+// login, goes to re-authenticate and does nothing; the re-authentication
+// comes back to the action's confirm page, which does nothing either; and
+// one press of its form does the action.
+func TestEveryStepUpResumes(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, func(cfg *appConfig) {
+		cfg.Now = clock.Now
+		cfg.Reauth = time.Minute
+	})
+	tested := map[string]bool{}
+	for _, tc := range []struct {
+		path string
+		// setup signs the user in, does what the action needs first, and
+		// returns the POST's form.
+		setup func(t *testing.T, a *browser) url.Values
+		// press sends the confirm page's form, given the page.
+		press func(t *testing.T, a *browser, page response) response
+		// done checks that the action happened, given press's answer.
+		done func(t *testing.T, a *browser, res response)
+	}{
+		{
+			path:  "/logout-everywhere",
+			setup: func(t *testing.T, a *browser) url.Values { return nil },
+			press: pressConfirm,
+			done: func(t *testing.T, a *browser, res response) {
+				if res.code != http.StatusSeeOther || a.meStatus() != http.StatusUnauthorized {
+					t.Errorf("after the press: %d, /api/me %d; want 303 and signed out", res.code, a.meStatus())
+				}
+			},
+		},
+		{
+			path: "/sessions/revoke",
+			setup: func(t *testing.T, a *browser) url.Values {
+				a.app.browser("other-device").login(a.userAgent, "correct horse")
+				return url.Values{"id": {sessionID(t, a.sessions(), "other-device")}}
+			},
+			press: pressConfirm,
+			done: func(t *testing.T, a *browser, res response) {
+				if list := a.sessions(); res.code != http.StatusSeeOther || len(list) != 1 || !list[0].Current {
+					t.Errorf("after the press: %d, sessions %+v; want 303 and this browser's alone", res.code, list)
+				}
+			},
+		},
+		{
+			path:  "/totp/enrol",
+			setup: func(t *testing.T, a *browser) url.Values { return nil },
+			press: pressConfirm,
+			done: func(t *testing.T, a *browser, res response) {
+				if res.code != http.StatusOK || !strings.Contains(res.body, `id="totp-confirm-form"`) || a.app.userItemOf(a.userAgent).TOTPPending == "" {
+					t.Errorf("after the press: %d, want 200 and the set-up started:\n%s", res.code, res.body)
+				}
+			},
+		},
+		{
+			path: "/totp/confirm",
+			setup: func(t *testing.T, a *browser) url.Values {
+				a.startTOTP()
+				return url.Values{"code": {"123456"}}
+			},
+			press: func(t *testing.T, a *browser, page response) response {
+				formHTML(t, page.body, "totp-confirm-form")
+				pending := a.app.userItemOf(a.userAgent).TOTPPending
+				if m := keyText.FindStringSubmatch(page.body); m == nil || totpSecret(strings.ReplaceAll(m[1], " ", "")) != pending {
+					t.Errorf("the confirm page shows another key than the pending set-up's")
+				}
+				return a.post("/totp/confirm", url.Values{"code": {codeAt(t, pending, clock.Now())}})
+			},
+			done: func(t *testing.T, a *browser, res response) {
+				if res.code != http.StatusSeeOther || a.app.userItemOf(a.userAgent).TOTPSecret == "" {
+					t.Errorf("after the press: %d, want 303 and one-time codes on", res.code)
+				}
+			},
+		},
+		{
+			path: "/totp/remove",
+			setup: func(t *testing.T, a *browser) url.Values {
+				a.enrolTOTP(clock.Now())
+				return nil
+			},
+			press: pressConfirm,
+			done: func(t *testing.T, a *browser, res response) {
+				if res.code != http.StatusSeeOther || a.app.userItemOf(a.userAgent).TOTPSecret != "" {
+					t.Errorf("after the press: %d, want 303 and one-time codes off", res.code)
+				}
+			},
+		},
+	} {
+		tested[tc.path] = true
+		t.Run(strings.ReplaceAll(strings.Trim(tc.path, "/"), "/", "-"), func(t *testing.T) {
+			// The browser's User-Agent is its user's name, for the
+			// helpers above.
+			name := strings.NewReplacer("/", "", "-", "").Replace(tc.path)
+			a := ta.browser(name)
+			a.signup(name, "correct horse")
+			form := tc.setup(t, a)
+			if _, ok := resumable[tc.path]; !ok {
+				t.Fatalf("%s is not in resumable", tc.path)
+			}
+			next := tc.path
+			if id := form.Get("id"); id != "" {
+				next += "?id=" + id
+			}
+
+			clock.Advance(time.Minute + time.Second)
+			before := ta.userItemOf(name)
+			res := a.post(tc.path, form)
+			if res.code != http.StatusSeeOther || res.header.Get("Location") != reauthFor(next) {
+				t.Fatalf("POST %s too long after the login: %d to %q, want 303 to %q", tc.path, res.code, res.header.Get("Location"), reauthFor(next))
+			}
+			if code, after := a.meStatus(), ta.userItemOf(name); code != http.StatusOK || after.TOTPSecret != before.TOTPSecret || after.TOTPPending != before.TOTPPending {
+				t.Fatalf("the refused POST %s did something: /api/me %d, one-time codes changed %v", tc.path, code, after.TOTPSecret != before.TOTPSecret || after.TOTPPending != before.TOTPPending)
+			}
+			var reauth url.Values
+			if u := ta.userItemOf(name); u.TOTPSecret != "" {
+				clock.Advance(30 * time.Second) // the set-up's code is spent: the next one
+				reauth = url.Values{"code": {codeAt(t, u.TOTPSecret, clock.Now())}}
+			} else {
+				reauth = url.Values{}
+			}
+			reauth.Set("password", "correct horse")
+			reauth.Set("next", formValue(t, a.get(res.header.Get("Location")).body, "reauth-form", "next"))
+			res = a.post("/reauth", reauth)
+			if res.code != http.StatusSeeOther || res.header.Get("Location") != next {
+				t.Fatalf("POST /reauth: %d to %q, want 303 to the confirm page %q", res.code, res.header.Get("Location"), next)
+			}
+			page := a.get(next)
+			if page.code != http.StatusOK {
+				t.Fatalf("GET %s, the confirm page: %d\n%s", next, page.code, page.body)
+			}
+			if code, after := a.meStatus(), ta.userItemOf(name); code != http.StatusOK || after.TOTPSecret != before.TOTPSecret || after.TOTPPending != before.TOTPPending {
+				t.Fatalf("GET %s did the action by itself", next)
+			}
+			tc.done(t, a, tc.press(t, a, page))
+		})
+	}
+	for path := range resumable {
+		if !tested[path] {
+			t.Errorf("resumable's %s has no case here", path)
+		}
+	}
+}
+
+// pressConfirm sends the confirm page's form, as its button does.
+func pressConfirm(t *testing.T, a *browser, page response) response {
+	t.Helper()
+	form := formHTML(t, page.body, "confirm-form")
+	action := regexp.MustCompile(`action="([^"]*)"`).FindStringSubmatch(form)
+	if action == nil || !strings.Contains(form, `<button id="confirm"`) {
+		t.Fatalf("the confirm form has no action or no button:\n%s", form)
+	}
+	fields := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`).FindAllStringSubmatch(form, -1) {
+		fields.Set(m[1], html.UnescapeString(m[2]))
+	}
+	return a.post(html.UnescapeString(action[1]), fields)
+}
+
+// formValue is the value of the hidden field name of form id in body.
+func formValue(t *testing.T, body, id, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<input type="hidden" name="` + name + `" value="([^"]*)">`).FindStringSubmatch(formHTML(t, body, id))
+	if m == nil {
+		t.Fatalf("form %s has no field %s:\n%s", id, name, body)
+	}
+	return html.UnescapeString(m[1])
 }
 
 // TestReauthReturnPath: POST /reauth goes back to its "next" when that is a
@@ -173,8 +363,8 @@ func TestPasswordChangeReauthenticates(t *testing.T) {
 	a := ta.browser("browser-A")
 	a.signup("alice", "old password")
 	clock.Advance(time.Hour)
-	if res := a.post("/logout-everywhere", nil); res.header.Get("Location") != toReauth {
-		t.Fatalf("POST /logout-everywhere an hour after signing in: %d to %q, want 303 to %q", res.code, res.header.Get("Location"), toReauth)
+	if res := a.post("/logout-everywhere", nil); res.header.Get("Location") != reauthFor("/logout-everywhere") {
+		t.Fatalf("POST /logout-everywhere an hour after signing in: %d to %q, want 303 to %q", res.code, res.header.Get("Location"), reauthFor("/logout-everywhere"))
 	}
 	a.mustPost(http.StatusSeeOther, "/password", url.Values{"current": {"old password"}, "new": {"new password"}})
 	c := ta.browser("browser-C")

@@ -12,10 +12,10 @@ import (
 // codes from the account page (the QR code shows, under the page's
 // Content-Security-Policy), log out, log in with the password and then a
 // code, let -reauth (2 s here) go by, click "Log out everywhere" and be
-// sent to re-authenticate, do so with password and code, come back to the
-// account, and log out everywhere after all. The app's clock is a fake
-// one, which the test moves on instead of waiting; it gives the codes their
-// time steps too. It needs Debian's chromium package and fails, never
+// sent to re-authenticate, do so with password and code, come back to
+// "Log out everywhere" asked again, and press it once. The app's clock is
+// a fake one, which the test moves on instead of waiting; it gives the
+// codes their time steps too. It needs Debian's chromium package and fails, never
 // skips, without it.
 func TestBrowserStepUp(t *testing.T) {
 	t.Parallel()
@@ -70,8 +70,8 @@ func TestBrowserStepUp(t *testing.T) {
 
 	clock.Advance(3 * time.Second) // past -reauth
 	do(t, tab, "log out everywhere, too long after logging in", chromedp.Click("#logout-everywhere"), chromedp.WaitVisible("#reauth-form"))
-	if at := value(t, tab, "read the address", chromedp.Evaluate[string](`location.pathname + location.search`)); at != toReauth {
-		t.Errorf("log out everywhere sent the browser to %s, want %s", at, toReauth)
+	if at := value(t, tab, "read the address", chromedp.Evaluate[string](`location.pathname + location.search`)); at != reauthFor("/logout-everywhere") {
+		t.Errorf("log out everywhere sent the browser to %s, want %s", at, reauthFor("/logout-everywhere"))
 	}
 	checkWidths(t, tab, "reauth")
 	clock.Advance(30 * time.Second) // the login's code is spent too
@@ -79,12 +79,17 @@ func TestBrowserStepUp(t *testing.T) {
 		chromedp.SendKeys("#reauth-form input[name=password]", "correct horse battery"),
 		chromedp.SendKeys("#reauth-form input[name=code]", codeAt(t, secret, clock.Now())),
 		chromedp.Click("#reauth-form button"),
-		chromedp.WaitVisible("#whoami"),
+		chromedp.WaitVisible("#confirm-form"),
 	)
-	if at := value(t, tab, "read the address", chromedp.Evaluate[string](`location.pathname`)); at != "/account" {
-		t.Errorf("the re-authentication came back to %s, want /account", at)
+	// Back at what was asked for: log out everywhere, one press away.
+	if at := value(t, tab, "read the address", chromedp.Evaluate[string](`location.pathname`)); at != "/logout-everywhere" {
+		t.Errorf("the re-authentication came back to %s, want the confirm page /logout-everywhere", at)
 	}
-	do(t, tab, "log out everywhere, just after re-authenticating", chromedp.Click("#logout-everywhere"), chromedp.WaitVisible("#signup-form"))
+	checkWidths(t, tab, "confirm")
+	if list, err := ta.app.sessions.List(t.Context(), userKey("alice")); err != nil || len(list) != 1 {
+		t.Errorf("alice's sessions on the confirm page: %v, %v; want the one of this browser", list, err)
+	}
+	do(t, tab, "press the confirm page's button", chromedp.Click("#confirm"), chromedp.WaitVisible("#signup-form"))
 	if list, err := ta.app.sessions.List(t.Context(), userKey("alice")); err != nil || len(list) != 0 {
 		t.Errorf("alice's sessions after logging out everywhere: %v, %v; want none", list, err)
 	}

@@ -23,6 +23,9 @@ var (
 	reauthTemplate = parsePage("templates/reauth.html")
 	codeTemplate   = parsePage("templates/code.html")
 	totpTemplate   = parsePage("templates/totp.html")
+	// confirmTemplate asks again for a sensitive action, one button away,
+	// after a re-authentication (reauth.go).
+	confirmTemplate = parsePage("templates/confirm.html")
 )
 
 func parsePage(content string) *template.Template {

@@ -385,8 +385,8 @@ func TestStepUpTOTP(t *testing.T) {
 		{a, "/totp/remove", nil},
 	} {
 		res := tc.b.post(tc.path, tc.form)
-		if res.code != http.StatusSeeOther || res.header.Get("Location") != toReauth {
-			t.Errorf("POST %s a minute after signing in: %d to %q, want 303 to %q", tc.path, res.code, res.header.Get("Location"), toReauth)
+		if res.code != http.StatusSeeOther || res.header.Get("Location") != reauthFor(tc.path) {
+			t.Errorf("POST %s a minute after signing in: %d to %q, want 303 to %q", tc.path, res.code, res.header.Get("Location"), reauthFor(tc.path))
 		}
 	}
 	if item := ta.userItemOf("alice"); item.TOTPSecret != secret {
@@ -396,7 +396,7 @@ func TestStepUpTOTP(t *testing.T) {
 		t.Errorf("refused set-up steps changed bob's: secret %q, pending %q (was %q)", string(item.TOTPSecret), string(item.TOTPPending), string(bobPending))
 	}
 
-	page := a.get(toReauth)
+	page := a.get(reauthFor("/totp/remove"))
 	if !strings.Contains(formHTML(t, page.body, "reauth-form"), `name="code"`) {
 		t.Fatalf("the re-authentication form of a user with one-time codes asks for none:\n%s", page.body)
 	}
