@@ -116,17 +116,18 @@ func backoff(attempt int) time.Duration {
 }
 
 // stillValid reads the revocation state of session s's user after a write
-// into s, and returns ErrNoSession if a RevokeAll or a RevokeEveryone has
-// ended the session since the request read it: the write's own condition
+// into s, and returns ErrNoSession if a RevokeAll, or a RevokeEveryone
+// this instance knows of, has ended the session since the request read it:
+// the write's own condition
 // sees the session item alone, and the data of an ended session is no
 // one's.
 func (c *core) stillValid(ctx context.Context, s item.Session) error {
 	key := userOf(s)
 	var rev revocation
 	var err error
-	began := mono()
+	withGlobal, began := c.everyone.stale(), c.everyone.clock()
 	if c.users.inTable() {
-		keys := c.store.userKeys(key.PK, key.SK, false, true)
+		keys := c.store.userKeys(key.PK, key.SK, false, withGlobal)
 		if c.users.mrec {
 			keys = append(keys, c.store.EndKey(s.SessionPK))
 		}
@@ -134,7 +135,7 @@ func (c *core) stillValid(ctx context.Context, s item.Session) error {
 		if found, err = c.store.batchGetMany(ctx, keys); err != nil {
 			return err
 		}
-		u := userItems{globalRead: true}
+		u := userItems{globalRead: withGlobal}
 		for _, av := range found {
 			c.store.sort(&u, av, s.SessionPK, key.PK, key.SK)
 		}
@@ -143,7 +144,7 @@ func (c *core) stillValid(ctx context.Context, s item.Session) error {
 		}
 		rev, err = c.users.decode(u, nil)
 	} else {
-		rev, err = c.users.load(ctx, key, nil, false, true)
+		rev, err = c.users.load(ctx, key, nil, false, withGlobal)
 	}
 	if errors.Is(err, ErrUserNotFound) {
 		return ErrNoSession
@@ -151,7 +152,9 @@ func (c *core) stillValid(ctx context.Context, s item.Session) error {
 	if err != nil {
 		return err
 	}
-	c.everyone.seen(rev.global, began)
+	if rev.globalRead {
+		c.everyone.seen(rev.global, began)
+	}
 	if c.revoked(s, rev.version, rev.ended) != "" {
 		return ErrNoSession
 	}

@@ -16,6 +16,7 @@ import (
 // machine's monotonic clock, which no skew or injected Config.Now moves.
 type everyone struct {
 	within time.Duration // Limits.RevokeEveryoneWithin
+	clock  func() int64  // the monotonic clock: mono, or a test's
 	gen    atomic.Int64
 	readAt atomic.Int64 // monotonic nanoseconds at which the last read began; 0: never read
 }
@@ -23,7 +24,7 @@ type everyone struct {
 // stale reports whether the copy is too old to decide on without a read.
 func (e *everyone) stale() bool {
 	r := e.readAt.Load()
-	return r == 0 || mono()-r >= int64(e.within)
+	return r == 0 || e.clock()-r >= int64(e.within)
 }
 
 // seen takes the generation that a read begun at began found. The

@@ -76,6 +76,14 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // syncBuffer collects log output from concurrent requests.
+// monoClock is a Manager's monotonic clock (ddbsession.SetMonotonicClock),
+// which the test advances.
+type monoClock struct{ ns atomic.Int64 }
+
+func (c *monoClock) now() int64 { return c.ns.Load() + 1 }
+
+func (c *monoClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

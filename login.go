@@ -269,15 +269,21 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 // sure the user's sessions were not revoked since the first step, and then
 // takes the pending session, which one of racing completions alone gets.
 func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Time) (revocation, error) {
-	began := mono()
-	rev, err := c.users.load(ctx, in.user, in.out, withSlots, true)
-	if errors.Is(err, ErrUserNotFound) {
-		return rev, err
-	}
+	// The global generation is read with the user only when this
+	// instance's copy is stale, as a request reads it, so that no item is
+	// read by every login of the table; otherwise the session copies the
+	// copy as it was before the credential was checked. Either way a
+	// RevokeEveryone after this point ends the session.
+	withGlobal, gen, began := c.everyone.stale(), c.everyone.gen.Load(), c.everyone.clock()
+	rev, err := c.users.load(ctx, in.user, in.out, withSlots, withGlobal)
 	if err != nil {
 		return rev, err
 	}
-	c.everyone.seen(rev.global, began)
+	if rev.globalRead {
+		c.everyone.seen(rev.global, began)
+	} else {
+		rev.global = gen
+	}
 	if in.pending != nil && c.revoked(*in.pending, rev.version, false) != "" {
 		// The user's sessions were revoked (a password change) between
 		// the two steps: the first step's proof is void.

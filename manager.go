@@ -66,8 +66,8 @@ type core struct {
 }
 
 // storeContext bounds the DynamoDB work of one call by StoreTimeout: every
-// call below it shares its deadline. Only a refresh, whose writes run after
-// the response, bounds each of its steps on its own (refresh.go).
+// call below it shares its deadline. Only a refresh written after the
+// response bounds each of its steps on its own (refresh.go).
 func (c *core) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.timeout)
 }
@@ -138,8 +138,8 @@ type Config[U any] struct {
 	WriteBeforeResponse bool
 
 	// OnEvent, if set, is told what sessions do ([Event]), never with a
-	// token. It runs on the request's goroutine (a refresh's, after the
-	// response), so it must not block; unset, it costs nothing.
+	// token. It runs on the request's goroutine (or a refresh's), so it
+	// must not block; unset, it costs nothing.
 	OnEvent func(context.Context, Event)
 
 	// Logger receives store failures, never a token. Default slog.Default().
@@ -256,7 +256,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		refresh:          &refresher{store: st, life: life, timeout: lim.StoreTimeout, events: ev, logger: cfg.Logger, inline: cfg.WriteBeforeResponse || onLambda()},
 		events:           ev,
 		binding:          cfg.DeviceBinding,
-		everyone:         &everyone{within: lim.RevokeEveryoneWithin},
+		everyone:         &everyone{within: lim.RevokeEveryoneWithin, clock: mono},
 		keepSignedIn:     cfg.Cookie.KeepSignedIn,
 		clearSiteData:    clearSiteData(cfg.Cookie.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,

@@ -46,7 +46,7 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 	if err != nil {
 		return nil, err
 	}
-	withGlobal, began := c.everyone.stale(), mono()
+	withGlobal, began := c.everyone.stale(), c.everyone.clock()
 	rev, sessions, ended, err := c.readListed(ctx, user, indexed, withGlobal)
 	if errors.Is(err, ErrUserNotFound) {
 		return nil, nil
@@ -241,9 +241,9 @@ func (c *core) changeVersion(ctx context.Context, user UserKey, ms int64) (found
 // RevokeEveryone ends every session of every user with one write, for an
 // incident such as a leak of the table (OWASP ASVS 5.0 7.4.5): it raises the
 // table's global revocation generation, which every session copied at its
-// login. This instance applies it at once, every other instance within
-// [Limits.RevokeEveryoneWithin], and another Region within the replication
-// lag besides. A login after it lives.
+// login. This instance applies it at once, every other within
+// [Limits.RevokeEveryoneWithin] (a login there meanwhile ends with it), and
+// another Region within the replication lag besides.
 func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
@@ -260,7 +260,7 @@ func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
 // readEveryone reads the global revocation generation into this
 // instance's copy.
 func (c *core) readEveryone(ctx context.Context) error {
-	began := mono()
+	began := c.everyone.clock()
 	av, err := c.store.getGlobal(ctx)
 	if err != nil {
 		return err

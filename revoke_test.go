@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -659,6 +660,8 @@ func TestRevokeEveryone(t *testing.T) {
 	otherCfg := e.cfg
 	otherCfg.Now = func() time.Time { return start.Add(-5 * time.Second) }
 	other := primed(t, otherCfg)
+	var otherClock monoClock
+	ddbsession.SetMonotonicClock(other, otherClock.now)
 	alice, bob := e.putUser("alice"), e.putUser("bob")
 	sessions := []*http.Cookie{e.login(alice), e.login(bob)}
 	status := func(m *ddbsession.Manager[User], c *http.Cookie) int {
@@ -671,7 +674,6 @@ func TestRevokeEveryone(t *testing.T) {
 	}
 
 	p.reset()
-	began := time.Now()
 	if err := e.m.RevokeEveryone(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -684,8 +686,9 @@ func TestRevokeEveryone(t *testing.T) {
 		}
 	}
 	// The other instance: its copy is fresh, so it still lets the sessions
-	// through, reading nothing but each request's session and user.
-	for time.Since(began) < within/2 {
+	// through, reading nothing but each request's session and user, until
+	// the copy is within old.
+	for range 3 {
 		p.reset()
 		if got := status(other, sessions[0]); got != http.StatusOK {
 			t.Fatalf("the other instance within its bound: status %d, want 200 until its copy is %v old", got, within)
@@ -693,9 +696,9 @@ func TestRevokeEveryone(t *testing.T) {
 		if p.total() != 1 || p.count("BatchGetItem") != 1 {
 			t.Errorf("a request between re-reads: %v, want one BatchGetItem", p.calls)
 		}
-		time.Sleep(50 * time.Millisecond)
+		otherClock.advance(within / 4)
 	}
-	time.Sleep(within)
+	otherClock.advance(within / 4) // the copy is within old
 	for i, c := range sessions {
 		p.reset()
 		if got := status(other, c); got != http.StatusUnauthorized {
@@ -713,16 +716,85 @@ func TestRevokeEveryone(t *testing.T) {
 	}
 }
 
+// A login reads the global generation only when its instance's copy is
+// stale, as a request does, so that no item is read by every login of the
+// table. A login on an instance whose copy is fresh, just after a
+// RevokeEveryone elsewhere, copies the generation as that instance knows
+// it: the session lives until the copy is stale, then ends with those
+// from before, and its user signs in once more, for good.
+func TestLoginBesideAFreshCopy(t *testing.T) {
+	t.Parallel()
+	const within = time.Second
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.RevokeEveryoneWithin = within })
+	other := primed(t, e.cfg)
+	var otherClock monoClock
+	ddbsession.SetMonotonicClock(other, otherClock.now)
+	alice := e.putUser("alice")
+	loginOn := func(m *ddbsession.Manager[User]) *http.Cookie {
+		t.Helper()
+		w := httptest.NewRecorder()
+		if err := m.Login(w, newRequest(), alice, nil); err != nil {
+			t.Fatal(err)
+		}
+		return sessionCookie(t, w.Result(), cookieName)
+	}
+	status := func(m *ddbsession.Manager[User], c *http.Cookie) int {
+		return e.get(m.RequireSession(whoami(m)), c).Code
+	}
+	if got := status(other, loginOn(other)); got != http.StatusOK { // reads the copy
+		t.Fatalf("a login before RevokeEveryone: status %d", got)
+	}
+
+	if err := e.m.RevokeEveryone(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.reset()
+	early := loginOn(other)
+	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 2}, p.calls); diff != "" {
+		t.Errorf("a login beside a fresh copy: calls (-want +got):\n%s", diff)
+	}
+	if got := status(other, early); got != http.StatusOK {
+		t.Errorf("the early login, on its instance while the copy is fresh: status %d, want 200", got)
+	}
+	if got := status(e.m, early); got != http.StatusUnauthorized {
+		t.Errorf("the early login, on the revoking instance: status %d, want 401", got)
+	}
+	otherClock.advance(within)
+	if got := status(other, early); got != http.StatusUnauthorized {
+		t.Errorf("the early login, once its instance's copy is stale: status %d, want 401", got)
+	}
+	again := loginOn(other)
+	for name, m := range map[string]*ddbsession.Manager[User]{"revoking": e.m, "other": other} {
+		if got := status(m, again); got != http.StatusOK {
+			t.Errorf("the login after that, on the %s instance: status %d, want 200", name, got)
+		}
+	}
+
+	// A login beside a stale copy reads the global item with the user.
+	otherClock.advance(within)
+	p.reset()
+	late := loginOn(other)
+	if p.count("BatchGetItem") != 1 || p.count("GetItem") != 0 {
+		t.Errorf("a login beside a stale copy: calls %v, want the user and the global item in one BatchGetItem", p.calls)
+	}
+	if got := status(e.m, late); got != http.StatusOK {
+		t.Errorf("a login beside a stale copy, on the revoking instance: status %d, want 200", got)
+	}
+}
+
 // An instance that cannot read the global generation once its copy is too
 // old fails its requests closed: a global item it cannot read (another
 // release's format, say) refuses every session with 503, and lets none
 // through.
 func TestRevokeEveryoneFailsClosed(t *testing.T) {
 	t.Parallel()
+	var clock monoClock
 	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.RevokeEveryoneWithin = time.Second })
+	ddbsession.SetMonotonicClock(e.m, clock.now)
 	c := e.login(e.putUser("alice"))
 	e.putItem(map[string]types.AttributeValue{"pk": attrS("SESSION#GLOBAL"), "sk": attrS("STATE"), "v": attrN(9), "kind": attrS("sessions-global"), "gen": attrN(1)})
-	time.Sleep(time.Second)
+	clock.advance(time.Second)
 	called := false
 	w := e.get(e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })), c)
 	if w.Code != http.StatusServiceUnavailable || called {

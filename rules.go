@@ -30,7 +30,7 @@ func (c *core) mayArrive(reason Reason) bool {
 // rejected), and with what was read of it, for events.
 func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
 	defer recovered(&err)
-	withGlobal, began := c.everyone.stale(), mono()
+	withGlobal, began := c.everyone.stale(), c.everyone.clock()
 	var rev revocation
 	if cred.HasUser() && c.users.inTable() {
 		s, rev, err = c.readTogether(ctx, cred, sessionPK, now, user, withGlobal)

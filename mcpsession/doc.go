@@ -115,19 +115,17 @@
 //
 // In DynamoDB calls, as the tests count them:
 //
-//	initialize             6: LoginBearer's strongly consistent BatchGetItem of the global
-//	                       revocation item (with the server's user item, which ddbsession
-//	                       reads with it for any user) and its two PutItems (the session
-//	                       and its index item), then a GetItem, an UpdateItem and a
-//	                       BatchGetItem that store the state and check that no revocation
-//	                       came meanwhile; the first initialize ever also reads the copy,
-//	                       creates the user item (PutItem) and reads the copy again
+//	initialize             4: LoginBearer's two PutItems (the session and its index item;
+//	                       the server's version and the global generation come from this
+//	                       instance's copies), then a GetItem and an UpdateItem that store
+//	                       the state; the first initialize ever also reads the copy,
+//	                       creates the user item (PutItem), reads the copy again and
+//	                       reads the global generation (a BatchGetItem)
 //	any other request      1 GetItem (on MREC a BatchGetItem of the session and its end
 //	                       record), no write; once per Limits.RefreshInterval, 1 UpdateItem
 //	                       after the response; once per Limits.RevokeEveryoneWithin per
 //	                       instance, the 2 BatchGetItems of the copies
-//	logging/setLevel       the same, and an UpdateItem and the BatchGetItem of the check
-//	                       when the level changes
+//	logging/setLevel       the same, and an UpdateItem when the level changes
 //	DELETE                 the same read, and 2 DeleteItems
 //	an ID not issued,      the read alone, whatever the method; a malformed ID, none
 //	expired or revoked

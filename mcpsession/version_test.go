@@ -248,30 +248,3 @@ func TestRevokeAllAcrossInstances(t *testing.T) {
 		t.Errorf("initialized on Y after it saw RevokeAll: status %d, want 200", code)
 	}
 }
-
-// A rolling deploy: sessions that an instance of the wiring before issued,
-// whose IDs carry the server's key, are served by the instances of this
-// one, and the other way round, with the server's version in the copy.
-func TestSessionsAcrossTheWiringBefore(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	before, now := e.startWith(wiring{readServerPerRequest: true}), e.start()
-	oldID, newID := initializeRaw(t, before), initializeRaw(t, now)
-	if len(oldID) == 26 || len(newID) != 26 {
-		t.Fatalf("session IDs %q (the wiring before) and %q: want the server's key in the first alone", oldID, newID)
-	}
-	for _, id := range []string{oldID, newID} {
-		for name, in := range map[string]*instance{"before": before, "now": now} {
-			if code, body := post(t, in, id, callEcho); code != http.StatusOK {
-				t.Errorf("session %.8s… on the instance of %s: status %d %q, want 200", id, name, code, body)
-			}
-		}
-	}
-	now.calls.counts()
-	if code, _ := post(t, now, oldID, callEcho); code != http.StatusOK {
-		t.Fatalf("the session of the wiring before: status %d", code)
-	}
-	if diff := cmp.Diff(map[string]int{"GetItem": 1}, now.calls.counts()); diff != "" {
-		t.Errorf("a session of the wiring before, on this one: DynamoDB calls (-want +got):\n%s", diff)
-	}
-}

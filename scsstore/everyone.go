@@ -7,9 +7,9 @@ import (
 
 // everyone is this instance's copy of the table's global revocation
 // generation, which ddbsession's Manager.RevokeEveryone raises, kept as
-// the core keeps its own: LoadUser reads the global item with the user, in
-// the same BatchGetItem, once the copy is RevokeEveryoneWithin old, and
-// compares with the copy in between; Login reads it always. The copy's age
+// the core keeps its own: Login and LoadUser read the global item with the
+// user, in the same BatchGetItem, once the copy is RevokeEveryoneWithin
+// old, and use the copy in between. The copy's age
 // is measured on the machine's monotonic clock, which no skew or injected
 // Config.Now moves.
 type everyone struct {

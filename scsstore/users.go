@@ -32,8 +32,8 @@ const signedInKey = "scsstore.user"
 // user as read: it reads the user's item into u (a pointer, decoded with
 // attributevalue as ddbsession decodes users; nil for none) with the
 // user's revocation state, in one strongly consistent BatchGetItem (the
-// user item, on a Layout.MREC table the user's revocation item, and the
-// global revocation item); has verify, if not nil, check the credential in
+// user item, on a Layout.MREC table the user's revocation item, and, once
+// per Config.RevokeEveryoneWithin, the global revocation item); has verify, if not nil, check the credential in
 // u, and returns its error as it is, to refuse; then renews the session's
 // token (scs's RenewToken, against session fixation) and records in the
 // session the user's key and what the read found. [Store.LoadUser] loads
@@ -45,12 +45,19 @@ func (s *Store) Login(ctx context.Context, sm *scs.SessionManager, user ddbsessi
 	if err := s.items.checkUser(user); err != nil {
 		return fmt.Errorf("scsstore: login: %w", err)
 	}
-	began := s.everyone.mono()
-	rev, userItem, err := s.readUser(ctx, user, true)
+	// As a request does, Login reads the global item only when the copy is
+	// stale, so that no item is read by every login; otherwise the
+	// session copies the copy as it was before verify ran.
+	withGlobal, gen, began := s.everyone.stale(), s.everyone.gen.Load(), s.everyone.mono()
+	rev, userItem, err := s.readUser(ctx, user, withGlobal)
 	if err != nil {
 		return fmt.Errorf("scsstore: login: %w", err)
 	}
-	s.everyone.seen(rev.Global, began)
+	if withGlobal {
+		s.everyone.seen(rev.Global, began)
+	} else {
+		rev.Global = gen
+	}
 	if userItem == nil {
 		return ddbsession.ErrUserNotFound
 	}

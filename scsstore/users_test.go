@@ -164,11 +164,17 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 			clock1.Add(int64(within))
 			laptop.expect(one, "GET", "/me", nil, http.StatusUnauthorized, "")
 
-			// Instance 2's copy is fresh too, until a login there reads the
-			// generation anew: the sessions from before end at once.
+			// Instance 2's copy is fresh too, and a login there copies it
+			// rather than read the global item, which no login reads while
+			// the copy is fresh: that session ends with those from before
+			// once the copy is stale, and its user signs in once more.
 			tablet.expect(two, "GET", "/me", nil, http.StatusOK, me(alice))
-			newBrowser(t).expect(two, "POST", "/login", login(carol), http.StatusNoContent, "")
+			early := newBrowser(t)
+			early.expect(two, "POST", "/login", login(carol), http.StatusNoContent, "")
+			early.expect(two, "GET", "/me", nil, http.StatusOK, me(carol))
+			clock2.Add(int64(within))
 			tablet.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
+			early.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
 
 			// Logins after RevokeEveryone live on every instance, before and
 			// after their copies are stale.
@@ -294,6 +300,7 @@ func TestSignedInCosts(t *testing.T) {
 			clock.Add(int64(within))
 			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{append(user, global)})
 			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
+			step("a login while the copy is fresh", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, [][]string{user})
 		})
 	}
 }
