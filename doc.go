@@ -168,7 +168,7 @@
 //	rules.go       the rules that make a session valid
 //	manager.go     Config, New, and the Manager that holds the parts below
 //	bound.go       device binding's bound cookie and the login's offer
-//	refresh.go     sliding the expiry, after the response
+//	refresh.go     sliding the expiry, after the response or before the handler
 //	users.go       the user item and the user's revocation state
 //	cookie.go      the session cookie and the bearer token
 //	items.go       each read and write of an item, through store.go

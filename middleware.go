@@ -23,9 +23,9 @@ import (
 // A request costs one strongly consistent BatchGetItem of the session and
 // its user (two GetItems in turn with HideUserKey or a custom LoadUser); a
 // malformed cookie costs nothing. Once per [Limits.RefreshInterval] a request
-// moves the expiry forward: the cookie goes at once, and two UpdateItems
-// follow after the response, one per session per process ([Manager.Wait]
-// waits for them on shutdown).
+// moves the expiry forward with one UpdateItem, after the response
+// ([Manager.Wait] waits for it), or before the handler with
+// [Config.WriteBeforeResponse].
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler { return m.guard(next, true) }
 
 // LoadSession is [Manager.RequireSession] for pages that anonymous visitors

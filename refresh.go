@@ -11,7 +11,8 @@ import (
 )
 
 // This file slides a valid session's expiry forward, at most once per
-// Limits.RefreshInterval, with writes that run after the response.
+// Limits.RefreshInterval, with a write that runs after the response, or
+// before the handler with Config.WriteBeforeResponse.
 
 // refresher writes refreshes, and keeps track of the ones in flight.
 type refresher struct {
@@ -31,7 +32,10 @@ type refresher struct {
 // write; the caller sends the cookie with the new expiry at once. The write
 // runs off the request path, so the refresh costs the request no latency,
 // bounded by StoreTimeout on its own; [Manager.Wait] waits for it. Inline,
-// it runs in the request instead, before the handler.
+// it runs in the request instead, before the handler, within what is left
+// of the request's own StoreTimeout (ctx's deadline): a request waits for
+// its store at most once that long, and a refresh that finds no time left
+// is tried again by the next request.
 //
 // Of the requests on one session in this process, one writes: the others,
 // which read the same expiry while its write was in flight or just after,
@@ -45,22 +49,27 @@ func (f *refresher) start(ctx context.Context, sessionPK string, s item.Session,
 		return s, false
 	}
 	if f.inline {
-		f.write(context.WithoutCancel(ctx), sessionPK, s, next, now)
+		ctx, cancel := detach(ctx)
+		defer cancel()
+		f.write(ctx, func(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }, sessionPK, s, next, now)
 	} else {
-		go f.write(context.WithoutCancel(ctx), sessionPK, s, next, now)
+		bound := func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, f.timeout)
+		}
+		go f.write(context.WithoutCancel(ctx), bound, sessionPK, s, next, now)
 	}
 	return next, true
 }
 
-// write is the refresh's write, after the response: the session item alone
-// (List reads the session items, so the index item needs no copy of the
-// expiry), bounded by StoreTimeout.
-func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) {
+// write is the refresh's write: the session item alone (List reads the
+// session items, so the index item needs no copy of the expiry), each of
+// its steps bounded by bound.
+func (f *refresher) write(ctx context.Context, bound func(context.Context) (context.Context, context.CancelFunc), sessionPK string, old, next item.Session, now time.Time) {
 	began := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, f.timeout)
+	wctx, cancel := bound(ctx)
 	err := f.store.refreshSession(wctx, sessionPK, old, next, now)
 	cancel()
-	if err != nil && !errors.Is(err, errRefreshLost) && f.landed(ctx, sessionPK, next) {
+	if err != nil && !errors.Is(err, errRefreshLost) && f.landed(ctx, bound, sessionPK, next) {
 		err = nil // the response was lost, not the write
 	}
 	if err != nil && !errors.Is(err, errRefreshLost) {
@@ -77,8 +86,8 @@ func (f *refresher) write(ctx context.Context, sessionPK string, old, next item.
 // landed reports whether a session write whose outcome is unknown (an
 // error that may have come after DynamoDB applied it) did land, so that the
 // write is not tried again at once.
-func (f *refresher) landed(ctx context.Context, sessionPK string, next item.Session) bool {
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+func (f *refresher) landed(ctx context.Context, bound func(context.Context) (context.Context, context.CancelFunc), sessionPK string, next item.Session) bool {
+	ctx, cancel := bound(ctx)
 	defer cancel()
 	s, found, err := f.store.getSession(ctx, sessionPK)
 	return err == nil && found && s.ExpiresAt.Equal(next.ExpiresAt) && s.RefreshedAt.Equal(next.RefreshedAt)

@@ -475,3 +475,67 @@ func TestRefreshRacingLogoutLeavesNoListedSession(t *testing.T) {
 		})
 	}
 }
+
+// WriteBeforeResponse, or AWS Lambda's environment, makes a refresh write
+// the session item before the handler runs, within the request's own
+// StoreTimeout; elsewhere the handler runs while the write is on its way.
+// Each side is staged by holding the write where it would reach the engine.
+func TestWriteBeforeResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    func(*testing.T, *ddbsession.Config[User])
+		inline bool
+	}{
+		{"by default", func(*testing.T, *ddbsession.Config[User]) {}, false},
+		{"Config.WriteBeforeResponse", func(_ *testing.T, c *ddbsession.Config[User]) { c.WriteBeforeResponse = true }, true},
+		{"on AWS Lambda", func(t *testing.T, _ *ddbsession.Config[User]) { t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "app") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "") // as this test's own environment says
+			var p *probe
+			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { tc.set(t, c) }) // RefreshInterval 10m
+			cookie := e.login(e.putUser("alice"))
+			e.clock.Advance(10 * time.Minute)
+
+			handled := make(chan struct{})
+			var readDeadline, writeDeadline time.Time
+			p.before = func(ctx context.Context, op string, _ any) {
+				switch op {
+				case "BatchGetItem":
+					readDeadline, _ = ctx.Deadline()
+				case "UpdateItem":
+					writeDeadline, _ = ctx.Deadline()
+					if tc.inline {
+						// Held here, the write must keep the handler from
+						// running. (The wait bounds only how surely a write
+						// that does not would be caught.)
+						select {
+						case <-handled:
+							t.Error("the handler ran while the refresh's write was held")
+						case <-time.After(500 * time.Millisecond):
+						}
+						return
+					}
+					select { // the handler runs while the write is held here
+					case <-handled:
+					case <-time.After(time.Minute):
+						t.Error("the handler did not run while the refresh's write was held")
+					}
+				}
+			}
+			h := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { close(handled) }))
+			e.get(h, cookie)
+			if got := p.count("UpdateItem"); got != 1 {
+				t.Fatalf("%d refresh writes, want 1", got)
+			}
+			if got, want := itemExpiry(t, e.itemOf(kindSession, "")), e.clock.Now().Add(time.Hour).Truncate(time.Second); !got.Equal(want) {
+				t.Errorf("stored expiry %v, want %v", got, want)
+			}
+			// Inline, the write shares the request's deadline; after the
+			// response, it has one of its own.
+			if same := writeDeadline.Equal(readDeadline); same != tc.inline {
+				t.Errorf("the write's deadline %v, the read's %v: same %v, want %v", writeDeadline, readDeadline, same, tc.inline)
+			}
+		})
+	}
+}
