@@ -311,16 +311,17 @@ func (p *Partitions) throttled(op string, pt partition) error {
 		Message: aws.String("Throughput exceeds the current throughput limit for your account or table (" + resource + " partition key " + pt.key + ")"),
 		ThrottlingReasons: []types.ThrottlingReason{{
 			Reason:   aws.String(resource + operation + "KeyRangeThroughputExceeded"),
-			Resource: aws.String("arn:aws:dynamodb:" + testRegion + ":000000000000:table/" + pt.table + indexPath(pt.index)),
+			Resource: aws.String(resourceARN(pt)),
 		}},
 	}
 }
 
-func indexPath(index string) string {
-	if index == "" {
-		return ""
+// resourceARN is the ARN of the table or index of pt.
+func resourceARN(pt partition) string {
+	if pt.index == "" {
+		return TableARN(pt.table)
 	}
-	return "/index/" + index
+	return IndexARN(pt.table, pt.index)
 }
 
 // record adds a call's bill to the usage. p.mu must be held.
