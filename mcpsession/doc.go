@@ -25,7 +25,8 @@
 //     hours late): an expired session still in the table, a revoked one and
 //     one never issued all get 404, the protocol's answer that tells the
 //     client to initialize again. A malformed ID costs no call, and no
-//     request writes for an ID that is not a live session. The server's
+//     request writes for an ID that is not a live session; a request
+//     without an ID (but initialize) gets 400, at no call. The server's
 //     user item, which every session shares, is not in that read (see
 //     Costs).
 //   - Use slides the expiry forward at most once per
@@ -129,8 +130,8 @@
 //	DELETE                 the same read, and 2 DeleteItems
 //	an ID not issued,      the read alone, whatever the method; a malformed ID, none
 //	expired or revoked
-//	GET or DELETE without  none (400)
-//	an ID, and 2026-07-28
+//	no ID, but initialize  none (400)
+//	2026-07-28 and later   none
 //
 // # What the table cannot share
 //

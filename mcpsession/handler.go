@@ -1,7 +1,11 @@
 package mcpsession
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -28,10 +32,15 @@ import (
 // state its initialize stored; mcp-go asks for the verdict through the
 // session ID manager, and answers 404 to a POST without one. GET and
 // DELETE, which mcp-go does not check, get 404 here for an ID that is not
-// valid, and 400 for none. Everything else goes through unchecked and costs
-// no call: a POST without an ID (an initialize; mcp-go refuses any other),
-// and requests of protocol version 2026-07-28 and later, which have no
-// sessions.
+// valid: 404 is the protocol's answer that tells the client to initialize
+// again.
+//
+// A request without an ID gets 400 here, at no call, as the transport's
+// specification asks of a server that requires a session (MCP 2025-11-25,
+// Streamable HTTP, Session Management), but for a POST of initialize,
+// which goes through to mcp-go to get its session. Requests of protocol
+// version 2026-07-28 and later, which have no sessions, and methods the
+// transport does not define go through unchecked, at no call.
 //
 // mcp-go sees the request with the headers it came with, its own
 // Authorization and cookies included, which the check leaves alone. A store
@@ -70,12 +79,60 @@ func (m *Manager) Handler(next http.Handler) http.Handler {
 			r.Header = http.Header{"Authorization": {"Bearer " + st.id}}
 			checked.ServeHTTP(w, r)
 		case r.Method == http.MethodPost:
-			next.ServeHTTP(w, r)
-			m.checkWiring(r.Context(), st, w.Header())
+			body, err := readBody(r)
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
+			case err != nil:
+				http.Error(w, "Bad Request: the request body could not be read", http.StatusBadRequest)
+			case !needsNoSession(body):
+				http.Error(w, missingIDAnswer, http.StatusBadRequest)
+			default:
+				next.ServeHTTP(w, r)
+				m.checkWiring(r.Context(), st, w.Header())
+			}
 		default:
-			http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+			http.Error(w, missingIDAnswer, http.StatusBadRequest)
 		}
 	})
+}
+
+// missingIDAnswer is the answer to a request without the Mcp-Session-Id it
+// needs.
+const missingIDAnswer = "Bad Request: Mcp-Session-Id header required"
+
+// readBody reads r's body, and gives r a copy of it for mcp-go to read as
+// it does (all of it: the app's http.MaxBytesReader bounds both).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, err
+}
+
+// needsNoSession reports whether a POST's body is a message that goes
+// without a session: an initialize, or a message of protocol version
+// 2026-07-28 or later by its _meta, which mcp-go answers without sessions
+// (and refuses if the header does not say so too). It reads the body as
+// mcp-go does, with encoding/json into the same fields, so that the two
+// agree on what a message is.
+func needsNoSession(body []byte) bool {
+	var message struct {
+		Method mcp.MCPMethod `json:"method"`
+	}
+	if json.Unmarshal(body, &message) != nil {
+		return false
+	}
+	var era struct {
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	modern := json.Unmarshal(body, &era) == nil && mcp.IsModernProtocol(era.Params.Meta.ProtocolVersion())
+	return message.Method == mcp.MethodInitialize || modern
 }
 
 // checkWiring logs an initialize that shows the server is not wired up as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -331,27 +332,63 @@ func initializeRaw(t *testing.T, in *instance) string {
 	return id
 }
 
-// GET and DELETE need an ID, and requests of protocol version 2026-07-28
-// are mcp-go's alone: neither costs a call.
+// Every request without an ID but initialize gets 400, as the transport's
+// specification asks of a server that requires a session (MCP 2025-11-25,
+// Streamable HTTP, Session Management: 404 is for an ID that is not a
+// session, and tells the client to initialize again), and costs no call;
+// requests of protocol version 2026-07-28 are mcp-go's alone, at no call.
 func TestRequestsWithoutSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	in := e.start()
-	for _, method := range []string{http.MethodGet, http.MethodDelete} {
-		in.calls.counts()
-		if code, body := send(t, in, method, "", ""); code != http.StatusBadRequest {
-			t.Errorf("%s without an ID: status %d %q, want 400", method, code, body)
-		}
-		if calls := in.calls.counts(); len(calls) != 0 {
-			t.Errorf("%s without an ID: DynamoDB calls %v, want none", method, calls)
-		}
+	for _, tc := range []struct {
+		name, method, body string
+	}{
+		{"GET", http.MethodGet, ""},
+		{"DELETE", http.MethodDelete, ""},
+		{"tools/call", http.MethodPost, callEcho},
+		{"tools/list", http.MethodPost, listTools},
+		{"notifications/initialized", http.MethodPost, initialized},
+		{"an answer to a ping", http.MethodPost, `{"jsonrpc":"2.0","id":3,"result":{}}`},
+		{"an answer to a sampling request", http.MethodPost, `{"jsonrpc":"2.0","id":4,"result":{"role":"assistant"}}`},
+		{"a method spelled in capitals", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"INITIALIZE","params":{}}`},
+		{"no JSON", http.MethodPost, "initialize"},
+		{"no body", http.MethodPost, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in.calls.counts()
+			if code, body := send(t, in, tc.method, "", tc.body); code != http.StatusBadRequest || body != "Bad Request: Mcp-Session-Id header required\n" {
+				t.Errorf("status %d %q, want 400 and that the header is required", code, body)
+			}
+			if calls := in.calls.counts(); len(calls) != 0 {
+				t.Errorf("DynamoDB calls %v, want none", calls)
+			}
+		})
 	}
-	// A POST other than initialize without an ID: mcp-go refuses it.
-	if code, body := post(t, in, "", callEcho); code != http.StatusNotFound {
-		t.Errorf("tools/call without an ID: status %d %q, want 404", code, body)
+	// A message of 2026-07-28 by its _meta is mcp-go's to answer, even
+	// with a header of an earlier version, which mcp-go refuses to mix.
+	modern := `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	if code, body := post(t, in, "", modern); code != http.StatusBadRequest || !strings.Contains(body, "does not match") {
+		t.Errorf("a 2026-07-28 message under a 2025-11-25 header: status %d %q, want mcp-go's 400", code, body)
 	}
 	if calls := in.calls.counts(); len(calls) != 0 {
-		t.Errorf("tools/call without an ID: DynamoDB calls %v, want none", calls)
+		t.Errorf("a 2026-07-28 message: DynamoDB calls %v, want none", calls)
+	}
+	// The body of an initialize that the check read goes on to mcp-go
+	// whole, and a body past the app's limit is refused as too large.
+	if code, body := post(t, in, "", initializeV); code != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Errorf("initialize without an ID: status %d %q, want 200 and its result", code, body)
+	}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initializeV))
+	r.Body = http.MaxBytesReader(w, r.Body, int64(len(initializeV)-1))
+	in.calls.counts()
+	in.sessions.Handler(in.transport).ServeHTTP(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("an initialize past http.MaxBytesReader's limit: status %d %q, want 413", w.Code, w.Body)
+	}
+	if calls := in.calls.counts(); len(calls) != 0 {
+		t.Errorf("an initialize past the limit: DynamoDB calls %v, want none", calls)
 	}
 	// A request of 2026-07-28 with an ID: the header means nothing there,
 	// and this server, pinned to the versions with sessions, refuses it.
