@@ -47,8 +47,9 @@
 // # Usage
 //
 // Three pieces of wiring, each on the part of mcp-go it belongs to: the
-// hooks on the MCP server, the Manager as the transport's session ID
-// manager resolver, and [Manager.Handler] in front of the transport.
+// hooks on the MCP server, the transport built by [Manager.NewTransport]
+// (with the Manager as its session ID manager resolver, and a logger that
+// shows no session ID), and [Manager.Handler] in front of it.
 //
 //	sessions, err := mcpsession.New(mcpsession.Config{
 //		Sessions: ddbsession.Config[struct{}]{
@@ -64,17 +65,17 @@
 //	hooks := &server.Hooks{}
 //	sessions.AddHooks(hooks)
 //	mcpServer := server.NewMCPServer("notes", "1.0.0", server.WithHooks(hooks), server.WithLogging())
-//	transport := server.NewStreamableHTTPServer(mcpServer,
-//		server.WithSessionIdManagerResolver(sessions),
+//	transport := sessions.NewTransport(mcpServer,
 //		server.WithSessionIdleTTL(time.Hour), // drops this instance's memory of idle sessions
 //		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 //	)
 //	mux.Handle("/mcp", sessions.Handler(transport))
 //
-// Without the resolver, mcp-go issues IDs of its own, which no other
-// instance knows; without the hooks, no session has its state, and every
-// session is refused at its second request. Handler logs either at the
-// first initialize. The last option keeps clients on the protocol versions
+// A transport of mcp-go's own without the Manager as its resolver issues
+// IDs that no other instance knows, and one with it but mcp-go's logger
+// logs session IDs (see Logs); without the hooks, no session has its
+// state, and every session is refused at its second request. The Manager
+// logs each mistake. The last option keeps clients on the protocol versions
 // that have sessions; without it, clients of 2026-07-28 and later are served
 // too, statelessly, and never reach this package.
 //
@@ -132,6 +133,21 @@
 //	expired or revoked
 //	no ID, but initialize  none (400)
 //	2026-07-28 and later   none
+//
+// # Logs
+//
+// A session ID is a bearer token, and no log line of this package shows
+// one: it names a session by its public ID (Session.ID, "sid"). mcp-go's
+// lines do: the transport's at Info when server.WithSessionIdleTTL drops a
+// session from this instance's memory, at shutdown and at a sampling
+// answer; server.WithLogger's line of every request (mcp.session.id); and
+// the errors mcp-go hands OnError hooks. NewTransport gives the transport
+// Config.Sessions.Logger behind [RedactSessionIDs]; give server.WithLogger,
+// and whatever logs those errors, a logger through it too. mcp-go shows
+// the ID in two places that no logger reaches: the spans of
+// server.WithTracer (leave it out, or give it a tracer that drops
+// mcp.session.id), and the standard library's log, when an OnError hook
+// panics (recover in the hook).
 //
 // # What the table cannot share
 //
@@ -201,5 +217,7 @@
 //	state.go      the state in the session's data: one encoder, one decoder
 //	request.go    what one request knows of its session
 //
-// manager.go holds Config, New, and the Manager's methods that need no request.
+// manager.go holds Config, New, and the Manager's methods that need no
+// request; transport.go, NewTransport; redact.go, the log filter that
+// NewTransport gives the transport.
 package mcpsession

@@ -56,8 +56,7 @@ func Example() {
 			c := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo).GetClientInfo()
 			return mcp.NewToolResultText(c.Name + " " + c.Version + " on " + server.RequestProtocolVersion(ctx)), nil
 		})
-		streamable := server.NewStreamableHTTPServer(mcpServer,
-			server.WithSessionIdManagerResolver(sessions),
+		streamable := sessions.NewTransport(mcpServer,
 			server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		)
 		return sessions, httptest.NewServer(sessions.Handler(streamable))

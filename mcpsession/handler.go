@@ -15,12 +15,11 @@ import (
 // This file is the top of the request path: the check of a request's
 // Mcp-Session-Id, before mcp-go's transport sees the request.
 
-// Handler returns next, the server's streamable HTTP transport (a
-// *server.StreamableHTTPServer built with this Manager as its session ID
-// manager resolver), behind the check of each request's Mcp-Session-Id:
+// Handler returns next, the server's streamable HTTP transport (built by
+// [Manager.NewTransport]), behind the check of each request's
+// Mcp-Session-Id:
 //
-//	mux.Handle("/mcp", sessions.Handler(server.NewStreamableHTTPServer(mcpServer,
-//		server.WithSessionIdManagerResolver(sessions))))
+//	mux.Handle("/mcp", sessions.Handler(sessions.NewTransport(mcpServer)))
 //
 // A request that carries an ID goes through [ddbsession.Manager.LoadSession],
 // with the ID as its bearer credential: one strongly consistent GetItem of
@@ -144,7 +143,7 @@ func (m *Manager) checkWiring(ctx context.Context, st *request, header http.Head
 	issued := header.Get(server.HeaderKeySessionID)
 	switch {
 	case issued != "" && issued != st.generated:
-		m.logger.ErrorContext(ctx, "mcpsession: mcp-go issued a session ID of its own; pass server.WithSessionIdManagerResolver(manager) to server.NewStreamableHTTPServer")
+		m.logger.ErrorContext(ctx, "mcpsession: mcp-go issued a session ID of its own; build the transport with Manager.NewTransport")
 	case st.generated != "" && !st.initialized:
 		m.logger.WarnContext(ctx, "mcpsession: an initialize ended without storing its session's state: it failed, or the MCP server lacks the Manager's hooks (Manager.AddHooks); the session is ended")
 		m.end(ctx, st.generated)

@@ -131,8 +131,15 @@ func (e *env) start() *instance {
 type wiring struct {
 	config     func(*mcpsession.Config) // edits the Config, if set
 	noHooks    bool                     // the MCP server lacks the Manager's hooks
-	noResolver bool                     // the transport lacks the Manager as its resolver
+	noResolver bool                     // the transport is mcp-go's own, without the Manager as its resolver
 	noHandler  bool                     // the transport is not behind Manager.Handler
+	// mcpGoLogger builds the transport with the Manager as its resolver,
+	// but not through NewTransport, so it keeps mcp-go's own logger.
+	mcpGoLogger bool
+	// transport and server are options of the transport and the MCP
+	// server besides the tests' own.
+	transport []server.StreamableHTTPOption
+	server    []server.ServerOption
 	// mono, if set, is the monotonic clock that ages the instance's copy
 	// of the server's version.
 	mono func() int64
@@ -172,11 +179,16 @@ func (e *env) startWith(w wiring) *instance {
 		defer in.mu.Unlock()
 		in.registered = append(in.registered, cs.(server.SessionWithClientInfo).GetClientInfo().Name)
 	})
-	opts := []server.StreamableHTTPOption{server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...)}
-	if !w.noResolver {
-		opts = append(opts, server.WithSessionIdManagerResolver(sessions))
+	mcpServer := newMCPServer(hooks, w.server...)
+	opts := append([]server.StreamableHTTPOption{server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...)}, w.transport...)
+	switch {
+	case w.noResolver:
+		in.transport = server.NewStreamableHTTPServer(mcpServer, opts...)
+	case w.mcpGoLogger:
+		in.transport = server.NewStreamableHTTPServer(mcpServer, append(opts, server.WithSessionIdManagerResolver(sessions))...)
+	default:
+		in.transport = sessions.NewTransport(mcpServer, opts...)
 	}
-	in.transport = server.NewStreamableHTTPServer(newMCPServer(hooks), opts...)
 	var h http.Handler = in.transport
 	if !w.noHandler {
 		h = sessions.Handler(h)
@@ -187,15 +199,19 @@ func (e *env) startWith(w wiring) *instance {
 		if err := sessions.Sessions().Wait(context.Background()); err != nil {
 			e.t.Error(err)
 		}
+		if err := in.transport.Shutdown(context.Background()); err != nil { // stops WithSessionIdleTTL's sweeps
+			e.t.Error(err)
+		}
 	})
 	in.url = srv.URL + "/mcp"
 	return in
 }
 
-// newMCPServer is the tests' MCP server: whoami answers with what the
-// session knows of its client, echo with its argument.
-func newMCPServer(hooks *server.Hooks) *server.MCPServer {
-	s := server.NewMCPServer("notes", "1.0.0", server.WithHooks(hooks), server.WithLogging(), server.WithToolCapabilities(false))
+// newMCPServer is the tests' MCP server, with opts besides its own: whoami
+// answers with what the session knows of its client, echo with its
+// argument.
+func newMCPServer(hooks *server.Hooks, opts ...server.ServerOption) *server.MCPServer {
+	s := server.NewMCPServer("notes", "1.0.0", append([]server.ServerOption{server.WithHooks(hooks), server.WithLogging(), server.WithToolCapabilities(false)}, opts...)...)
 	s.AddTool(mcp.NewTool("whoami"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var who whoami
 		cs := server.ClientSessionFromContext(ctx)
@@ -545,16 +561,47 @@ func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...opt) (*
 	return p.Client.Query(ctx, in, o...)
 }
 
-// logBuffer collects an instance's log lines.
+// logBuffer collects log lines.
 type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu   sync.Mutex
+	b    strings.Builder
+	grew chan struct{} // closed at the next write; nil until waitFor needs it
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
 	return l.b.Write(p)
+}
+
+// waitFor waits until the lines hold s, for as long as the test may run.
+func (l *logBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	var timeout <-chan time.Time
+	if deadline, ok := t.Deadline(); ok {
+		timeout = time.After(time.Until(deadline) - 10*time.Second) // time left to report
+	}
+	for {
+		l.mu.Lock()
+		found := strings.Contains(l.b.String(), s)
+		if l.grew == nil {
+			l.grew = make(chan struct{})
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-grew:
+		case <-timeout:
+			t.Fatalf("no log line with %q before the test's deadline; the lines:\n%s", s, l.String())
+		}
+	}
 }
 
 func (l *logBuffer) String() string {

@@ -11,11 +11,10 @@ import (
 // and the verdict on and the end of the ID that Handler checked.
 
 // ResolveSessionIdManager returns the session ID manager for one request,
-// and makes Manager a server.SessionIdManagerResolver: pass it to
-// server.NewStreamableHTTPServer with server.WithSessionIdManagerResolver.
-// The manager it returns (mcp-go's server.SessionIdManager) works on what
-// [Manager.Handler] found out about the request, and makes no call but
-// these:
+// and makes Manager a server.SessionIdManagerResolver, which
+// [Manager.NewTransport] makes the transport's. The manager it returns
+// (mcp-go's server.SessionIdManager) works on what [Manager.Handler] found
+// out about the request, and makes no call but these:
 //
 //   - Generate, at initialize, signs the server's user in with
 //     [ddbsession.Manager.LoginBearer] on a request of its own, and returns
@@ -32,7 +31,19 @@ import (
 // and those idle on this instance (WithSessionIdleTTL). That manager
 // changes nothing in the table, so that the other instances serve those
 // sessions on; mcp-go drops only this instance's memory of them.
+//
+// A transport given the Manager with server.WithSessionIdManagerResolver
+// rather than built by NewTransport keeps mcp-go's own logger, which logs
+// session IDs; the Manager says so in its log, once.
 func (m *Manager) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	m.unsafeTransport.Do(func() {
+		m.logger.Error("mcpsession: the transport has the Manager as its session ID manager resolver, but was not built by Manager.NewTransport: mcp-go's own logger logs session IDs, which are bearer tokens; build the transport with Manager.NewTransport")
+	})
+	return m.resolve(r)
+}
+
+// resolve returns the session ID manager for r, or for no request.
+func (m *Manager) resolve(r *http.Request) server.SessionIdManager {
 	if r == nil {
 		return detached{}
 	}

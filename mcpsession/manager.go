@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbitem"
@@ -58,6 +59,9 @@ type Manager struct {
 	// which the sessions' LoadUser returns; nil in the wiring that reads
 	// the server's user item in every request instead (see options).
 	version *serverVersion
+	// unsafeTransport logs, once, that a transport uses the Manager as its
+	// resolver without NewTransport's logger.
+	unsafeTransport sync.Once
 }
 
 // New validates cfg once, fills in its defaults and returns a Manager. The
