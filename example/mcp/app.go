@@ -19,6 +19,9 @@ type appConfig struct {
 	Table       string
 	IdleTimeout time.Duration
 	Now         func() time.Time // nil: time.Now
+	// MemoryIdle is how long an idle session stays in this instance's
+	// memory (mcp-go's WithSessionIdleTTL); 0 for IdleTimeout.
+	MemoryIdle time.Duration
 }
 
 // app is one instance of the MCP server.
@@ -49,8 +52,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	}
 
 	// The three pieces of mcpsession's wiring: its hooks on the MCP
-	// server, the Manager as the transport's session ID manager resolver,
-	// and its Handler in front of the transport.
+	// server, the transport that NewTransport builds (the Manager as its
+	// session ID manager resolver, and a logger that shows no session ID,
+	// which mcp-go's own would), and its Handler in front of the
+	// transport.
 	hooks := &server.Hooks{}
 	sessions.AddHooks(hooks)
 	mcpServer := server.NewMCPServer("example", "1.0.0",
@@ -65,11 +70,14 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	mcpServer.AddTool(mcp.NewTool("session",
 		mcp.WithDescription("What this MCP session holds, on whichever instance serves it."),
 	), sessionTool(sessions))
-	transport := server.NewStreamableHTTPServer(mcpServer,
-		server.WithSessionIdManagerResolver(sessions),
+	memoryIdle := cfg.IdleTimeout
+	if cfg.MemoryIdle != 0 {
+		memoryIdle = cfg.MemoryIdle
+	}
+	transport := sessions.NewTransport(mcpServer,
 		// Drops this instance's memory of sessions idle here; the table
 		// keeps them for the other instances.
-		server.WithSessionIdleTTL(cfg.IdleTimeout),
+		server.WithSessionIdleTTL(memoryIdle),
 		// Only the protocol versions that have sessions: a client of
 		// 2026-07-28 negotiates down.
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),

@@ -3,9 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -246,6 +250,34 @@ func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 	}
 }
 
+// A request without an ID gets 400 and costs no call, whatever the method,
+// unless it is an initialize: 404 is for an ID that is not a session.
+func TestMissingIDCostsNothing(t *testing.T) {
+	t.Parallel()
+	calls := &countingClient{Client: ddbsessiontest.Client(t), calls: map[string]int{}}
+	url := serve(t, appConfig{Client: calls, Table: ddbsessiontest.TableName(t, calls.Client), IdleTimeout: time.Hour})
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		calls.reset()
+		r, err := http.NewRequest(method, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s without an ID: status %d, want 400", method, res.StatusCode)
+		}
+		if got := calls.reset(); len(got) != 0 {
+			t.Errorf("%s without an ID: DynamoDB calls %v, want none", method, got)
+		}
+	}
+}
+
 // A session's GET stream does not hold up shutdown, and shutting down ends
 // nothing in the table: another instance serves the session on.
 func TestShutdownWithOpenStream(t *testing.T) {
@@ -280,6 +312,139 @@ func TestShutdownWithOpenStream(t *testing.T) {
 	second, _ := connect(t, two, trans.GetSessionId())
 	if text, err := call(second, "echo", map[string]any{"text": "still here"}); err != nil || text != "still here" {
 		t.Errorf("echo on instance 2 after instance 1 shut down: %q, %v", text, err)
+	}
+}
+
+// No log line of two instances of the example holds the session ID, the
+// SHA-256 the table keys it by, or half of either, in any form: not
+// mcpsession's, ddbsession's, the SDK's, nor mcp-go's transport's, which
+// logs the ID when it drops an idle session from an instance's memory
+// (here at once, on instance 1, whose sweep the test waits for). Every log
+// of the process is captured, at debug level. mcpsession's
+// TestMCPGoLoggersLeakSessionIDs shows that mcp-go's own logger, in the
+// same run, would log it.
+//
+// Not parallel: it swaps the process's loggers and os.Stderr.
+func TestNoSessionIDInLogs(t *testing.T) {
+	logs := captureLogs(t)
+	client := ddbsessiontest.Client(t)
+	table := ddbsessiontest.TableName(t, client)
+	var id string
+	t.Cleanup(func() { // after both instances shut down
+		lines := logs.String()
+		sum := sha256.Sum256([]byte(id))
+		var leaked []string
+		for _, s := range []string{id, hex.EncodeToString(sum[:]), base64.RawURLEncoding.EncodeToString(sum[:]), base64.StdEncoding.EncodeToString(sum[:])} {
+			for _, part := range []string{s, s[:len(s)/2], s[len(s)/2:]} {
+				if strings.Contains(strings.ToLower(lines), strings.ToLower(part)) {
+					leaked = append(leaked, part)
+				}
+			}
+		}
+		if len(leaked) != 0 {
+			t.Errorf("the logs hold %q, the session ID, its hash or parts of either; the lines:\n%s", leaked, lines)
+		}
+	})
+	one := serve(t, appConfig{Client: client, Table: table, IdleTimeout: time.Hour, MemoryIdle: time.Nanosecond})
+	two := serve(t, appConfig{Client: client, Table: table, IdleTimeout: time.Hour})
+
+	first, trans := connect(t, one, "")
+	initialize(t, first)
+	id = trans.GetSessionId()
+	if len(id) != 26 {
+		t.Fatalf("initialize issued the session ID %q, want 26 characters", id)
+	}
+	second, _ := connect(t, two, id)
+	if text, err := call(second, "echo", map[string]any{"text": "hello"}); err != nil || text != "hello" {
+		t.Errorf("echo on instance 2 = %q, %v; want hello", text, err)
+	}
+	logs.waitFor(t, `msg="Sweeping expired session"`)
+	if info := sessionOf(t, first); info.Client != "example-test" {
+		t.Errorf("the session tool on instance 1 after its sweep: %+v, want the client of initialize", info)
+	}
+	if err := first.Close(); err != nil { // DELETE on instance 1
+		t.Fatal(err)
+	}
+}
+
+// captureLogs sends every log line of the process to one buffer until the
+// test ends: slog's default logger, at debug level, the standard
+// library's log, and whatever writes to os.Stderr.
+func captureLogs(t *testing.T) *logBuffer {
+	t.Helper()
+	logs := &logBuffer{}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		io.Copy(logs, r)
+	}()
+	stderr, defaultLogger, logOutput, logFlags := os.Stderr, slog.Default(), log.Writer(), log.Flags()
+	os.Stderr = w
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	log.SetOutput(logs) // after SetDefault, which sends it into slog
+	log.SetFlags(log.LstdFlags)
+	t.Cleanup(func() {
+		slog.SetDefault(defaultLogger)
+		log.SetOutput(logOutput)
+		log.SetFlags(logFlags)
+		os.Stderr = stderr
+		w.Close()
+		<-copied
+		r.Close()
+	})
+	return logs
+}
+
+// logBuffer collects log lines.
+type logBuffer struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	grew chan struct{} // closed at the next write; nil until waitFor needs it
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits until the lines hold s, for as long as the test may run.
+func (l *logBuffer) waitFor(t *testing.T, s string) {
+	t.Helper()
+	var timeout <-chan time.Time
+	if deadline, ok := t.Deadline(); ok {
+		timeout = time.After(time.Until(deadline) - 10*time.Second) // time left to report
+	}
+	for {
+		l.mu.Lock()
+		found := strings.Contains(l.b.String(), s)
+		if l.grew == nil {
+			l.grew = make(chan struct{})
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-grew:
+		case <-timeout:
+			t.Fatalf("no log line with %q before the test's deadline; the lines:\n%s", s, l.String())
+		}
 	}
 }
 
