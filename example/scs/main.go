@@ -26,96 +26,53 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/ddbsession/ddbsession/internal/demo"
 )
 
-func main() {
-	// Ctrl-C or SIGTERM cancels ctx, and run shuts the server down
-	// gracefully.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		slog.Error("scs example failed", "err", err)
-		os.Exit(1)
-	}
-}
+// main serves until Ctrl-C or SIGTERM, then shuts down gracefully (see
+// internal/demo, the skeleton the example programs share).
+func main() { demo.Main("scs example", run) }
 
 // run serves the app until ctx is done. It prints the URL it serves on to
 // stdout once it is listening, and flag errors and usage to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet("scs", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	addr := flags.String("addr", "127.0.0.1:8080", "address to listen on")
+	flags := demo.NewFlags("scs", stderr)
 	var cfg appConfig
 	flags.StringVar(&cfg.Table, "table", "ddbsession-scs-example", "DynamoDB table for the sessions; created if missing")
-	flags.BoolVar(&cfg.Dev, "dev", false, "plain-HTTP development mode: the cookie loses Secure and the __Host- prefix")
+	flags.BoolVar(&cfg.Dev, "dev", false, demo.DevUsage)
 	flags.DurationVar(&cfg.IdleTimeout, "idle", 0, "scs IdleTimeout: how long a session lives without requests (0: no idle timeout)")
 	flags.DurationVar(&cfg.Lifetime, "lifetime", 24*time.Hour, "scs Lifetime: how long a session lives at most")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flags.Args())
-	}
 	if cfg.IdleTimeout < 0 || cfg.Lifetime <= 0 {
 		return fmt.Errorf("-idle %v, -lifetime %v: want -idle zero (none) or positive, -lifetime positive", cfg.IdleTimeout, cfg.Lifetime)
 	}
 
-	// The SDK's own configuration finds the region, the credentials and
-	// AWS_ENDPOINT_URL_DYNAMODB, so the app has no endpoint flag.
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	client, err := demo.DynamoDB(ctx)
 	if err != nil {
-		return fmt.Errorf("load AWS configuration: %w", err)
+		return err
 	}
-	cfg.Client = dynamodb.NewFromConfig(awsCfg)
+	cfg.Client = client
 	handler, err := newApp(ctx, cfg)
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	// scs writes a session within its request: nothing to drain after.
+	srv := &demo.Server{Addr: flags.Addr, Handler: handler}
+	url, err := srv.Listen()
 	if err != nil {
 		return err
-	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	if !cfg.Dev {
 		slog.Warn("the session cookie is Secure: serve this behind HTTPS, or pass -dev on localhost")
 	}
-	fmt.Fprintf(stdout, "serving on http://%s/\n", ln.Addr())
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	slog.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	fmt.Fprintf(stdout, "serving on %s\n", url)
+	return srv.Serve(ctx)
 }

@@ -1,25 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
-	"log/slog"
 	"maps"
 	mrand "math/rand/v2"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,134 +20,101 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // The scs soak, a smaller one than the example's (example/soak_test.go),
-// for scsstore: browsers put, read, renew and destroy their sessions
-// through the app's handlers, on scsstore, for SOAK (default 10s), while
-// a fault front below the SDK throttles, fails, loses answers and hangs at
-// random; thieves replay tokens that were renewed or destroyed, and forged
-// ones. Afterwards, with faults off: every session holds the message it
-// was last given (or one of those whose put failed), no dead token works,
-// scsstore's per-session records stay within their budget, and goroutines
-// and heap come back to where they were.
+// for scsstore, on the same harness (ddbtest.Soak): browsers put, read,
+// renew and destroy their sessions through the app's handlers, on
+// scsstore, for scsRounds rounds, while the fault front below the SDK
+// throttles, fails, loses answers, delays and goes down for a while, on
+// the harness's virtual clock; thieves replay tokens that were renewed or
+// destroyed, and forged ones. Afterwards, with faults off: every session
+// holds the message it was last given (or one of those whose put failed),
+// no dead token works, scsstore's per-session records stay within their
+// budget, the heap comes back to where it was, and no log line holds a
+// token or its digest.
 //
 // The records (scsstore's record.go) are not exported, so their budget is
 // checked through the heap, which, with the app still running, must not
 // grow by more than the budget while the store sees three times the
 // budget of session data (see checkRecordBudget).
 const (
-	scsBrowsers          = 12
-	scsDefaultDuration   = 10 * time.Second
-	scsMessageBytes      = 16 << 10
-	scsRecordBudget      = 4 << 20 // scsstore's default Config.RecordBytes, which the app keeps
-	scsBigMessageBytes   = 128 << 10
-	scsBudgetSessions    = 96 // of scsBigMessageBytes: three times the budget
-	scsHeapSlack         = 3 << 20
-	scsGoroutineSlack    = 0
-	scsSettleBound       = time.Minute
-	scsFinalRetries      = 20
-	scsMaxReported       = 40
-	scsHangMax           = 500 * time.Millisecond
-	scsRequestTimeBounds = 2 * time.Minute
+	scsBrowsers = 12
+	scsRounds   = 8
+	// scsActions is how many requests a browser makes in a round, and
+	// scsRound how far the clock moves on between rounds: within the
+	// app's IdleTimeout (20 minutes), so that no session of the model
+	// expires.
+	scsActions         = 8
+	scsRound           = time.Minute
+	scsMessageBytes    = 16 << 10
+	scsRecordBudget    = 4 << 20 // scsstore's default Config.RecordBytes, which the app keeps
+	scsBigMessageBytes = 128 << 10
+	scsBudgetSessions  = 96 // of scsBigMessageBytes: three times the budget
+	scsHeapSlack       = 3 << 20
+	scsFinalRetries    = 20
+	scsMaxReported     = 40
 )
+
+// scsFaults are the faults with their rates per attempt: 15% in all, and
+// the outages. The app has no StoreTimeout (scs calls the store with the
+// request's context, which has no deadline), so nothing is held past one.
+var scsFaults = []ddbtest.FaultRate{
+	{Fault: ddbtest.FaultThrottle, Rate: 0.02},
+	{Fault: ddbtest.FaultCapacity, Rate: 0.02},
+	{Fault: ddbtest.FaultInternal, Rate: 0.03},
+	{Fault: ddbtest.FaultLost, Rate: 0.04},
+	{Fault: ddbtest.FaultHang, Rate: 0.02},
+	{Fault: ddbtest.FaultSlow, Rate: 0.02},
+	{Fault: ddbtest.FaultOutage, Rate: 0.001},
+}
 
 // TestSoak runs the scs soak after a warm-up (one browser through every
 // route, so that what the process builds once is in the baseline), and
-// checks that goroutines and heap come back within the slack: no
-// goroutine (but scs's memstore cleanups, see scsUsage), and 3 MiB of heap
-// for the caches of the runtime and the HTTP stack (see the example's
-// TestSoak).
+// checks that the heap comes back within 3 MiB, for the caches of the
+// runtime and the HTTP stack (see the example's TestSoak).
 func TestSoak(t *testing.T) {
-	duration := scsSoakDuration(t)
-	seed := scsSoakSeed(t)
-	t.Logf("scs soak for %v, seed %d (SOAK_SEED=%d draws the same faults)", duration, seed, seed)
-	// The app logs its store errors with the default logger: counted
-	// here, not printed. No parallel test runs meanwhile.
-	logs := &scsLogCounter{counts: map[string]int{}}
-	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(logs))
-	if !t.Run("warm-up", func(t *testing.T) { runSCSSoak(t, 1, 0, seed, false) }) {
-		t.FailNow()
-	}
-	before := scsSettledUsage()
-	var figures string
-	t.Run("run", func(t *testing.T) { figures = runSCSSoak(t, scsBrowsers, duration, seed+1, true) })
-	after, ok := scsUsageBackTo(before)
-	t.Logf("figures of the %v run:\n%s  store errors logged: %s\n  goroutines %d before, %d after (and scs memstore cleanups, one per app: %d before, %d after); heap %s before, %s after",
-		duration, figures, logs.String(), before.goroutines, after.goroutines, before.memstore, after.memstore, mib(before.heap), mib(after.heap))
-	if !ok {
-		var dump strings.Builder
-		pprof.Lookup("goroutine").WriteTo(&dump, 1)
-		t.Errorf("after the soak, %d goroutines and %s of heap, want at most %d and %s; goroutines:\n%s",
-			after.goroutines, mib(after.heap), before.goroutines+scsGoroutineSlack, mib(before.heap+scsHeapSlack), dump.String())
-	}
-}
-
-func scsSoakDuration(t *testing.T) time.Duration {
-	s := os.Getenv("SOAK")
-	if s == "" {
-		return scsDefaultDuration
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		t.Fatalf("SOAK=%q: want a positive Go duration, such as 10m", s)
-	}
-	return d
-}
-
-func scsSoakSeed(t *testing.T) uint64 {
-	if s := os.Getenv("SOAK_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
+	// The app of each run is made outside the run's bubble: scs.New
+	// starts its memory store's clean-up, a goroutine that never ends
+	// (and that its StopCleanup cannot stop without a data race).
+	var handler http.Handler
+	before := func(s *ddbtest.SoakRun) {
+		var err error
+		handler, err = newApp(context.Background(), appConfig{Client: s.Client(), Table: s.Table(), Dev: true, IdleTimeout: 20 * time.Minute, Lifetime: 2 * time.Hour})
 		if err != nil {
-			t.Fatalf("SOAK_SEED=%q: want an unsigned integer", s)
+			s.T.Fatal(err)
 		}
-		return seed
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:])
+	ddbtest.Soak(t, ddbtest.SoakConfig{Rounds: scsRounds, HeapSlack: scsHeapSlack, Faults: scsFaults, Before: before}, func(s *ddbtest.SoakRun) string {
+		defer func() { handler = nil }() // unreachable once the run is over, for the heap's check
+		return runSCSSoak(s, handler)
+	})
 }
 
-// runSCSSoak runs browsers against an app of its own for duration, checks
-// the sessions and, with budget, the records' budget, and returns its
-// figures.
-func runSCSSoak(t *testing.T, browsers int, duration time.Duration, seed uint64, budget bool) string {
-	front := startSCSFront(t, seed)
-	table := ddbtest.TableName(t, front.engineClient(t))
-	handler, err := newApp(context.Background(), appConfig{Client: front.dynamoClient(t), Table: table, Dev: true, IdleTimeout: 20 * time.Minute, Lifetime: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
+// runSCSSoak runs browsers against the app's handler, checks the sessions
+// and, but in the warm-up, the records' budget, and returns its figures.
+func runSCSSoak(s *ddbtest.SoakRun, handler http.Handler) string {
+	t := s.T
+	web := s.App(handler, false)
+	m := &scsModel{t: t, web: web, codes: map[string]map[int]int{}}
+	browsers := scsBrowsers
+	if s.Warmup {
+		browsers = 1
 	}
-	srv := httptest.NewUnstartedServer(handler)
-	// scs writes its status line again after its ErrorFunc answered a
-	// failed commit; the server's complaint about it is noise here.
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	m := &scsModel{t: t, codes: map[string]map[int]int{}}
 	var all []*scsBrowser
 	for i := range browsers {
-		all = append(all, m.browser(srv, "browser"+strconv.Itoa(i), seed+uint64(i)+1))
+		all = append(all, m.browser("browser"+strconv.Itoa(i), s.Rand(uint64(i)+1)))
 	}
-
-	front.setFaults(true)
-	deadline := time.Now().Add(duration)
-	var wg sync.WaitGroup
-	for _, b := range all {
-		wg.Go(func() {
-			b.tour()
-			for time.Now().Before(deadline) {
-				b.act()
-			}
-		})
-	}
-	wg.Wait()
-	front.setFaults(false)
-	faulted := front.figures()
+	s.Play(len(all), func(i, round int) {
+		if round == 0 {
+			all[i].tour()
+			return
+		}
+		for range scsActions {
+			all[i].act()
+		}
+	}, func(int) { time.Sleep(scsRound) })
 
 	// Every browser's session holds what the model says, and no dead
 	// token works, now that nothing fails.
@@ -163,16 +122,16 @@ func runSCSSoak(t *testing.T, browsers int, duration time.Duration, seed uint64,
 		b.check()
 	}
 	for _, token := range m.dead {
-		if code, _ := m.replay(srv, token); code != http.StatusNotFound {
+		if code, _ := m.replay(token); code != http.StatusNotFound {
 			m.fail("at the end, a renewed or destroyed token gets %d, want 404", code)
 		}
 	}
 	records := "not checked (warm-up)"
-	if budget {
-		records = checkRecordBudget(t, m, srv, front)
+	if !s.Warmup {
+		records = checkRecordBudget(m, s.Faults)
 	}
-	return fmt.Sprintf("  requests by kind and status: %s\n  front: %s\n  dead tokens replayed: %d, forged: %d\n  records: %s\n",
-		m.codesText(), faulted, m.replays.Load(), m.forged.Load(), records)
+	return fmt.Sprintf("  requests by kind and status: %s\n  dead tokens replayed: %d, forged: %d\n  records: %s\n",
+		m.codesText(), m.replays.Load(), m.forged.Load(), records)
 }
 
 // checkRecordBudget checks, with faults off, that the records are at
@@ -192,19 +151,19 @@ func runSCSSoak(t *testing.T, browsers int, duration time.Duration, seed uint64,
 // in between. Checking the bytes the records hold exactly would need
 // scsstore to say, say in a Stats method; its internal test
 // (record_internal_test.go) checks the bound.
-func checkRecordBudget(t *testing.T, m *scsModel, srv *httptest.Server, front *scsFront) string {
-	baseline := measureUsage().heap
+func checkRecordBudget(m *scsModel, front *ddbtest.Faults) string {
+	baseline := liveHeap()
 	big := func(tag string) string { return tag + "/" + strings.Repeat("r", scsBigMessageBytes) }
 	for i := range scsBudgetSessions {
-		b := m.browser(srv, "budget"+strconv.Itoa(i), uint64(i))
+		b := m.browser("budget"+strconv.Itoa(i), mrand.New(mrand.NewPCG(uint64(i), 0x5c5)))
 		b.put(big(b.name))
-		before := front.attempts("PutItem")
+		before := front.Attempts("PutItem")
 		b.get()
-		if n := front.attempts("PutItem") - before; n != 0 {
+		if n := front.Attempts("PutItem") - before; n != 0 {
 			m.fail("a read of a session just written wrote %d times, want 0: the store keeps no record of it", n)
 		}
 	}
-	heap := measureUsage().heap
+	heap := liveHeap()
 	grown := int64(heap) - int64(baseline)
 	if grown > scsRecordBudget+scsHeapSlack {
 		m.fail("with the app running, the heap is %s over the baseline, more than the records' budget %s and the slack %s, after %d KiB of session data",
@@ -217,6 +176,7 @@ func checkRecordBudget(t *testing.T, m *scsModel, srv *httptest.Server, front *s
 // scsModel is what the browsers know, and how the app answered them.
 type scsModel struct {
 	t        *testing.T
+	web      *ddbtest.SoakApp
 	mu       sync.Mutex
 	dead     []string // tokens renewed or destroyed, acknowledged
 	codes    map[string]map[int]int
@@ -272,10 +232,10 @@ func (m *scsModel) someDead(pick func(int) int) string {
 
 // replay sends GET /get with token alone, as a thief with a copied cookie
 // would.
-func (m *scsModel) replay(srv *httptest.Server, token string) (int, string) {
-	r, _ := http.NewRequest("GET", srv.URL+"/get", nil)
+func (m *scsModel) replay(token string) (int, string) {
+	r, _ := http.NewRequest("GET", m.web.URL+"/get", nil)
 	r.AddCookie(&http.Cookie{Name: "session", Value: token})
-	res, err := srv.Client().Do(r)
+	res, err := m.web.Client(false).Do(r)
 	if err != nil {
 		m.fail("replay: %v", err)
 		return 0, ""
@@ -290,7 +250,6 @@ func (m *scsModel) replay(srv *httptest.Server, token string) (int, string) {
 // once a write's outcome is unknown, until a read settles it.
 type scsBrowser struct {
 	m      *scsModel
-	srv    *httptest.Server
 	name   string
 	client *http.Client
 	rng    *mrand.Rand
@@ -298,10 +257,8 @@ type scsBrowser struct {
 	n      int
 }
 
-func (m *scsModel) browser(srv *httptest.Server, name string, seed uint64) *scsBrowser {
-	jar, _ := cookiejar.New(nil)
-	return &scsBrowser{m: m, srv: srv, name: name, rng: mrand.New(mrand.NewPCG(seed, 0x5c5)), want: []string{""},
-		client: &http.Client{Jar: jar, Timeout: scsRequestTimeBounds}}
+func (m *scsModel) browser(name string, rng *mrand.Rand) *scsBrowser {
+	return &scsBrowser{m: m, name: name, rng: rng, want: []string{""}, client: m.web.Client(true)}
 }
 
 func (b *scsBrowser) act() {
@@ -336,8 +293,7 @@ func (b *scsBrowser) message() string {
 }
 
 func (b *scsBrowser) token() string {
-	u, _ := url.Parse(b.srv.URL)
-	for _, c := range b.client.Jar.Cookies(u) {
+	for _, c := range b.client.Jar.Cookies(nil) {
 		if c.Name == "session" {
 			return c.Value
 		}
@@ -349,9 +305,9 @@ func (b *scsBrowser) send(kind, method, path string, form url.Values) (int, stri
 	var res *http.Response
 	var err error
 	if method == "POST" {
-		res, err = b.client.PostForm(b.srv.URL+path, form)
+		res, err = b.client.PostForm(b.m.web.URL+path, form)
 	} else {
-		res, err = b.client.Get(b.srv.URL + path)
+		res, err = b.client.Get(b.m.web.URL + path)
 	}
 	if err != nil {
 		b.m.fail("%s %s from %s: %v", method, path, b.name, err)
@@ -436,7 +392,7 @@ func (b *scsBrowser) thief() {
 	} else {
 		b.m.replays.Add(1)
 	}
-	code, body := b.m.replay(b.srv, token)
+	code, body := b.m.replay(token)
 	b.m.record("thief", code)
 	if code != http.StatusNotFound && code != http.StatusInternalServerError {
 		b.m.fail("a dead or forged token: %d %.60q, want 404", code, body)
@@ -462,316 +418,12 @@ func short(want []string) string {
 	return "[" + strings.Join(s, " ") + "]"
 }
 
-// scsFront is the scs soak's fault front, as the example's soakFront
-// (example/soak_front_test.go) but smaller: an HTTP reverse proxy between
-// the app's SDK client and the engine that throttles, answers 500, loses
-// the answers of applied writes, and delays requests before or after
-// forwarding them. The app has no StoreTimeout (scs calls the store with
-// the request's context), so its hangs are short ones. What it forwards,
-// it forwards whole, whatever the client does: dynalite crashes on a
-// request cut off halfway.
-type scsFront struct {
-	srv      *httptest.Server
-	engine   string
-	upstream *http.Transport
-	client   *http.Transport
-
-	mu        sync.Mutex
-	rng       *mrand.Rand
-	on        bool
-	inFlight  int
-	idle      *sync.Cond
-	counts    map[string]int // attempts by operation
-	faults    map[string]int
-	downUntil time.Time // the end of the outage under way
-}
-
-// scsFaults are the faults with their rates per attempt: 15% in all, and
-// the outages.
-var scsFaults = []struct {
-	name   string
-	rate   float64
-	status int
-	errTyp string
-}{
-	{"ThrottlingException", 0.02, 400, "com.amazon.coral.availability#ThrottlingException"},
-	{"ProvisionedThroughputExceededException", 0.02, 400, "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"},
-	{"InternalServerError", 0.03, 500, "com.amazonaws.dynamodb.v20120810#InternalServerError"},
-	{"answer lost", 0.04, 500, "com.amazonaws.dynamodb.v20120810#InternalServerError"},
-	{"hang", 0.02, 0, ""},
-	{"slow answer", 0.02, 0, ""},
-	// An outage: this and every attempt for scsOutage after it get 500,
-	// longer than the SDK's retries last. The app has no StoreTimeout, so
-	// nothing else makes a call fail in the end.
-	{"outage", 0.001, 500, "com.amazonaws.dynamodb.v20120810#InternalServerError"},
-}
-
-// scsOutage is how long an outage lasts.
-const scsOutage = 500 * time.Millisecond
-
-func startSCSFront(t testing.TB, seed uint64) *scsFront {
-	t.Helper()
-	engine := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
-	if err := ddbtest.CheckEndpoint(engine); err != nil {
-		t.Fatal(err)
-	}
-	f := &scsFront{
-		engine:   strings.TrimSuffix(engine, "/"),
-		upstream: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
-		client:   &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
-		rng:      mrand.New(mrand.NewPCG(seed, seed^0x5eed)),
-		counts:   map[string]int{},
-		faults:   map[string]int{},
-	}
-	f.idle = sync.NewCond(&f.mu)
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(func() {
-		f.client.CloseIdleConnections()
-		f.srv.Close()
-		f.upstream.CloseIdleConnections()
-	})
-	return f
-}
-
-// dynamoClient is a real SDK client for the front, with the SDK's default
-// retryer; engineClient one for the engine itself. Both use the front's
-// transports, closed with it.
-func (f *scsFront) dynamoClient(t testing.TB) *dynamodb.Client {
-	opts := ddbtest.Client(t).Options()
-	opts.BaseEndpoint = &f.srv.URL
-	opts.HTTPClient = &http.Client{Transport: f.client}
-	return dynamodb.New(opts)
-}
-
-func (f *scsFront) engineClient(t testing.TB) *dynamodb.Client {
-	opts := ddbtest.Client(t).Options()
-	opts.HTTPClient = &http.Client{Transport: f.upstream}
-	return dynamodb.New(opts)
-}
-
-// setFaults turns faults on or off; off, it waits for the requests under
-// way.
-func (f *scsFront) setFaults(on bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.on = on
-	for !on && f.inFlight > 0 {
-		f.idle.Wait()
-	}
-}
-
-func (f *scsFront) attempts(op string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.counts[op]
-}
-
-func (f *scsFront) figures() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	total, faulted := 0, 0
-	for _, n := range f.counts {
-		total += n
-	}
-	var parts []string
-	for _, k := range scsFaults {
-		faulted += f.faults[k.name]
-		parts = append(parts, fmt.Sprintf("%s %d", k.name, f.faults[k.name]))
-	}
-	c, _ := json.Marshal(f.counts)
-	return fmt.Sprintf("%d attempts %s, %d faulted (%.1f%%): %s", total, c, faulted, 100*float64(faulted)/float64(max(total, 1)), strings.Join(parts, ", "))
-}
-
-func (f *scsFront) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	f.mu.Lock()
-	f.inFlight++
-	f.counts[strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")]++
-	fault := -1
-	if f.on && time.Now().Before(f.downUntil) {
-		fault = len(scsFaults) - 1
-		f.faults["outage"]++
-	} else if f.on {
-		x := f.rng.Float64()
-		for i, k := range scsFaults {
-			if x < k.rate {
-				fault = i
-				f.faults[k.name]++
-				break
-			}
-			x -= k.rate
-		}
-		if fault == len(scsFaults)-1 {
-			f.downUntil = time.Now().Add(scsOutage)
-		}
-	}
-	wait := time.Duration(f.rng.Int64N(int64(scsHangMax)))
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		if f.inFlight--; f.inFlight == 0 {
-			f.idle.Broadcast()
-		}
-		f.mu.Unlock()
-	}()
-	if fault < 0 {
-		f.relay(w, r, body)
-		return
-	}
-	switch k := scsFaults[fault]; k.name {
-	case "hang":
-		if scsSleep(r.Context(), wait) {
-			f.relay(w, r, body)
-		}
-	case "slow answer":
-		status, header, answer := f.forward(r, body)
-		if scsSleep(r.Context(), wait) {
-			write(w, status, header, answer)
-		}
-	default:
-		if k.name == "answer lost" {
-			f.forward(r, body)
-		}
-		e, _ := json.Marshal(map[string]string{"__type": k.errTyp, "message": k.name})
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Header().Set("x-amzn-ErrorType", k.errTyp[strings.IndexByte(k.errTyp, '#')+1:])
-		w.WriteHeader(k.status)
-		w.Write(e)
-	}
-}
-
-func (f *scsFront) relay(w http.ResponseWriter, r *http.Request, body []byte) {
-	status, header, answer := f.forward(r, body)
-	write(w, status, header, answer)
-}
-
-// forward sends the request to the engine, whether or not the client is
-// still there, and reads the answer whole.
-func (f *scsFront) forward(r *http.Request, body []byte) (int, http.Header, []byte) {
-	req, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, f.engine+r.URL.RequestURI(), bytes.NewReader(body))
-	for name, values := range r.Header {
-		if name != "Connection" && name != "Content-Length" && name != "Transfer-Encoding" {
-			req.Header[name] = values
-		}
-	}
-	res, err := f.upstream.RoundTrip(req)
-	if err != nil {
-		return http.StatusBadGateway, http.Header{}, []byte(err.Error())
-	}
-	defer res.Body.Close()
-	answer, err := io.ReadAll(res.Body)
-	if err != nil {
-		return http.StatusBadGateway, http.Header{}, []byte(err.Error())
-	}
-	return res.StatusCode, res.Header, answer
-}
-
-func write(w http.ResponseWriter, status int, header http.Header, body []byte) {
-	for name, values := range header {
-		if name != "Connection" && name != "Content-Length" && name != "Transfer-Encoding" {
-			w.Header()[name] = values
-		}
-	}
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-func scsSleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// scsLogCounter counts the default logger's records by message.
-type scsLogCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (l *scsLogCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (l *scsLogCounter) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.counts[r.Message]++
-	return nil
-}
-func (l *scsLogCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *scsLogCounter) WithGroup(string) slog.Handler      { return l }
-func (l *scsLogCounter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c, _ := json.Marshal(l.counts)
-	return string(c)
-}
-
-// scsUsage is what the process holds: goroutines, and live heap after a
-// collection. memstore counts apart the goroutines of scs's memstore
-// cleanup: scs.New starts one for its default store, which the app
-// replaces with scsstore but never stops (memstore's StopCleanup), so
-// every newApp leaves one behind, however little it serves. The soak looks
-// for leaks that grow with the load; that one is said in the figures.
-type scsUsage struct {
-	goroutines, memstore int
-	heap                 uint64
-}
-
-func measureUsage() scsUsage {
+// liveHeap is the live heap after a collection.
+func liveHeap() uint64 {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	u := scsUsage{heap: ms.HeapAlloc}
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "memstore.(*MemStore).startCleanup") {
-			u.memstore++
-		} else {
-			u.goroutines++
-		}
-	}
-	return u
-}
-
-func scsSettledUsage() scsUsage {
-	last, still := measureUsage(), 0
-	for end := time.Now().Add(scsSettleBound); still < 5 && time.Now().Before(end); {
-		time.Sleep(100 * time.Millisecond)
-		u := measureUsage()
-		if u.goroutines == last.goroutines {
-			still++
-		} else {
-			still = 0
-		}
-		last = u
-	}
-	return last
-}
-
-func scsUsageBackTo(before scsUsage) (scsUsage, bool) {
-	for end := time.Now().Add(scsSettleBound); ; time.Sleep(250 * time.Millisecond) {
-		u := measureUsage()
-		if u.goroutines <= before.goroutines+scsGoroutineSlack && u.heap <= before.heap+scsHeapSlack {
-			return u, true
-		}
-		if time.Now().After(end) {
-			return u, false
-		}
-	}
+	return ms.HeapAlloc
 }
 
 func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
