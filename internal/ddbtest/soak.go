@@ -71,6 +71,11 @@ type SoakConfig struct {
 	// Faults are the faults and their rates per request attempt; nil for
 	// [DefaultFaults].
 	Faults []FaultRate
+	// Before, if set, runs before each run (the warm-up too), outside its
+	// bubble, with s.T the run's test: for what must be made outside, such
+	// as an app that starts a goroutine that never ends (a bubble waits
+	// for every goroutine of its own). s.Now is not yet the run's clock.
+	Before func(s *SoakRun)
 }
 
 // Soak runs a soak: run once as a warm-up, with one round (what the
@@ -100,9 +105,13 @@ func Soak(t *testing.T, cfg SoakConfig, run func(s *SoakRun) string) {
 	secrets := &Secrets{values: map[string]string{}}
 	start := time.Now()
 	play := func(t *testing.T, rounds int, seed uint64, warmup bool) string {
+		s := newSoakRun(t, cfg, rounds, seed, warmup, logs, secrets)
+		if cfg.Before != nil {
+			cfg.Before(s)
+		}
 		var figures string
 		synctest.Test(t, func(t *testing.T) {
-			s := newSoakRun(t, cfg, rounds, seed, warmup, logs, secrets, start)
+			s.T, s.offset = t, time.Until(start)
 			figures = run(s)
 			figures += "  front: " + s.Faults.String() + "\n"
 		})
@@ -175,7 +184,7 @@ func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // SoakRun is one run of a soak, inside its bubble.
 type SoakRun struct {
-	T      *testing.T // the bubble's
+	T      *testing.T // the bubble's (in Before, the run's)
 	Seed   uint64
 	Rounds int
 	// Warmup says that this is the warm-up: one round, which need only
@@ -192,10 +201,10 @@ type SoakRun struct {
 	logs     *soakLogs
 	endpoint string
 	offset   time.Duration // from the bubble's clock to the date the soak began
-	clients  int           // App clients made so far, numbering them
+	clients  atomic.Int64  // App clients made so far, numbering them
 }
 
-func newSoakRun(t *testing.T, cfg SoakConfig, rounds int, seed uint64, warmup bool, logs *soakLogs, secrets *Secrets, start time.Time) *SoakRun {
+func newSoakRun(t *testing.T, cfg SoakConfig, rounds int, seed uint64, warmup bool, logs *soakLogs, secrets *Secrets) *SoakRun {
 	endpoint := os.Getenv(endpointEnv)
 	if err := CheckEndpoint(endpoint); err != nil {
 		t.Fatal(err)
@@ -206,7 +215,7 @@ func newSoakRun(t *testing.T, cfg SoakConfig, rounds int, seed uint64, warmup bo
 	}
 	s := &SoakRun{
 		T: t, Seed: seed, Rounds: rounds, Warmup: warmup, Secrets: secrets,
-		logs: logs, endpoint: endpoint, offset: time.Until(start),
+		logs: logs, endpoint: endpoint,
 	}
 	s.Faults = newFaults(endpoint, seed, rates)
 	return s
@@ -314,10 +323,11 @@ func (s *SoakRun) App(h http.Handler, secure bool) *SoakApp {
 // its own if jar, a command-line client otherwise. It follows no
 // redirects, so that the soak sees each answer. Each client has a client
 // address of its own, and its requests carry a tag that the fault front
-// draws their faults from (see [Faults]).
+// draws their faults from (see [Faults]): its number, in the order the
+// clients were made, which is the same from run to run for clients made
+// in turn (not by goroutines at once).
 func (a *SoakApp) Client(jar bool) *http.Client {
-	a.run.clients++
-	n := a.run.clients
+	n := int(a.run.clients.Add(1))
 	c := &http.Client{
 		Transport: &soakTransport{app: a, client: n,
 			remote: fmt.Sprintf("198.51.100.%d:%d", 1+n%254, 1024+n)},
