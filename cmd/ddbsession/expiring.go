@@ -135,7 +135,7 @@ func runSessionsExpiring(ctx context.Context, e *env, c *command, o *options, _ 
 		return e.fail(c, o, err)
 	}
 	found, err := queryExpiring(ctx, client, o, from, to)
-	if isValidation(err) {
+	if isValidation(err) || indexMissing(ctx, client, o.table, err) {
 		fmt.Fprintf(e.stderr, "ddbsession %s: table %q has no expiry index %q that the layout can read: 'ddbsession table check' with the same flags says what to do (%v)\n",
 			c.path, o.table, o.items.ExpiryIndex, err)
 		return exitFailure
@@ -253,6 +253,19 @@ func queryBucket(ctx context.Context, client Client, o *options, bucket string, 
 		}
 	}
 	return found, nil
+}
+
+// indexMissing reports whether err, a ResourceNotFoundException, is about
+// the index rather than the table: a Query of an index the table lacks may
+// get either that or a ValidationException (API_Query's errors: "a
+// nonexistent table or index"). The table is there if DescribeTable finds it.
+func indexMissing(ctx context.Context, client Client, table string, err error) bool {
+	var notFound *types.ResourceNotFoundException
+	if !errors.As(err, &notFound) {
+		return false
+	}
+	_, err = client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	return err == nil
 }
 
 // isValidation reports whether err is DynamoDB's ValidationException, its

@@ -304,6 +304,15 @@ func TestExpiringWithoutIndex(t *testing.T) {
 	if !strings.Contains(stderr, `has no expiry index "expiry"`) || !strings.Contains(stderr, "ddbsession table check") {
 		t.Errorf("stderr does not say the index is missing:\n%s", stderr)
 	}
+
+	// The same where the engine answers ResourceNotFoundException for the
+	// missing index, as DynamoDB may.
+	f.probe.indexNotFound = true
+	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h", "-expiry-index", "expiry")
+	wantCode(t, code, exitFailure, stdout, stderr)
+	if !strings.Contains(stderr, `has no expiry index "expiry"`) || strings.Contains(stderr, "does not exist") {
+		t.Errorf("a ResourceNotFoundException of the index: stderr does not say the index is missing:\n%s", stderr)
+	}
 }
 
 // A window may span 24 hours at most, and must be ordered; the flags name

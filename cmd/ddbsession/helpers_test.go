@@ -128,10 +128,16 @@ func (f *fixture) user(name string) ddbsession.UserKey {
 // by methods, and returns the cookie.
 func (f *fixture) login(user ddbsession.UserKey, agent string, methods ...string) *http.Cookie {
 	f.t.Helper()
+	return f.loginOn(f.app, user, agent, methods...)
+}
+
+// loginOn is login on the app's instance m.
+func (f *fixture) loginOn(m *ddbsession.Manager[testUser], user ddbsession.UserKey, agent string, methods ...string) *http.Cookie {
+	f.t.Helper()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://app.test/login", nil)
 	r.Header.Set("User-Agent", agent)
-	if err := f.app.Login(w, r, user, nil, methods...); err != nil {
+	if err := m.Login(w, r, user, nil, methods...); err != nil {
 		f.t.Fatalf("Login: %v", err)
 	}
 	for _, c := range w.Result().Cookies() {
@@ -179,11 +185,7 @@ func (f *fixture) failSecondFactor(pending *http.Cookie) {
 // the app that starts afresh (and so reads the global generation anew).
 func (f *fixture) valid(c *http.Cookie) bool {
 	f.t.Helper()
-	m, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, Layout: f.layout, Limits: ddbsession.Limits{StoreTimeout: time.Minute}})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	_, _, err = m.Authenticate(context.Background(), c.Value)
+	_, _, err := f.instance().Authenticate(context.Background(), c.Value)
 	switch {
 	case errors.Is(err, ddbsession.ErrNoSession):
 		return false
@@ -191,6 +193,16 @@ func (f *fixture) valid(c *http.Cookie) bool {
 		f.t.Fatalf("Authenticate: %v", err)
 	}
 	return true
+}
+
+// instance starts another instance of the app, which has read nothing yet.
+func (f *fixture) instance() *ddbsession.Manager[testUser] {
+	f.t.Helper()
+	m, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, Layout: f.layout, Limits: ddbsession.Limits{StoreTimeout: time.Minute}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
 }
 
 // put writes av to the table as it is.
@@ -292,6 +304,9 @@ type probe struct {
 	// bills for it, from the deleted item's size, in place of the engine's
 	// figure: for engines that report a fixed one (moto).
 	billDeletes bool
+	// indexNotFound makes a Query of any index a ResourceNotFoundException,
+	// which DynamoDB may answer for an index the table lacks (moto does).
+	indexNotFound bool
 }
 
 func (p *probe) count(op string) {
@@ -345,6 +360,9 @@ func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput
 
 func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	p.count("Query")
+	if p.indexNotFound && in.IndexName != nil {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+	}
 	return p.Client.Query(ctx, in, o...)
 }
 
