@@ -68,7 +68,6 @@ GET /account
   ddbsession.check ddbsession.check.outcome=accepted
     DynamoDB.BatchGetItem
     DynamoDB.UpdateItem
-    DynamoDB.UpdateItem
   account
 POST /logout
   DynamoDB.GetItem
