@@ -324,6 +324,44 @@ func TestSessionsAndRevoke(t *testing.T) {
 	}
 }
 
+// TestListDuringLogin: a List that runs while a login of the same user is
+// half-way (its index item written, its session item not yet) leaves the
+// new session listed once the login is done: the session lives, so List
+// must show it (what the soak's checks caught, issue 26 item 10).
+func TestListDuringLogin(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t)
+	a := ta.browser("browser-A")
+	a.signup("alice", "correct horse")
+
+	pause := ta.api.pauseAfter("PutItem", putsPK("USERSESSIONS#"))
+	defer pause.release()
+	b := ta.browser("browser-B")
+	done := make(chan error, 1)
+	go func() {
+		res, err := b.postForm(context.Background(), ta.srv.URL, "/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
+		if err == nil && res.code != http.StatusSeeOther {
+			err = fmt.Errorf("%d %s", res.code, res.body)
+		}
+		done <- err
+	}()
+	pause.waitReached(t)
+	if diff := cmp.Diff([]sessionJSON{{UserAgent: "browser-A", Current: true, Methods: passwordOnly}}, a.sessions(), cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt")); diff != "" {
+		t.Errorf("alice's sessions while B's login is half-way (-want +got):\n%s", diff)
+	}
+	pause.release()
+	if err := <-done; err != nil {
+		t.Fatalf("B's login: %v", err)
+	}
+	if code := b.meStatus(); code != http.StatusOK {
+		t.Fatalf("B after its login: /api/me %d, want 200", code)
+	}
+	if diff := cmp.Diff([]sessionJSON{{UserAgent: "browser-A", Current: true, Methods: passwordOnly}, {UserAgent: "browser-B", Methods: passwordOnly}},
+		a.sessions(), cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt"), byUserAgent); diff != "" {
+		t.Errorf("alice's sessions once B's login is done (-want +got):\n%s", diff)
+	}
+}
+
 func TestPasswordChange(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t)

@@ -7,7 +7,6 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"strconv"
 	"strings"
@@ -32,23 +31,14 @@ type soakDevice struct {
 	n      int          // sign-ins so far, numbering their User-Agents
 }
 
-func newSoakDevice(m *soakModel, ta *testApp, u *soakUser, name string, bearer bool, seed uint64) *soakDevice {
-	c := *ta.srv.Client() // a copy: the server's client is shared
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	// A bound for a request that never ends, which would be a bug: every
-	// answer takes a StoreTimeout or two at most.
-	c.Timeout = 2 * time.Minute
-	if !bearer {
-		c.Jar, _ = cookiejar.New(nil)
-	}
-	return &soakDevice{m: m, user: u, name: name, bearer: bearer, base: ta.srv.URL, client: &c,
-		rng: mrand.New(mrand.NewPCG(seed, 0xde71ce))}
+func newSoakDevice(m *soakModel, sa *soakApp, u *soakUser, name string, bearer bool, rng *mrand.Rand) *soakDevice {
+	return &soakDevice{m: m, user: u, name: name, bearer: bearer, base: sa.web.URL, client: sa.web.Client(!bearer), rng: rng}
 }
 
-// run signs in, makes every kind of request once (tour), then acts at
-// random until deadline. The first device of each user signs the user up;
-// the others wait for the account.
-func (d *soakDevice) run(deadline time.Time, signsUp bool) {
+// start is the device's first round: the first device of each user signs
+// the user up, the others wait for the account; then it signs in and
+// makes every kind of request once (tour).
+func (d *soakDevice) start(signsUp bool) {
 	if signsUp {
 		d.signup()
 	}
@@ -60,16 +50,17 @@ func (d *soakDevice) run(deadline time.Time, signsUp bool) {
 		d.login(nil)
 	}
 	d.tour()
-	for time.Now().Before(deadline) {
-		if d.sess == nil {
-			if d.rng.IntN(20) == 0 {
-				d.wrongPassword()
-			} else {
-				d.login(nil)
-			}
-			continue
-		}
+}
+
+// step is one request of a later round: signed in, one thing a user does
+// (act); signed out, a login, or now and then a wrong password.
+func (d *soakDevice) step() {
+	if d.sess != nil {
 		d.act()
+	} else if d.rng.IntN(20) == 0 {
+		d.wrongPassword()
+	} else {
+		d.login(nil)
 	}
 }
 
@@ -168,8 +159,8 @@ func (d *soakDevice) nextUA() string {
 	return d.ua
 }
 
-// pause waits a little after a 503 before trying again, as a user would;
-// never to wait out an expiry, which the soak's clock would not notice.
+// pause waits a little after a 503 before trying again, as a user would,
+// on the soak's virtual clock.
 func (d *soakDevice) pause() { time.Sleep(time.Duration(5+d.rng.IntN(20)) * time.Millisecond) }
 
 // cookie is the session cookie in the browser's jar, or "".
@@ -183,8 +174,8 @@ func (d *soakDevice) cookie() string {
 	return ""
 }
 
-// signup creates the account, trying again after a 503, past the run's
-// deadline if need be: the checks at the end need every user. A 409 says
+// signup creates the account, trying again after a 503 as long as it
+// takes: the checks after each round need every user. A 409 says
 // that the name is taken, which only this device's own earlier try can
 // have done: a sign-up whose CreateUser was applied but its answer lost.
 func (d *soakDevice) signup() {
@@ -239,6 +230,7 @@ func (d *soakDevice) login(carried *soakSession) {
 			d.m.fail("%s of %s: 200 without a token: %.300s", kind, d.user.name, res.body)
 		}
 		cred = tok.Token
+		d.m.secrets.Add("a bearer token issued", cred)
 	case !d.bearer && res.code == http.StatusSeeOther && res.location() == "/":
 		if cred = d.cookie(); cred == "" || (carried != nil && cred == carried.cred) {
 			d.m.fail("%s of %s: 303 without a new session cookie", kind, d.user.name)
@@ -332,19 +324,18 @@ func (d *soakDevice) sessions() {
 // refused, or needed a re-authentication that did not come about.
 //
 // The route needs an authentication within the app's -reauth (10
-// minutes), which the soak's fast clock passes in ten seconds of the wall
-// clock: then the device signs in again on the session it holds, a
-// re-authentication (as the app's /reauth does, by the same Login), and
-// tries again. A step-up sooner than half that after a re-authentication
-// means it did not count.
+// minutes), which four rounds of the soak pass: then the device signs in
+// again on the session it holds, a re-authentication (as the app's /reauth
+// does, by the same Login), and tries again. A step-up sooner than half
+// that after a re-authentication, on the app's clock, means it did not
+// count.
 func (d *soakDevice) revoke(kind, id string) (soakResponse, bool) {
-	const wallReauth = defaultReauth / soakClockSpeed
 	var reauthenticated time.Time
 	for try := 0; ; try++ {
 		res := d.form(kind, "/sessions/revoke", url.Values{"id": {id}})
 		if res.stepUp() {
 			held := d.sess
-			if try > 0 && time.Since(reauthenticated) < wallReauth/2 {
+			if try > 0 && time.Since(reauthenticated) < defaultReauth/2 {
 				d.m.fail("%s from %s: a step-up %v after a re-authentication: %d %s", kind, held, time.Since(reauthenticated), res.code, res.header.Get("WWW-Authenticate")+res.location())
 				return res, false
 			}

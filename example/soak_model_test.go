@@ -10,12 +10,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // soakModel is what the soak's clients know: every sign-in they attempted
 // and how it was answered, and of every session they were given, what they
 // did to end it and what the app said. It checks each answer against that
-// as it comes, and holds what the checks at the end compare the app with.
+// as it comes, and holds what the checks after each round (checkSoakRound)
+// compare the app with.
 //
 // Order comes from seq, a counter that a client reads before it sends a
 // request and again once the answer is in: a request sent after an answer
@@ -23,8 +26,9 @@ import (
 // acknowledged" is a comparison of two numbers, whatever the machine's
 // speed.
 type soakModel struct {
-	t   *testing.T
-	seq atomic.Int64
+	t       *testing.T
+	seq     atomic.Int64
+	secrets *ddbtest.Secrets // what no log line may hold
 
 	mu       sync.Mutex
 	users    []*soakUser
@@ -68,8 +72,6 @@ type soakSession struct {
 	endedAt, refusedAt int64
 	endedBy            string
 	uncertain          bool // an end was answered 503: it may or may not have happened
-	// validAtEnd is what the checks at the end found, with faults off.
-	validAtEnd bool
 }
 
 // soakKindStats counts one kind of request's answers by status, with
@@ -79,8 +81,8 @@ type soakKindStats struct {
 	latencies []time.Duration
 }
 
-func newSoakModel(t *testing.T) *soakModel {
-	return &soakModel{t: t, attempts: map[string]*soakAttempt{}, stats: map[string]*soakKindStats{}}
+func newSoakModel(t *testing.T, secrets *ddbtest.Secrets) *soakModel {
+	return &soakModel{t: t, secrets: secrets, attempts: map[string]*soakAttempt{}, stats: map[string]*soakKindStats{}}
 }
 
 // maxReported bounds the violations reported one by one.
@@ -112,6 +114,8 @@ func (m *soakModel) record(kind string, code int, took time.Duration) {
 }
 
 func (m *soakModel) addUser(name, password string) *soakUser {
+	m.secrets.Add("a user's password", password)
+	m.secrets.Add("a wrong password", "not "+password)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := &soakUser{name: name, password: password, ready: make(chan struct{})}
@@ -221,7 +225,7 @@ func (m *soakModel) listed(s *soakSession, list []sessionJSON, sent int64, what 
 			problems = append(problems, fmt.Sprintf("%s for %s: entry %s (%q) is none of %s's sign-ins", what, s, e.ID, e.UserAgent, s.user.name))
 			continue
 		case a.session == nil:
-			continue // a sign-in that failed, or is not answered yet; the checks at the end look at it
+			continue // a sign-in that failed, or is not answered yet; checkSoakRound looks at it
 		}
 		seen[a.session] = true
 		if p := m.learnID(a.session, e.ID); p != "" {
