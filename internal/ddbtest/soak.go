@@ -484,6 +484,7 @@ func (s *Secrets) Find(text string) []SecretHit {
 		byPrefix[v[:minSecret]] = append(byPrefix[v[:minSecret]], v)
 	}
 	var hits []SecretHit
+	seen := map[SecretHit]bool{} // a credential and its token, found on one line, are one hit
 	for i := 0; i+minSecret <= len(text); i++ {
 		for _, v := range byPrefix[text[i:i+minSecret]] {
 			if strings.HasPrefix(text[i:], v) {
@@ -492,7 +493,10 @@ func (s *Secrets) Find(text string) []SecretHit {
 				if end < 0 {
 					end = len(text) - i
 				}
-				hits = append(hits, SecretHit{What: s.values[v], Line: text[start : i+end]})
+				if h := (SecretHit{What: s.values[v], Line: text[start : i+end]}); !seen[h] {
+					seen[h] = true
+					hits = append(hits, h)
+				}
 			}
 		}
 	}
