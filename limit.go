@@ -47,7 +47,7 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 				}
 				// Dead, or gone; but a young slot without its session is
 				// a login on its way.
-				return found[slot.SessionPK] || now.Sub(slot.Created) > l.young
+				return found[slot.SessionPK] || now.Sub(slot.Created) > c.onItsWay
 			})
 			if len(taken) >= l.max && l.refuse {
 				return nil, ErrTooManySessions

@@ -47,14 +47,15 @@ type core struct {
 	// that of a handler guarded twice.
 	insecureOnce, doubleOnce sync.Once
 
-	// limit is Limits.MaxSessions (0: no limit) and RefuseAtMaxSessions,
-	// and how young a slot must be to count as a login on its way
-	// (StoreTimeout and inFlight).
+	// limit is Limits.MaxSessions (0: no limit) and RefuseAtMaxSessions.
 	limit struct {
 		max    int
 		refuse bool
-		young  time.Duration
 	}
+	// onItsWay is how young a slot or an index item without its session
+	// item must be to count as a login on its way: StoreTimeout and
+	// inFlight.
+	onItsWay time.Duration
 
 	keepSignedIn                   func(*http.Request) bool // Cookie.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
@@ -266,7 +267,8 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		now:              cfg.Now,
 		logger:           cfg.Logger,
 	}}
-	m.limit.max, m.limit.refuse, m.limit.young = lim.MaxSessions, lim.RefuseAtMaxSessions, lim.StoreTimeout+inFlight
+	m.limit.max, m.limit.refuse = lim.MaxSessions, lim.RefuseAtMaxSessions
+	m.onItsWay = lim.StoreTimeout + inFlight
 	if load := cfg.LoadUser; load != nil {
 		m.users.custom = func(ctx context.Context, key UserKey, out any) (int64, error) {
 			u, version, err := load(ctx, key)
@@ -358,8 +360,9 @@ func (c *Cookie) withDefaults(custom bool) error {
 // the 4 KB of one read unit.
 const maxSessionsLimit = 100
 
-// inFlight is how young a slot must be to count as a login still on its
-// way: a slot is taken before the session is written, within the login's
+// inFlight is the margin by which a slot or an index item must be older
+// than StoreTimeout before a missing session item means no login is on its
+// way: both are written before the session item, within the login's
 // StoreTimeout. The margin covers the clocks of two instances disagreeing.
 const inFlight = 30 * time.Second
 

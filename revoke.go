@@ -63,7 +63,12 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 		// The session item, not the index item, says whether the session
 		// lives: an index item outlives a session that expired, was
 		// revoked, or never was written (a Login that failed half-way).
+		// A young one without its session item is a Login on its way,
+		// which writes its index item first: not listed, not dropped.
 		s, ok := sessions[idx.SessionPK]
+		if !ok && now.Sub(idx.CreatedAt) <= c.onItsWay {
+			continue
+		}
 		if !ok || s.ID != idx.ID || userOf(s) != user || !c.life.live(s, now) || c.revoked(s, rev.version, ended[idx.SessionPK]) != "" {
 			stale = append(stale, idx)
 			continue

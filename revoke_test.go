@@ -187,10 +187,11 @@ func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 	}
 
 	// List, with a stale index item: the session is left out, and the
-	// index item dropped.
+	// index item, once it is too old to be a login's on its way, dropped.
 	third := e.login(alice)
 	thirdID := e.sessionFor(third).ID
 	e.deleteItem(sessionItemKey(third.Value))
+	e.clock.Advance(time.Minute + e.cfg.Limits.StoreTimeout)
 	if diff := cmp.Diff([]string{otherID}, listIDs(e.mustList(alice))); diff != "" {
 		t.Errorf("List with a stale index item (-want +got):\n%s", diff)
 	}
@@ -799,5 +800,36 @@ func TestRevokeEveryoneFailsClosed(t *testing.T) {
 	w := e.get(e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })), c)
 	if w.Code != http.StatusServiceUnavailable || called {
 		t.Errorf("a request with an unreadable global item: status %d, handler called %v; want 503, not called", w.Code, called)
+	}
+}
+
+// A List that comes between a Login's index item and its session item
+// (staged there) neither shows the session nor drops its index item: the
+// Login is on its way, and the List after it shows the session. (A List
+// that dropped it would leave a live session out of every List after.)
+func TestListRacingALogin(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	first := e.sessionFor(e.login(alice)).ID
+	var between []string
+	var fired atomic.Bool
+	p.before = func(_ context.Context, op string, in any) {
+		put, ok := in.(*dynamodb.PutItemInput)
+		if !ok || !strings.HasPrefix(attrText(put.Item["pk"]), "S:SESSION#") || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		between = listIDs(e.mustList(alice))
+	}
+	second := e.sessionFor(e.login(alice)).ID
+	if !fired.Load() {
+		t.Fatal("the race was not staged")
+	}
+	if diff := cmp.Diff([]string{first}, between); diff != "" {
+		t.Errorf("List between the Login's writes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{second, first}, listIDs(e.mustList(alice))); diff != "" {
+		t.Errorf("List after the Login (-want +got):\n%s", diff)
 	}
 }
