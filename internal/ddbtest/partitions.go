@@ -86,13 +86,13 @@ type Engine interface {
 // apart. Burst capacity (up to 300 seconds of a table's unused provisioned
 // capacity) and adaptive capacity (which moves a table's capacity to its
 // hot partitions, and isolates a hot item on a partition of its own) lift
-// a table's limits, never a partition's: "burst capacity can't alleviate
-// partition-level throttling", and a partition that holds a single hot
-// item is still capped at 3,000 and 1,000 (the DynamoDB Developer Guide,
-// "Burst and adaptive capacity", and AWS re:Post, "How does DynamoDB
-// handle spiky workloads"). Adaptive capacity's "split for heat" may also
-// split one partition key's items across partitions by sort key, but takes
-// sustained traffic to and does not split one item.
+// a table's limits, never a partition's: burst capacity does not relieve
+// a throttled partition, and a partition that holds a single hot item is
+// still capped at 3,000 and 1,000 (the DynamoDB Developer Guide, "Burst
+// and adaptive capacity"; AWS re:Post, "How does DynamoDB handle spiky
+// workloads"). Adaptive capacity's split for heat may also spread one
+// partition key's items over partitions by sort key, but only after
+// sustained traffic, and never splits one item.
 //
 // The front so holds each partition key (of the table, and of each global
 // secondary index, whose partitions have the same limits) to those limits
