@@ -225,6 +225,13 @@ func (st *store) userKeys(pk, sk string, withSlots, withGlobal bool) []map[strin
 	if st.MREC {
 		keys = append(keys, st.RevocationKey(pk, sk))
 	}
+	return append(keys, st.besideKeys(pk, sk, withSlots, withGlobal)...)
+}
+
+// besideKeys are the keys of the items read beside a user, as asked: the
+// user's slots item and the global item.
+func (st *store) besideKeys(pk, sk string, withSlots, withGlobal bool) []map[string]types.AttributeValue {
+	var keys []map[string]types.AttributeValue
 	if withSlots {
 		keys = append(keys, st.SlotsKey(pk, sk))
 	}
@@ -236,21 +243,37 @@ func (st *store) userKeys(pk, sk string, withSlots, withGlobal bool) []map[strin
 
 // getUser reads the items of userKeys: one strongly consistent GetItem for
 // the user alone, one BatchGetItem for more.
-func (st *store) getUser(ctx context.Context, pk, sk string, withSlots, withGlobal bool) (u userItems, err error) {
-	keys := st.userKeys(pk, sk, withSlots, withGlobal)
-	if len(keys) == 1 {
-		u.user, err = st.get(ctx, keys[0])
-	} else {
-		var items []map[string]types.AttributeValue
+func (st *store) getUser(ctx context.Context, pk, sk string, withSlots, withGlobal bool) (userItems, error) {
+	return st.getItems(ctx, pk, sk, st.userKeys(pk, sk, withSlots, withGlobal), withGlobal)
+}
+
+// getBeside reads the items of besideKeys alone, for a user whose item is
+// the app's to read (Config.LoadUser).
+func (st *store) getBeside(ctx context.Context, pk, sk string, withSlots, withGlobal bool) (userItems, error) {
+	return st.getItems(ctx, pk, sk, st.besideKeys(pk, sk, withSlots, withGlobal), withGlobal)
+}
+
+// getItems reads the items under keys of user pk, sk, strongly
+// consistently, in one GetItem or one BatchGetItem.
+func (st *store) getItems(ctx context.Context, pk, sk string, keys []map[string]types.AttributeValue, withGlobal bool) (u userItems, err error) {
+	var items []map[string]types.AttributeValue
+	switch len(keys) {
+	case 0:
+	case 1:
+		var av map[string]types.AttributeValue
+		if av, err = st.get(ctx, keys[0]); av != nil {
+			items = append(items, av)
+		}
+	default:
 		items, err = st.batchGet(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 			st.table: {Keys: keys, ConsistentRead: consistent},
 		}})
-		for _, av := range items {
-			st.sort(&u, av, "", pk, sk)
-		}
 	}
 	if err != nil {
 		return userItems{}, err
+	}
+	for _, av := range items {
+		st.sort(&u, av, "", pk, sk)
 	}
 	u.globalRead = withGlobal
 	return u, nil

@@ -216,7 +216,7 @@ type Limits struct {
 	// (OWASP ASVS 5.0 7.1.2), at most 100. A login beyond it ends the
 	// user's oldest session, or, with RefuseAtMaxSessions, fails with
 	// [ErrTooManySessions]. Racing logins never leave more alive. It needs
-	// a table with a sort key, and costs a read unit per request.
+	// a sort key, and costs logins a read and a write, requests nothing.
 	MaxSessions         int
 	RefuseAtMaxSessions bool
 

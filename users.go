@@ -94,7 +94,7 @@ func (u *users) load(ctx context.Context, key UserKey, out any, withSlots, withG
 	}
 	items := userItems{globalRead: withGlobal}
 	if withSlots || withGlobal {
-		beside, err := u.store.getUser(ctx, key.PK, key.SK, withSlots, withGlobal)
+		beside, err := u.store.getBeside(ctx, key.PK, key.SK, withSlots, withGlobal)
 		if err != nil {
 			return revocation{}, err
 		}

@@ -104,9 +104,9 @@
 // again with the server's user item (ddbitem.RevocationKeys) once the copy
 // is Limits.RevokeEveryoneWithin old (10 seconds by default, measured on
 // the monotonic clock), however many requests find it stale at once.
-// ddbsession reads its global revocation generation as often, with the
-// server's user item too. Per instance, that is 2 strongly consistent
-// BatchGetItems per RevokeEveryoneWithin, whatever the traffic.
+// ddbsession reads its global revocation generation as often, alone. Per
+// instance, that is a strongly consistent BatchGetItem and a GetItem per
+// RevokeEveryoneWithin, whatever the traffic.
 // [Manager.RevokeAll] raises the copy of the instance that calls
 // it right after its write; another instance serves the sessions it ended
 // until its own copy is stale, and sessions initialized there meanwhile
@@ -122,11 +122,11 @@
 //	                       instance's copies), then a GetItem and an UpdateItem that store
 //	                       the state; the first initialize ever also reads the copy,
 //	                       creates the user item (PutItem), reads the copy again and
-//	                       reads the global generation (a BatchGetItem)
+//	                       reads the global generation (a GetItem)
 //	any other request      1 GetItem (on MREC a BatchGetItem of the session and its end
 //	                       record), no write; once per Limits.RefreshInterval, 1 UpdateItem
 //	                       after the response; once per Limits.RevokeEveryoneWithin per
-//	                       instance, the 2 BatchGetItems of the copies
+//	                       instance, the copies' BatchGetItem and GetItem
 //	logging/setLevel       the same, and an UpdateItem when the level changes
 //	DELETE                 the same read, and 2 DeleteItems
 //	an ID not issued,      the read alone, whatever the method; a malformed ID, none
