@@ -207,8 +207,7 @@ func runPartitionLoad(t *testing.T, wiring mcpWiring) loadResult {
 			}
 			hooks := &server.Hooks{}
 			m.AddHooks(hooks)
-			transport := server.NewStreamableHTTPServer(server.NewMCPServer("notes", "1.0.0", server.WithHooks(hooks)),
-				server.WithSessionIdManagerResolver(m),
+			transport := m.NewTransport(server.NewMCPServer("notes", "1.0.0", server.WithHooks(hooks)),
 				server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...))
 			return m.Handler(transport)
 		}
