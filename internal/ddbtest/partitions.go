@@ -77,7 +77,8 @@ type Engine interface {
 // Each call's bill, and what the engine itself reported for it (the front
 // asks each call for ReturnConsumedCapacity INDEXES, and hands the
 // caller's own choice back), is in [Usage.Log]: a test can compare the
-// two wherever the engine bills as DynamoDB does.
+// two wherever the engine reports as DynamoDB bills, which [ProbeReports]
+// tells, with [Reports.Mismatches].
 //
 // # Partition limits
 //
