@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -37,6 +38,9 @@ import (
 // not the library's.
 func TestMain(m *testing.M) {
 	code := ddbtest.Main(m)
+	if cli.path != "" {
+		os.RemoveAll(filepath.Dir(cli.path)) // buildCLI's directory
+	}
 	if code == 0 {
 		if err := goleak.Find(
 			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
