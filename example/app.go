@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net/netip"
 	"runtime"
 	"time"
+
+	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessionotel"
@@ -62,10 +65,17 @@ type appConfig struct {
 	// MaxSessions caps a user's sessions (ddbsession's Config.Limits.MaxSessions):
 	// a login beyond it ends the user's oldest session. 0: no limit.
 	MaxSessions int
+	// PasskeyOrigin is the origin browsers open the app at
+	// (https://app.example.com): the passkeys' relying party, whose host is
+	// their RP ID. Default https://localhost (http:// with Dev).
+	PasskeyOrigin string
 	// Telemetry has the providers that session metrics and the spans of
 	// session checks go to (ddbsessionotel); zero: OpenTelemetry's global
 	// ones, which do nothing unless set.
 	Telemetry ddbsessionotel.Config
+	// OIDC is single sign-on through an OpenID Connect provider (oidc.go);
+	// zero: off.
+	OIDC oidcConfig
 }
 
 // defaultReauth is appConfig.Reauth's default, and -reauth's.
@@ -83,11 +93,13 @@ type app struct {
 	users    users
 	dev      bool // appConfig.Dev
 	hasher   *hasher
+	passkeys *webauthn.WebAuthn // the relying party of passkeys.go
 	// storeTimeout bounds the app's own DynamoDB work in a request.
 	storeTimeout time.Duration
 	reauthWithin time.Duration    // appConfig.Reauth
 	now          func() time.Time // appConfig.Now: one-time codes' clock
 	limits       *limits
+	sso          *sso // single sign-on; nil when off
 	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
@@ -138,6 +150,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	passkeys, err := newRelyingParty(cmp.Or(cfg.PasskeyOrigin, passkeyOrigin(cfg.Dev)))
+	if err != nil {
+		return nil, err
+	}
 	// The app is made first, so that the session guard's page answers are
 	// its own; the rest is filled in below.
 	a := &app{
@@ -148,6 +164,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		storeTimeout: cfg.StoreTimeout,
 		reauthWithin: cfg.Reauth,
 		now:          cfg.Now,
+		passkeys:     passkeys,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client: cfg.Client,
@@ -220,6 +237,9 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		by48:           newFailureLimiter(cfg.Prefix48Limit, maxLimiterKeys),
 		trustedProxies: cfg.TrustedProxies,
 		now:            cfg.Now,
+	}
+	if a.sso, err = newSSO(ctx, cfg, a); err != nil {
+		return nil, err
 	}
 	a.handler = a.routes()
 	return a, nil
@@ -301,7 +321,11 @@ func (a *app) routes() http.Handler {
 	mux.HandleFunc("POST /login/code", a.loginCode)
 	// Logout needs no valid session: it ends whatever the request carries,
 	// so a stale tab's "log out" button still clears the cookie.
-	mux.HandleFunc("POST /logout", a.logout)
+	logout := http.Handler(http.HandlerFunc(a.logout))
+	if a.sso != nil {
+		logout = load(logout) // the provider's logout needs the session (ssoLogout)
+	}
+	mux.Handle("POST /logout", logout)
 	mux.Handle("POST /logout-everywhere", sensitive(a.logoutEverywhere))
 	// Each sensitive action's confirm page, the GET of its path, where a
 	// re-authentication for it comes back to (reauth.go's resumable).
@@ -319,6 +343,7 @@ func (a *app) routes() http.Handler {
 	mux.Handle("POST /totp/remove", sensitive(a.totpRemove))
 	mux.Handle("GET "+reauthPath, signedIn(a.reauthPage))
 	mux.Handle("POST "+reauthPath, signedIn(a.reauthenticate))
+	a.passkeyRoutes(mux, signedIn, sensitive)
 	mux.HandleFunc("POST /api/login", a.apiLogin)
 	mux.Handle("POST /api/reauth", signedIn(a.apiReauthenticate))
 	mux.Handle("GET /api/me", signedIn(a.me))
@@ -329,6 +354,9 @@ func (a *app) routes() http.Handler {
 	// when its bound cookie has expired, which RequireSession refuses. The
 	// handler answers 404 while device binding is off.
 	mux.Handle("POST /dbsc/", a.sessions.DeviceBindingHandler())
+	// Sign in with the provider, its callback and its back-channel logout,
+	// with -oidc-issuer.
+	a.ssoRoutes(mux)
 
 	// SameSite=Lax already keeps the cookie off most cross-site POSTs;
 	// CrossOriginProtection refuses them outright (403) from the browser's
@@ -341,28 +369,34 @@ func (a *app) routes() http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(apiOr(apiAnswer(http.StatusForbidden, "cross-origin request refused"),
 		a.pageAnswer(http.StatusForbidden, "This form was sent from another site, so it was refused. To do this, use the form on this site.")))
+	// The provider's back-channel logout is a server's POST with no
+	// cookie: exempt, on its route alone (why: exemptBackChannel).
+	a.exemptBackChannel(cop)
 	var h http.Handler = cop.Handler(a.routeErrors(mux))
 	h = http.MaxBytesHandler(h, maxBody)
-	return securityHeaders(h, a.dev)
+	return securityHeaders(h, a.dev, a.csp())
 }
 
-// contentSecurityPolicy is every page's: no scripts, no images (the
-// one-time-code set-up adds its QR code's data: image), styles inline.
-const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// contentSecurityPolicy is every page's: no images (the one-time-code
+// set-up adds its QR code's data: image), styles inline, scripts from this
+// app alone, which serves one, /passkeys.js, and fetches from it alone (no
+// inline script; nosniff keeps any other answer from running as one).
+// With single sign-on, form-action allows the provider too (app.csp).
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // securityHeaders sets headers every response of this app should carry.
-// Its pages are personal, so nothing may be cached; they have no scripts,
+// Its pages are personal, so nothing may be cached; their one script is the app's own,
 // and no other site may frame them (a framed "log out everywhere" button
 // could be clicked by a trick). Outside dev mode the app is served over
 // HTTPS only (its cookie is Secure), so Strict-Transport-Security tells
 // browsers never to try plain HTTP, where an active attacker could answer
 // first; dev mode is plain HTTP on localhost, where the header would pin
 // every app on that host to HTTPS.
-func securityHeaders(next http.Handler, dev bool) http.Handler {
+func securityHeaders(next http.Handler, dev bool, csp string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		if !dev {

@@ -28,6 +28,7 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 		}
 		data.User, data.Sessions = &u, list
 	}
+	data.SSO = a.ssoName()
 	a.render(w, http.StatusOK, indexTemplate, data)
 }
 
@@ -41,7 +42,7 @@ func (a *app) loginPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := ddbsession.ReturnPath(r, "")
-	a.render(w, http.StatusOK, indexTemplate, indexData{Next: next, LoginRequired: next != ""})
+	a.render(w, http.StatusOK, indexTemplate, indexData{Next: next, LoginRequired: next != "", SSO: a.ssoName()})
 }
 
 func (a *app) signup(w http.ResponseWriter, r *http.Request) {
@@ -347,6 +348,10 @@ func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession
 }
 
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
+	if a.sso != nil {
+		a.ssoLogout(w, r) // through the provider, for its sessions
+		return
+	}
 	// Logout clears the cookie even when the delete fails, but then the
 	// session lives on elsewhere, so the user must hear about it.
 	if err := a.sessions.Logout(w, r); err != nil {
@@ -375,6 +380,10 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	// request, with a strongly consistent read.
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
+	if !u.HasPassword() {
+		a.errorPage(w, http.StatusConflict, "This account signs in with single sign-on: it has no password here.")
+		return
+	}
 	current, next := r.PostFormValue("current"), r.PostFormValue("new")
 	// A user with one-time codes types one too: the change signs in
 	// again, and counts as a re-authentication with both.

@@ -30,6 +30,14 @@
 //	GET  /api/sessions          bearer or cookie: the user's sessions, JSON, with how each signed in
 //	DELETE /api/sessions/{id}   bearer or cookie: ends one of the user's sessions, 204 (recent authentication)
 //	POST /dbsc/...              device binding's registration and refresh (-dbsc)
+//	POST /passkeys/register/begin, /passkeys/register/finish: add a passkey (recent authentication)
+//	POST /passkeys/login/begin, /passkeys/login/finish: sign in with a passkey alone
+//	POST /reauth/passkey/begin, /reauth/passkey/finish: re-authenticate with one
+//	POST /passkeys/rename       form: id, name
+//	POST /passkeys/remove       form: id (recent authentication); GET: its confirm page
+//	GET  /login/oidc            "Sign in with <provider>": to the provider, and back (-oidc-issuer)
+//	GET  /oidc/callback         where the provider sends the browser back (-oidc-redirect-url)
+//	POST /oidc/backchannel-logout  the provider's back-channel logout: its sessions end
 //
 // The actions marked "recent authentication" need a session whose user
 // proved themselves within -reauth (default 10m); an older one does
@@ -68,6 +76,14 @@
 // own, on a loopback address only, for a scraper or agent on the same host.
 // With OTEL_EXPORTER_OTLP_ENDPOINT set, metrics and traces also go there
 // over OTLP/HTTP; the other OTEL_EXPORTER_OTLP_* variables apply as usual.
+//
+// -oidc-issuer, -oidc-client-id and -oidc-redirect-url, with the client
+// secret in $OIDC_CLIENT_SECRET, add single sign-on through an OpenID
+// Connect provider (-oidc-name names it on the button); logging out then
+// ends the provider's session too (docs/oidc.md).
+//
+// Passkeys are made for -origin's host (default localhost, on a loopback
+// -addr: open http://localhost:8080/, not 127.0.0.1, to use them).
 //
 // -tls-cert and -tls-key serve HTTPS with that certificate. With HTTPS,
 // -dbsc offers device-bound sessions (DBSC) to browsers that support them:
@@ -206,7 +222,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	keyFile := flags.String("tls-key", "", "the private key of -tls-cert, a PEM `file`")
 	flags.BoolVar(&cfg.DeviceBinding, "dbsc", false, "offer device-bound sessions (DBSC) to browsers that support them; needs HTTPS (-tls-cert and -tls-key)")
 	flags.StringVar(&opts.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, a loopback address (127.0.0.1:9464, [::1]:9464, localhost:9464); off by default")
+	flags.StringVar(&cfg.PasskeyOrigin, "origin", "", "the `URL` browsers open the app at (https://app.example.com), whose host passkeys are made for (default: http://localhost:<port>, or https:// with -tls-cert, for a loopback -addr)")
 	flags.DurationVar(&cfg.BoundLifetime, "bound", 0, "with -dbsc, the bound cookie's lifetime: how long a copy of a bound session's cookies works (default 10m, at least 10s)")
+	addOIDCFlags(flags.FlagSet, &cfg.OIDC)
 	if err := flags.Parse(args); err != nil {
 		return opts, err
 	}
@@ -238,11 +256,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case cfg.BoundLifetime != 0 && cfg.BoundLifetime < 10*time.Second:
 		return opts, fmt.Errorf("-bound %v: want at least 10s", cfg.BoundLifetime)
 	}
+	if cfg.PasskeyOrigin == "" {
+		cfg.PasskeyOrigin = defaultPasskeyOrigin(opts.addr, opts.tls != nil)
+	}
 	switch {
 	case cfg.Reauth < time.Second:
 		return opts, fmt.Errorf("-reauth %v: want a second or more", cfg.Reauth)
 	case cfg.MaxSessions < 0 || cfg.MaxSessions > 100:
 		return opts, fmt.Errorf("-max-sessions %d: want 0 (no limit) to 100", cfg.MaxSessions)
+	}
+	if err := cfg.OIDC.check(); err != nil {
+		return opts, err
 	}
 	if opts.metricsAddr != "" {
 		if err := checkLoopback(opts.metricsAddr); err != nil {

@@ -40,6 +40,7 @@ var resumable = map[string][]string{
 	"/totp/enrol":        nil,
 	"/totp/confirm":      nil, // not the code: it is spent or stale by then
 	"/totp/remove":       nil,
+	"/passkeys/remove":   {"id"},
 }
 
 // stepUp is Config.StepUp's answer for the pages: 303 to the
@@ -148,15 +149,20 @@ type reauthData struct {
 	Within   string
 	Next     string
 	Message  string
+	Passkey  bool // the user has a passkey, which the page offers instead
 }
 
 func (a *app) reauthPage(w http.ResponseWriter, r *http.Request) {
-	a.render(w, http.StatusOK, reauthTemplate, a.reauthData(r, ddbsession.ReturnPath(r, "/account")))
+	next := ddbsession.ReturnPath(r, "/account")
+	if a.ssoReauth(w, r, next) {
+		return
+	}
+	a.render(w, http.StatusOK, reauthTemplate, a.reauthData(r, next))
 }
 
 func (a *app) reauthData(r *http.Request, next string) reauthData {
 	u, _ := a.sessions.User(r.Context())
-	return reauthData{Username: u.Username, Code: u.TOTPEnrolled(), Within: inWords(a.reauthWithin), Next: next}
+	return reauthData{Username: u.Username, Code: u.TOTPEnrolled(), Within: inWords(a.reauthWithin), Next: next, Passkey: len(u.Passkeys) > 0}
 }
 
 // reauthenticate checks the signed-in user's password again, and the
@@ -167,6 +173,9 @@ func (a *app) reauthenticate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := formReturnPath(r, "/account")
+	if a.ssoReauth(w, r, next) {
+		return
+	}
 	answer := func(w http.ResponseWriter, code int, msg string) {
 		data := a.reauthData(r, next)
 		data.Message = msg

@@ -44,6 +44,9 @@ type indexData struct {
 	Next          string
 	LoginRequired bool
 	Failed        *failedForm
+	// SSO is the provider's name for "Sign in with <SSO>", "" when single
+	// sign-on is off.
+	SSO string
 }
 
 // failedForm is a refused sign-up or log-in form ("signup" or "login"),
@@ -72,7 +75,7 @@ func (d indexData) AnyDeviceBound() bool {
 
 // methodWords are the sessions list's words for the methods a session's
 // user signed in with.
-var methodWords = map[string]string{methodPassword: "password", methodOTP: "one-time code"}
+var methodWords = map[string]string{methodPassword: "password", methodOTP: "one-time code", methodOIDC: "single sign-on"}
 
 // methodsInWords is how the sessions list says how a session signed in:
 // "password", or "password and one-time code".
@@ -144,6 +147,7 @@ func (a *app) formAnswer(r *http.Request, form string) answerFunc {
 	return func(w http.ResponseWriter, code int, msg string) {
 		a.render(w, code, indexTemplate, indexData{
 			Next: ddbsession.ReturnPath(r, ""),
+			SSO:  a.ssoName(),
 			Failed: &failedForm{
 				Form:     form,
 				Message:  msg,
