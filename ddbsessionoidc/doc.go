@@ -10,7 +10,8 @@
 //   - [Provider.SignIn] sends the browser to the provider: the
 //     authorization code flow with PKCE and a nonce, the state kept
 //     server-side in an attempt item, single-use and expiring, which a
-//     cookie binds to the browser;
+//     cookie binds to the browser; [Provider.Reauthenticate] is the same
+//     for a step-up, and asks the provider to make the user log in again;
 //   - [Provider.Callback] takes the attempt with one conditional delete,
 //     exchanges the code, verifies the ID token, maps the provider's user
 //     to the app's ([Config.User]), signs in with

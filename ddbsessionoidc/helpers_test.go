@@ -90,6 +90,37 @@ type provider struct {
 	// it answered last.
 	backChannel       string
 	backChannelStatus int
+	// authTime, if set, gives the auth_time of the ID tokens issued from
+	// the one the user's login had: a provider that did not make the user
+	// log in again, or that leaves auth_time out (zero).
+	authTime func(time.Time) time.Time
+}
+
+// AuthRequestByCode is the storage's, with the auth_time that authTime
+// gives.
+func (p *provider) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+	r, err := p.Storage.AuthRequestByCode(ctx, code)
+	p.mu.Lock()
+	at := p.authTime
+	p.mu.Unlock()
+	if err != nil || at == nil {
+		return r, err
+	}
+	return authTimeOf{r, at(r.GetAuthTime())}, nil
+}
+
+type authTimeOf struct {
+	op.AuthRequest
+	at time.Time
+}
+
+func (a authTimeOf) GetAuthTime() time.Time { return a.at }
+
+// setAuthTime sets authTime, for the rest of the test.
+func (p *provider) setAuthTime(f func(time.Time) time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.authTime = f
 }
 
 // testClient is the app's client at the provider, with the
@@ -416,6 +447,7 @@ func (e *env) newInstance() *instance {
 	}
 	in := &instance{sessions: sessions, oidc: p, calls: calls, mux: http.NewServeMux()}
 	in.mux.HandleFunc("GET /signin", p.SignIn)
+	in.mux.HandleFunc("GET /reauth", p.Reauthenticate)
 	in.mux.HandleFunc("GET /callback", p.Callback)
 	in.mux.HandleFunc("/backchannel-logout", p.BackChannelLogout) // every method: it answers the others itself
 	in.mux.Handle("POST /logout", sessions.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -479,7 +511,13 @@ func (b *browser) post(target string, form url.Values) *http.Response {
 // browser back to the app: it returns the callback URL, not yet visited.
 func (b *browser) startSignIn(e *env, username string) string {
 	b.t.Helper()
-	page := b.get(e.aURL + "/signin?next=/account")
+	return b.startAt(e, "/signin", username)
+}
+
+// startAt is startSignIn from the app's path start (/signin or /reauth).
+func (b *browser) startAt(e *env, start, username string) string {
+	b.t.Helper()
+	page := b.get(e.aURL + start + "?next=/account")
 	body(b.t, page)
 	if page.Request.URL.Path != "/login/username" {
 		b.t.Fatalf("the sign-in ended at %s, not the provider's login page", page.Request.URL)

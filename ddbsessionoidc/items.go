@@ -49,6 +49,7 @@ const (
 	attrKind      = "kind"
 	attrBind      = "bind"
 	attrReturnTo  = "returnTo"
+	attrFresh     = "fresh"
 	attrIssuer    = "iss"
 	attrSubject   = "sub"
 	attrSID       = "sid"
@@ -153,6 +154,9 @@ type attempt struct {
 	bind     string
 	returnTo string
 	expires  time.Time
+	// fresh: a re-authentication, which the provider must have made the
+	// user go through again (Reauthenticate).
+	fresh bool
 }
 
 // putAttempt writes the attempt whose state is state. The state is fresh,
@@ -166,6 +170,9 @@ func (s *store) putAttempt(ctx context.Context, state string, a attempt) error {
 		attrReturnTo:          str(a.returnTo),
 		s.layout.TTLAttribute: num(a.expires.Unix()),
 	})
+	if a.fresh {
+		item[attrFresh] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
 		Item:                     item,
@@ -201,6 +208,9 @@ func (s *store) takeAttempt(ctx context.Context, state, bind string, now time.Ti
 	}
 	d := decoder{av: out.Attributes}
 	a = attempt{bind: d.str(attrBind), returnTo: d.str(attrReturnTo), expires: time.Unix(d.num(s.layout.TTLAttribute), 0)}
+	if f, ok := out.Attributes[attrFresh].(*types.AttributeValueMemberBOOL); ok {
+		a.fresh = f.Value
+	}
 	if d.num(attrVersion) != formatVersion || d.err != nil {
 		return attempt{}, false, nil // not a format this release wrote: no attempt
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -39,19 +40,37 @@ import (
 // browser's cookie. A second SignIn in the same browser replaces the
 // cookie: the first attempt's callback then fails, and the user starts
 // again.
-func (p *Provider[U]) SignIn(w http.ResponseWriter, r *http.Request) {
+func (p *Provider[U]) SignIn(w http.ResponseWriter, r *http.Request) { p.start(w, r, false) }
+
+// Reauthenticate is SignIn for a re-authentication (the page that
+// [ddbsession.Manager.RequireAuthentication] sends a browser to): the
+// authorization request asks the provider to authenticate the user again
+// (prompt=login and max_age=0, OpenID Connect Core 3.1.2.1), and Callback
+// accepts only an ID token whose auth_time shows that it did, within the
+// attempt's lifetime before the token's iat; both are the provider's
+// clock, so no clock of the app's is compared with it. Without that, a
+// provider that still holds a session of the user signs them in silently,
+// and the session would count as freshly authenticated by someone who
+// typed nothing. The same call costs as SignIn.
+func (p *Provider[U]) Reauthenticate(w http.ResponseWriter, r *http.Request) { p.start(w, r, true) }
+
+func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	state, secret := newSecret(), newSecret()
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
-	a := attempt{bind: digest(secret), returnTo: ddbsession.ReturnPath(r, "/"), expires: p.now().Add(p.attemptLifetime)}
+	a := attempt{bind: digest(secret), returnTo: ddbsession.ReturnPath(r, "/"), expires: p.now().Add(p.attemptLifetime), fresh: fresh}
 	if err := p.store.putAttempt(ctx, state, a); err != nil {
 		p.failed(w, r, unavailable("sign in: write the attempt", err))
 		return
 	}
 	p.writeCookie(w, secret, int(p.attemptLifetime.Seconds()))
-	target := p.oauth.AuthCodeURL(state, oidc.Nonce(derive(secret, "nonce")), oauth2.S256ChallengeOption(derive(secret, "pkce")))
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(derive(secret, "nonce")), oauth2.S256ChallengeOption(derive(secret, "pkce"))}
+	if fresh {
+		opts = append(opts, oauth2.SetAuthURLParam("prompt", "login"), oauth2.SetAuthURLParam("max_age", "0"))
+	}
+	target := p.oauth.AuthCodeURL(state, opts...)
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
@@ -114,7 +133,7 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 	if rawID == "" {
 		return &failure{http.StatusBadGateway, "sign in: the provider's token response has no id_token", nil}
 	}
-	id, err := p.verifyIDToken(ctx, rawID, secret, token)
+	id, err := p.verifyIDToken(ctx, rawID, secret, token, a.fresh)
 	if err != nil {
 		return err
 	}
@@ -157,8 +176,9 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 // verifyIDToken verifies the ID token of a code's exchange, against the
 // attempt's secret: go-oidc checks the signature with the provider's keys,
 // iss, aud and exp; this, the nonce, the authorized party, and the
-// access token's hash where the token has one.
-func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, token *oauth2.Token) (Identity, error) {
+// access token's hash where the token has one; for a re-authentication
+// (fresh), an auth_time within the attempt's lifetime before iat.
+func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, token *oauth2.Token, fresh bool) (Identity, error) {
 	idt, err := p.idTokens.Verify(ctx, raw)
 	if err != nil {
 		return Identity{}, refused("sign in: the ID token", err)
@@ -167,8 +187,9 @@ func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, tok
 		return Identity{}, refused("sign in: the ID token's nonce is not this attempt's", nil)
 	}
 	var claims struct {
-		SID string `json:"sid"`
-		AZP string `json:"azp"`
+		SID      string `json:"sid"`
+		AZP      string `json:"azp"`
+		AuthTime int64  `json:"auth_time"`
 	}
 	if err := idt.Claims(&claims); err != nil {
 		return Identity{}, refused("sign in: the ID token's claims", err)
@@ -178,6 +199,9 @@ func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, tok
 	}
 	if idt.Subject == "" || idt.IssuedAt.IsZero() {
 		return Identity{}, refused("sign in: the ID token has no sub or no iat", nil)
+	}
+	if fresh && (claims.AuthTime == 0 || idt.IssuedAt.Sub(time.Unix(claims.AuthTime, 0)) > p.attemptLifetime) {
+		return Identity{}, refused("sign in: the provider did not authenticate the user again (auth_time)", nil)
 	}
 	if idt.AccessTokenHash != "" {
 		if err := idt.VerifyAccessToken(token.AccessToken); err != nil {

@@ -221,3 +221,74 @@ func TestSignInStoreFailures(t *testing.T) {
 		t.Errorf("SignIn in an outage: %s, want 503", resp.Status)
 	}
 }
+
+// TestReauthenticate: a re-authentication asks the provider to make the
+// user log in again, and counts only if the ID token's auth_time says it
+// did; a sign-in takes the provider's session as it is.
+func TestReauthenticate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	old := func(at time.Time) time.Time { return at.Add(-(10*time.Minute + time.Second)) }
+	none := func(time.Time) time.Time { return time.Time{} }
+
+	t.Run("asks the provider to authenticate again", func(t *testing.T) {
+		b := e.newBrowser()
+		b.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp := b.get(e.aURL + "/reauth?next=/account")
+		body(t, resp)
+		b.http.CheckRedirect = nil
+		q := mustParse(t, resp.Header.Get("Location")).Query()
+		if resp.StatusCode != http.StatusSeeOther || q.Get("prompt") != "login" || q.Get("max_age") != "0" {
+			t.Errorf("Reauthenticate answered %s to %q; want 303 with prompt=login and max_age=0", resp.Status, resp.Header.Get("Location"))
+		}
+		resp = b.get(e.aURL + "/signin?next=/account")
+		body(t, resp)
+		for _, p := range []string{"prompt=", "max_age="} {
+			if strings.Contains(resp.Request.URL.RawQuery, p) {
+				t.Errorf("SignIn's authorization request has %s: %s", p, resp.Request.URL)
+			}
+		}
+	})
+
+	t.Run("the provider authenticated the user again", func(t *testing.T) {
+		b := e.newBrowser()
+		resp := b.get(b.startAt(e, "/reauth", "test-user2"))
+		text := body(t, resp)
+		if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/account" {
+			t.Fatalf("the callback ended with %s at %s: %s", resp.Status, resp.Request.URL, text)
+		}
+	})
+
+	for _, tc := range []struct {
+		name     string
+		authTime func(time.Time) time.Time
+	}{
+		{"an auth_time older than the attempt's lifetime", old},
+		{"no auth_time", none},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.provider.setAuthTime(tc.authTime)
+			defer e.provider.setAuthTime(nil)
+			b := e.newBrowser()
+			callback := b.startAt(e, "/reauth", "test-user2")
+			e.a.calls.take()
+			resp := b.get(callback)
+			body(t, resp)
+			// The attempt's delete alone: no session, no link, no record.
+			if diff := cmp.Diff(map[string]int{"DeleteItem": 1}, e.a.calls.take()); diff != "" {
+				t.Errorf("calls of the refused callback (-want +got):\n%s", diff)
+			}
+			if resp.StatusCode != http.StatusBadRequest || b.signedIn(e.aURL) {
+				t.Errorf("a re-authentication with %s: %s; want 400 and signed out", tc.name, resp.Status)
+			}
+			// A sign-in takes the same answer: single sign-on is the
+			// provider's session, however old.
+			b = e.newBrowser()
+			resp = b.get(b.startSignIn(e, "test-user2"))
+			body(t, resp)
+			if resp.StatusCode != http.StatusOK || !b.signedIn(e.aURL) {
+				t.Errorf("a sign-in with %s: %s; want 200 and signed in", tc.name, resp.Status)
+			}
+		})
+	}
+}

@@ -44,6 +44,7 @@ const oidcSecretEnv = "OIDC_CLIENT_SECRET"
 // back-channel logout URL are registered at the provider.
 const (
 	oidcSignInPath      = "/login/oidc"
+	oidcReauthPath      = "/login/oidc/again"
 	oidcCallbackPath    = "/oidc/callback"
 	oidcBackChannelPath = "/oidc/backchannel-logout"
 )
@@ -244,6 +245,7 @@ func (a *app) ssoRoutes(mux *http.ServeMux) {
 	// navigation, which no CSP directive of the page governs (a form would
 	// be: see csp).
 	mux.HandleFunc("GET "+oidcSignInPath, p.SignIn)
+	mux.HandleFunc("GET "+oidcReauthPath, p.Reauthenticate)
 	mux.HandleFunc("GET "+oidcCallbackPath, p.Callback)
 	mux.HandleFunc("POST "+oidcBackChannelPath, p.BackChannelLogout)
 }
@@ -275,7 +277,9 @@ func (a *app) ssoLogout(w http.ResponseWriter, r *http.Request) {
 // ssoReauth answers a re-authentication of a user without a password,
 // and returns false for any other: a user of the provider signs in
 // through it again, which makes a new session as a password's
-// re-authentication does, and comes back to next.
+// re-authentication does, and comes back to next. Reauthenticate, not
+// SignIn: the provider must ask the user again, or a session it still
+// holds would sign them in silently, which is no re-authentication.
 func (a *app) ssoReauth(w http.ResponseWriter, r *http.Request, next string) bool {
 	if u, _ := a.sessions.User(r.Context()); u.HasPassword() {
 		return false
@@ -284,7 +288,7 @@ func (a *app) ssoReauth(w http.ResponseWriter, r *http.Request, next string) boo
 		a.errorPage(w, http.StatusConflict, "This account signs in with single sign-on, which is not set up on this server.")
 		return true
 	}
-	http.Redirect(w, r, oidcSignInPath+"?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, oidcReauthPath+"?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
 	return true
 }
 

@@ -264,8 +264,8 @@ func TestOIDCSignIn(t *testing.T) {
 		t.Errorf("POST /password of a user without one: %d, want 409", res.code)
 	}
 	res := b.get("/reauth?next=/logout-everywhere")
-	if loc := res.header.Get("Location"); res.code != http.StatusSeeOther || loc != oidcSignInPath+"?next=%2Flogout-everywhere" {
-		t.Errorf("GET /reauth of a user of the provider: %d to %q, want 303 to the provider's sign-in", res.code, loc)
+	if loc := res.header.Get("Location"); res.code != http.StatusSeeOther || loc != oidcReauthPath+"?next=%2Flogout-everywhere" {
+		t.Errorf("GET /reauth of a user of the provider: %d to %q, want 303 to the provider's re-authentication", res.code, loc)
 	}
 	if page, at := b.ssoSignInFrom(p, "test-user2", ta.srv.URL+"/reauth?next=/logout-everywhere"); page.code != http.StatusOK || at != ta.srv.URL+"/logout-everywhere" {
 		t.Errorf("the re-authentication through the provider ended with %d at %s", page.code, at)
