@@ -223,6 +223,20 @@ func TestEveryStepUpResumes(t *testing.T) {
 				}
 			},
 		},
+		{
+			path: "/passkeys/remove",
+			setup: func(t *testing.T, a *browser) url.Values {
+				key := newSoftKey(t, "localhost", "https://localhost") // the app's default origin
+				a.register(key, "laptop")
+				return url.Values{"id": {passkeyID(key.credID)}}
+			},
+			press: pressConfirm,
+			done: func(t *testing.T, a *browser, res response) {
+				if res.code != http.StatusSeeOther || len(a.app.userItemOf(a.userAgent).Passkeys) != 0 {
+					t.Errorf("after the press: %d, want 303 and the passkey removed", res.code)
+				}
+			},
+		},
 	} {
 		tested[tc.path] = true
 		t.Run(strings.ReplaceAll(strings.Trim(tc.path, "/"), "/", "-"), func(t *testing.T) {

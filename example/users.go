@@ -32,6 +32,10 @@ type User struct {
 	TOTPSecret   totpSecret `dynamodbav:"totpSecret,omitempty" json:"-"`
 	TOTPLastStep int64      `dynamodbav:"totpLastStep,omitempty" json:"-"`
 	TOTPPending  totpSecret `dynamodbav:"totpPending,omitempty" json:"-"`
+	// Passkeys are the user's passkeys by passkeyID, and PasskeyHandle the
+	// WebAuthn user handle they share (passkeystore.go).
+	Passkeys      map[string]passkey `dynamodbav:"passkeys,omitempty" json:"-"`
+	PasskeyHandle []byte             `dynamodbav:"passkeyHandle,omitempty" json:"-"`
 }
 
 // TOTPEnrolled reports whether the user's logins need a one-time code.
