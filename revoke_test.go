@@ -822,6 +822,9 @@ func TestListRacingALogin(t *testing.T) {
 		}
 		between = listIDs(e.mustList(alice))
 	}
+	// A millisecond on, so that the second session sorts first: IDs sort
+	// by creation time, and the same millisecond leaves them to chance.
+	e.clock.Advance(time.Millisecond)
 	second := e.sessionFor(e.login(alice)).ID
 	if !fired.Load() {
 		t.Fatal("the race was not staged")
