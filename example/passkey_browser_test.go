@@ -121,9 +121,10 @@ func TestBrowserPasskey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
 	}
+	authenticatorID := authenticator.AuthenticatorID
 	credentials := func() []*webauthn.Credential {
 		t.Helper()
-		res, err := chromedp.Call(tab, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: authenticator.AuthenticatorID})
+		res, err := chromedp.Call(tab, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: authenticatorID})
 		if err != nil {
 			t.Fatalf("WebAuthn.getCredentials: %v", err)
 		}
