@@ -63,15 +63,20 @@ var expected = map[string]perRequest{
 
 // TestEveryVariant runs the whole benchmark at a tiny size, so that every
 // variant serves signed-in requests through the proxy at two delays and
-// two concurrencies, and checks what each request cost.
+// two concurrencies, and checks what each request cost. The global item's
+// read, once per RevokeEveryoneWithin per instance, is the instance's
+// cost (docs/capacity.md), not the request's: at the default 10 s it
+// landed inside the measured requests of a run that a busy machine had
+// slowed past 10 s, so here the copy outlives the run.
 func TestEveryVariant(t *testing.T) {
 	opts := options{
-		delays:      []time.Duration{0, time.Millisecond},
-		concurrency: []int{1, 3},
-		rounds:      2,
-		requests:    12,
-		sessions:    16,
-		allocRounds: 1,
+		delays:               []time.Duration{0, time.Millisecond},
+		concurrency:          []int{1, 3},
+		rounds:               2,
+		requests:             12,
+		sessions:             16,
+		allocRounds:          1,
+		revokeEveryoneWithin: time.Hour,
 	}
 	res, err := run(t.Context(), os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), opts, testWriter{t})
 	if err != nil {

@@ -27,6 +27,11 @@ type options struct {
 	requests    int             // requests per variant per round
 	sessions    int             // signed-in users per variant, requests go round them
 	allocRounds int             // rounds of the allocation count
+	// revokeEveryoneWithin is ddbsession's Limits.RevokeEveryoneWithin (0:
+	// its default, 10 s). Each Manager reads the global item in a
+	// request's BatchGetItem once per that time: 1 read unit of the
+	// instance's, not of the request's.
+	revokeEveryoneWithin time.Duration
 }
 
 // result is what a run measured.
@@ -81,9 +86,10 @@ func run(ctx context.Context, endpoint string, opts options, logw io.Writer) (*r
 
 	direct := newClient(endpoint)
 	e := &env{
-		client: direct,
-		table:  "bench-" + strings.ToLower(rand.Text()[:8]),
-		logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelError})),
+		client:               direct,
+		table:                "bench-" + strings.ToLower(rand.Text()[:8]),
+		logger:               slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelError})),
+		revokeEveryoneWithin: opts.revokeEveryoneWithin,
 	}
 	m, err := ddbsession.New(ddbsession.Config[User]{Client: direct, Table: e.table, Logger: e.logger})
 	if err != nil {

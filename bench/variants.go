@@ -88,6 +88,8 @@ type env struct {
 	table  string
 	logger *slog.Logger
 	users  atomic.Int64
+	// revokeEveryoneWithin is options.revokeEveryoneWithin.
+	revokeEveryoneWithin time.Duration
 }
 
 // The benchmark's table: the layout ddbsession creates by default, which
@@ -171,7 +173,7 @@ func signInDDBSession(s ddbsessionSetup) func(ctx context.Context, e *env, n int
 			// An engine overloaded on a small machine shows as latency, as
 			// it does for the peers, which have no timeout: not as 503s
 			// that would end the run.
-			Limits: ddbsession.Limits{StoreTimeout: time.Minute},
+			Limits: ddbsession.Limits{StoreTimeout: time.Minute, RevokeEveryoneWithin: e.revokeEveryoneWithin},
 		}
 		var beforeLogin func(i int)
 		var clock *refreshClock
