@@ -421,3 +421,50 @@ func TestPasskeyRemovalGuard(t *testing.T) {
 	}
 	ta.browser("again").passkeySignIn(second)
 }
+
+// TestPasskeyCeremonyRace: two finishes of one sign-in ceremony at once,
+// as a copied request would race the browser's own. The first is held
+// after it has taken the challenge (at its read of the handle's item); the
+// second, sent meanwhile with the same cookie and assertion, finds no
+// challenge and is refused; the first then signs in. One ceremony, one
+// session.
+func TestPasskeyCeremonyRace(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta := newTestApp(t, passkeyApp(clock))
+	a := ta.browser("browser")
+	a.signup("alice", "correct horse")
+	key := newSoftKey(t, testRPID, testOrigin)
+	a.register(key, "laptop")
+
+	first, second := ta.browser("first"), ta.browser("second")
+	o := parseOptions(t, first.mustJSON("/passkeys/login/begin", nil).body)
+	second.setCeremonyID(first.ceremonyID())
+	assertion := key.get(t, o)
+	held := ta.api.pauseAfter("GetItem", func(in any) bool {
+		get, ok := in.(*dynamodb.GetItemInput)
+		pk, _ := get.Key["pk"].(*types.AttributeValueMemberS)
+		return ok && pk != nil && strings.HasPrefix(pk.Value, passkeyHandlePrefix)
+	})
+	done := make(chan response)
+	go func() {
+		r, _ := http.NewRequest("POST", ta.srv.URL+"/passkeys/login/finish", bytes.NewReader(assertion))
+		r.Header.Set("Content-Type", "application/json")
+		res, err := first.send(r)
+		if err != nil {
+			t.Errorf("the first finish: %v", err)
+		}
+		done <- res
+	}()
+	held.waitReached(t)
+	if res := second.postJSON("/passkeys/login/finish", assertion); res.code != http.StatusBadRequest || second.token() != "" {
+		t.Errorf("the second finish, while the first holds the challenge: %d %s; want 400 and no session", res.code, res.body)
+	}
+	held.release()
+	if res := <-done; res.code != http.StatusOK || first.token() == "" {
+		t.Errorf("the first finish: %d %s; want 200 and a session", res.code, res.body)
+	}
+	if list, err := ta.app.sessions.List(t.Context(), userKey("alice")); err != nil || len(list) != 2 {
+		t.Errorf("alice's sessions: %d, %v; want the sign-up's and the one passkey sign-in's", len(list), err)
+	}
+}
