@@ -204,7 +204,8 @@ type Limits struct {
 	// AAL names the NIST SP 800-63B-4 assurance level (1, 2 or 3) whose
 	// session bounds apply as defaults and maxima: AAL1 30 days overall,
 	// AAL2 an hour idle and 24 hours overall, AAL3 15 minutes and 12 hours.
-	// The authenticators the level needs are the app's to ask for.
+	// Its authenticators are the app's to ask for: for AAL2, a password and
+	// a one-time code, or a passkey with user verification (docs/step-up.md).
 	AAL int
 
 	// PendingLifetime is how long a two-step login waits for its second
