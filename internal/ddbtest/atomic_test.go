@@ -21,12 +21,13 @@ import (
 // (DynamoDB's Developer Guide, "Condition expressions": a conditional write
 // succeeds only if the condition holds, atomically with the write). Each
 // kind of write is raced 16 at a time, 30 times: a PutItem and an
-// UpdateItem of an item not there yet (attribute_not_exists), and an
-// UpdateItem of one that is (a compare-and-set). moto 5.2.1 fails the
-// second, the upsert, now and then with two winners; a session limit's
-// first slots write and session data's first write are such upserts, so
-// TestSessionLimitRacingLogins and TestSessionDataManyRacingWriters fail
-// there too (docs/security.md, "A second engine").
+// UpdateItem of an item not there yet (attribute_not_exists), and
+// UpdateItems of one that is (an attribute added once; a compare-and-set).
+// moto 5.2.1 lets two racing conditional UpdateItems win now and then (its
+// PutItem holds); a session limit's slots write and UpdateData's write are
+// conditional UpdateItems, so TestSessionLimitRacingLogins and
+// TestSessionDataManyRacingWriters fail there too (docs/security.md, "A
+// second engine").
 func TestEngineConditionalWritesAreAtomic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -53,6 +54,12 @@ func TestEngineConditionalWritesAreAtomic(t *testing.T) {
 		{"UpdateItem of a new item", false, func(key map[string]types.AttributeValue) error {
 			_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: key,
 				UpdateExpression: aws.String("SET v = :one"), ConditionExpression: aws.String("attribute_not_exists(v)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":one": n("1")}})
+			return err
+		}},
+		{"UpdateItem of an item there, adding an attribute", true, func(key map[string]types.AttributeValue) error {
+			_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: key,
+				UpdateExpression: aws.String("SET w = :one"), ConditionExpression: aws.String("attribute_exists(pk) AND attribute_not_exists(w)"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":one": n("1")}})
 			return err
 		}},
