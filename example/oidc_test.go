@@ -492,3 +492,24 @@ func TestOIDCBrowser(t *testing.T) {
 		t.Errorf("the provider's end-session endpoint was reached %d times, want 1", n)
 	}
 }
+
+// A user of the provider registers a passkey and signs in with it alone
+// in another browser: the passkey's handle leads to the provider's user,
+// whose key is no password user's.
+func TestOIDCUserPasskey(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	ta, p := newSSOApp(t, passkeyApp(clock))
+	b := ta.browser("sso/1.0")
+	if page, _ := b.ssoSignIn(p, "test-user2", "/account"); page.code != http.StatusOK {
+		t.Fatalf("sign-in: %d %s", page.code, page.body)
+	}
+	key := newSoftKey(t, testRPID, testOrigin)
+	b.register(key, "laptop")
+	other := ta.browser("sso-passkey/1.0")
+	other.passkeySignIn(key)
+	list, err := ta.app.sessions.List(t.Context(), ssoUserKey(p.server.URL, "id2"))
+	if err != nil || len(list) != 2 {
+		t.Errorf("the provider's user's sessions: %d, %v; want the provider's sign-in and the passkey's", len(list), err)
+	}
+}

@@ -359,7 +359,7 @@ func (a *app) passkeyRegisterFinish(w http.ResponseWriter, r *http.Request) {
 		// The handle's item first: a passkey never exists that a sign-in
 		// cannot find. If the user item's write fails, the item maps a
 		// handle that no passkey holds to its own user, which is harmless.
-		if err := a.users.claimHandle(ctx, c.Handle, u.Username); err != nil {
+		if err := a.users.claimHandle(ctx, c.Handle, s.User); err != nil {
 			a.storeFailed(w, r, "claim a passkey user handle", err, jsonError)
 			return
 		}
@@ -500,17 +500,16 @@ func (a *app) passkeyLoginFinish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
-	username, err := a.users.handleUser(ctx, handle)
+	user, found, err := a.users.handleUser(ctx, handle)
 	cancel()
 	if err != nil {
 		a.storeFailed(w, r, "find a passkey's user", err, jsonError)
 		return
 	}
-	if username == "" {
+	if !found {
 		jsonError(w, http.StatusUnauthorized, "this passkey is not one of this site's accounts' (it may have been removed)")
 		return
 	}
-	user := userKey(username)
 	err = a.sessions.Login(w, r, user, a.passkeyCheck(r, user, sd, parsed, true), methodPasskey)
 	if a.passkeyRefused(w, r, err) {
 		return

@@ -37,12 +37,14 @@ import (
 // 4 KB read unit for typical ones.
 //
 // A sign-in with a discoverable passkey names no user: the authenticator
-// returns the user handle, which one item maps to the user:
+// returns the user handle, which one item maps to the user's key (a user
+// of the single sign-on provider's is no "USER#<username>"):
 //
-//	pk        "PASSKEYHANDLE#<base64url(handle)>": no user ("USER#"),
-//	          session, index or failure item starts so
-//	sk        "PASSKEYHANDLE"
-//	username  the user's
+//	pk      "PASSKEYHANDLE#<base64url(handle)>": no user ("USER#",
+//	        "SSOUSER#"), session, index or failure item starts so
+//	sk      "PASSKEYHANDLE"
+//	userPK  the user item's pk
+//	userSK  the user item's sk
 //
 // A ceremony's challenge waits in an item of its own, found by the hash of
 // the random ceremony ID in the browser's passkey cookie (never the ID):
@@ -204,16 +206,16 @@ func handleKey(handle []byte) map[string]types.AttributeValue {
 	}
 }
 
-// claimHandle writes the item that maps handle to username, unless it maps
-// it to another user (a handle is 32 random bytes: that is a bug).
-func (s users) claimHandle(ctx context.Context, handle []byte, username string) error {
+// claimHandle writes the item that maps handle to user, unless it maps it
+// to another user (a handle is 32 random bytes: that is a bug).
+func (s users) claimHandle(ctx context.Context, handle []byte, user ddbsession.UserKey) error {
 	item := handleKey(handle)
-	item["username"] = str(username)
+	item["userPK"], item["userSK"] = str(user.PK), str(user.SK)
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 &s.table,
 		Item:                      item,
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR username = :username"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":username": str(username)},
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR (userPK = :pk AND userSK = :sk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(user.PK), ":sk": str(user.SK)},
 	})
 	if isConditionFailed(err) {
 		return errPasskeyChanged
@@ -221,23 +223,24 @@ func (s users) claimHandle(ctx context.Context, handle []byte, username string) 
 	return err
 }
 
-// handleUser returns the username that handle maps to, or "" for none. The
-// read is strongly consistent, so a passkey registered a moment ago on
-// another instance signs in.
-func (s users) handleUser(ctx context.Context, handle []byte) (string, error) {
+// handleUser returns the key of the user that handle maps to; ok is false
+// for none. The read is strongly consistent, so a passkey registered a
+// moment ago on another instance signs in.
+func (s users) handleUser(ctx context.Context, handle []byte) (user ddbsession.UserKey, ok bool, err error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
 		Key:            handleKey(handle),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return "", err
+		return user, false, err
 	}
-	name, _ := out.Item["username"].(*types.AttributeValueMemberS)
-	if name == nil {
-		return "", nil
+	pk, _ := out.Item["userPK"].(*types.AttributeValueMemberS)
+	sk, _ := out.Item["userSK"].(*types.AttributeValueMemberS)
+	if pk == nil || sk == nil {
+		return user, false, nil
 	}
-	return name.Value, nil
+	return ddbsession.UserKey{PK: pk.Value, SK: sk.Value}, true, nil
 }
 
 // ceremony is a passkey ceremony waiting for its finish.
