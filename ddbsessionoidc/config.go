@@ -77,6 +77,19 @@ type Config[U any] struct {
 	// characters.
 	Method string
 
+	// FreshMethod names, in Session.Methods beside Method, a sign-in for
+	// which the provider authenticated the user (the ID token's auth_time
+	// within AttemptLifetime before its iat): every one of
+	// [Provider.Reauthenticate], which requires it, and a
+	// [Provider.SignIn] whose user logged in at the provider then. A
+	// SignIn that the provider answered from a session it already held
+	// gets Method alone: its AuthenticatedAt is the time of the app's
+	// sign-in, not of any login, so a RequireAuthentication that guards a
+	// sensitive action must ask such sessions for FreshMethod, or a plain
+	// SignIn passes where Reauthenticate would have asked the user.
+	// Default Method + "-fresh"; the same bounds as Method.
+	FreshMethod string
+
 	// SessionLifetime is the Manager's Limits.AbsoluteLifetime: how long
 	// the module keeps, for a back-channel logout, what a sign-in
 	// recorded. Default 30 days, the Manager's default. Shorter than the
@@ -144,6 +157,7 @@ type Provider[U any] struct {
 	postLogout      string
 	user            func(context.Context, Identity) (ddbsession.UserKey, error)
 	method          string
+	freshMethod     string
 	sessionLifetime time.Duration
 	attemptLifetime time.Duration
 	timeout         time.Duration
@@ -199,6 +213,7 @@ func New[U any](ctx context.Context, cfg Config[U]) (*Provider[U], error) {
 		postLogout:      cfg.PostLogoutRedirectURL,
 		user:            cfg.User,
 		method:          cfg.Method,
+		freshMethod:     cfg.FreshMethod,
 		sessionLifetime: cfg.SessionLifetime,
 		attemptLifetime: cfg.AttemptLifetime,
 		timeout:         cfg.Timeout,
@@ -260,6 +275,10 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 	setDefault(&c.Method, "oidc")
 	if len(c.Method) > 32 || strings.ContainsFunc(c.Method, func(r rune) bool { return r < '!' || r > '~' }) {
 		return fail("Method %q: want 1 to 32 printable ASCII characters", c.Method)
+	}
+	setDefault(&c.FreshMethod, c.Method+"-fresh")
+	if len(c.FreshMethod) > 32 || strings.ContainsFunc(c.FreshMethod, func(r rune) bool { return r < '!' || r > '~' }) || c.FreshMethod == c.Method {
+		return fail("FreshMethod %q: want 1 to 32 printable ASCII characters, not Method", c.FreshMethod)
 	}
 	if c.SessionLifetime == 0 {
 		c.SessionLifetime = 30 * 24 * time.Hour

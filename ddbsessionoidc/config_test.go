@@ -30,6 +30,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"relative redirect", func(c *ddbsessionoidc.Config[user]) { c.RedirectURL = "/callback" }, "Config.RedirectURL"},
 		{"no mapping", func(c *ddbsessionoidc.Config[user]) { c.User = nil }, "Config.User"},
 		{"method with a space", func(c *ddbsessionoidc.Config[user]) { c.Method = "my idp" }, "Config.Method"},
+		{"fresh method of 33", func(c *ddbsessionoidc.Config[user]) { c.Method = strings.Repeat("m", 28) }, "Config.FreshMethod"},
+		{"fresh method as method", func(c *ddbsessionoidc.Config[user]) { c.FreshMethod = "oidc" }, "Config.FreshMethod"},
 		{"attempt of a day", func(c *ddbsessionoidc.Config[user]) { c.AttemptLifetime = 24 * time.Hour }, "Config.AttemptLifetime"},
 		{"cookie name", func(c *ddbsessionoidc.Config[user]) { c.CookieName = "a;b" }, "Config.CookieName"},
 		{"no provider there", func(c *ddbsessionoidc.Config[user]) { c.Issuer = e.aURL }, "Config.Issuer"},

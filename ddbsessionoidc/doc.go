@@ -15,8 +15,9 @@
 //   - [Provider.Callback] takes the attempt with one conditional delete,
 //     exchanges the code, verifies the ID token, maps the provider's user
 //     to the app's ([Config.User]), signs in with
-//     [ddbsession.Manager.Login] (methods: [Config.Method]), and records the
-//     session under the provider's issuer and session ID (sid) and subject;
+//     [ddbsession.Manager.Login] (methods: [Config.Method], and
+//     [Config.FreshMethod] if the provider made the user log in for this
+//     sign-in), and records the session under the provider's issuer and session ID (sid) and subject;
 //   - [Provider.BackChannelLogout] verifies a logout token and ends the
 //     sessions of its sid, or of its subject, with
 //     [ddbsession.Manager.Revoke];

@@ -51,7 +51,10 @@ func (p *Provider[U]) SignIn(w http.ResponseWriter, r *http.Request) { p.start(w
 // clock, so no clock of the app's is compared with it. Without that, a
 // provider that still holds a session of the user signs them in silently,
 // and the session would count as freshly authenticated by someone who
-// typed nothing. The same call costs as SignIn.
+// typed nothing. A SignIn's session has a fresh AuthenticatedAt too, so a
+// step-up guard must ask for [Config.FreshMethod], which the sessions of
+// Reauthenticate carry, and of a SignIn only if the provider made the
+// user log in. The same call costs as SignIn.
 func (p *Provider[U]) Reauthenticate(w http.ResponseWriter, r *http.Request) { p.start(w, r, true) }
 
 func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) {
@@ -80,7 +83,8 @@ func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) 
 // exchanges the code with the PKCE verifier, verifies the ID token
 // (signature from the provider's keys, iss, aud, exp, azp, the nonce),
 // maps the provider's user to the app's through Config.User, and signs
-// the user in with [ddbsession.Manager.Login], with Method. Then it
+// the user in with [ddbsession.Manager.Login], with Method (and
+// FreshMethod if the ID token's auth_time shows a login). Then it
 // records the session under the provider session (sid) and the subject,
 // for a back-channel logout, and keeps the ID token for the end-session
 // request; only when all of that is written does the browser get its
@@ -133,16 +137,20 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 	if rawID == "" {
 		return &failure{http.StatusBadGateway, "sign in: the provider's token response has no id_token", nil}
 	}
-	id, err := p.verifyIDToken(ctx, rawID, secret, token, a.fresh)
+	id, fresh, err := p.verifyIDToken(ctx, rawID, secret, token, a.fresh)
 	if err != nil {
 		return err
+	}
+	methods := []string{p.method}
+	if fresh {
+		methods = append(methods, p.freshMethod)
 	}
 	key, err := p.user(ctx, id)
 	if err != nil {
 		return &failure{http.StatusForbidden, "sign in: Config.User", err}
 	}
 	held := &heldResponse{header: http.Header{}}
-	if err := p.sessions.Login(held, r, key, nil, p.method); err != nil {
+	if err := p.sessions.Login(held, r, key, nil, methods...); err != nil {
 		if errors.Is(err, ddbsession.ErrUserNotFound) || errors.Is(err, ddbsession.ErrTooManySessions) {
 			return &failure{http.StatusForbidden, "sign in", err}
 		}
@@ -177,14 +185,15 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 // attempt's secret: go-oidc checks the signature with the provider's keys,
 // iss, aud and exp; this, the nonce, the authorized party, and the
 // access token's hash where the token has one; for a re-authentication
-// (fresh), an auth_time within the attempt's lifetime before iat.
-func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, token *oauth2.Token, fresh bool) (Identity, error) {
+// (reauth), an auth_time within the attempt's lifetime before iat, which
+// fresh reports for any sign-in.
+func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, token *oauth2.Token, reauth bool) (_ Identity, fresh bool, err error) {
 	idt, err := p.idTokens.Verify(ctx, raw)
 	if err != nil {
-		return Identity{}, refused("sign in: the ID token", err)
+		return Identity{}, false, refused("sign in: the ID token", err)
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(derive(secret, "nonce"))) != 1 {
-		return Identity{}, refused("sign in: the ID token's nonce is not this attempt's", nil)
+		return Identity{}, false, refused("sign in: the ID token's nonce is not this attempt's", nil)
 	}
 	var claims struct {
 		SID      string `json:"sid"`
@@ -192,25 +201,26 @@ func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, tok
 		AuthTime int64  `json:"auth_time"`
 	}
 	if err := idt.Claims(&claims); err != nil {
-		return Identity{}, refused("sign in: the ID token's claims", err)
+		return Identity{}, false, refused("sign in: the ID token's claims", err)
 	}
 	if claims.AZP != "" && claims.AZP != p.oauth.ClientID || len(idt.Audience) > 1 && claims.AZP == "" {
-		return Identity{}, refused("sign in: the ID token was issued to another party", nil)
+		return Identity{}, false, refused("sign in: the ID token was issued to another party", nil)
 	}
 	if idt.Subject == "" || idt.IssuedAt.IsZero() {
-		return Identity{}, refused("sign in: the ID token has no sub or no iat", nil)
+		return Identity{}, false, refused("sign in: the ID token has no sub or no iat", nil)
 	}
-	if fresh && (claims.AuthTime == 0 || idt.IssuedAt.Sub(time.Unix(claims.AuthTime, 0)) > p.attemptLifetime) {
-		return Identity{}, refused("sign in: the provider did not authenticate the user again (auth_time)", nil)
+	fresh = claims.AuthTime != 0 && idt.IssuedAt.Sub(time.Unix(claims.AuthTime, 0)) <= p.attemptLifetime
+	if reauth && !fresh {
+		return Identity{}, false, refused("sign in: the provider did not authenticate the user again (auth_time)", nil)
 	}
 	if idt.AccessTokenHash != "" {
 		if err := idt.VerifyAccessToken(token.AccessToken); err != nil {
-			return Identity{}, refused("sign in: the ID token's at_hash", err)
+			return Identity{}, false, refused("sign in: the ID token's at_hash", err)
 		}
 	}
 	// The configured issuer, which logout tokens are checked against: the
 	// one name of the provider in the keys of its items.
-	return Identity{Issuer: p.issuer, Subject: idt.Subject, SessionID: claims.SID, IDToken: idt}, nil
+	return Identity{Issuer: p.issuer, Subject: idt.Subject, SessionID: claims.SID, IDToken: idt}, fresh, nil
 }
 
 // newSession finds the session that Login made in its response's cookie,

@@ -43,8 +43,10 @@ func TestSignInThroughTheProvider(t *testing.T) {
 	if diff := cmp.Diff(want, e.a.calls.take()); diff != "" {
 		t.Errorf("calls of the callback and the account page (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(text, `"methods":["oidc"]`) || !strings.Contains(text, "USER#"+e.provider.issuer+"|id2") {
-		t.Errorf("account page %s: want the subject's user and the oidc method", text)
+	// The user logged in at the provider's login page for this sign-in:
+	// its auth_time says so, and the session is fresh.
+	if !strings.Contains(text, `"methods":["oidc","oidc-fresh"]`) || !strings.Contains(text, "USER#"+e.provider.issuer+"|id2") {
+		t.Errorf("account page %s: want the subject's user, and the methods oidc and oidc-fresh", text)
 	}
 	stored := e.itemsText()
 	for name, v := range map[string]string{"state": state, "cookie secret": secret} {
@@ -257,6 +259,9 @@ func TestReauthenticate(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/account" {
 			t.Fatalf("the callback ended with %s at %s: %s", resp.Status, resp.Request.URL, text)
 		}
+		if !strings.Contains(text, `"methods":["oidc","oidc-fresh"]`) {
+			t.Errorf("a re-authentication's session %s: want the methods oidc and oidc-fresh", text)
+		}
 	})
 
 	for _, tc := range []struct {
@@ -282,12 +287,18 @@ func TestReauthenticate(t *testing.T) {
 				t.Errorf("a re-authentication with %s: %s; want 400 and signed out", tc.name, resp.Status)
 			}
 			// A sign-in takes the same answer: single sign-on is the
-			// provider's session, however old.
+			// provider's session, however old. But its session, whose
+			// AuthenticatedAt is the app's sign-in, is no fresh
+			// authentication: without FreshMethod a step-up guard would
+			// take a plain SignIn for the Reauthenticate it refused.
 			b = e.newBrowser()
 			resp = b.get(b.startSignIn(e, "test-user2"))
-			body(t, resp)
+			text := body(t, resp)
 			if resp.StatusCode != http.StatusOK || !b.signedIn(e.aURL) {
 				t.Errorf("a sign-in with %s: %s; want 200 and signed in", tc.name, resp.Status)
+			}
+			if !strings.Contains(text, `"methods":["oidc"]`) {
+				t.Errorf("a sign-in with %s: session %s; want the method oidc alone, not oidc-fresh", tc.name, text)
 			}
 		})
 	}
