@@ -208,7 +208,7 @@ func (a *app) setCeremonyCookie(w http.ResponseWriter, id string, maxAge int) {
 // It answers a bad one with 400 itself and returns false.
 func (a *app) finishRequest(w http.ResponseWriter, r *http.Request) (id string, body []byte, ok bool) {
 	c, err := r.Cookie(a.ceremonyCookieName())
-	if err != nil || len(c.Value) < 26 || len(c.Value) > 64 {
+	if err != nil || !ceremonyIDShape(c.Value) {
 		jsonError(w, http.StatusBadRequest, "no passkey ceremony in this browser: start again")
 		return "", nil, false
 	}
@@ -222,6 +222,13 @@ func (a *app) finishRequest(w http.ResponseWriter, r *http.Request) (id string, 
 		return "", nil, false
 	}
 	return c.Value, body, true
+}
+
+// ceremonyIDShape reports whether id is of the shape of rand.Text, the
+// ceremony IDs beginCeremony makes: 26 characters of base32's upper case
+// alphabet. Any other is refused before it reaches the table.
+func ceremonyIDShape(id string) bool {
+	return len(id) == 26 && !strings.ContainsFunc(id, func(r rune) bool { return (r < 'A' || r > 'Z') && (r < '2' || r > '7') })
 }
 
 // takeCeremony takes the ceremony of id for kind and this request's

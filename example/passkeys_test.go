@@ -468,3 +468,27 @@ func TestPasskeyCeremonyRace(t *testing.T) {
 		t.Errorf("alice's sessions: %d, %v; want the sign-up's and the one passkey sign-in's", len(list), err)
 	}
 }
+
+// A passkey cookie that is not of the shape the app sends (rand.Text: 26
+// characters of base32) is refused with 400 before any DynamoDB call.
+func TestPasskeyMalformedCeremonyCookie(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, passkeyApp(newFakeClock()))
+	owner := ta.browser("owner")
+	owner.signup("alice", "correct horse")
+	key := newSoftKey(t, testRPID, testOrigin)
+	owner.register(key, "laptop")
+	b := ta.browser("malformed")
+	o := parseOptions(t, b.mustJSON("/passkeys/login/begin", nil).body)
+	assertion := key.get(t, o)
+	for _, id := range []string{strings.Repeat("a", 26), strings.Repeat("A", 27), strings.Repeat("A", 25) + "!", strings.Repeat("A", 64)} {
+		b.setCeremonyID(id)
+		before := ta.api.callCount()
+		if res := b.postJSON("/passkeys/login/finish", json.RawMessage(assertion)); res.code != http.StatusBadRequest {
+			t.Errorf("passkey cookie %q: %d, want 400", id, res.code)
+		}
+		if n := ta.api.callCount() - before; n != 0 {
+			t.Errorf("passkey cookie %q: %d DynamoDB calls, want none", id, n)
+		}
+	}
+}
