@@ -305,7 +305,7 @@ func (a *app) routes() http.Handler {
 	signedIn := func(h http.HandlerFunc) http.Handler { return require(h) }
 	// The actions that could lock the user out or let someone in need a
 	// recent authentication too, whoever holds the session now.
-	recent := a.sessions.RequireAuthentication(a.reauthWithin)
+	recent := a.ssoRecent(a.sessions.RequireAuthentication(a.reauthWithin))
 	sensitive := func(h http.HandlerFunc) http.Handler { return require(recent(h)) }
 
 	mux := http.NewServeMux()

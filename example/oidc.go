@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -52,6 +53,10 @@ const (
 // methodOIDC is how a session signed in through the provider says so in
 // Session.Methods: ddbsessionoidc's default Config.Method.
 const methodOIDC = "oidc"
+
+// methodOIDCFresh is ddbsessionoidc's default Config.FreshMethod: the
+// provider made the user log in for this sign-in.
+const methodOIDCFresh = methodOIDC + "-fresh"
 
 // ssoUserPrefix starts the key of a user of the provider:
 //
@@ -290,6 +295,28 @@ func (a *app) ssoReauth(w http.ResponseWriter, r *http.Request, next string) boo
 	}
 	http.Redirect(w, r, oidcReauthPath+"?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
 	return true
+}
+
+// ssoRecent is recent, the sensitive actions' guard, for a session
+// signed in through the provider: that one needs methodOIDCFresh too. Its
+// AuthenticatedAt is the app's sign-in, which the provider may have
+// answered from a session it held, with no login at all; only
+// Reauthenticate, or a sign-in whose auth_time shows a login, proves one.
+func (a *app) ssoRecent(recent func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	if a.sso == nil {
+		return recent
+	}
+	fresh := a.sessions.RequireAuthentication(a.reauthWithin, methodOIDCFresh)
+	return func(next http.Handler) http.Handler {
+		other, sso := recent(next), fresh(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s, _ := a.sessions.Session(r.Context()); slices.Contains(s.Methods, methodOIDC) {
+				sso.ServeHTTP(w, r)
+				return
+			}
+			other.ServeHTTP(w, r)
+		})
+	}
 }
 
 // csp is the pages' Content-Security-Policy. With single sign-on, its

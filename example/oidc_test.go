@@ -42,7 +42,22 @@ type testProvider struct {
 	client *postLogoutClient
 	// endSessions counts the requests to the end-session endpoint.
 	endSessions atomic.Int32
+	// silent makes the ID tokens' auth_time an hour before the login: a
+	// provider that answered from a session of its own.
+	silent atomic.Bool
 }
+
+func (p *testProvider) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+	r, err := p.Storage.AuthRequestByCode(ctx, code)
+	if err != nil || !p.silent.Load() {
+		return r, err
+	}
+	return oldAuthTime{r}, nil
+}
+
+type oldAuthTime struct{ op.AuthRequest }
+
+func (a oldAuthTime) GetAuthTime() time.Time { return a.AuthRequest.GetAuthTime().Add(-time.Hour) }
 
 // postLogoutClient is the app's client at the provider, with the
 // post-logout redirect URI that the example storage's clients lack, and
@@ -513,5 +528,30 @@ func TestOIDCUserPasskey(t *testing.T) {
 	list, err := ta.app.sessions.List(t.Context(), ssoUserKey(p.server.URL, "id2"))
 	if err != nil || len(list) != 2 {
 		t.Errorf("the provider's user's sessions: %d, %v; want the provider's sign-in and the passkey's", len(list), err)
+	}
+}
+
+// A sign-in that the provider answered from a session it held (auth_time
+// an hour old) is no re-authentication: a sensitive action still asks for
+// one, which goes through the provider's login. Without FreshMethod's
+// check, a plain sign-in would pass where Reauthenticate refuses.
+func TestOIDCSilentSignInIsNoReauthentication(t *testing.T) {
+	t.Parallel()
+	ta, p := newSSOApp(t)
+	p.silent.Store(true)
+	b := ta.browser("sso/1.0")
+	if page, _ := b.ssoSignIn(p, "test-user2", "/account"); page.code != http.StatusOK {
+		t.Fatalf("sign-in: %d %s", page.code, page.body)
+	}
+	res := b.post("/logout-everywhere", nil)
+	if want := reauthFor("/logout-everywhere"); res.code != http.StatusSeeOther || res.header.Get("Location") != want {
+		t.Fatalf("a sensitive action after a silent sign-in: %d to %.40q…, want 303 to %q", res.code, res.header.Get("Location"), want)
+	}
+	p.silent.Store(false)
+	if page, at := b.ssoSignInFrom(p, "test-user2", ta.srv.URL+"/reauth?next=/logout-everywhere"); page.code != http.StatusOK || at != ta.srv.URL+"/logout-everywhere" {
+		t.Fatalf("the re-authentication ended with %d at %s", page.code, at)
+	}
+	if res := b.post("/logout-everywhere", nil); res.code != http.StatusSeeOther || strings.Contains(res.header.Get("Location"), "reauth") {
+		t.Errorf("a sensitive action after the re-authentication: %d to %q, want it done", res.code, res.header.Get("Location"))
 	}
 }

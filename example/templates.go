@@ -83,9 +83,12 @@ func methodsInWords(methods []string) string {
 	if len(methods) == 0 {
 		return "not recorded" // a login that named no method
 	}
-	words := make([]string, len(methods))
-	for i, m := range methods {
-		words[i] = cmp.Or(methodWords[m], m)
+	var words []string
+	for _, m := range methods {
+		if m == methodOIDCFresh {
+			continue // a mark beside methodOIDC: the provider asked the user to log in
+		}
+		words = append(words, cmp.Or(methodWords[m], m))
 	}
 	return strings.Join(words, " and ")
 }

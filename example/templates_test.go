@@ -301,3 +301,22 @@ func luminance(hex string) (float64, error) {
 	}
 	return 0.2126*lin[0] + 0.7152*lin[1] + 0.0722*lin[2], nil
 }
+
+// The sessions list says how each session signed in, in words, and leaves
+// out single sign-on's mark of a login at the provider.
+func TestMethodsInWords(t *testing.T) {
+	for _, tc := range []struct {
+		methods []string
+		want    string
+	}{
+		{nil, "not recorded"},
+		{[]string{methodPassword, methodOTP}, "password and one-time code"},
+		{[]string{methodOIDC, methodOIDCFresh}, "single sign-on"},
+		{[]string{methodOIDC}, "single sign-on"},
+		{[]string{"passkey"}, "passkey"},
+	} {
+		if got := methodsInWords(tc.methods); got != tc.want {
+			t.Errorf("methodsInWords(%q) = %q, want %q", tc.methods, got, tc.want)
+		}
+	}
+}
