@@ -101,6 +101,9 @@ type ssoUserItem struct {
 // re-authentication goes through the provider.
 func (u User) HasPassword() bool { return u.PasswordHash != "" }
 
+// isSSOUser reports whether key is a user of the provider's (ssoUserPrefix).
+func isSSOUser(key ddbsession.UserKey) bool { return strings.HasPrefix(key.PK, ssoUserPrefix) }
+
 // sso is the app's single sign-on, nil when it is off.
 type sso struct {
 	provider *ddbsessionoidc.Provider[User]

@@ -529,6 +529,15 @@ func TestOIDCUserPasskey(t *testing.T) {
 	if err != nil || len(list) != 2 {
 		t.Errorf("the provider's user's sessions: %d, %v; want the provider's sign-in and the passkey's", len(list), err)
 	}
+	// The provider is a way in too: the user, who has no password, may
+	// remove their only passkey.
+	if page := b.get("/account"); !strings.Contains(page.body, passkeyID(key.credID)) {
+		t.Fatalf("the account page does not list the passkey")
+	}
+	b.mustPost(http.StatusSeeOther, "/passkeys/remove", url.Values{"id": {passkeyID(key.credID)}})
+	if page := b.get("/account"); strings.Contains(page.body, passkeyID(key.credID)) {
+		t.Errorf("the provider's user's only passkey is still listed after its removal")
+	}
 }
 
 // A sign-in that the provider answered from a session it held (auth_time

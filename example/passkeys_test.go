@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ddbsession/ddbsession"
 )
 
 // The relying party of the Go tests: the software authenticator signs for
@@ -391,18 +393,25 @@ func TestPasskeyRemovalGuard(t *testing.T) {
 	}
 
 	u := User{Passkeys: map[string]passkey{"a": {}, "b": {}}}
+	only := User{Passkeys: map[string]passkey{"a": {}}}
+	sso := ssoUserKey("https://idp.example", "sub")
 	for _, tc := range []struct {
-		name string
-		u    User
-		id   string
-		want error
+		name  string
+		user  ddbsession.UserKey
+		u     User
+		id    string
+		ssoOn bool
+		want  error
 	}{
-		{"one of two, no password", u, "a", nil},
-		{"the only one, no password", User{Passkeys: map[string]passkey{"a": {}}}, "a", errLastPasskey},
-		{"the only one, with a password", User{PasswordHash: "x", Passkeys: map[string]passkey{"a": {}}}, "a", nil},
-		{"none such", u, "c", errPasskeyChanged},
+		{"one of two, no password", userKey("alice"), u, "a", false, nil},
+		{"the only one, no password", userKey("alice"), only, "a", false, errLastPasskey},
+		{"the only one, with a password", userKey("alice"), User{PasswordHash: "x", Passkeys: map[string]passkey{"a": {}}}, "a", false, nil},
+		{"none such", userKey("alice"), u, "c", false, errPasskeyChanged},
+		{"the only one, a user of the provider", sso, only, "a", true, nil},
+		{"the only one, a user of the provider, single sign-on off", sso, only, "a", false, errLastPasskey},
+		{"the only one, no password, single sign-on on", userKey("alice"), only, "a", true, errLastPasskey},
 	} {
-		if got := passkeyRemovalRefused(tc.u, tc.id); got != tc.want {
+		if got := passkeyRemovalRefused(tc.user, tc.u, tc.id, tc.ssoOn); got != tc.want {
 			t.Errorf("%s: passkeyRemovalRefused = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -413,7 +422,7 @@ func TestPasskeyRemovalGuard(t *testing.T) {
 		t.Errorf("removing the last passkey of a user without a password: %d, want 409", res.code)
 	}
 	// A request that read the user while the first passkey was still there.
-	if err := ta.app.users.removePasskey(t.Context(), userKey("alice"), passkeyID(second.credID)); err != errPasskeyChanged {
+	if err := ta.app.users.removePasskey(t.Context(), userKey("alice"), passkeyID(second.credID), false); err != errPasskeyChanged {
 		t.Errorf("removePasskey of the last passkey of a user without a password: %v, want errPasskeyChanged", err)
 	}
 	if diff := cmp.Diff(before, tableItems(t, ta)); diff != "" {
