@@ -26,8 +26,8 @@ import (
 // moto 5.2.1 lets two racing conditional UpdateItems win now and then (its
 // PutItem holds); a session limit's slots write and UpdateData's write are
 // conditional UpdateItems, so TestSessionLimitRacingLogins and
-// TestSessionDataManyRacingWriters fail there too (docs/security.md, "A
-// second engine").
+// TestSessionDataManyRacingWriters fail there too (docs/development.md, "A
+// second engine: moto").
 func TestEngineConditionalWritesAreAtomic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
