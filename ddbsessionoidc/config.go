@@ -273,11 +273,11 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 		return fail("User is nil")
 	}
 	setDefault(&c.Method, "oidc")
-	if len(c.Method) > 32 || strings.ContainsFunc(c.Method, func(r rune) bool { return r < '!' || r > '~' }) {
+	if !methodShape(c.Method) {
 		return fail("Method %q: want 1 to 32 printable ASCII characters", c.Method)
 	}
 	setDefault(&c.FreshMethod, c.Method+"-fresh")
-	if len(c.FreshMethod) > 32 || strings.ContainsFunc(c.FreshMethod, func(r rune) bool { return r < '!' || r > '~' }) || c.FreshMethod == c.Method {
+	if !methodShape(c.FreshMethod) || c.FreshMethod == c.Method {
 		return fail("FreshMethod %q: want 1 to 32 printable ASCII characters, not Method", c.FreshMethod)
 	}
 	if c.SessionLifetime == 0 {
@@ -320,6 +320,13 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 		c.Now = time.Now
 	}
 	return layout, nil
+}
+
+// methodShape reports whether m is a method that Manager.Login takes: 1
+// to 32 printable ASCII characters. New checks it so that a bad Method
+// fails at start-up rather than at every sign-in.
+func methodShape(m string) bool {
+	return m != "" && len(m) <= 32 && !strings.ContainsFunc(m, func(r rune) bool { return r < '!' || r > '~' })
 }
 
 func setDefault(field *string, value string) {
