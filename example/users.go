@@ -96,8 +96,9 @@ func validatePassword(field, password string) error {
 }
 
 // users writes what ddbsession does not write for it: the password hash of
-// an existing user item, and its one-time-code attributes (totp.go). Reads go through ddbsession, which decodes the item
-// into a User.
+// an existing user item, its one-time-code attributes (totp.go), and its
+// passkeys with their handle and ceremony items (passkeystore.go). The
+// user item is read through ddbsession, which decodes it into a User.
 type users struct {
 	client ddbsession.Client
 	table  string
