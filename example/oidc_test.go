@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -247,7 +248,7 @@ func TestOIDCSignIn(t *testing.T) {
 	list := b.sessions()
 	// The provider's login page made the user log in: ddbsessionoidc's
 	// FreshMethod says so beside the provider's method.
-	if len(list) != 1 || !slicesEqual(list[0].Methods, []string{methodOIDC, methodOIDC + "-fresh"}) {
+	if len(list) != 1 || !slices.Equal(list[0].Methods, []string{methodOIDC, methodOIDC + "-fresh"}) {
 		t.Fatalf("sessions %+v: want one, signed in with %q and %q", list, methodOIDC, methodOIDC+"-fresh")
 	}
 	if !strings.Contains(page.body, "single sign-on") {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,7 +143,7 @@ func TestPasskeys(t *testing.T) {
 	// DeleteItem, the handle's GetItem, Login's read and two writes, the
 	// counter's UpdateItem.
 	calls("sign-in finish", 6, func() { b.mustJSON("/passkeys/login/finish", key.get(t, o)) })
-	if list := b.sessions(); len(list) != 2 || !slicesEqual(sessionOf(list, "browser-B").Methods, []string{methodPasskey}) {
+	if list := b.sessions(); len(list) != 2 || !slices.Equal(sessionOf(list, "browser-B").Methods, []string{methodPasskey}) {
 		t.Errorf("after a passkey sign-in, sessions %+v: want browser-B's with methods [passkey]", list)
 	}
 	if !strings.Contains(a.get("/account").body, "passkey</td>") {
@@ -185,7 +186,7 @@ func TestPasskeys(t *testing.T) {
 	if b.token() == old || ta.withToken(old).meStatus() != http.StatusUnauthorized {
 		t.Errorf("the step-up kept the old session")
 	}
-	if got := sessionOf(b.sessions(), "browser-B").Methods; !slicesEqual(got, []string{methodPasskey}) {
+	if got := sessionOf(b.sessions(), "browser-B").Methods; !slices.Equal(got, []string{methodPasskey}) {
 		t.Errorf("methods after a passkey step-up: %v, want [passkey]", got)
 	}
 	calls("remove", 2, func() { b.mustPost(http.StatusSeeOther, "/passkeys/remove", url.Values{"id": {id}}) })
@@ -217,8 +218,6 @@ func sessionOf(list []sessionJSON, userAgent string) sessionJSON {
 	}
 	return sessionJSON{}
 }
-
-func slicesEqual(a, b []string) bool { return cmp.Equal(a, b) }
 
 // tableItems is every item of ta's table, decoded, by "pk sk".
 func tableItems(t *testing.T, ta *testApp) map[string]map[string]any {
