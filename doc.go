@@ -95,7 +95,7 @@
 // changes it in one conditional write, so that every
 // session made before ends on its next request, on any instance, and no
 // clock takes part. [Manager.Revoke] ends one session, [Manager.Logout] the
-// request's, [Manager.RevokeEveryone] all of every user.
+// request's, and [Manager.RevokeEveryone] everyone's.
 //
 // # Credentials and sessions
 //
