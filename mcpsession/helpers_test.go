@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -609,28 +608,4 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// reportsBySize reports whether the engine reports a read's consumed
-// capacity as DynamoDB bills it, from the item's size: a strongly
-// consistent read of a 5,000-byte item, written to e's table, must report
-// 2 read units. moto reports 0.5 for any GetItem; there the tests compare
-// the calls, and leave the units to the engines that count them.
-func (e *env) reportsBySize() bool {
-	e.t.Helper()
-	ctx := context.Background()
-	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "capacity probe"}, "sk": &types.AttributeValueMemberS{Value: "probe"}}
-	item := map[string]types.AttributeValue{"pad": &types.AttributeValueMemberS{Value: strings.Repeat("x", 5000-len("pkcapacity probesksprobepad"))}}
-	maps.Copy(item, key)
-	if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
-		e.t.Fatal(err)
-	}
-	out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: key, ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &e.table, Key: key}); err != nil {
-		e.t.Fatal(err)
-	}
-	return out.ConsumedCapacity != nil && aws.ToFloat64(out.ConsumedCapacity.CapacityUnits) == 2
 }
