@@ -628,14 +628,14 @@ func (a *app) passkeyRename(w http.ResponseWriter, r *http.Request) {
 
 // passkeyRemovalRefused says why u may not remove passkey id, or nil: it
 // must be there, and it must not be the user's last way in. A password is
-// another; so is single sign-on (sso) for a user of the provider, whose
-// key starts with ssoUserPrefix and who has no password. removePasskey's
-// condition backs the check against racing removals.
-func passkeyRemovalRefused(user ddbsession.UserKey, u User, id string, sso bool) error {
+// another; so is single sign-on (viaSSO: it is on, and u is a user of the
+// provider). removePasskey's condition backs the check against racing
+// removals.
+func passkeyRemovalRefused(u User, id string, viaSSO bool) error {
 	if _, ok := u.Passkeys[id]; !ok {
 		return errPasskeyChanged
 	}
-	if !u.HasPassword() && !(sso && isSSOUser(user)) && len(u.Passkeys) == 1 {
+	if !u.HasPassword() && !viaSSO && len(u.Passkeys) == 1 {
 		return errLastPasskey
 	}
 	return nil
@@ -669,12 +669,12 @@ func (a *app) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 	u, _ := a.sessions.User(r.Context())
 	s, _ := a.sessions.Session(r.Context())
 	id := r.PostFormValue("id")
-	sso := a.sso != nil
-	err := passkeyRemovalRefused(s.User, u, id, sso)
+	viaSSO := a.sso != nil && isSSOUser(s.User)
+	err := passkeyRemovalRefused(u, id, viaSSO)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(r.Context(), a.storeTimeout)
 		defer cancel()
-		err = a.users.removePasskey(ctx, s.User, id, sso && isSSOUser(s.User))
+		err = a.users.removePasskey(ctx, s.User, id, viaSSO)
 	}
 	switch {
 	case errors.Is(err, errLastPasskey):
