@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -301,10 +300,7 @@ func createTable(t *testing.T, client *dynamodb.Client, table string, keys []tab
 	if _, err := client.CreateTable(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
-	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ddbtest.WaitActive(t, client, table)
 }
 
 // A global table says how it replicates, and CreateTable holds it against

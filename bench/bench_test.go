@@ -180,9 +180,7 @@ func TestProxy(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(direct).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ddbtest.WaitActive(t, direct, table)
 
 	const delay = 30 * time.Millisecond
 	p.setDelay(delay)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -196,9 +195,7 @@ func deployTemplate(t testing.TB, expiryIndex string) (string, *ddbtest.TTLClien
 	if _, err := admin.CreateTable(ctx, in); err != nil {
 		t.Fatalf("create the template's table: %v", err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(admin).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &name}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ddbtest.WaitActive(t, admin, name)
 	ttl := ddbtest.WithTTL(admin)
 	if _, err := ttl.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: &name, TimeToLiveSpecification: spec}); err != nil {
 		t.Fatalf("turn the template's TTL on: %v", err)

@@ -40,7 +40,7 @@ func TestEngineConditionalWritesAreAtomic(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitActive(t, client, table)
+	ddbtest.WaitActive(t, client, table)
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 	for _, tc := range []struct {
 		name  string

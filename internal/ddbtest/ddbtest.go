@@ -62,6 +62,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -283,4 +284,20 @@ func TableName(t testing.TB, client *dynamodb.Client) string {
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name})
 	})
 	return name
+}
+
+// WaitActive waits until table is ACTIVE. CreateTable answers while the
+// table is CREATING, as DynamoDB does, and a call before then is refused
+// with ResourceNotFoundException; dynalite's CREATING lasts a timer's tick,
+// which a busy machine stretches. It polls every 50ms: the SDK waiter's
+// default first pause is 20s, which a test that catches CREATING once
+// spends idle.
+func WaitActive(t testing.TB, c dynamodb.DescribeTableAPIClient, table string) {
+	t.Helper()
+	w := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 50*time.Millisecond, time.Second
+	})
+	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
+		t.Fatalf("ddbtest: table %s: %v", table, err)
+	}
 }

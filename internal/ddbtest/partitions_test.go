@@ -49,9 +49,7 @@ func indexedTable(t *testing.T) string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond }).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ddbtest.WaitActive(t, client, table)
 	return table
 }
 

@@ -114,7 +114,7 @@ func TestFrontIndexIsAResourceOfItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitActive(t, admin, table)
+	ddbtest.WaitActive(t, admin, table)
 	query := func(c *dynamodb.Client, index *string) error {
 		in := &dynamodb.QueryInput{
 			TableName:                 &table,

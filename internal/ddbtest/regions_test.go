@@ -3,7 +3,6 @@ package ddbtest_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -30,7 +29,7 @@ func TestRegionsReplicateLastWriterWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitActive(t, r, table)
+		ddbtest.WaitActive(t, r, table)
 	}
 	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}}
 	get := func(r *ddbtest.Region) map[string]types.AttributeValue {
@@ -110,7 +109,7 @@ func TestRegionsDeliverSome(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitActive(t, r, table)
+		ddbtest.WaitActive(t, r, table)
 	}
 	for _, pk := range []string{"x", "y"} {
 		if _, err := g.A.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
@@ -137,17 +136,5 @@ func TestRegionsDeliverSome(t *testing.T) {
 		if got := out.Item != nil; got != want {
 			t.Errorf("B has %s: %v, want %v", pk, got, want)
 		}
-	}
-}
-
-// waitActive waits until table is ACTIVE: CreateTable answers while it is
-// CREATING, as DynamoDB does, and a write before then is refused with
-// ResourceNotFoundException (dynalite's CREATING lasts a timer's tick,
-// which a busy machine stretches).
-func waitActive(t *testing.T, c dynamodb.DescribeTableAPIClient, table string) {
-	t.Helper()
-	w := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
-	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
-		t.Fatal(err)
 	}
 }

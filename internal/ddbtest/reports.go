@@ -53,9 +53,7 @@ func ProbeReports(t testing.TB, engine Engine) Reports {
 	}); err != nil {
 		t.Fatalf("ddbtest: the capacity probe's table: %v", err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(engine, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond }).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, time.Minute); err != nil {
-		t.Fatalf("ddbtest: the capacity probe's table: %v", err)
-	}
+	WaitActive(t, engine, table)
 	front := NewPartitions(engine, 0, time.Time{})
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	key := map[string]types.AttributeValue{"pk": str("probe"), "sk": str("probe")}

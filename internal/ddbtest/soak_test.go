@@ -163,7 +163,7 @@ func harnessApp(t *testing.T, s *ddbtest.SoakRun) (*ddbtest.SoakApp, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitActive(t, s.EngineClient(), table)
+	ddbtest.WaitActive(t, s.EngineClient(), table)
 	client := s.Client()
 	app := s.App(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Long enough for four throttled attempts and their backoff.

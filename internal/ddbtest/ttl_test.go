@@ -44,10 +44,7 @@ func createTableNamed(t *testing.T, client *dynamodb.Client, name string) {
 	if err != nil {
 		t.Fatalf("CreateTable %q: %v", name, err)
 	}
-	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &name}, time.Minute); err != nil {
-		t.Fatalf("wait for %q: %v", name, err)
-	}
+	ddbtest.WaitActive(t, client, name)
 }
 
 func enable(on bool, attribute, table string) *dynamodb.UpdateTimeToLiveInput {
