@@ -49,6 +49,11 @@ type appConfig struct {
 	// GOMAXPROCS; HashQueue how many more requests may wait for one,
 	// default 8 per slot. Past that, logins and sign-ups get 503.
 	HashSlots, HashQueue int
+	// HashCost is argon2id's work per password hash, default OWASP's
+	// minimum (2 passes over 19 MiB). The tests lower it: under the race
+	// detector a hash at the default takes about 70ms of a core, and the
+	// suite hashes hundreds of passwords.
+	HashCost argonCost
 	// DeviceBinding offers browsers to bind their sessions to a device key
 	// (DBSC), with bound cookies of BoundLifetime (default ddbsession's).
 	// It needs HTTPS: not with Dev.
@@ -146,6 +151,12 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if cfg.HashQueue <= 0 {
 		cfg.HashQueue = 8 * cfg.HashSlots
 	}
+	if cfg.HashCost == (argonCost{}) {
+		cfg.HashCost = owaspCost
+	}
+	if cfg.HashCost.Time < 1 || cfg.HashCost.Memory < 8*argonThreads {
+		return nil, fmt.Errorf("appConfig.HashCost %+v: want a Time of 1 or more and a Memory of 8 KiB or more", cfg.HashCost)
+	}
 	tel, err := ddbsessionotel.New(cfg.Telemetry)
 	if err != nil {
 		return nil, err
@@ -222,7 +233,7 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	if err := sessions.CreateTable(ctx); err != nil {
 		return nil, err
 	}
-	h := newHasher(cfg.HashSlots, cfg.HashQueue)
+	h := newHasher(cfg.HashSlots, cfg.HashQueue, cfg.HashCost)
 	slot, err := h.acquire(ctx)
 	if err != nil {
 		return nil, err

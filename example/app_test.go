@@ -21,7 +21,7 @@ import (
 
 func TestSignup(t *testing.T) {
 	t.Parallel()
-	ta := newTestApp(t)
+	ta := newTestApp(t, owaspHashing)
 	alice := ta.browser("browser-A")
 	alice.signup("alice", "correct horse")
 
@@ -51,7 +51,7 @@ func TestSignup(t *testing.T) {
 	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
 		t.Fatal(err)
 	}
-	if item.Username != "alice" || !strings.HasPrefix(string(item.PasswordHash), "$argon2id$") || strings.Contains(string(item.PasswordHash), "correct horse") {
+	if item.Username != "alice" || !strings.HasPrefix(string(item.PasswordHash), "$argon2id$v=19$m=19456,t=2,p=1$") || strings.Contains(string(item.PasswordHash), "correct horse") {
 		t.Errorf("user item = %+v, want username alice and an argon2id hash", item)
 	}
 

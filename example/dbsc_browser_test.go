@@ -71,6 +71,7 @@ func TestBrowserDeviceBinding(t *testing.T) {
 		Table:         ddbtest.TableName(t, client),
 		Logger:        slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		StoreTimeout:  15 * time.Second, // see startApp
+		HashCost:      testCost,
 		DeviceBinding: true,
 		BoundLifetime: bound,
 		OnEvent:       watch.event,

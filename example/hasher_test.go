@@ -13,7 +13,7 @@ import (
 
 func TestHasherQueue(t *testing.T) {
 	t.Parallel()
-	h := newHasher(1, 2)
+	h := newHasher(1, 2, testCost)
 	holder, err := h.acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)

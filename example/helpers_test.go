@@ -76,6 +76,7 @@ func startApp(t *testing.T, client *dynamodb.Client, table string, options ...fu
 		// crashes dynalite and fails every test after it. The pauses of the
 		// race tests also run inside a login's bound.
 		StoreTimeout: 15 * time.Second,
+		HashCost:     testCost,
 	}
 	for _, o := range options {
 		o(&cfg)
@@ -93,6 +94,14 @@ func startApp(t *testing.T, client *dynamodb.Client, table string, options ...fu
 	t.Cleanup(ta.srv.Close)
 	return ta
 }
+
+// testCost is the tests' password hashing: argon2id at its least work, a
+// fraction of a millisecond where the default takes tens (TestSignup and
+// TestPasswordHash check the default).
+var testCost = argonCost{Time: 1, Memory: 8}
+
+// owaspHashing is an option for newTestApp: the app's default hashing.
+func owaspHashing(cfg *appConfig) { cfg.HashCost = argonCost{} }
 
 // dev is an option for newTestApp: plain-HTTP development mode.
 func dev(cfg *appConfig) { cfg.Dev = true }

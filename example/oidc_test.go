@@ -131,6 +131,7 @@ func newSSOApp(t *testing.T, options ...func(*appConfig)) (*testApp, *testProvid
 	ta.api = &faultyClient{engine: client}
 	cfg := appConfig{
 		Client: ta.api, Table: ta.table, Logger: slog.New(slog.NewTextHandler(ta.logs, nil)), StoreTimeout: 15 * time.Second,
+		HashCost: testCost,
 		OIDC: oidcConfig{
 			Issuer: p.server.URL, ClientID: testClientID, ClientSecret: testClientSecret,
 			RedirectURL: srv.URL + oidcCallbackPath, Name: testProviderName,

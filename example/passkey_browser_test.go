@@ -59,6 +59,7 @@ func TestBrowserPasskey(t *testing.T) {
 		Table:         table,
 		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
 		StoreTimeout:  15 * time.Second, // see startApp
+		HashCost:      testCost,
 		PasskeyOrigin: base,
 		Now:           clock.Now,
 		Reauth:        time.Minute,

@@ -20,16 +20,21 @@ import (
 // bcrypt would fix that at the cost of one more construction to get right;
 // argon2id takes any length as it is and is OWASP's first choice.
 //
-// The cost is OWASP's minimum for argon2id (19 MiB, 2 passes, 1 lane). Each
-// hash records its own parameters in the PHC string format, so they can be
-// raised later without breaking existing hashes.
+// The cost is OWASP's minimum for argon2id (19 MiB, 2 passes, 1 lane)
+// unless appConfig.HashCost says otherwise. Each hash records its own
+// parameters in the PHC string format, so they can be raised later without
+// breaking existing hashes.
 const (
-	argonTime    = 2
-	argonMemory  = 19 * 1024 // KiB
 	argonThreads = 1
 	argonKeyLen  = 32
 	argonSaltLen = 16
 )
+
+// argonCost is argon2id's work per hash: Time passes over Memory KiB.
+type argonCost struct{ Time, Memory uint32 }
+
+// owaspCost is the default: OWASP's minimum for argon2id.
+var owaspCost = argonCost{Time: 2, Memory: 19 * 1024}
 
 var b64 = base64.RawStdEncoding
 
@@ -48,15 +53,16 @@ type hasher struct {
 	running  chan struct{} // one token per hash slot held
 	admitted chan struct{} // one token per request holding or awaiting a slot
 	hashes   atomic.Int64  // argon2id computations done, for the tests
+	cost     argonCost     // of the hashes it writes
 }
 
 // errHasherBusy is acquire's answer when the queue is full.
 var errHasherBusy = errors.New("password hasher: too many requests waiting")
 
 // newHasher returns a hasher that runs slots hashes at once, with at most
-// queue more requests waiting.
-func newHasher(slots, queue int) *hasher {
-	return &hasher{running: make(chan struct{}, slots), admitted: make(chan struct{}, slots+queue)}
+// queue more requests waiting, and writes hashes of cost.
+func newHasher(slots, queue int, cost argonCost) *hasher {
+	return &hasher{running: make(chan struct{}, slots), admitted: make(chan struct{}, slots+queue), cost: cost}
 }
 
 // hashSlot is the right to run argon2id, from acquire to release.
@@ -104,13 +110,14 @@ func (s *hashSlot) argonKey(password string, salt []byte, time, memory uint32, t
 }
 
 // hash returns password's argon2id hash with a fresh random salt, as
-// "$argon2id$v=19$m=19456,t=2,p=1$<salt>$<key>".
+// "$argon2id$v=19$m=19456,t=2,p=1$<salt>$<key>" at the default cost.
 func (s *hashSlot) hash(password string) passwordHash {
 	salt := make([]byte, argonSaltLen)
 	rand.Read(salt)
-	key := s.argonKey(password, salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	c := s.h.cost
+	key := s.argonKey(password, salt, c.Time, c.Memory, argonThreads, argonKeyLen)
 	return passwordHash(fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
-		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)))
+		argon2.Version, c.Memory, c.Time, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)))
 }
 
 // verify reports whether password matches hash, doing the full hash work

@@ -6,13 +6,16 @@ import (
 )
 
 func TestPasswordHash(t *testing.T) {
-	slot, err := newHasher(1, 0).acquire(t.Context())
+	slot, err := newHasher(1, 0, owaspCost).acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer slot.release()
 	long := strings.Repeat("p", maxPassword)
 	h1, h2 := slot.hash(long), slot.hash(long)
+	if !strings.HasPrefix(string(h1), "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Errorf("hash %q: want argon2id at OWASP's minimum, m=19456,t=2,p=1", h1)
+	}
 	if h1 == h2 {
 		t.Errorf("two hashes of one password are equal: the salt is not random")
 	}

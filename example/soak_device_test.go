@@ -65,8 +65,8 @@ func (d *soakDevice) step() {
 }
 
 // act does one thing a signed-in user does, at random. Most requests
-// browse: a login costs an argon2id hash, which on two cores under the
-// race detector takes as long as thirty other requests.
+// browse, as a signed-in user's do; logins, each a password hash, are
+// rarer.
 func (d *soakDevice) act() {
 	switch x := d.rng.IntN(100); {
 	case x < 35:
