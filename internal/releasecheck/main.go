@@ -21,7 +21,9 @@
 // Third-party modules come from a module cache of the check's own, kept
 // between runs (in the temporary directory) with every module of this
 // project removed, so that each run gets this project's modules from its
-// own proxy alone. The go command's own module cache (its download
+// own proxy alone. A check holds that cache's lock while it runs, so that
+// a second check beside it (two CI jobs on one machine) waits rather than
+// finds the project's modules removed under its build. The go command's own module cache (its download
 // directory) serves as a proxy before UPSTREAM, so that a warm machine
 // downloads nothing.
 package main
@@ -197,12 +199,17 @@ func (c *checker) run(repo, version string, keep bool) error {
 	if upstream != "" {
 		proxies = append(proxies, upstream)
 	}
+	modCache, unlock, err := ownModCache(root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	gobin := filepath.Join(scratch, "bin")
 	env := []string{
 		"GOWORK=off", "GOFLAGS=-mod=mod",
 		"GOPROXY=" + strings.Join(proxies, ","),
 		"GONOSUMDB=" + root, "GOPRIVATE=", "GONOPROXY=",
-		"GOMODCACHE=" + ownModCache(root),
+		"GOMODCACHE=" + modCache,
 		"GOBIN=" + gobin,
 		// The module index trusts a version never to change; here the
 		// same version is built anew from each HEAD.
@@ -451,11 +458,15 @@ func publish(proxy, repo string, m published, version string) error {
 	return nil
 }
 
-// ownModCache returns the check's module cache, without any of the
-// project's modules that an earlier run put there: the extracted root
-// module (ROOT@VERSION), the nested ones (under ROOT/) and the downloads.
-func ownModCache(root string) string {
-	dir := filepath.Join(os.TempDir(), "ddbsession-releasecheck-modcache")
+// ownModCache returns the check's module cache, locked until unlock,
+// without any of the project's modules that an earlier run put there: the
+// extracted root module (ROOT@VERSION), the nested ones (under ROOT/) and
+// the downloads.
+func ownModCache(root string) (dir string, unlock func(), err error) {
+	dir = filepath.Join(os.TempDir(), "ddbsession-releasecheck-modcache")
+	if unlock, err = lockFile(dir+".lock", true); err != nil {
+		return "", nil, fmt.Errorf("lock the check's module cache: %w", err)
+	}
 	escaped, err := module.EscapePath(root)
 	if err != nil {
 		panic(err) // the root go.mod's path, which the go command accepted
@@ -467,7 +478,7 @@ func ownModCache(root string) string {
 		makeWritable(p)
 		os.RemoveAll(p)
 	}
-	return dir
+	return dir, unlock, nil
 }
 
 // makeWritable makes the tree at p writable, as the go command leaves its
