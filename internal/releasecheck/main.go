@@ -23,9 +23,9 @@
 // project removed, so that each run gets this project's modules from its
 // own proxy alone. A check holds that cache's lock while it runs, so that
 // a second check beside it (two CI jobs on one machine) waits rather than
-// finds the project's modules removed under its build. The go command's own module cache (its download
-// directory) serves as a proxy before UPSTREAM, so that a warm machine
-// downloads nothing.
+// finds the project's modules removed under its build. The go command's
+// own module cache (its download directory) serves as a proxy before
+// UPSTREAM, so that a warm machine downloads nothing.
 package main
 
 import (
