@@ -26,13 +26,6 @@ import (
 // slots are full. The write is conditional on the slots being as read, so
 // two racing logins never both take the last slot: the loser reads the
 // item again and decides anew.
-//
-// A young slot without its session is a login on its way, or a session
-// that ended soon after it began: the claim frees it by writing a void
-// under the session's key, which the session's own write, made only where
-// no item is, then cannot overwrite. That login fails with errTaken and
-// claims anew; so no session ever outlives its slot. Voids come first: a
-// slot whose session is gone is freed before a live session is ended.
 func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
 	l := c.limit
 	slots := rev.slots
@@ -41,7 +34,6 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 			return slices.ContainsFunc(ended, func(e item.Session) bool { return e.SessionPK == slot.SessionPK })
 		})
 		evicted = evicted[:0]
-		settled := true
 		if len(taken) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
 			// a Revoke, an expiry, a RevokeAll): those give their slots up.
@@ -49,85 +41,45 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 			if err != nil {
 				return nil, err
 			}
-			var young []item.Slot
 			taken = slices.DeleteFunc(taken, func(slot item.Slot) bool {
 				if _, ok := live[slot.SessionPK]; ok {
 					return false
 				}
-				if found[slot.SessionPK] || now.Sub(slot.Created) > c.onItsWay {
-					return true // dead, or gone
-				}
-				young = append(young, slot)
-				return false
+				// Dead, or gone; but a young slot without its session is
+				// a login on its way.
+				return found[slot.SessionPK] || now.Sub(slot.Created) > c.onItsWay
 			})
-			young = young[:min(len(young), max(len(taken)-l.max+1, 0))]
-			if settled, err = c.void(ctx, young, now); err != nil {
-				return nil, err
-			}
-			taken = slices.DeleteFunc(taken, func(slot item.Slot) bool { return slices.Contains(young, slot) })
-			if settled && len(taken) >= l.max && l.refuse {
+			if len(taken) >= l.max && l.refuse {
 				return nil, ErrTooManySessions
 			}
-			for _, slot := range taken { // oldest first
-				if len(taken)-len(evicted) < l.max {
-					break
-				}
+			for _, slot := range taken[:max(len(taken)-l.max+1, 0)] { // oldest first
 				if e, ok := live[slot.SessionPK]; ok {
 					evicted = append(evicted, e)
 				}
 			}
-			taken = slices.DeleteFunc(taken, func(slot item.Slot) bool {
-				return slices.ContainsFunc(evicted, func(e item.Session) bool { return e.SessionPK == slot.SessionPK })
-			})
+			taken = taken[max(len(taken)-l.max+1, 0):]
 		}
-		if settled {
-			w, err := c.store.ClaimSlots(slots, append(taken, item.Slot{SessionPK: sessionPK, Created: s.CreatedAt}))
-			if err != nil {
-				return nil, err
-			}
-			lost, err := c.store.update(ctx, c.store.SlotsKey(user.PK, user.SK), w)
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("take a session slot: %w", err)
-			case !lost:
-				return evicted, nil
-			}
+		w, err := c.store.ClaimSlots(slots, append(taken, item.Slot{SessionPK: sessionPK, Created: s.CreatedAt}))
+		if err != nil {
+			return nil, err
 		}
-		if attempt == 10 {
+		lost, err := c.store.update(ctx, c.store.SlotsKey(user.PK, user.SK), w)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("take a session slot: %w", err)
+		case !lost:
+			return evicted, nil
+		case attempt == 10:
 			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
-		if slots, err = c.readSlots(ctx, user); err != nil {
+		av, err := c.store.get(ctx, c.store.SlotsKey(user.PK, user.SK))
+		if err == nil {
+			slots, err = c.store.DecodeSlots(av)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("take a session slot: %w", err)
 		}
 	}
-}
-
-// readSlots reads user's slots item.
-func (c *core) readSlots(ctx context.Context, user UserKey) (item.Slots, error) {
-	av, err := c.store.get(ctx, c.store.SlotsKey(user.PK, user.SK))
-	if err != nil {
-		return item.Slots{}, err
-	}
-	return c.store.DecodeSlots(av)
-}
-
-// void writes a void under the key of each slot's session, at once, and
-// reports whether all were written: false if a session got there first,
-// and the claim must read the slots again.
-func (c *core) void(ctx context.Context, slots []item.Slot, now time.Time) (bool, error) {
-	taken := make([]bool, len(slots))
-	errs := make([]error, len(slots))
-	var wg sync.WaitGroup
-	for i, slot := range slots {
-		wg.Go(func() {
-			taken[i], errs[i] = c.store.putNew(ctx, c.store.EncodeVoid(slot.SessionPK, now.Add(c.life.absolute)))
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return false, fmt.Errorf("free a session slot: %w", err)
-	}
-	return !slices.Contains(taken, true), nil
 }
 
 // liveSlots reads the sessions of slots, in one BatchGetItem, and returns
@@ -148,14 +100,9 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 	}
 	ended := map[string]bool{}
 	var sessions []item.Session
-	var voided []string
 	for _, av := range items {
-		switch attrS(av, item.AttrKind) {
-		case item.KindEnded:
+		if attrS(av, item.AttrKind) == item.KindEnded {
 			ended[c.store.sessionPKOfEnd(av)] = true
-			continue
-		case item.KindVoid:
-			voided = append(voided, attrS(av, c.store.PartitionKey))
 			continue
 		}
 		if s, ok := c.store.decodeSession(ctx, av); ok {
@@ -163,9 +110,6 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 		}
 	}
 	live, found = map[string]item.Session{}, map[string]bool{}
-	for _, pk := range voided {
-		found[pk] = true // and dead: its session can never be written
-	}
 	for _, s := range sessions {
 		found[s.SessionPK] = true
 		if c.life.live(s, now) && c.revoked(s, version, ended[s.SessionPK]) == "" {

@@ -242,8 +242,19 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		return signedIn{}, err
 	}
 	s, reauth := c.newSignedIn(r, in, rev, ended, now)
-	token, err := c.create(ctx, in.user, rev, s, ended, now)
-	if err != nil {
+	token := item.NewToken()
+	sessionPK := c.store.SessionPK(token)
+	var evicted []item.Session
+	if c.limit.max > 0 {
+		if evicted, err = c.claim(ctx, in.user, rev, sessionPK, s, ended, now); err != nil {
+			if errors.Is(err, ErrTooManySessions) {
+				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
+			}
+			return signedIn{}, err
+		}
+	}
+	indexTTL := s.CreatedAt.Add(c.life.absolute)
+	if err := c.store.createSession(ctx, sessionPK, s, indexTTL, func() error { return c.evict(ctx, evicted) }, c.timeout); err != nil {
 		return signedIn{}, err
 	}
 	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
@@ -251,36 +262,6 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
 	}
 	return signedIn{token: token, session: s, now: now}, nil
-}
-
-// create writes session s under a new token, which it returns; under a
-// session limit, in a slot it claims first. A racing login that found the
-// slot without its session may void the session's key before s is
-// written (see claim): then s takes a new token and claims again.
-func (c *core) create(ctx context.Context, user UserKey, rev revocation, s item.Session, ended []item.Session, now time.Time) (string, error) {
-	indexTTL := s.CreatedAt.Add(c.life.absolute)
-	for attempt := 1; ; attempt++ {
-		token := item.NewToken()
-		sessionPK := c.store.SessionPK(token)
-		var evicted []item.Session
-		if c.limit.max > 0 {
-			var err error
-			if evicted, err = c.claim(ctx, user, rev, sessionPK, s, ended, now); err != nil {
-				if errors.Is(err, ErrTooManySessions) {
-					c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: user})
-				}
-				return "", err
-			}
-		}
-		err := c.store.createSession(ctx, sessionPK, s, indexTTL, func() error { return c.evict(ctx, evicted) }, c.timeout)
-		if err == nil || c.limit.max == 0 || !errors.Is(err, errTaken) || attempt == 10 {
-			return token, err
-		}
-		// Voided: the slots item changed since rev.slots; read it again.
-		if rev.slots, err = c.readSlots(ctx, user); err != nil {
-			return "", fmt.Errorf("take a session slot: %w", err)
-		}
-	}
 }
 
 // prove reads the user of in into in.out, with the user's revocation state,
