@@ -207,7 +207,7 @@ func attrS(av map[string]types.AttributeValue, name string) string {
 // decodeSession decodes a session item read from the table; false for none,
 // or one in a format this release cannot read, which is logged.
 func (st *store) decodeSession(ctx context.Context, av map[string]types.AttributeValue) (item.Session, bool) {
-	if av == nil {
+	if av == nil || attrS(av, item.AttrKind) == item.KindVoid { // a void is no session
 		return item.Session{}, false
 	}
 	s, err := st.Decode(av, item.KindSession)
@@ -427,7 +427,7 @@ func (st *store) readSession(ctx context.Context, sessionPK string) (s item.Sess
 	if err != nil {
 		return s, false, err
 	}
-	if av == nil {
+	if av == nil || attrS(av, item.AttrKind) == item.KindVoid { // a void stays
 		return s, false, nil
 	}
 	if s, present = st.decodeSession(ctx, av); !present {

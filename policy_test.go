@@ -17,6 +17,7 @@ import (
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/dbsc/dbsctest"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // policyDoc documents the least-privilege policy of each feature set: the
@@ -69,6 +70,16 @@ func updateOf(sk string) func(ddbtest.FrontCall) bool {
 			Key struct{ SK struct{ S string } }
 		}
 		return c.Action == "dynamodb:UpdateItem" && json.Unmarshal(c.Body, &in) == nil && in.Key.SK.S == sk
+	}
+}
+
+// putOf matches a PutItem of an item of kind.
+func putOf(kind string) func(ddbtest.FrontCall) bool {
+	return func(c ddbtest.FrontCall) bool {
+		var in struct {
+			Item struct{ Kind struct{ S string } }
+		}
+		return c.Action == "dynamodb:PutItem" && json.Unmarshal(c.Body, &in) == nil && in.Item.Kind.S == kind
 	}
 }
 
@@ -213,6 +224,39 @@ var policyFeatures = []struct {
 		}
 		if list := admin.mustList(alice); len(list) != 1 {
 			t.Errorf("%d sessions live, want 1", len(list))
+		}
+		// A login that took the slot and has yet to write its session, and
+		// a racing login that finds the slot without it: the racer takes
+		// the slot and voids the session's key, so the first login's write
+		// fails, and its session is as good as evicted.
+		p.pauseAt(putOf(item.KindSession), func() { racer = e.login(alice) })
+		first := e.login(alice)
+		if admin.status(first) != http.StatusUnauthorized || admin.status(racer) != http.StatusOK {
+			t.Error("of a login on its way and a racing one that took its slot, the first's session lives")
+		}
+		if list := admin.mustList(alice); len(list) != 1 {
+			t.Errorf("after a login on its way: %d sessions live, want 1", len(list))
+		}
+		// The same, but the first login's session is written after the
+		// racer read the slots and before its void: the racer ends it.
+		reached, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		p.pauseAt(putOf(item.KindSession), func() {
+			p.pauseAt(putOf(item.KindVoid), func() { close(reached); <-release })
+			go func() { defer close(done); racer = e.login(alice) }()
+			select {
+			case <-reached:
+			case <-done: // it wrote no void
+			}
+		})
+		first = e.login(alice)
+		p.pauseAt(nil, nil)
+		close(release)
+		<-done
+		if admin.status(first) != http.StatusUnauthorized || admin.status(racer) != http.StatusOK {
+			t.Error("a session written before its void lives beside the login that took its slot")
+		}
+		if list := admin.mustList(alice); len(list) != 1 {
+			t.Errorf("after a session written before its void: %d sessions live, want 1", len(list))
 		}
 	}},
 	{"two-step", func(p *policyRun) {

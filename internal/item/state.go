@@ -36,6 +36,11 @@ import (
 //     revocation  pk: the user's index partition  sk: REVOKED  kind "session-revocation"  gen N
 //     end record  pk: the session's               sk: ENDED    kind "session-ended"       sid S, TTL
 //     slots       pk: the user's index partition  sk: SLOTS    kind "session-slots"       slots B, rev N
+//     void        pk: the session's               sk: the session's  kind "session-void"   TTL
+//
+// A void stands under the key of a session whose slot a racing login took
+// before the session was written: the session's write, which must find its
+// key free, then fails, so that no session outlives its slot.
 //
 // In a hash-only table an end record's partition key is the session's and
 // "#ENDED" (no session's partition key ends so), and there are no slots.
@@ -43,6 +48,7 @@ const (
 	KindRevocation = "session-revocation"
 	KindEnded      = "session-ended"
 	KindSlots      = "session-slots"
+	KindVoid       = "session-void"
 	revocationSort = "REVOKED"
 	endedSort      = "ENDED"
 	slotsSort      = "SLOTS"
@@ -116,6 +122,16 @@ func DecodeEnd(av map[string]types.AttributeValue) (bool, error) {
 		return false, nil
 	}
 	return true, checkKind(av, KindEnded)
+}
+
+// EncodeVoid is the void under the key of the session under sessionPK,
+// kept until until, when TTL removes it.
+func (l *Layout) EncodeVoid(sessionPK string, until time.Time) map[string]types.AttributeValue {
+	av := l.SessionKey(sessionPK)
+	av[AttrVersion] = Num(Version)
+	av[AttrKind] = Str(KindVoid)
+	av[l.TTLAttribute] = Num(until.Unix())
+	return av
 }
 
 // SlotsKey addresses a user's slots item.
