@@ -71,7 +71,7 @@ Example:
 }
 
 // Kinds that the sweep deletes, by the kind attribute's value.
-var sweptKinds = []string{item.KindSession, item.KindIndex, item.KindEnded, item.KindTry, item.KindSCS, item.KindSCSDestroyed}
+var sweptKinds = []string{item.KindSession, item.KindIndex, item.KindEnded, item.KindTry, item.KindVoid, item.KindSCS, item.KindSCSDestroyed}
 
 // sweepReport is the sweep's summary.
 type sweepReport struct {
@@ -209,7 +209,8 @@ type sweepable struct {
 // items of scs, and reports whether it is an item of a kind the sweep
 // deletes, under the key that its kind has: a session item under the
 // session prefix, an index item under its user's index partition and ID,
-// an end record or a try's record beside its session, an scs item or
+// an end record or a try's record beside its session, a void under a
+// session's key, an scs item or
 // tombstone under the scs prefix.
 func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.AttributeValue) (sweepable, bool) {
 	pk, _ := av[l.PartitionKey].(*types.AttributeValueMemberS)
@@ -253,6 +254,15 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 			return sweepable{}, false
 		}
 		key, expires = l.TryKey(session, n), ttl
+	case item.KindVoid:
+		// A session limit's void has no decoder either: the session's key,
+		// the version, the kind and the expiry.
+		ttl, ok := expiry(l, av)
+		key = l.SessionKey(pk.Value)
+		if !ok || !isVersion(av, item.Version) || !strings.HasPrefix(pk.Value, l.SessionPrefix) || itemKey(l, av) != itemKey(l, key) {
+			return sweepable{}, false
+		}
+		expires = ttl
 	case item.KindSCS:
 		s, err := scs.Decode(av)
 		if err != nil || !strings.HasPrefix(pk.Value, scs.Prefix) {
@@ -384,9 +394,9 @@ func printSweep(e *env, r sweepReport) {
 	writeFields(e.stdout,
 		"scanned", thousands(r.Scanned),
 		"expired", thousands(r.Expired),
-		"deleted", fmt.Sprintf("%s (sessions %s, index items %s, end records %s, login tries %s, scs sessions %s, scs tombstones %s)", thousands(r.Deleted),
+		"deleted", fmt.Sprintf("%s (sessions %s, index items %s, end records %s, login tries %s, voids %s, scs sessions %s, scs tombstones %s)", thousands(r.Deleted),
 			thousands(r.DeletedByKind[item.KindSession]), thousands(r.DeletedByKind[item.KindIndex]),
-			thousands(r.DeletedByKind[item.KindEnded]), thousands(r.DeletedByKind[item.KindTry]),
+			thousands(r.DeletedByKind[item.KindEnded]), thousands(r.DeletedByKind[item.KindTry]), thousands(r.DeletedByKind[item.KindVoid]),
 			thousands(r.DeletedByKind[item.KindSCS]), thousands(r.DeletedByKind[item.KindSCSDestroyed])),
 		"kept", thousands(r.Kept)+" (changed since the scan read them)",
 		"read units", units(r.ReadUnits),

@@ -68,6 +68,10 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	ended := layout.EncodeEnd(layout.SessionPK(item.NewToken()), item.NewID(now), now.Add(-time.Hour))
 	f.put(ended)
 	swept = append(swept, keyString(ended))
+	// A session limit's void, past any write of its session.
+	void := layout.EncodeVoid(layout.SessionPK(item.NewToken()), now.Add(-time.Hour))
+	f.put(void)
+	swept = append(swept, keyString(void))
 	// Expired within -grace: left for the next sweep.
 	f.expiredSession(bob, now.Add(-time.Minute), curl)
 	f.scsItem(now.Add(time.Hour), false)
@@ -127,6 +131,7 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	f.put(misplacedEnd)
 	misplacedTry := layout.EncodeTry("ORDER#5", 1, now.Add(-time.Hour))
 	f.put(misplacedTry)
+	f.put(layout.EncodeVoid("ORDER#6", now.Add(-time.Hour)))
 	oddTry := layout.EncodeTry(layout.SessionPK(item.NewToken()), 1, now.Add(-time.Hour))
 	oddTry["sk"] = item.Str("TRY#one")
 	f.put(oddTry)
@@ -138,9 +143,9 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	decode(t, stdout, &got)
 	want := sweepReport{
 		Table: f.table, ExpiredBefore: time.Unix(now.Add(-5*time.Minute).Unix()+1, 0).UTC(),
-		Scanned: int64(len(before)), Expired: 7, Deleted: 7,
-		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindEnded: 1, item.KindTry: 0, item.KindSCS: 1, item.KindSCSDestroyed: 1},
-		WriteUnits:    7,
+		Scanned: int64(len(before)), Expired: 8, Deleted: 8,
+		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindEnded: 1, item.KindTry: 0, item.KindVoid: 1, item.KindSCS: 1, item.KindSCSDestroyed: 1},
+		WriteUnits:    8,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(sweepReport{}, "ReadUnits")); diff != "" {
 		t.Errorf("sweep -json (-want +got):\n%s", diff)
@@ -385,7 +390,7 @@ func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
 		wantCode(t, code, exitOK, stdout, stderr)
 		var got sweepReport
 		decode(t, stdout, &got)
-		byKind := map[string]int64{item.KindSession: tc.sessions, item.KindIndex: 0, item.KindEnded: 0, item.KindTry: tc.tries, item.KindSCS: 0, item.KindSCSDestroyed: 0}
+		byKind := map[string]int64{item.KindSession: tc.sessions, item.KindIndex: 0, item.KindEnded: 0, item.KindTry: tc.tries, item.KindVoid: 0, item.KindSCS: 0, item.KindSCSDestroyed: 0}
 		deleted := tc.sessions + tc.tries
 		if got.Expired != deleted || got.Deleted != deleted || got.Kept != 0 || !maps.Equal(got.DeletedByKind, byKind) {
 			t.Errorf("sweep %v on: %+v; want %d pending session items and %d tries' records deleted", tc.after, got, tc.sessions, tc.tries)
@@ -418,7 +423,7 @@ func TestSweepProgress(t *testing.T) {
 	if strings.Count(stderr, "\rsweep [") < 3 || !strings.Contains(stderr, "100%") || !strings.HasSuffix(strings.TrimRight(stderr, " \n"), "12 deleted") {
 		t.Errorf("no progress bar on a terminal:\n%q", stderr)
 	}
-	for _, want := range []string{"scanned      13", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
+	for _, want := range []string{"scanned      13", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, voids 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the summary does not say %q:\n%s", want, stdout)
 		}
