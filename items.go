@@ -467,6 +467,49 @@ func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Sessio
 	return deleted, found, nil
 }
 
+// voidSession puts a void (see item.EncodeVoid) over session s's item, or
+// where no item is, kept until until, and deletes its index item as
+// deleteSession does. It returns the session item as the void found it, or
+// false if it found none. Unlike a delete, the void stops a write of the
+// session still on its way, which needs the key free: a login's whose slot
+// a session limit took, or the SDK's retry of one whose answer was lost.
+// s may be known by its key alone (SessionPK).
+func (st *store) voidSession(ctx context.Context, s item.Session, until time.Time) (item.Session, bool, error) {
+	var out *dynamodb.PutItemOutput
+	err := retryConflicts(ctx, func() (err error) {
+		out, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 &st.table,
+			Item:                      st.EncodeVoid(s.SessionPK, until),
+			ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #kind = :session"),
+			ExpressionAttributeNames:  map[string]string{"#pk": st.PartitionKey, "#kind": item.AttrKind},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":session": item.Str(item.KindSession)},
+			ReturnValues:              types.ReturnValueAllOld,
+		})
+		return err
+	})
+	// Refused: a void is there already (this one's, its answer lost), or
+	// an item that is no session.
+	refused, err := st.failed(err)
+	if err != nil {
+		return item.Session{}, false, err
+	}
+	var voided item.Session
+	found := false
+	if !refused {
+		voided, err = st.Decode(out.Attributes, item.KindSession)
+		found = err == nil
+	}
+	if s.ID == "" && found {
+		s = voided
+	}
+	if s.ID != "" && !s.Pending {
+		if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
+		}
+	}
+	return voided, found, nil
+}
+
 // deleteIndex deletes session s's index item, where nothing else is left
 // of the session.
 func (st *store) deleteIndex(ctx context.Context, s item.Session) error {

@@ -17,42 +17,36 @@ import (
 // a slot in the user's slots item, ending the oldest session or refusing
 // when none is free; the session it ends is gone before the new one exists.
 
-// room is what a claim frees for its session: the live sessions it ends,
-// and the keys of the sessions of logins on their way whose slots it took.
-type room struct {
-	evicted []item.Session
-	voided  []string
-}
-
 // claim gives session s, about to be created for user under sessionPK, a
 // slot among those the limit counts, in the slots item that the login read
-// with the user (rev.slots), and returns the room it made, which the caller
-// frees (evict) before it writes s. ended are the sessions the login has
-// just ended, whose slots are free; so is a slot whose session is gone,
-// expired or revoked, which the claim reads when the slots are full. The
-// write is conditional on the slots being as read, so two racing logins
-// never both take the last slot: the loser reads the item again and
-// decides anew.
+// with the user (rev.slots), and returns the sessions it ended to make
+// room, which the caller ends (evict) before it writes s. ended are the
+// sessions the login has just ended, whose slots are free; so is a slot
+// whose session is gone, expired or revoked, which the claim reads when
+// the slots are full. The write is conditional on the slots being as read,
+// so two racing logins never both take the last slot: the loser reads the
+// item again and decides anew, unless its own slot is there, when its
+// write was made and its answer lost.
 //
 // At the limit the oldest slots go, live or not: a young slot without its
 // session is a login on its way (or a session that ended soon after it
-// began, which looks the same), and its session's key gets a void, which
-// its write, made only where no item is, cannot overwrite. That login has
-// been overtaken (see overtaken): no session outlives its slot.
-func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (room, error) {
+// began, which looks the same), returned as a session known by its key
+// alone, whose write evict stops (see overtaken). No session outlives its
+// slot.
+func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
 	l := c.limit
 	slots := rev.slots
 	for attempt := 1; ; attempt++ {
 		taken := slices.DeleteFunc(slices.Clone(slots.List), func(slot item.Slot) bool {
 			return slices.ContainsFunc(ended, func(e item.Session) bool { return e.SessionPK == slot.SessionPK })
 		})
-		var made room
+		evicted = evicted[:0]
 		if len(taken) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
 			// a Revoke, an expiry, a RevokeAll): those give their slots up.
 			live, found, err := c.liveSlots(ctx, taken, rev.version, now)
 			if err != nil {
-				return room{}, err
+				return nil, err
 			}
 			taken = slices.DeleteFunc(taken, func(slot item.Slot) bool {
 				if _, ok := live[slot.SessionPK]; ok {
@@ -63,37 +57,39 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 				return found[slot.SessionPK] || now.Sub(slot.Created) > c.onItsWay
 			})
 			if len(taken) >= l.max && l.refuse {
-				return room{}, ErrTooManySessions
+				return nil, ErrTooManySessions
 			}
-			n := max(len(taken)-l.max+1, 0)
-			for _, slot := range taken[:n] { // oldest first
-				if e, ok := live[slot.SessionPK]; ok {
-					made.evicted = append(made.evicted, e)
-				} else {
-					made.voided = append(made.voided, slot.SessionPK)
+			for _, slot := range taken[:max(len(taken)-l.max+1, 0)] { // oldest first
+				e, ok := live[slot.SessionPK]
+				if !ok {
+					e = item.Session{SessionPK: slot.SessionPK}
 				}
+				evicted = append(evicted, e)
 			}
-			taken = taken[n:]
+			taken = taken[max(len(taken)-l.max+1, 0):]
 		}
 		w, err := c.store.ClaimSlots(slots, append(taken, item.Slot{SessionPK: sessionPK, Created: s.CreatedAt}))
 		if err != nil {
-			return room{}, err
+			return nil, err
 		}
 		lost, err := c.store.update(ctx, c.store.SlotsKey(user.PK, user.SK), w)
 		switch {
 		case err != nil:
-			return room{}, fmt.Errorf("take a session slot: %w", err)
+			return nil, fmt.Errorf("take a session slot: %w", err)
 		case !lost:
-			return made, nil
+			return evicted, nil
 		case attempt == 10:
-			return room{}, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
+			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
 		av, err := c.store.get(ctx, c.store.SlotsKey(user.PK, user.SK))
 		if err == nil {
 			slots, err = c.store.DecodeSlots(av)
 		}
 		if err != nil {
-			return room{}, fmt.Errorf("take a session slot: %w", err)
+			return nil, fmt.Errorf("take a session slot: %w", err)
+		}
+		if slices.ContainsFunc(slots.List, func(slot item.Slot) bool { return slot.SessionPK == sessionPK }) {
+			return evicted, nil // this attempt's write, whose answer was lost
 		}
 	}
 }
@@ -136,27 +132,36 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 }
 
 // evict ends the sessions that a claim took the slots of, before the
-// session that took them is written: it deletes the live ones, and in MREC
-// records their ends, so that no Region's refresh brings them back; it
-// writes the voids, and a session that got written before its void did is
-// ended as a live one. All of it runs beside the new session's index
-// write, at no round trip of its own.
-func (c *core) evict(ctx context.Context, made room) error {
-	errs := make([]error, len(made.evicted)+len(made.voided))
+// session that took them is written: in MREC it records their ends, so
+// that no Region's refresh brings them back, and it puts a void over each
+// (see store.voidSession), which also stops the write of a session still
+// on its way, a login's or its retry's. Their writes run beside the new
+// session's index write, at no round trip of their own.
+func (c *core) evict(ctx context.Context, evicted []item.Session) error {
+	// A write on its way comes within onItsWay of its slot, which is at
+	// most onItsWay old by any instance's clock.
+	until := c.now().Add(2 * c.onItsWay)
+	errs := make([]error, len(evicted))
 	var wg sync.WaitGroup
-	for i, e := range made.evicted {
+	for i, e := range evicted {
 		wg.Go(func() {
 			if errs[i] = c.recordEnd(ctx, e); errs[i] != nil {
 				return
 			}
-			if _, _, errs[i] = c.store.deleteSession(ctx, e); errs[i] == nil {
-				c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
+			s, found, err := c.store.voidSession(ctx, e, until)
+			switch {
+			case err != nil:
+				errs[i] = err
+				return
+			case e.ID == "" && found: // a login's on its way, written after all
+				if errs[i] = c.recordEnd(ctx, s); errs[i] != nil {
+					return
+				}
+				e = s
+			case e.ID == "":
+				return
 			}
-		})
-	}
-	for i, sessionPK := range made.voided {
-		wg.Go(func() {
-			errs[len(made.evicted)+i] = c.void(ctx, sessionPK)
+			c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
 		})
 	}
 	wg.Wait()
@@ -166,25 +171,10 @@ func (c *core) evict(ctx context.Context, made room) error {
 	return nil
 }
 
-// void writes a void under the key of the session under sessionPK, whose
-// login is on its way; or, if the session got there first, ends it.
-func (c *core) void(ctx context.Context, sessionPK string) error {
-	until := c.now().Add(c.life.absolute) // past any write of the login's
-	taken, err := c.store.putNew(ctx, c.store.EncodeVoid(sessionPK, until))
-	if err != nil || !taken {
-		return err
-	}
-	s, found, err := c.endSession(ctx, sessionPK, item.Session{})
-	if found {
-		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: s.ID, User: userOf(s), Reason: ReasonSessionLimit})
-	}
-	return err
-}
-
 // overtaken reports whether err, from writing the session under sessionPK,
-// means that a racing login took its slot first and voided its key (see
-// claim). The login then ends as if its session had been written and
-// evicted at once, which is what a moment's difference in timing would
+// means that a racing login took its slot first and put a void under its
+// key (see claim). The login then ends as if its session had been written
+// and evicted at once, which is what a moment's difference in timing would
 // have done: its token is refused from its first request.
 func (c *core) overtaken(ctx context.Context, sessionPK string, err error) bool {
 	if c.limit.max == 0 || !errors.Is(err, errTaken) {

@@ -244,9 +244,9 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	s, reauth := c.newSignedIn(r, in, rev, ended, now)
 	token := item.NewToken()
 	sessionPK := c.store.SessionPK(token)
-	var made room
+	var evicted []item.Session
 	if c.limit.max > 0 {
-		if made, err = c.claim(ctx, in.user, rev, sessionPK, s, ended, now); err != nil {
+		if evicted, err = c.claim(ctx, in.user, rev, sessionPK, s, ended, now); err != nil {
 			if errors.Is(err, ErrTooManySessions) {
 				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
 			}
@@ -254,17 +254,17 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		}
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
-	err = c.store.createSession(ctx, sessionPK, s, indexTTL, func() error { return c.evict(ctx, made) }, c.timeout)
+	err = c.store.createSession(ctx, sessionPK, s, indexTTL, func() error { return c.evict(ctx, evicted) }, c.timeout)
 	overtaken := c.overtaken(ctx, sessionPK, err)
 	if err != nil && !overtaken {
 		return signedIn{}, err
 	}
 	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
-	if overtaken {
-		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: s.ID, User: in.user, Reason: ReasonSessionLimit})
-	}
 	if reauth {
 		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
+	}
+	if overtaken {
+		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: s.ID, User: in.user, Reason: ReasonSessionLimit})
 	}
 	return signedIn{token: token, session: s, now: now}, nil
 }

@@ -30,17 +30,19 @@ import (
 //
 //   - the slots item lists the sessions that a session limit counts, in the
 //     order they took their slots, for the next login to count them. No
-//     request reads it: a session the limit ends is deleted (and in MREC
-//     gets its end record) before the session that took its place exists.
+//     request reads it: a session the limit ends gets a void over it (and
+//     in MREC its end record) before the session that took its place
+//     exists.
 //
 //     revocation  pk: the user's index partition  sk: REVOKED  kind "session-revocation"  gen N
 //     end record  pk: the session's               sk: ENDED    kind "session-ended"       sid S, TTL
 //     slots       pk: the user's index partition  sk: SLOTS    kind "session-slots"       slots B, rev N
 //     void        pk: the session's               sk: the session's  kind "session-void"   TTL
 //
-// A void stands under the key of a session whose slot a racing login took
-// before the session was written: the session's write, which must find its
-// key free, then fails, so that no session outlives its slot.
+// A void stands, briefly, under the key of a session whose slot a login
+// took: over the session, or before it was written, when the session's
+// write (or the SDK's retry of one), which must find its key free, fails;
+// so no session outlives its slot.
 //
 // In a hash-only table an end record's partition key is the session's and
 // "#ENDED" (no session's partition key ends so), and there are no slots.

@@ -17,7 +17,8 @@ type Writes struct {
 }
 
 // Refresh slides a session item's expiry from old's to next's. It is
-// conditional on the expiry old was read with, and on that expiry still
+// conditional on the item being a session (not a session limit's void
+// over it), on the expiry old was read with, and on that expiry still
 // being ahead of now: so it never revives an item that was deleted or has
 // expired meanwhile, and of concurrent writers that read the same expiry at
 // most one writes. With an expiry index, the session moves to its new
@@ -25,9 +26,10 @@ type Writes struct {
 func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
 	w := Writes{
 		Update:    "SET #ttl = :exp, #refreshed = :refreshed",
-		Condition: "attribute_exists(#pk) AND #ttl = :old AND #ttl > :now",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#refreshed": AttrRefreshedAt},
+		Condition: "attribute_exists(#pk) AND #kind = :kind AND #ttl = :old AND #ttl > :now",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#kind": AttrKind, "#ttl": l.TTLAttribute, "#refreshed": AttrRefreshedAt},
 		Values: map[string]types.AttributeValue{
+			":kind":      Str(KindSession),
 			":exp":       Num(next.ExpiresAt.Unix()),
 			":refreshed": Num(next.RefreshedAt.UnixMilli()),
 			":old":       Num(old.ExpiresAt.Unix()),
@@ -142,8 +144,8 @@ func (l *Layout) SetChallenge(id string, next Challenge, now time.Time) Writes {
 const MaxData = 2048
 
 // SetData writes a session's data (REMOVE for "") and its new revision
-// next, on the condition that the item is there, unexpired at now, and its
-// data revision is still rev, as read: a write never brings an ended
+// next, on the condition that the item is a session (not a void over
+// it), unexpired at now, and its data revision is still rev, as read: a write never brings an ended
 // session back, and of two writers that read the same revision one writes,
 // and the other reads again. Revisions are random, not counted, so that a
 // writer whose answer was lost knows its own write by it: two writers may
@@ -151,9 +153,9 @@ const MaxData = 2048
 func (l *Layout) SetData(data string, rev, next int64, now time.Time) Writes {
 	w := Writes{
 		Update:    "SET #data = :data, #rev = :next",
-		Condition: "attribute_exists(#pk) AND #ttl > :now AND ",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#data": AttrAppData, "#rev": AttrDataRev},
-		Values:    map[string]types.AttributeValue{":next": Num(next), ":now": Num(now.Unix()), ":rev": Num(rev)},
+		Condition: "attribute_exists(#pk) AND #kind = :kind AND #ttl > :now AND ",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#kind": AttrKind, "#ttl": l.TTLAttribute, "#data": AttrAppData, "#rev": AttrDataRev},
+		Values:    map[string]types.AttributeValue{":kind": Str(KindSession), ":next": Num(next), ":now": Num(now.Unix()), ":rev": Num(rev)},
 	}
 	if data == "" {
 		w.Update = "REMOVE #data SET #rev = :next"

@@ -1,0 +1,150 @@
+package ddbsession_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// The session limit's voids under lost answers and late writes; its plain
+// races are TestDocumentedPolicies/session-limit's, with the least
+// privilege, and TestSessionLimitRacingLogins's.
+
+// putKind is the kind of the item a PutItem input writes, or "".
+func putKind(in any) string {
+	p, ok := in.(*dynamodb.PutItemInput)
+	if !ok {
+		return ""
+	}
+	s, _ := p.Item[item.AttrKind].(*types.AttributeValueMemberS)
+	if s == nil {
+		return ""
+	}
+	return s.Value
+}
+
+// A login at the limit whose slots write is made, its answer lost, and the
+// SDK's retry refused by that very write: the claim, reading the slots
+// again, finds its own slot there and keeps what it decided. Before, it
+// took its own young slot for a login on its way and voided its own key,
+// forgetting to end the session it had taken the slot of.
+func TestSessionLimitLostSlotsAnswer(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
+	alice := e.putUser("alice")
+	old := e.login(alice)
+	answerApplied(p, "UpdateItem", 1, func(in any) bool {
+		sk, _ := in.(*dynamodb.UpdateItemInput).Key["sk"].(*types.AttributeValueMemberS)
+		return sk != nil && sk.Value == "SLOTS"
+	}, &types.ConditionalCheckFailedException{Message: aws.String("the retry met its own write")})
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.after = nil
+	if got := e.status(sessionCookie(t, w.Result(), cookieName)); got != http.StatusOK {
+		t.Errorf("the login whose slots answer was lost: status %d, want 200", got)
+	}
+	if got := e.status(old); got != http.StatusUnauthorized {
+		t.Errorf("the session it took the slot of: status %d, want 401", got)
+	}
+}
+
+// A login on its way whose session write is made, its answer lost, while a
+// racing login takes its slot; the racer's void finds the session and ends
+// it, and then the SDK's retry of the write comes. Before, the racer
+// deleted the session, the retry found the key free and wrote it again:
+// two sessions alive under a limit of 1, one of them missing from List.
+// The void stays under the key, and the retry fails on it.
+func TestSessionLimitVoidStopsARetriedWrite(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
+	alice := e.putUser("alice")
+	aAtPut, bAtVoid, aApplied, bDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var aOnce, bOnce sync.Once
+	var retried atomic.Bool
+	p.before = func(_ context.Context, _ string, in any) {
+		switch putKind(in) {
+		case item.KindSession: // A's write waits for B to reach its void
+			aOnce.Do(func() { close(aAtPut); <-bAtVoid })
+		case item.KindVoid: // and B's void for A's write
+			bOnce.Do(func() { close(bAtVoid); <-aApplied })
+		}
+	}
+	p.after = func(ctx context.Context, _ string, in, _ any, err error) error {
+		if putKind(in) != item.KindSession || err != nil || !retried.CompareAndSwap(false, true) {
+			return nil
+		}
+		close(aApplied) // A's write is made; its answer is lost
+		<-bDone         // while the SDK backs off, B's login ends
+		_, err = p.next.PutItem(ctx, in.(*dynamodb.PutItemInput))
+		return err // the retry's answer
+	}
+	var a, b *http.Cookie
+	var aErr error
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		w := newRecorder()
+		if aErr = e.m.Login(w, newRequest(), alice, nil); aErr == nil {
+			a = sessionCookie(t, w.Result(), cookieName)
+		}
+	}()
+	<-aAtPut
+	go func() { defer close(bDone); b = e.login(alice) }()
+	<-aDone
+	<-bDone
+	p.before, p.after = nil, nil
+	if !retried.Load() {
+		t.Fatal("the staged race did not run")
+	}
+	if aErr != nil {
+		t.Fatalf("the overtaken login: %v", aErr)
+	}
+	if got := e.status(a); got != http.StatusUnauthorized {
+		t.Errorf("the overtaken login's session: status %d, want 401", got)
+	}
+	if got := e.status(b); got != http.StatusOK {
+		t.Errorf("the racer's session: status %d, want 200", got)
+	}
+	if list := e.mustList(alice); len(list) != 1 {
+		t.Errorf("List shows %d sessions, 1 is alive", len(list))
+	}
+}
+
+// A session logged out soon after its login, whose young slot a login at
+// the limit then takes and voids, and a request that read the session
+// before the Logout writes data: ErrNoSession, and nothing lands in the
+// void. Before, the data write's condition held on the void.
+func TestSessionDataNeverLandsInAVoid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
+	alice := e.putUser("alice")
+	s := e.login(alice)
+	e.inRequest(s, func(ctx context.Context) {
+		if err := e.m.Logout(newRecorder(), newRequest(s)); err != nil {
+			t.Fatal(err)
+		}
+		e.login(alice) // the slots hold s's, young, without its session: voided
+		if len(e.itemsOf(item.KindVoid, "")) != 1 {
+			t.Fatal("the login at the limit wrote no void")
+		}
+		err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return map[string]string{"secret": "x"}, nil })
+		if !errors.Is(err, ddbsession.ErrNoSession) {
+			t.Errorf("UpdateData of an ended session over its void: %v, want ErrNoSession; voids: %v", err, itemsText(e.itemsOf(item.KindVoid, "")))
+		}
+	})
+}
