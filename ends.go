@@ -99,13 +99,19 @@ func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Re
 // about to be: a refresh of it in another Region that had not seen the
 // delete yet writes the item back, whole, and would win. The record lasts
 // as long as such a copy could live: an idle timeout from now, at most the
-// absolute lifetime, and a minute more for the replication.
+// absolute lifetime, and a minute more for the replication. s may be a
+// login's on its way, known by its key alone (a session limit's eviction),
+// created about now.
 func (c *core) recordEnd(ctx context.Context, s item.Session) error {
-	if !c.users.mrec || s.ID == "" {
+	if !c.users.mrec || s.SessionPK == "" {
 		return nil
 	}
-	until := c.now().Add(c.life.idle)
-	if limit := s.CreatedAt.Add(c.life.absolute); limit.Before(until) {
+	now := c.now()
+	until, created := now.Add(c.life.idle), s.CreatedAt
+	if created.IsZero() {
+		created = now
+	}
+	if limit := created.Add(c.life.absolute); limit.Before(until) {
 		until = limit
 	}
 	return c.store.putEnd(ctx, s, until.Add(time.Minute))

@@ -48,7 +48,7 @@ const (
 	EventPending              EventKind = "pending"                 // BeginLogin: a first factor passed, the second awaited
 	EventSecondFactorFailed   EventKind = "second-factor-failed"    // CompleteLogin's verify refused; the pending session ends after five
 	EventStepUp               EventKind = "step-up"                 // RequireAuthentication sent a request to re-authenticate
-	EventEvicted              EventKind = "evicted"                 // Limits.MaxSessions ended the oldest session to make room
+	EventEvicted              EventKind = "evicted"                 // Limits.MaxSessions ended the oldest session to make room (twice, rarely, when a login's answer was lost)
 	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Limits.MaxSessions sessions (RefuseAtMaxSessions)
 )
 

@@ -33,14 +33,17 @@ import (
 // began, which looks the same), returned as a session known by its key
 // alone, whose write evict stops (see overtaken). No session outlives its
 // slot.
-func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (evicted []item.Session, err error) {
+func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) ([]item.Session, error) {
 	l := c.limit
 	slots := rev.slots
+	// The sessions that this login's earlier writes took the slots of:
+	// refused, or made with their answers lost, which cannot be told apart.
+	var picked []item.Session
 	for attempt := 1; ; attempt++ {
 		taken := slices.DeleteFunc(slices.Clone(slots.List), func(slot item.Slot) bool {
 			return slices.ContainsFunc(ended, func(e item.Session) bool { return e.SessionPK == slot.SessionPK })
 		})
-		evicted = evicted[:0]
+		var evicted []item.Session
 		if len(taken) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
 			// a Revoke, an expiry, a RevokeAll): those give their slots up.
@@ -77,21 +80,59 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		case err != nil:
 			return nil, fmt.Errorf("take a session slot: %w", err)
 		case !lost:
-			return evicted, nil
+			return append(evicted, gone(picked, slots.List)...), nil
 		case attempt == 10:
 			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
-		av, err := c.store.get(ctx, c.store.SlotsKey(user.PK, user.SK))
-		if err == nil {
-			slots, err = c.store.DecodeSlots(av)
-		}
-		if err != nil {
+		picked = append(picked, evicted...)
+		var overtaken bool
+		if slots, overtaken, err = c.readSlots(ctx, user, sessionPK); err != nil {
 			return nil, fmt.Errorf("take a session slot: %w", err)
 		}
-		if slices.ContainsFunc(slots.List, func(slot item.Slot) bool { return slot.SessionPK == sessionPK }) {
-			return evicted, nil // this attempt's write, whose answer was lost
+		if overtaken || slices.ContainsFunc(slots.List, func(slot item.Slot) bool { return slot.SessionPK == sessionPK }) {
+			// This attempt's write was made, its answer lost; and maybe a
+			// racing login has taken the slot it made since.
+			return gone(picked, slots.List), nil
 		}
 	}
+}
+
+// gone returns, once each, those of picked whose slots are not among
+// slots: a write took them, maybe one of this login's whose answer was
+// lost, so they must end. Ending a session that another login ended too is
+// harmless; one still in its slot is left alone.
+func gone(picked []item.Session, slots []item.Slot) []item.Session {
+	var out []item.Session
+	for _, p := range picked {
+		if !slices.ContainsFunc(slots, func(slot item.Slot) bool { return slot.SessionPK == p.SessionPK }) &&
+			!slices.ContainsFunc(out, func(o item.Session) bool { return o.SessionPK == p.SessionPK }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readSlots reads user's slots item, for a claim whose write was refused,
+// and says whether a void stands under sessionPK, the key of the session
+// the login is about to write: a racing login took its slot. One
+// BatchGetItem.
+func (c *core) readSlots(ctx context.Context, user UserKey, sessionPK string) (item.Slots, bool, error) {
+	own := c.store.SessionKey(sessionPK)
+	items, err := c.store.batchGetMany(ctx, []map[string]types.AttributeValue{c.store.SlotsKey(user.PK, user.SK), own})
+	if err != nil {
+		return item.Slots{}, false, err
+	}
+	var slots map[string]types.AttributeValue
+	voided := false
+	for _, av := range items {
+		if c.store.sameKey(av, own) {
+			voided = attrS(av, item.AttrKind) == item.KindVoid
+		} else {
+			slots = av
+		}
+	}
+	decoded, err := c.store.DecodeSlots(slots)
+	return decoded, voided, err
 }
 
 // liveSlots reads the sessions of slots, in one BatchGetItem, and returns
@@ -154,9 +195,6 @@ func (c *core) evict(ctx context.Context, evicted []item.Session) error {
 				errs[i] = err
 				return
 			case e.ID == "" && found: // a login's on its way, written after all
-				if errs[i] = c.recordEnd(ctx, s); errs[i] != nil {
-					return
-				}
 				e = s
 			case e.ID == "":
 				return

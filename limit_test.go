@@ -148,3 +148,76 @@ func TestSessionDataNeverLandsInAVoid(t *testing.T) {
 		}
 	})
 }
+
+// A login at the limit whose slots write is made, its answer lost, and a
+// racing login that takes the young slot it made before the first reads
+// the slots again: the first finds its key voided, and still ends the
+// session its write took the slot of. Before, it claimed again, forgot
+// that session, and left it alive without a slot: 2 alive under a limit of
+// 1 after the next login.
+func TestSessionLimitLostSlotsAnswerThenRacer(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
+	alice := e.putUser("alice")
+	old := e.login(alice)
+	var once atomic.Bool
+	var racer *http.Cookie
+	p.after = func(_ context.Context, op string, in, _ any, err error) error {
+		u, ok := in.(*dynamodb.UpdateItemInput)
+		if !ok || err != nil {
+			return nil
+		}
+		if sk, _ := u.Key["sk"].(*types.AttributeValueMemberS); sk == nil || sk.Value != "SLOTS" || !once.CompareAndSwap(false, true) {
+			return nil
+		}
+		racer = e.login(alice) // takes the young slot before the first reads the slots again
+		return &types.ConditionalCheckFailedException{Message: aws.String("the answer of a write that was made")}
+	}
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.after = nil
+	first := sessionCookie(t, w.Result(), cookieName)
+	if got := e.status(old); got != http.StatusUnauthorized {
+		t.Errorf("the session the first login's write took the slot of: status %d, want 401", got)
+	}
+	if e.status(racer) != http.StatusOK || e.status(first) != http.StatusUnauthorized {
+		t.Error("the racer, which took the first login's slot, is not the one alive")
+	}
+	next, alive := e.login(alice), 0
+	for _, c := range []*http.Cookie{old, racer, first, next} {
+		if e.status(c) == http.StatusOK {
+			alive++
+		}
+	}
+	if alive != 1 {
+		t.Errorf("after one more login, %d alive under a limit of 1", alive)
+	}
+}
+
+// MREC: the end record of a session a login at the limit ends is written
+// even for a login on its way, whose session is known by its key alone, so
+// that no write of it in another Region outlives its slot.
+func TestSessionLimitEndsALoginOnItsWayInMREC(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions, c.Layout.MREC = 1, true })
+	alice := e.putUser("alice")
+	var once atomic.Bool
+	var racer *http.Cookie
+	p.before = func(_ context.Context, _ string, in any) {
+		if putKind(in) == item.KindSession && once.CompareAndSwap(false, true) {
+			racer = e.login(alice)
+		}
+	}
+	first := e.login(alice)
+	p.before = nil
+	if e.status(first) != http.StatusUnauthorized || e.status(racer) != http.StatusOK {
+		t.Error("of a login on its way and the racer that took its slot, the racer is not the one alive")
+	}
+	if got := len(e.itemsOf(item.KindEnded, "")); got != 1 {
+		t.Errorf("%d end records, want 1: the overtaken login's", got)
+	}
+}

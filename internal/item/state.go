@@ -108,11 +108,14 @@ func (l *Layout) EndKey(sessionPK string) map[string]types.AttributeValue {
 
 // EncodeEnd is the end record of session id, under sessionPK, kept until
 // until, when TTL removes it: as long as a copy of the session could live.
+// id is "" for a session not written yet, whose key alone is known.
 func (l *Layout) EncodeEnd(sessionPK, id string, until time.Time) map[string]types.AttributeValue {
 	av := l.EndKey(sessionPK)
 	av[AttrVersion] = Num(Version)
 	av[AttrKind] = Str(KindEnded)
-	av[AttrID] = Str(id)
+	if id != "" {
+		av[AttrID] = Str(id)
+	}
 	av[l.TTLAttribute] = Num(until.Unix())
 	return av
 }
