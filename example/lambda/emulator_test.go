@@ -304,25 +304,35 @@ func (e *environment) do(c *client, method, target string, form url.Values) resp
 
 // coldStart is the function's log line of what its Init took, with the
 // emulator's report of the Init phase's duration as Lambda bills it.
+//
+// The function's output reaches the logs through the emulator's pipe, on
+// its own time: a response can arrive before the line that the function
+// wrote before it. So this waits for the line, failing only if it never
+// comes (a minute, which no busy machine takes to copy a line).
 func (e *environment) coldStart() map[string]any {
 	e.t.Helper()
-	var found map[string]any
-	var report string
-	sc := bufio.NewScanner(strings.NewReader(e.logs.String()))
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "cold start" {
-			found = line
+	for waited, pause := time.Duration(0), time.Millisecond; ; waited, pause = waited+pause, min(2*pause, 100*time.Millisecond) {
+		var found map[string]any
+		var report string
+		sc := bufio.NewScanner(strings.NewReader(e.logs.String()))
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "cold start" {
+				found = line
+			}
+			if _, after, ok := strings.Cut(sc.Text(), "INIT REPORT(durationMs: "); ok {
+				report, _, _ = strings.Cut(after, ")")
+			}
 		}
-		if _, after, ok := strings.Cut(sc.Text(), "INIT REPORT(durationMs: "); ok {
-			report, _, _ = strings.Cut(after, ")")
+		if found != nil {
+			found["emulator_init_ms"] = report
+			return found
 		}
+		if waited > time.Minute {
+			e.t.Fatalf("no cold start line in the function's logs:\n%s", e.logs)
+		}
+		time.Sleep(pause)
 	}
-	if found == nil {
-		e.t.Fatalf("no cold start line in the function's logs:\n%s", e.logs)
-	}
-	found["emulator_init_ms"] = report
-	return found
 }
 
 func freePort(t *testing.T) string {
