@@ -33,12 +33,21 @@ import (
 // began, which looks the same), returned as a session known by its key
 // alone, whose write evict stops (see overtaken). No session outlives its
 // slot.
-func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) ([]item.Session, error) {
+func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (_ []item.Session, err error) {
 	l := c.limit
 	slots := rev.slots
-	// The sessions that this login's earlier writes took the slots of:
-	// refused, or made with their answers lost, which cannot be told apart.
+	// The sessions that this login's writes took the slots of: refused, or
+	// made with their answers lost, which cannot be told apart.
 	var picked []item.Session
+	defer func() {
+		// A write whose answer was an error may have been made: what it
+		// took the slots of must end, lest it live on without them.
+		if err != nil && len(picked) > 0 {
+			if err := c.evict(ctx, picked); err != nil {
+				c.logger.ErrorContext(ctx, "ddbsession: a failed login could not end the sessions it took the slots of", "err", err)
+			}
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		taken := slices.DeleteFunc(slices.Clone(slots.List), func(slot item.Slot) bool {
 			return slices.ContainsFunc(ended, func(e item.Session) bool { return e.SessionPK == slot.SessionPK })
@@ -75,16 +84,17 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		if err != nil {
 			return nil, err
 		}
+		earlier := picked
+		picked = append(picked, evicted...)
 		lost, err := c.store.update(ctx, c.store.SlotsKey(user.PK, user.SK), w)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("take a session slot: %w", err)
 		case !lost:
-			return append(evicted, gone(picked, slots.List)...), nil
+			return append(evicted, gone(earlier, slots.List)...), nil
 		case attempt == 10:
 			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
-		picked = append(picked, evicted...)
 		var overtaken bool
 		if slots, overtaken, err = c.readSlots(ctx, user, sessionPK); err != nil {
 			return nil, fmt.Errorf("take a session slot: %w", err)
@@ -178,7 +188,25 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 // (see store.voidSession), which also stops the write of a session still
 // on its way, a login's or its retry's. Their writes run beside the new
 // session's index write, at no round trip of their own.
+//
+// Those that fail are tried once more, on a deadline of their own if the
+// call's has passed: a session whose slot is gone must not live on.
 func (c *core) evict(ctx context.Context, evicted []item.Session) error {
+	failed, err := c.evictOnce(ctx, evicted)
+	if err == nil {
+		return nil
+	}
+	again, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	defer cancel()
+	if _, err = c.evictOnce(again, failed); err != nil {
+		return fmt.Errorf("end a session the session limit ended: %w", err)
+	}
+	return nil
+}
+
+// evictOnce makes evict's writes once, and returns the sessions it failed
+// to end.
+func (c *core) evictOnce(ctx context.Context, evicted []item.Session) (failed []item.Session, err error) {
 	// A write on its way comes within onItsWay of its slot, which is at
 	// most onItsWay old by any instance's clock.
 	until := c.now().Add(2 * c.onItsWay)
@@ -203,10 +231,12 @@ func (c *core) evict(ctx context.Context, evicted []item.Session) error {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("end a session the session limit ended: %w", err)
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, evicted[i])
+		}
 	}
-	return nil
+	return failed, errors.Join(errs...)
 }
 
 // overtaken reports whether err, from writing the session under sessionPK,

@@ -221,3 +221,50 @@ func TestSessionLimitEndsALoginOnItsWayInMREC(t *testing.T) {
 		t.Errorf("%d end records, want 1: the overtaken login's", got)
 	}
 }
+
+// A login at the limit whose slots write is made and answered with an
+// error, here a deadline: the login fails, and still ends the session its
+// write took the slot of, which would otherwise live on without one (2
+// alive under a limit of 1 after the next login). Its eviction's own write
+// failing once is tried again.
+func TestSessionLimitFailedLoginEndsWhatItTook(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
+	alice := e.putUser("alice")
+	old := e.login(alice)
+	var slotsOnce, voidOnce atomic.Bool
+	p.after = func(_ context.Context, _ string, in, _ any, err error) error {
+		if err != nil {
+			return nil
+		}
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok {
+			if sk, _ := u.Key["sk"].(*types.AttributeValueMemberS); sk != nil && sk.Value == "SLOTS" && slotsOnce.CompareAndSwap(false, true) {
+				return context.DeadlineExceeded // made, and answered with an error
+			}
+		}
+		if putKind(in) == item.KindVoid && voidOnce.CompareAndSwap(false, true) {
+			return &types.InternalServerError{Message: aws.String("the void's first answer")}
+		}
+		return nil
+	}
+	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the login whose slots write was answered with an error: %v", err)
+	}
+	p.after = nil
+	if !voidOnce.Load() {
+		t.Fatal("the failed login wrote no void")
+	}
+	if got := e.status(old); got != http.StatusUnauthorized {
+		t.Errorf("the session its write took the slot of: status %d, want 401", got)
+	}
+	next, alive := e.login(alice), 0
+	for _, c := range []*http.Cookie{old, next} {
+		if e.status(c) == http.StatusOK {
+			alive++
+		}
+	}
+	if alive != 1 {
+		t.Errorf("after one more login, %d alive under a limit of 1", alive)
+	}
+}
