@@ -34,6 +34,16 @@ func putKind(in any) string {
 	return s.Value
 }
 
+// slotsWrite reports whether in is an UpdateItem of a slots item.
+func slotsWrite(in any) bool {
+	u, ok := in.(*dynamodb.UpdateItemInput)
+	if !ok {
+		return false
+	}
+	sk, _ := u.Key["sk"].(*types.AttributeValueMemberS)
+	return sk != nil && sk.Value == "SLOTS"
+}
+
 // A login at the limit whose slots write is made, its answer lost, and the
 // SDK's retry refused by that very write: the claim, reading the slots
 // again, finds its own slot there and keeps what it decided. Before, it
@@ -45,10 +55,7 @@ func TestSessionLimitLostSlotsAnswer(t *testing.T) {
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
 	alice := e.putUser("alice")
 	old := e.login(alice)
-	answerApplied(p, "UpdateItem", 1, func(in any) bool {
-		sk, _ := in.(*dynamodb.UpdateItemInput).Key["sk"].(*types.AttributeValueMemberS)
-		return sk != nil && sk.Value == "SLOTS"
-	}, &types.ConditionalCheckFailedException{Message: aws.String("the retry met its own write")})
+	answerApplied(p, "UpdateItem", 1, slotsWrite, &types.ConditionalCheckFailedException{Message: aws.String("the retry met its own write")})
 	w := newRecorder()
 	if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
 		t.Fatal(err)
@@ -163,12 +170,8 @@ func TestSessionLimitLostSlotsAnswerThenRacer(t *testing.T) {
 	old := e.login(alice)
 	var once atomic.Bool
 	var racer *http.Cookie
-	p.after = func(_ context.Context, op string, in, _ any, err error) error {
-		u, ok := in.(*dynamodb.UpdateItemInput)
-		if !ok || err != nil {
-			return nil
-		}
-		if sk, _ := u.Key["sk"].(*types.AttributeValueMemberS); sk == nil || sk.Value != "SLOTS" || !once.CompareAndSwap(false, true) {
+	p.after = func(_ context.Context, _ string, in, _ any, err error) error {
+		if err != nil || !slotsWrite(in) || !once.CompareAndSwap(false, true) {
 			return nil
 		}
 		racer = e.login(alice) // takes the young slot before the first reads the slots again
@@ -238,10 +241,8 @@ func TestSessionLimitFailedLoginEndsWhatItTook(t *testing.T) {
 		if err != nil {
 			return nil
 		}
-		if u, ok := in.(*dynamodb.UpdateItemInput); ok {
-			if sk, _ := u.Key["sk"].(*types.AttributeValueMemberS); sk != nil && sk.Value == "SLOTS" && slotsOnce.CompareAndSwap(false, true) {
-				return context.DeadlineExceeded // made, and answered with an error
-			}
+		if slotsWrite(in) && slotsOnce.CompareAndSwap(false, true) {
+			return context.DeadlineExceeded // made, and answered with an error
 		}
 		if putKind(in) == item.KindVoid && voidOnce.CompareAndSwap(false, true) {
 			return &types.InternalServerError{Message: aws.String("the void's first answer")}
