@@ -5,9 +5,13 @@ import (
 )
 
 // The global item holds the table's global revocation generation: one
-// Number that RevokeEveryone raises by one, in one write, to end every
-// session of every user. A session copies the generation its login read,
-// and is valid while the generation is no higher; no clock takes part.
+// Number that RevokeEveryone changes, in one write, to end every session of
+// every user. A session copies the generation its login read (Stamp.Global),
+// and stands while the generation is still that one; no clock takes part.
+// Each change adds a random step, so that two RevokeEveryones in two
+// Regions of a global table never write the same generation, and release
+// v0.1.0, which holds a session to a generation no lower than the one it
+// knows, sees every change as one.
 //
 //	pk    S  <session prefix>GLOBAL   (no token's digest is 6 characters long)
 //	sk    S  STATE                    (absent in a hash-only table)
@@ -41,13 +45,7 @@ func DecodeGlobal(av map[string]types.AttributeValue) (int64, error) {
 	return d.num(AttrGen), d.err
 }
 
-// RevokeEveryone raises the global generation by one, creating the item if
-// need be, and never writes over an item of another kind.
-func (l *Layout) RevokeEveryone() Writes {
-	return Writes{
-		Update:    "SET #v = :v, #kind = :kind ADD #gen :one",
-		Condition: "attribute_not_exists(#pk) OR #kind = :kind",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#v": AttrVersion, "#kind": AttrKind, "#gen": AttrGen},
-		Values:    map[string]types.AttributeValue{":v": Num(Version), ":kind": Str(KindGlobal), ":one": Num(1)},
-	}
-}
+// RevokeEveryone changes the global generation by a random step (see
+// versionStep), creating the item if need be, and never writes over an
+// item of another kind.
+func (l *Layout) RevokeEveryone() Writes { return l.addGen(KindGlobal) }

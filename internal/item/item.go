@@ -15,33 +15,50 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Version is the item format this release writes, in attribute "v", for a
-// session that is not device-bound. Additive changes keep it; an
-// incompatible change bumps it, and a release that reads the new format
-// ships before one that writes it. A reader that meets a version it does not
-// know treats the item as absent: failing closed is safer than misreading it.
-const Version = 1
+// Format is the item format this release writes, in attribute "v", for a
+// session item or index item that is not device-bound. An incompatible
+// change bumps it, and a release that reads the new format ships before one
+// that writes it: a reader that meets a format it does not know treats the
+// item as absent, since failing closed is safer than misreading it.
+//
+// Format 4 added the session's stamp of the user item's sessions version and
+// credential version ([Stamp]), which end it when they change: release
+// v0.1.0 reads formats 1 to 3 only, so it refuses a session of format 4
+// rather than accept one that a credential change has ended. This release
+// still reads formats 1 to 3, whose sessions carry no such stamp (legacy).
+const Format = 4
 
-// VersionBound is the version of the session and index items of a
-// device-bound session (DBSC). A release that knows nothing of device
+// FormatBound is the format of the session and index items of a
+// device-bound session (DBSC). A release that knew nothing of device
 // binding would read such a session as a plain one and accept it without
-// its bound cookie; with a version of its own, that release treats it as
-// absent instead. The version is therefore also where a bound session is
+// its bound cookie; with a format of its own, that release treats it as
+// absent instead. The format is therefore also where a bound session is
 // marked as bound: one fact in one place.
-const VersionBound = 2
+const FormatBound = 5
 
-// VersionPending is the version of the session item of a login that has
-// passed its first factor and waits for its second. It is a session that
-// nothing but the second-factor step may accept, and a release that knows
-// nothing of two-step logins must not accept it as a signed-in one: with a
-// version of its own, that release treats it as absent.
-const VersionPending = 3
+// FormatPending is the format of the session item of a login that has
+// passed its first factor and waits for its second: a session that nothing
+// but the second-factor step may accept.
+const FormatPending = 6
+
+// The formats of release v0.1.0: plain, bound and pending sessions without
+// the stamp of format 4.
+const (
+	legacyFormat        = 1
+	legacyFormatBound   = 2
+	legacyFormatPending = 3
+)
+
+// StateFormat is the format of the library's other items: the global
+// item, and the items beside a user's sessions (state.go).
+const StateFormat = 1
 
 // Attribute names of session and index items.
 const (
@@ -56,13 +73,15 @@ const (
 	AttrSessionPK    = "sessionPK"    // index items only
 	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
 	AttrBrowserOnly  = "browserOnly"  // 1 for a session whose cookie ends with the browser
-	// AttrGen is the user's sessions version that the login read together
-	// with the credential: the session is valid while the user's version
-	// is still that one.
-	AttrGen = "gen"
-	// AttrGlobalGen is the table's global revocation generation (see
-	// global.go) that the login read: the session is valid while the
-	// generation is no higher.
+	// The session's stamp ([Stamp]): what its login read of everything
+	// that can end it. AttrGen is the version that RevokeAll changes,
+	// AttrUserGen the user item's sessions version, AttrCredGen its
+	// credential version, and AttrGlobalGen the table's global revocation
+	// generation (see global.go). Format 4 on; formats 1 to 3 have AttrGen
+	// and AttrGlobalGen alone.
+	AttrGen       = "gen"
+	AttrUserGen   = "userGen"
+	AttrCredGen   = "credGen"
 	AttrGlobalGen = "globalGen"
 	// AttrAuthAt is when the user last proved themselves for the session,
 	// epoch milliseconds: at the login, or the re-authentication, that
@@ -99,6 +118,7 @@ var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
 	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true, AttrGlobalGen: true,
+	AttrUserGen: true, AttrCredGen: true,
 	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true,
 	AttrSlots: true, AttrSlotsRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
@@ -113,7 +133,7 @@ func Reserved(name string) bool { return reserved[name] }
 // are its creation time, so that a user's index partition sorts by creation
 // time.
 const (
-	sessionSort = "SESSION"
+	SessionSort = "SESSION"
 	IndexSort   = "S#"
 )
 
@@ -125,28 +145,30 @@ const MaxUserAgent = 256
 // one the encoder, the decoder and [Layout.WithDefaults] work on, for the
 // core and every integration alike.
 type Layout struct {
-	PartitionKey       string
-	SortKey            string // empty in a hash-only table
-	HashOnly           bool
-	SessionPrefix      string
-	UserSessionsPrefix string
-	TTLAttribute       string
-	VersionAttribute   string
-	ExpiryIndex        string // empty: no expiry index, and no item carries AttrExpiryBucket
-	ExpiryIndexShards  int
-	MREC               bool
+	PartitionKey        string
+	SortKey             string // empty in a hash-only table
+	HashOnly            bool
+	SessionPrefix       string
+	UserSessionsPrefix  string
+	TTLAttribute        string
+	VersionAttribute    string
+	CredentialAttribute string
+	ExpiryIndex         string // empty: no expiry index, and no item carries AttrExpiryBucket
+	ExpiryIndexShards   int
+	MREC                bool
 }
 
 // Default is the layout with every name at its default. The defaults are
 // written down here, once.
 var Default = Layout{
-	PartitionKey:       "pk",
-	SortKey:            "sk",
-	SessionPrefix:      "SESSION#",
-	UserSessionsPrefix: "USERSESSIONS#",
-	TTLAttribute:       "expiresAt",
-	VersionAttribute:   "sessionsVersion",
-	ExpiryIndexShards:  8,
+	PartitionKey:        "pk",
+	SortKey:             "sk",
+	SessionPrefix:       "SESSION#",
+	UserSessionsPrefix:  "USERSESSIONS#",
+	TTLAttribute:        "expiresAt",
+	VersionAttribute:    "sessionsVersion",
+	CredentialAttribute: "credentialVersion",
+	ExpiryIndexShards:   8,
 }
 
 // WithDefaults returns l with every unset field at its default, or an error
@@ -178,9 +200,11 @@ func (l Layout) WithDefaults() (Layout, error) {
 	}
 	setDefault(&l.TTLAttribute, d.TTLAttribute)
 	setDefault(&l.VersionAttribute, d.VersionAttribute)
-	for _, name := range []string{l.TTLAttribute, l.VersionAttribute} {
-		if name == l.PartitionKey || name == l.SortKey || Reserved(name) {
-			return l, fmt.Errorf("Layout: attribute name %q clashes with a key or a session attribute", name)
+	setDefault(&l.CredentialAttribute, d.CredentialAttribute)
+	names := []string{l.TTLAttribute, l.VersionAttribute, l.CredentialAttribute}
+	for i, name := range names {
+		if name == l.PartitionKey || name == l.SortKey || Reserved(name) || slices.Contains(names[:i], name) {
+			return l, fmt.Errorf("Layout: attribute name %q clashes with a key, a session attribute or another attribute of the Layout", name)
 		}
 	}
 	if l.ExpiryIndexShards == 0 {
@@ -214,24 +238,24 @@ type Session struct {
 	// BrowserOnly marks a session whose cookie has no Max-Age, so that it
 	// ends when the browser closes; a refresh keeps it so.
 	BrowserOnly bool
-	// Gen is the user's sessions version that the session was created
-	// under ([AttrGen]), and GlobalGen the table's global revocation
-	// generation ([AttrGlobalGen]).
-	Gen       int64
-	GlobalGen int64
+	// Stamp is what the session's login read of everything that can end
+	// it. Legacy marks a session of formats 1 to 3 (release v0.1.0),
+	// whose stamp holds Revocation and Global alone.
+	Stamp  Stamp
+	Legacy bool
 	// AuthAt is when the user last proved themselves for the session, and
 	// Methods how ([AttrAuthAt], [AttrMethods]).
 	AuthAt  time.Time
 	Methods []string
 	// Pending marks a login waiting for its second factor, stored as
-	// [VersionPending].
+	// [FormatPending].
 	Pending bool
 	// Data is the app's data, JSON text, and DataRev its revision, random
 	// and new with each write (0: never written). Session items only.
 	Data    string
 	DataRev int64
 	// DeviceBound marks a session bound to a device key (DBSC), stored as
-	// [VersionBound]. A bound session is valid only with its bound cookie.
+	// [FormatBound]. A bound session is valid only with its bound cookie.
 	DeviceBound bool
 	// Binding is what a bound session item holds of its binding; zero in
 	// an index item and in an item that is not bound.
@@ -295,7 +319,7 @@ func (l *Layout) SessionKey(sessionPK string) map[string]types.AttributeValue {
 }
 
 // sessionSortValue is shared by every session key: the SDK only reads it.
-var sessionSortValue = Str(sessionSort)
+var sessionSortValue = Str(SessionSort)
 
 // IndexPK is the partition key of a user's index items. The user's key is
 // length-prefixed, so that no two users share an index partition whatever
@@ -364,7 +388,7 @@ func (l *Layout) EncodeIndex(sessionPK string, s Session) map[string]types.Attri
 }
 
 func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s Session) {
-	av[AttrVersion] = Num(versionOf(s))
+	av[AttrVersion] = Num(formatOf(s))
 	av[AttrKind] = Str(kind)
 	av[AttrID] = Str(s.ID)
 	av[AttrUserPK] = Str(s.UserPK)
@@ -380,8 +404,12 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.BrowserOnly {
 		av[AttrBrowserOnly] = Num(1)
 	}
-	av[AttrGen] = Num(s.Gen)
-	av[AttrGlobalGen] = Num(s.GlobalGen)
+	av[AttrGen] = Num(s.Stamp.Revocation)
+	av[AttrGlobalGen] = Num(s.Stamp.Global)
+	if !s.Legacy {
+		av[AttrUserGen] = Num(s.Stamp.User)
+		av[AttrCredGen] = Num(s.Stamp.Credential)
+	}
 	av[AttrAuthAt] = Num(s.AuthAt.UnixMilli())
 	if len(s.Methods) > 0 {
 		methods := make([]types.AttributeValue, len(s.Methods))
@@ -420,23 +448,31 @@ var boundCookieAttrs = [2][2]string{
 	{AttrBoundPrev, AttrBoundPrevExpires},
 }
 
-func versionOf(s Session) int64 {
+// formatOf is the format of session s's items.
+func formatOf(s Session) int64 {
 	switch {
+	case s.Pending && s.Legacy:
+		return legacyFormatPending
 	case s.Pending:
-		return VersionPending
+		return FormatPending
+	case s.DeviceBound && s.Legacy:
+		return legacyFormatBound
 	case s.DeviceBound:
-		return VersionBound
+		return FormatBound
+	case s.Legacy:
+		return legacyFormat
 	}
-	return Version
+	return Format
 }
 
 // Decode reads a session or index item (kind is [KindSession] or
 // [KindIndex]). It returns [ErrOtherKind] for any other item, and an error
-// wrapping [ErrMalformed] for an item of that kind that is not in format
-// [Version] or [VersionBound]: every attribute but userSK, userAgent,
-// browserOnly and those of device binding is required. A bound session item
-// that lacks its key or bound cookie decodes as bound all the same: no
-// bound cookie matches it, so it fails closed.
+// wrapping [ErrMalformed] for an item of that kind in a format it does not
+// know (1 to 6; 3 and 6 for a session item only): every attribute but
+// userSK, userAgent, browserOnly and those of device binding is required,
+// and of formats 1 to 3 userGen and credGen are not read. A bound session
+// item that lacks its key or bound cookie decodes as bound all the same:
+// no bound cookie matches it, so it fails closed.
 func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Session, error) {
 	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != kind {
 		return Session{}, ErrOtherKind
@@ -445,12 +481,19 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	var s Session
 	switch v := d.num(AttrVersion); {
 	case d.err != nil:
-	case v == VersionBound:
+	case v == Format:
+	case v == FormatBound:
 		s.DeviceBound = true
-	case v == VersionPending && kind == KindSession:
+	case v == FormatPending && kind == KindSession:
 		s.Pending = true
-	case v != Version:
-		return Session{}, fmt.Errorf("%w: format version %d is not %d, %d or, for a session item, %d", ErrMalformed, v, Version, VersionBound, VersionPending)
+	case v == legacyFormat:
+		s.Legacy = true
+	case v == legacyFormatBound:
+		s.Legacy, s.DeviceBound = true, true
+	case v == legacyFormatPending && kind == KindSession:
+		s.Legacy, s.Pending = true, true
+	default:
+		return Session{}, fmt.Errorf("%w: format %d is not one of 1 to %d that this release reads", ErrMalformed, v, FormatPending)
 	}
 	s.ID = d.str(AttrID, true)
 	s.UserPK = d.str(AttrUserPK, true)
@@ -467,8 +510,12 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	if _, present := av[AttrBrowserOnly]; present {
 		s.BrowserOnly = d.num(AttrBrowserOnly) == 1
 	}
-	s.Gen = d.num(AttrGen)
-	s.GlobalGen = d.num(AttrGlobalGen)
+	s.Stamp.Revocation = d.num(AttrGen)
+	s.Stamp.Global = d.num(AttrGlobalGen)
+	if !s.Legacy {
+		s.Stamp.User = d.num(AttrUserGen)
+		s.Stamp.Credential = d.num(AttrCredGen)
+	}
 	s.AuthAt = time.UnixMilli(d.num(AttrAuthAt))
 	s.Methods = d.strs(AttrMethods)
 	if kind == KindSession {
@@ -626,7 +673,7 @@ func Bucket(hour time.Time, shard int) string {
 // session is bound from "v".
 func Projection() []string {
 	return []string{AttrVersion, AttrKind, AttrID, AttrUserPK, AttrUserSK, AttrCreatedAt, AttrRefreshedAt, AttrUserAgent,
-		AttrGen, AttrGlobalGen, AttrAuthAt, AttrMethods, AttrBrowserOnly}
+		AttrGen, AttrUserGen, AttrCredGen, AttrGlobalGen, AttrAuthAt, AttrMethods, AttrBrowserOnly}
 }
 
 // Digest is how the table holds a secret it must recognise but never

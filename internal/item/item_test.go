@@ -302,7 +302,8 @@ func TestSessionItemFitsOneReadUnit(t *testing.T) {
 	s.UserPK, s.UserSK = strings.Repeat("p", 128), strings.Repeat("s", 128)
 	s.UserAgent = strings.Repeat("a", MaxUserAgent)
 	s.Methods = []string{strings.Repeat("m", 32), strings.Repeat("m", 32), strings.Repeat("m", 32), strings.Repeat("m", 32)}
-	s.BrowserOnly, s.Gen, s.GlobalGen = true, 1796040000250, 99
+	s.BrowserOnly = true
+	s.Stamp = Stamp{Revocation: 1<<62 - 1, User: 1<<62 - 1, Credential: 1<<62 - 1, Global: 1<<62 - 1}
 	s.Data, s.DataRev = `"`+strings.Repeat("x", MaxData-2)+`"`, 1<<62
 	s.DeviceBound = true
 	s.Binding.Key = `{"kty":"RSA","n":"` + strings.Repeat("n", 342) + `","e":"AQAB","alg":"RS256"}` // a 2048-bit key

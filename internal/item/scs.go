@@ -55,7 +55,7 @@ func (l *SCSLayout) Key(pk string) map[string]types.AttributeValue {
 // Encode encodes s as the scs session item stored under pk.
 func (l *SCSLayout) Encode(pk string, s SCSSession) map[string]types.AttributeValue {
 	av := l.Key(pk)
-	av[AttrVersion] = Num(Version)
+	av[AttrVersion] = Num(StateFormat)
 	av[AttrKind] = Str(KindSCS)
 	av[AttrData] = &types.AttributeValueMemberB{Value: s.Data}
 	av[l.TTLAttribute] = Num(s.ExpiresAt.Unix())
@@ -64,14 +64,14 @@ func (l *SCSLayout) Encode(pk string, s SCSSession) map[string]types.AttributeVa
 
 // Decode reads an scs session item. It returns [ErrOtherKind] for any other
 // item, a tombstone included, and an error wrapping [ErrMalformed] for an
-// scs session item that is not in format [Version].
+// scs session item that is not in format [StateFormat].
 func (l *SCSLayout) Decode(av map[string]types.AttributeValue) (SCSSession, error) {
 	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != KindSCS {
 		return SCSSession{}, ErrOtherKind
 	}
 	d := decoder{av: av}
-	if v := d.num(AttrVersion); d.err == nil && v != Version {
-		return SCSSession{}, fmt.Errorf("%w: format version %d is not %d", ErrMalformed, v, Version)
+	if v := d.num(AttrVersion); d.err == nil && v != StateFormat {
+		return SCSSession{}, fmt.Errorf("%w: format version %d is not %d", ErrMalformed, v, StateFormat)
 	}
 	s := SCSSession{Data: d.bin(AttrData), ExpiresAt: time.Unix(d.num(l.TTLAttribute), 0)}
 	if d.err != nil {

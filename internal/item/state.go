@@ -63,28 +63,6 @@ func (l *Layout) RevocationKey(userPK, userSK string) map[string]types.Attribute
 	return l.Key(l.IndexPK(userPK, userSK), revocationSort)
 }
 
-// RaiseRevocation moves a revocation item's version to ms, creating the
-// item if need be, unless it is there or later already.
-func (l *Layout) RaiseRevocation(ms int64) Writes {
-	return Writes{
-		Update:    "SET #v = :v, #kind = :kind, #gen = :c",
-		Condition: "attribute_not_exists(#gen) OR #gen < :c",
-		Names:     map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#gen": AttrGen},
-		Values:    map[string]types.AttributeValue{":v": Num(Version), ":kind": Str(KindRevocation), ":c": Num(ms)},
-	}
-}
-
-// BumpRevocation moves a revocation item's version one on: for a version
-// that RaiseRevocation found at or after its value.
-func (l *Layout) BumpRevocation() Writes {
-	return Writes{
-		Update:    "SET #gen = #gen + :one",
-		Condition: "attribute_exists(#gen)",
-		Names:     map[string]string{"#gen": AttrGen},
-		Values:    map[string]types.AttributeValue{":one": Num(1)},
-	}
-}
-
 // DecodeRevocation reads a revocation item's version: 0 for none. An item
 // of another form is an error, so that its reader fails closed.
 func DecodeRevocation(av map[string]types.AttributeValue) (int64, error) {
@@ -100,10 +78,16 @@ func DecodeRevocation(av map[string]types.AttributeValue) (int64, error) {
 
 // EndKey addresses the end record of the session under sessionPK.
 func (l *Layout) EndKey(sessionPK string) map[string]types.AttributeValue {
+	return l.Key(l.EndPK(sessionPK), endedSort)
+}
+
+// EndPK is the partition key of the end record of the session under
+// sessionPK.
+func (l *Layout) EndPK(sessionPK string) string {
 	if l.HashOnly {
-		return l.Key(sessionPK+"#"+endedSort, "")
+		return sessionPK + "#" + endedSort
 	}
-	return l.Key(sessionPK, endedSort)
+	return sessionPK
 }
 
 // EncodeEnd is the end record of session id, under sessionPK, kept until
@@ -111,7 +95,7 @@ func (l *Layout) EndKey(sessionPK string) map[string]types.AttributeValue {
 // id is "" for a session not written yet, whose key alone is known.
 func (l *Layout) EncodeEnd(sessionPK, id string, until time.Time) map[string]types.AttributeValue {
 	av := l.EndKey(sessionPK)
-	av[AttrVersion] = Num(Version)
+	av[AttrVersion] = Num(StateFormat)
 	av[AttrKind] = Str(KindEnded)
 	if id != "" {
 		av[AttrID] = Str(id)
@@ -133,10 +117,20 @@ func DecodeEnd(av map[string]types.AttributeValue) (bool, error) {
 // kept until until, when TTL removes it.
 func (l *Layout) EncodeVoid(sessionPK string, until time.Time) map[string]types.AttributeValue {
 	av := l.SessionKey(sessionPK)
-	av[AttrVersion] = Num(Version)
+	av[AttrVersion] = Num(StateFormat)
 	av[AttrKind] = Str(KindVoid)
 	av[l.TTLAttribute] = Num(until.Unix())
 	return av
+}
+
+// VoidOver is the condition of a void's put: a void goes where no item is,
+// or over a session, never over another void or an item of another kind.
+func (l *Layout) VoidOver() Writes {
+	return Writes{
+		Condition: "attribute_not_exists(#pk) OR #kind = :session",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#kind": AttrKind},
+		Values:    map[string]types.AttributeValue{":session": Str(KindSession)},
+	}
 }
 
 // SlotsKey addresses a user's slots item.
@@ -205,7 +199,7 @@ func (l *Layout) ClaimSlots(prev Slots, next []Slot) (Writes, error) {
 		Update: "SET #v = :v, #kind = :kind, #slots = :slots, #rev = :next",
 		Names:  map[string]string{"#v": AttrVersion, "#kind": AttrKind, "#slots": AttrSlots, "#rev": AttrSlotsRev},
 		Values: map[string]types.AttributeValue{
-			":v": Num(Version), ":kind": Str(KindSlots), ":slots": &types.AttributeValueMemberB{Value: raw}, ":next": Num(prev.Rev + 1),
+			":v": Num(StateFormat), ":kind": Str(KindSlots), ":slots": &types.AttributeValueMemberB{Value: raw}, ":next": Num(prev.Rev + 1),
 		},
 	}
 	if prev.Rev == 0 {
@@ -234,7 +228,7 @@ func (l *Layout) TryKey(sessionPK string, n int) map[string]types.AttributeValue
 // replication lag, but no write takes one back.
 func (l *Layout) EncodeTry(sessionPK string, n int, expires time.Time) map[string]types.AttributeValue {
 	av := l.TryKey(sessionPK, n)
-	av[AttrVersion] = Num(Version)
+	av[AttrVersion] = Num(StateFormat)
 	av[AttrKind] = Str(KindTry)
 	av[l.TTLAttribute] = Num(expires.Unix())
 	return av
@@ -250,8 +244,8 @@ func checkKind(av map[string]types.AttributeValue, kind string) error {
 		return fmt.Errorf("%w: not a %s item", ErrMalformed, kind)
 	}
 	d := decoder{av: av}
-	if v := d.num(AttrVersion); d.err == nil && v != Version {
-		d.fail("%s format version %d is not %d", kind, v, Version)
+	if v := d.num(AttrVersion); d.err == nil && v != StateFormat {
+		d.fail("%s format version %d is not %d", kind, v, StateFormat)
 	}
 	return d.err
 }

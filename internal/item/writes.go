@@ -44,35 +44,14 @@ func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
 	return w
 }
 
-// BumpVersion moves an existing user item's sessions version one on. It
-// fails on a user item without a version, which StartVersion starts.
-func (l *Layout) BumpVersion() Writes {
-	return Writes{
-		Update:    "SET #ver = #ver + :one",
-		Condition: "attribute_exists(#pk) AND attribute_exists(#ver)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute},
-		Values:    map[string]types.AttributeValue{":one": Num(1)},
-	}
-}
-
-// StartVersion gives an existing user item without a sessions version one:
-// ms, epoch milliseconds, so that a user item the app deleted and wrote
-// again starts past the versions its sessions of before copied.
-func (l *Layout) StartVersion(ms int64) Writes {
-	return Writes{
-		Update:    "SET #ver = :ms",
-		Condition: "attribute_exists(#pk) AND attribute_not_exists(#ver)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute},
-		Values:    map[string]types.AttributeValue{":ms": Num(ms)},
-	}
-}
-
-// Bind binds a session item to a device key: it answers the challenge jti,
-// which must still be the session's and unexpired, and the session must
-// not be bound yet, so that a challenge binds once and a bound session is
-// never bound to another key. The item becomes VersionBound with the key,
-// its first bound cookie and the next challenge.
-func (l *Layout) Bind(jti, key string, cookie BoundCookie, next Challenge, now time.Time) Writes {
+// Bind binds session s's item to a device key: it answers the challenge
+// jti, which must still be the session's and unexpired, and the session
+// must not be bound yet, so that a challenge binds once and a bound session
+// is never bound to another key. The item becomes bound, in its format's
+// bound form, with the key, its first bound cookie and the next challenge.
+func (l *Layout) Bind(s Session, jti, key string, cookie BoundCookie, next Challenge, now time.Time) Writes {
+	unbound, bound := s, s
+	unbound.DeviceBound, bound.DeviceBound = false, true
 	return Writes{
 		Update: "SET #v = :bound, #key = :key, #cookie = :cookie, #cookieExp = :cookieExp, " +
 			"#challenge = :next, #challengeExp = :nextExp",
@@ -83,7 +62,7 @@ func (l *Layout) Bind(jti, key string, cookie BoundCookie, next Challenge, now t
 			"#challenge": AttrChallenge, "#challengeExp": AttrChallengeExpires,
 		},
 		Values: map[string]types.AttributeValue{
-			":bound": Num(VersionBound), ":unbound": Num(Version),
+			":bound": Num(formatOf(bound)), ":unbound": Num(formatOf(unbound)),
 			":key": Str(key), ":cookie": Str(cookie.Digest), ":cookieExp": Num(cookie.Expires.Unix()),
 			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()),
 			":jti": Str(jti), ":now": Num(now.Unix()),
@@ -105,7 +84,7 @@ func (l *Layout) Rebind(s Session, jti string, cookie BoundCookie, next Challeng
 			"#challenge": AttrChallenge, "#challengeExp": AttrChallengeExpires,
 		},
 		Values: map[string]types.AttributeValue{
-			":bound": Num(VersionBound), ":key": Str(s.Binding.Key),
+			":bound": Num(formatOf(s)), ":key": Str(s.Binding.Key),
 			":cookie": Str(cookie.Digest), ":cookieExp": Num(cookie.Expires.Unix()),
 			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()),
 			":jti": Str(jti), ":now": Num(now.Unix()),
@@ -120,19 +99,19 @@ func (l *Layout) Rebind(s Session, jti string, cookie BoundCookie, next Challeng
 }
 
 // SetChallenge makes next the challenge that bound session id awaits: the
-// condition finds the session bound, live, of that ID, and with no
-// challenge open (none, or expired).
+// condition finds the session bound (in either format), live, of that ID,
+// and with no challenge open (none, or expired).
 func (l *Layout) SetChallenge(id string, next Challenge, now time.Time) Writes {
 	return Writes{
 		Update: "SET #challenge = :next, #challengeExp = :nextExp",
-		Condition: "attribute_exists(#pk) AND #v = :bound AND #sid = :sid AND #ttl > :now AND " +
+		Condition: "attribute_exists(#pk) AND #v IN (:bound, :legacyBound) AND #sid = :sid AND #ttl > :now AND " +
 			"(attribute_not_exists(#challenge) OR #challengeExp <= :now)",
 		Names: map[string]string{
 			"#pk": l.PartitionKey, "#v": AttrVersion, "#ttl": l.TTLAttribute, "#sid": AttrID,
 			"#challenge": AttrChallenge, "#challengeExp": AttrChallengeExpires,
 		},
 		Values: map[string]types.AttributeValue{
-			":bound": Num(VersionBound), ":sid": Str(id),
+			":bound": Num(FormatBound), ":legacyBound": Num(legacyFormatBound), ":sid": Str(id),
 			":next": Str(next.Value), ":nextExp": Num(next.Expires.Unix()), ":now": Num(now.Unix()),
 		},
 	}
