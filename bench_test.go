@@ -137,10 +137,12 @@ func replay(b testing.TB, c *dynamodb.Client, batch *dynamodb.BatchGetItemInput,
 		case "BatchGetItem":
 			return batchOut, true
 		case "GetItem":
-			if in.(*dynamodb.GetItemInput).Key["pk"].(*types.AttributeValueMemberS).Value == sessionPK {
+			switch in.(*dynamodb.GetItemInput).Key["pk"].(*types.AttributeValueMemberS).Value {
+			case sessionPK:
 				return session, true
+			case userKey["pk"].(*types.AttributeValueMemberS).Value:
+				return user, true
 			}
-			return user, true
 		}
 		return nil, false
 	}

@@ -157,8 +157,8 @@ func TestBoundSessionSlidingExpiry(t *testing.T) {
 		assertBoundItems := func(when string) {
 			t.Helper()
 			s := e.itemOf(kindSession, b.id)
-			if attrText(s["v"]) != "N:2" || s["boundKey"] == nil || s["boundCookie"] == nil {
-				t.Errorf("%s: session item %s, want v 2 with its key and bound cookie", when, itemText(s))
+			if attrText(s["v"]) != "N:5" || s["boundKey"] == nil || s["boundCookie"] == nil {
+				t.Errorf("%s: session item %s, want v 5 with its key and bound cookie", when, itemText(s))
 			}
 			if list := e.mustList(alice); len(list) != 1 || !list[0].DeviceBound {
 				t.Errorf("%s: List %+v, want one device-bound session", when, list)

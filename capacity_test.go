@@ -252,7 +252,14 @@ func scenarios() []scenario {
 	all = append(all,
 		scenario{byDefault, "authenticated request, reading the global item (once per RevokeEveryoneWithin per instance)", nil, func(r *capacityRun) {
 			c := r.e.login(r.e.putUser("alice"))
-			fresh, err := ddbsession.New(r.e.cfg) // has not read the global item yet
+			m := primed(r.t, r.e.cfg)
+			var stale monoClock // its copy is older than RevokeEveryoneWithin
+			ddbsession.SetMonotonicClock(m, stale.now)
+			r.measure(func() { r.e.get(m.RequireSession(whoami(m)), c) })
+		}},
+		scenario{byDefault, "authenticated request, an instance's first, which checks the layout record too (no CreateTable at start)", nil, func(r *capacityRun) {
+			c := r.e.login(r.e.putUser("alice"))
+			fresh, err := ddbsession.New(r.e.cfg) // has read nothing yet
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -295,7 +302,7 @@ func scenarios() []scenario {
 			})
 		}},
 		scenario{byDefault, "RevokeAll, the first of a user item written without a sessions version", nil, func(r *capacityRun) {
-			key := r.e.putUser("alice")
+			key := r.e.putUnversionedUser("alice")
 			r.measure(func() {
 				if err := r.e.m.RevokeAll(context.Background(), key); err != nil {
 					r.t.Fatal(err)

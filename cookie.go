@@ -2,7 +2,9 @@ package ddbsession
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +15,60 @@ import (
 // clients without cookies, its bearer token, and writes the session cookie.
 // The bound cookie of device binding is written here too, and checked in
 // bound.go. A credential's form is internal/item's.
+
+// Cookie configures the session cookie.
+type Cookie struct {
+	// Name is the cookie's name, "__Host-session" by default. The "__Host-"
+	// prefix is added if missing: browsers then refuse the cookie unless it
+	// is Secure, host-only and on Path=/.
+	Name string
+
+	// InsecureDevMode drops the Secure attribute and the "__Host-" prefix
+	// so that the cookie works on plain-HTTP localhost. Never in
+	// production: the cookie then travels in clear text. No environment
+	// variable switches it on.
+	InsecureDevMode bool
+
+	// HideUserKey keeps the user's key out of the cookie, where it lets a
+	// request read the session and the user in one BatchGetItem. Set it
+	// where keys are themselves sensitive (an email address): each request
+	// then makes two reads in turn. LoadUser's users are never in the
+	// cookie, so New refuses it with LoadUser.
+	HideUserKey bool
+
+	// KeepSignedIn, if set, decides per login whether the cookie outlives
+	// the browser (true, as without it) or ends with it. A "keep me signed
+	// in" box:
+	//
+	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
+	KeepSignedIn func(r *http.Request) bool
+
+	// ClearSiteData, if set, makes Logout's response ask the browser to
+	// clear what it names, in a Clear-Site-Data header (OWASP ASVS 5.0
+	// 14.3.1): "cache", "cookies", "storage", "executionContexts", or "*".
+	// Browsers apply "cookies" and "storage" to the whole registrable
+	// domain, so it is off by default.
+	ClearSiteData []string
+}
+
+// withDefaults fills in and checks the cookie's settings; custom says that
+// users come from Config.LoadUser.
+func (c *Cookie) withDefaults(custom bool) error {
+	setDefault(&c.Name, hostPrefix+"session")
+	c.Name = cookieName(c.Name, c.InsecureDevMode)
+	if err := (&http.Cookie{Name: c.Name, Value: "x"}).Valid(); err != nil {
+		return fmt.Errorf("ddbsession: Config.Cookie.Name %q: %w", c.Name, err)
+	}
+	if c.HideUserKey && custom {
+		return errors.New("ddbsession: Config.Cookie.HideUserKey is set with a LoadUser, whose users' keys are never in the cookie: drop it")
+	}
+	for _, d := range c.ClearSiteData {
+		if !slices.Contains([]string{"cache", "cookies", "storage", "executionContexts", "*"}, d) {
+			return fmt.Errorf("ddbsession: Config.Cookie.ClearSiteData %q: not a Clear-Site-Data directive (cache, cookies, storage, executionContexts, *)", d)
+		}
+	}
+	return nil
+}
 
 // cookies reads the session credential of a request, from its cookie or
 // its bearer token, and writes the session cookie.

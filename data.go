@@ -10,8 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -115,47 +114,20 @@ func backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// stillValid reads the revocation state of session s's user after a write
-// into s, and returns ErrNoSession if a RevokeAll, or a RevokeEveryone
-// this instance knows of, has ended the session since the request read it:
-// the write's own condition
-// sees the session item alone, and the data of an ended session is no
-// one's.
+// stillValid reads, after a write into session s, what decides whether it
+// stands (its user, in MREC its end record), and returns ErrNoSession if
+// it ended since the request read it (a RevokeAll, a new credential, a
+// RevokeEveryone this instance knows of): the write's own condition sees
+// the session item alone, and the data of an ended session is no one's.
 func (c *core) stillValid(ctx context.Context, s item.Session) error {
-	key := userOf(s)
-	var rev revocation
-	var err error
-	withGlobal, began := c.everyone.stale(), c.everyone.clock()
-	if c.users.inTable() {
-		keys := c.store.userKeys(key.PK, key.SK, false, withGlobal)
-		if c.users.mrec {
-			keys = append(keys, c.store.EndKey(s.SessionPK))
-		}
-		var found []map[string]types.AttributeValue
-		if found, err = c.store.batchGetMany(ctx, keys); err != nil {
-			return err
-		}
-		u := userItems{globalRead: withGlobal}
-		for _, av := range found {
-			c.store.sort(&u, av, s.SessionPK, key.PK, key.SK)
-		}
-		if u.user == nil {
-			return ErrNoSession
-		}
-		rev, err = c.users.decode(u, nil)
-	} else {
-		rev, err = c.users.load(ctx, key, nil, false, withGlobal)
-	}
-	if errors.Is(err, ErrUserNotFound) {
-		return ErrNoSession
-	}
+	f, err := c.read.Read(ctx, decide.Query{Ends: []string{s.SessionPK}, UserPK: s.UserPK, UserSK: s.UserSK})
 	if err != nil {
 		return err
 	}
-	if rev.globalRead {
-		c.everyone.seen(rev.global, began)
+	if err := c.users.decode(&f, nil); f.UserFound && err != nil {
+		return err
 	}
-	if c.revoked(s, rev.version, rev.ended) != "" {
+	if c.judge(&f, s) != "" {
 		return ErrNoSession
 	}
 	return nil

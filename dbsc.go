@@ -103,7 +103,7 @@ func (c *core) register(w http.ResponseWriter, r *http.Request) {
 	}
 	value, cookie := c.binding.newCookie(now)
 	next := c.binding.newChallenge(now)
-	err = c.bindingWrite(ctx, "bind session", c.store.SessionKey(sessionPK), c.store.Bind(jwt.JTI, key, cookie, next, now))
+	err = c.bindingWrite(ctx, "bind session", c.store.SessionKey(sessionPK), c.store.Bind(s, jwt.JTI, key, cookie, next, now))
 	if err != nil && c.boundCookieLanded(ctx, sessionPK, cookie) {
 		// The answer was lost, not the write; or the SDK retried the
 		// write after it landed, and the retry found its condition spent.

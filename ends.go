@@ -98,21 +98,19 @@ func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Re
 // recordEnd, in MREC, writes the end record of session s, deleted or
 // about to be: a refresh of it in another Region that had not seen the
 // delete yet writes the item back, whole, and would win. The record lasts
-// as long as such a copy could live: an idle timeout from now, at most the
-// absolute lifetime, and a minute more for the replication. s may be a
-// login's on its way, known by its key alone (a session limit's eviction),
-// created about now.
+// as long as any copy of the session could be valid: until the end of its
+// absolute lifetime, and a minute more for the clocks. A record that ended
+// sooner (an idle timeout from now, say) could expire before it reached a
+// Region held up longer than that, while that Region kept refreshing the
+// session: the session would come back. s may be a login's on its way,
+// known by its key alone (a session limit's eviction), created about now.
 func (c *core) recordEnd(ctx context.Context, s item.Session) error {
-	if !c.users.mrec || s.SessionPK == "" {
+	if !c.store.MREC || s.SessionPK == "" {
 		return nil
 	}
-	now := c.now()
-	until, created := now.Add(c.life.idle), s.CreatedAt
+	created := s.CreatedAt
 	if created.IsZero() {
-		created = now
+		created = c.now()
 	}
-	if limit := created.Add(c.life.absolute); limit.Before(until) {
-		until = limit
-	}
-	return c.store.putEnd(ctx, s, until.Add(time.Minute))
+	return c.store.putEnd(ctx, s, created.Add(c.life.absolute+time.Minute))
 }

@@ -8,6 +8,11 @@ import (
 // This file holds the one convention of the errors that leave the package:
 // "ddbsession: <operation>: <cause>", prefixed once, where the error leaves.
 
+// ErrNoSession is returned for a token that grants no session (malformed,
+// unknown, expired, revoked, or its user gone) and by [Manager.Revoke] for
+// an ID that is not one of the user's sessions, alike: "signed out".
+var ErrNoSession = errors.New("ddbsession: no valid session")
+
 // ErrUserNotFound is returned by a [Config.LoadUser] for a user that does
 // not exist, by the logins for a user without an item (they write nothing
 // then), and by [Manager.RevokeAll] for a user item that is not in the table.
@@ -48,3 +53,38 @@ type appError struct{ err error }
 
 func (e *appError) Error() string { return e.err.Error() }
 func (e *appError) Unwrap() error { return e.err }
+
+// rejection is ErrNoSession with its reason, for events.
+type rejection struct{ reason Reason }
+
+func (r *rejection) Error() string        { return ErrNoSession.Error() }
+func (r *rejection) Is(target error) bool { return target == ErrNoSession }
+
+// rejections holds one rejection per reason, so that a rejection, the
+// answer to a flood of unknown tokens, allocates nothing.
+var rejections = func() map[Reason]*rejection {
+	all := map[Reason]*rejection{}
+	for _, r := range []Reason{ReasonMalformed, ReasonUnknown, ReasonExpired, ReasonAbsoluteLifetime,
+		ReasonRevoked, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone,
+		ReasonPending, ReasonSessionLimit} {
+		all[r] = &rejection{r}
+	}
+	return all
+}()
+
+// rejected returns the ErrNoSession of reason.
+func rejected(reason Reason) error {
+	if r, ok := rejections[reason]; ok {
+		return r
+	}
+	return &rejection{reason}
+}
+
+// reasonOf returns the reason of a rejection, or "".
+func reasonOf(err error) Reason {
+	var r *rejection
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	return ""
+}

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession"
@@ -217,9 +216,7 @@ func Example() {
 	if err := sessions.CreateTable(ctx); err != nil {
 		log.Fatal(err)
 	}
-	alice := Account{PK: "USER#alice", SK: "PROFILE", Name: "alice"}
-	item, _ := attributevalue.MarshalMap(alice)
-	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+	if err := sessions.CreateUser(ctx, Account{PK: "USER#alice", SK: "PROFILE", Name: "alice"}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -230,7 +227,7 @@ func Example() {
 	})))
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
 		// A real app checks a password here.
-		if err := sessions.Login(w, r, ddbsession.UserKey{PK: alice.PK, SK: alice.SK}, nil); err != nil {
+		if err := sessions.Login(w, r, ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}, nil); err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}

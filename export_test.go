@@ -5,7 +5,4 @@ package ddbsession
 // rather than on the machine's monotonic clock; the copy counts as never
 // read, so that m's next call reads it on the new clock. Call it before m
 // serves.
-func SetMonotonicClock[U any](m *Manager[U], clock func() int64) {
-	m.everyone.clock = clock
-	m.everyone.readAt.Store(0)
-}
+func SetMonotonicClock[U any](m *Manager[U], clock func() int64) { m.read.SetMonotonic(clock) }

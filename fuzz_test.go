@@ -246,7 +246,7 @@ func FuzzLogin(f *testing.F) {
 		ctx := context.Background()
 		key := ddbsession.UserKey{PK: "USER#" + name, SK: "PROFILE"}
 		if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &e.table, Item: map[string]types.AttributeValue{
-			"pk": attrS(key.PK), "sk": attrS(key.SK), "name": attrS(name),
+			"pk": attrS(key.PK), "sk": attrS(key.SK), "name": attrS(name), "sessionsVersion": newVersion(),
 		}}); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -235,14 +236,40 @@ func (e *env) putUser(name string) ddbsession.UserKey {
 	return key
 }
 
-// putUserAt writes a user item for name under an arbitrary key.
+// putUserAt writes a user item for name under an arbitrary key, as an
+// app that writes its own user items does (docs/item-format.md#user-items):
+// with a random sessions version.
 func (e *env) putUserAt(key ddbsession.UserKey, name string) {
 	e.t.Helper()
-	user := map[string]types.AttributeValue{"pk": attrS(key.PK), "name": attrS(name)}
+	user := map[string]types.AttributeValue{"pk": attrS(key.PK), "name": attrS(name), e.versionAttribute(): newVersion()}
 	if key.SK != "" {
 		user["sk"] = attrS(key.SK)
 	}
 	e.putItem(user)
+}
+
+// putUnversionedUser writes a user item for name without a sessions
+// version, as an app that does not follow docs/item-format.md#user-items
+// does, and returns its key.
+func (e *env) putUnversionedUser(name string) ddbsession.UserKey {
+	e.t.Helper()
+	key := e.putUser(name)
+	e.putItem(map[string]types.AttributeValue{"pk": attrS(key.PK), "sk": attrS(key.SK), "name": attrS(name)})
+	return key
+}
+
+// versionAttribute is the user items' sessions version attribute.
+func (e *env) versionAttribute() string {
+	if v := e.cfg.Layout.VersionAttribute; v != "" {
+		return v
+	}
+	return "sessionsVersion"
+}
+
+// newVersion is a first sessions version, as an app writes one: random and
+// non-zero.
+func newVersion() types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(1+rand.Int64N(1<<62), 10)}
 }
 
 // putItem writes a raw item, behind the Manager's back.
@@ -556,14 +583,18 @@ func userItemKey(key ddbsession.UserKey) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": attrS(key.PK), "sk": attrS(key.SK)}
 }
 
-// scanAll returns every item in the env's table.
+// scanAll returns every item in the env's table but its layout record,
+// which CreateTable wrote when the env began.
 func (e *env) scanAll() []map[string]types.AttributeValue {
 	e.t.Helper()
 	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.table, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		e.t.Fatalf("scan: %v", err)
 	}
-	return out.Items
+	return slices.DeleteFunc(out.Items, func(av map[string]types.AttributeValue) bool {
+		k, _ := av["kind"].(*types.AttributeValueMemberS)
+		return k != nil && k.Value == "ddbsession-layout"
+	})
 }
 
 // itemsWithSID returns the raw items that carry session ID id.

@@ -28,7 +28,12 @@ type Layout struct {
 	// VersionAttribute names the Number attribute of the user item that
 	// holds the user's sessions version, which [Manager.CreateUser] sets
 	// and [Manager.RevokeAll] changes. Default "sessionsVersion".
-	VersionAttribute string
+	// CredentialAttribute names the Number attribute in which the app
+	// changes the user's credential version, in the write that changes the
+	// credential. Default "credentialVersion". A login copies both, and a
+	// session ends when either changes: docs/item-format.md#user-items.
+	VersionAttribute    string
+	CredentialAttribute string
 
 	// ExpiryIndex names an optional global secondary index on
 	// (expiryBucket, TTLAttribute) that finds the sessions about to expire

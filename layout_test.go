@@ -30,9 +30,10 @@ type handSession struct {
 	refreshedMs int64
 	expiresSec  int64
 	agent       string
+	gen         int64 // the user's sessions version, as the login read it
 }
 
-func newHandSession(user ddbsession.UserKey) handSession {
+func newHandSession(user ddbsession.UserKey, gen int64) handSession {
 	var id [10]byte
 	rand.Read(id[:])
 	created := start.Add(-5*time.Minute - 123*time.Millisecond).UnixMilli()
@@ -44,14 +45,17 @@ func newHandSession(user ddbsession.UserKey) handSession {
 		refreshedMs: start.Add(-2*time.Minute + 77*time.Millisecond).UnixMilli(),
 		expiresSec:  start.Add(40 * time.Minute).Unix(),
 		agent:       "Mozilla/5.0 (hand written)",
+		gen:         gen,
 	}
 }
 
-// items returns the session item and its per-user index item.
+// items returns the session item and its per-user index item, in format
+// 4, of a session whose login read a user item without a credential
+// version.
 func (h handSession) items() (session, index map[string]types.AttributeValue) {
 	common := func(kind string) map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{
-			"v":           attrN(1),
+			"v":           attrN(4),
 			"kind":        attrS(kind),
 			"sid":         attrS(h.sid),
 			"userPK":      attrS(h.user.PK),
@@ -60,7 +64,9 @@ func (h handSession) items() (session, index map[string]types.AttributeValue) {
 			"refreshedAt": attrN(h.refreshedMs),
 			"expiresAt":   attrN(h.expiresSec),
 			"userAgent":   attrS(h.agent),
-			"gen":         attrN(0), // the user's sessions version: putUser's has none
+			"gen":         attrN(h.gen),
+			"userGen":     attrN(h.gen),
+			"credGen":     attrN(0),
 			"globalGen":   attrN(0),
 			"authAt":      attrN(h.createdMs),
 		}
@@ -95,19 +101,38 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 		mutate       func(session, index map[string]types.AttributeValue)
 		valid, shown bool
 	}{
-		{"format 1", func(_, _ map[string]types.AttributeValue) {}, true, true},
-		{"format 2: device-bound, and no bound cookie sent", func(session, index map[string]types.AttributeValue) {
+		{"format 4", func(_, _ map[string]types.AttributeValue) {}, true, true},
+		{"format 1, of release v0.1.0", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(1), attrN(1)
+			for _, av := range []map[string]types.AttributeValue{session, index} {
+				delete(av, "userGen")
+				delete(av, "credGen")
+			}
+		}, true, true},
+		{"format 5: device-bound, and no bound cookie sent", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(5), attrN(5)
+			session["boundKey"] = attrS(`{"kty":"EC"}`)
+			session["boundCookie"], session["boundExpires"] = attrS("digest"), attrN(start.Add(time.Hour).Unix())
+		}, false, true},
+		{"format 2, device-bound, of release v0.1.0", func(session, index map[string]types.AttributeValue) {
 			session["v"], index["v"] = attrN(2), attrN(2)
 			session["boundKey"] = attrS(`{"kty":"EC"}`)
 			session["boundCookie"], session["boundExpires"] = attrS("digest"), attrN(start.Add(time.Hour).Unix())
 		}, false, true},
-		{"a pending login's version 3, which only CompleteLogin takes", func(session, index map[string]types.AttributeValue) {
-			session["v"], index["v"] = attrN(3), attrN(3)
+		{"a pending login's format 6, which only CompleteLogin takes", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(6), attrN(6)
 		}, false, false},
-		{"unknown version 4", func(session, index map[string]types.AttributeValue) {
-			session["v"], index["v"] = attrN(4), attrN(4)
+		{"unknown format 7", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(7), attrN(7)
 		}, false, false},
-		{"index item of version 3, which no index item has", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(3) }, true, false},
+		{"index item of format 6, which no index item has", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(6) }, true, false},
+		{"format 4 without userGen", func(session, index map[string]types.AttributeValue) {
+			delete(session, "userGen")
+			delete(index, "userGen")
+		}, false, false},
+		{"another credential version than the user item's", func(session, _ map[string]types.AttributeValue) {
+			session["credGen"] = attrN(1)
+		}, false, false},
 		{"no gen", func(session, index map[string]types.AttributeValue) {
 			delete(session, "gen")
 			delete(index, "gen")
@@ -127,7 +152,7 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil) // clock at start, RefreshInterval 10m: no refresh
 			alice := e.putUser("alice")
-			h := newHandSession(alice)
+			h := newHandSession(alice, storedNumber(t, e, userItemKey(alice), "sessionsVersion"))
 			session, index := h.items()
 			tc.mutate(session, index)
 			e.putItem(index)
@@ -179,7 +204,7 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 				var want []ddbsession.Session
 				if tc.shown {
 					want = []ddbsession.Session{h.session()}
-					want[0].DeviceBound = attrText(index["v"]) == "N:2"
+					want[0].DeviceBound = attrText(index["v"]) == "N:5" || attrText(index["v"]) == "N:2"
 				}
 				if diff := cmp.Diff(want, e.mustList(alice), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("List (-want +got):\n%s", diff)
@@ -240,7 +265,7 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 		Layout: ddbsession.Layout{
 			PartitionKey: "PK", SortKey: "SK",
 			SessionPrefix: "S#", UserSessionsPrefix: "US#",
-			TTLAttribute: "ttl", VersionAttribute: "cutoff",
+			TTLAttribute: "ttl", VersionAttribute: "sessionsEpoch", CredentialAttribute: "passwordEpoch",
 		},
 	})
 	if err != nil {
@@ -251,7 +276,7 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 	}
 	user := ddbsession.UserKey{PK: "TENANT#1", SK: "USER#bob"}
 	_, err = client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
-		"PK": attrS(user.PK), "SK": attrS(user.SK),
+		"PK": attrS(user.PK), "SK": attrS(user.SK), "sessionsEpoch": newVersion(),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +303,9 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 	var keys []string
 	for _, item := range out.Items {
 		pk := item["PK"].(*types.AttributeValueMemberS).Value
+		if pk == "DDBSESSION#LAYOUT" {
+			continue // the layout record, which keeps its key whatever the prefixes
+		}
 		keys = append(keys, pk[:strings.IndexByte(pk, '#')+1])
 		if _, ok := item["ttl"]; pk != user.PK && !ok {
 			t.Errorf("item %q has no ttl attribute", pk)
@@ -292,6 +320,30 @@ func TestCustomKeyNamesAndPrefixes(t *testing.T) {
 	rec := newRecorder()
 	h.ServeHTTP(rec, newRequest(cookie))
 	if rec.Code != http.StatusUnauthorized {
-		t.Errorf("after RevokeAll with a custom cutoff attribute: %d, want 401", rec.Code)
+		t.Errorf("after RevokeAll with a custom version attribute: %d, want 401", rec.Code)
 	}
+	// The credential version, under its own name, ends the sessions before
+	// it too.
+	cookie = e2eLogin(t, m, user)
+	if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &table, Key: map[string]types.AttributeValue{"PK": attrS(user.PK), "SK": attrS(user.SK)},
+		UpdateExpression: ptr("SET passwordEpoch = :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": attrN(1)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec = newRecorder()
+	h.ServeHTTP(rec, newRequest(cookie))
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("after a new credential version under a custom name: %d, want 401", rec.Code)
+	}
+}
+
+// e2eLogin signs user in on m and returns the session cookie.
+func e2eLogin(t *testing.T, m *ddbsession.Manager[map[string]any], user ddbsession.UserKey) *http.Cookie {
+	t.Helper()
+	w := newRecorder()
+	if err := m.Login(w, newRequest(), user, nil); err != nil {
+		t.Fatal(err)
+	}
+	return sessionCookie(t, w.Result(), cookieName)
 }

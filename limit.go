@@ -1,6 +1,7 @@
 package ddbsession
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -17,25 +17,159 @@ import (
 // a slot in the user's slots item, ending the oldest session or refusing
 // when none is free; the session it ends is gone before the new one exists.
 
+// Limits bound sessions and the Manager's waits. Each zero field takes
+// its default; [New] refuses values out of range.
+type Limits struct {
+	// IdleTimeout is how long a session lives without requests. Default
+	// 24h, or the AAL's bound; never longer than AbsoluteLifetime.
+	IdleTimeout time.Duration
+
+	// RefreshInterval is how often, at most, a request moves a session's
+	// expiry forward; the requests in between cost no writes. Default
+	// IdleTimeout/24. It must be shorter than IdleTimeout.
+	RefreshInterval time.Duration
+
+	// AbsoluteLifetime caps a session's life from its creation, however
+	// active it is. Default 30 days, or the AAL's bound.
+	AbsoluteLifetime time.Duration
+
+	// AAL names the NIST SP 800-63B-4 assurance level (1, 2 or 3) whose
+	// session bounds apply as defaults and maxima: AAL1 30 days overall,
+	// AAL2 an hour idle and 24 hours overall, AAL3 15 minutes and 12 hours.
+	// Its authenticators are the app's to ask for: for AAL2, a password and
+	// a one-time code, or a passkey with user verification (docs/step-up.md).
+	AAL int
+
+	// PendingLifetime is how long a two-step login waits for its second
+	// factor after [Manager.BeginLogin]: default 5 minutes, between 10
+	// seconds and an hour.
+	PendingLifetime time.Duration
+
+	// MaxSessions, if set, caps how many sessions a user may hold at once
+	// (OWASP ASVS 5.0 7.1.2), at most 100. A login beyond it ends the
+	// user's oldest session, or, with RefuseAtMaxSessions, fails with
+	// [ErrTooManySessions]. Racing logins never leave more alive. It needs
+	// a sort key, and costs logins a read and a write, requests nothing.
+	MaxSessions         int
+	RefuseAtMaxSessions bool
+
+	// StoreTimeout bounds the DynamoDB work of one call (a request's
+	// check, a login), and each write of a refresh. Default 2s.
+	StoreTimeout time.Duration
+
+	// RevokeEveryoneWithin bounds how long after [Manager.RevokeEveryone]
+	// this instance may accept a session made before it: a request re-reads
+	// the global generation with its session once this instance's copy is
+	// that old. Default 10 seconds; at least a second.
+	RevokeEveryoneWithin time.Duration
+}
+
+// maxSessionsLimit bounds Limits.MaxSessions: the slots item, which a login
+// under the limit reads and writes, holds 40 bytes a slot and stays within
+// the 4 KB of one read unit.
+const maxSessionsLimit = 100
+
+// inFlight is the margin by which a slot or an index item must be older
+// than StoreTimeout before a missing session item means no login is on its
+// way: both are written before the session item, within the login's
+// StoreTimeout. The margin covers the clocks of two instances disagreeing.
+const inFlight = 30 * time.Second
+
+// aalBounds are the NIST SP 800-63B-4 session bounds of each assurance
+// level (sections 2.1.3, 2.2.3 and 2.3.3), which Limits.AAL names: the
+// inactivity timeout (0: none) and the overall timeout.
+var aalBounds = map[int]struct{ idle, absolute time.Duration }{
+	1: {0, 30 * 24 * time.Hour},
+	2: {time.Hour, 24 * time.Hour},
+	3: {15 * time.Minute, 12 * time.Hour},
+}
+
+// withDefaults fills in and checks the limits, within the bounds of the
+// assurance level named, if any, and the session limit against layout.
+func (l *Limits) withDefaults(layout item.Layout) error {
+	aal, ok := aalBounds[l.AAL]
+	if !ok && l.AAL != 0 {
+		return fmt.Errorf("ddbsession: Config.Limits.AAL %d: must be 1, 2 or 3 (NIST SP 800-63B-4), or 0 for none", l.AAL)
+	}
+	if l.AbsoluteLifetime == 0 {
+		l.AbsoluteLifetime = cmp.Or(aal.absolute, 30*24*time.Hour)
+	}
+	if l.AbsoluteLifetime < time.Second {
+		return fmt.Errorf("ddbsession: Config.Limits.AbsoluteLifetime %v: must be at least a second", l.AbsoluteLifetime)
+	}
+	if l.IdleTimeout == 0 {
+		// Never past the absolute lifetime, which would end every session
+		// first.
+		l.IdleTimeout = min(cmp.Or(aal.idle, 24*time.Hour), l.AbsoluteLifetime)
+	}
+	if l.IdleTimeout < time.Second {
+		return fmt.Errorf("ddbsession: Config.Limits.IdleTimeout %v: must be at least a second", l.IdleTimeout)
+	}
+	if l.IdleTimeout > l.AbsoluteLifetime {
+		return fmt.Errorf("ddbsession: Config.Limits.IdleTimeout %v is longer than AbsoluteLifetime %v, which ends every session first: "+
+			"lower IdleTimeout, or raise AbsoluteLifetime", l.IdleTimeout, l.AbsoluteLifetime)
+	}
+	if l.RefreshInterval == 0 {
+		l.RefreshInterval = l.IdleTimeout / 24
+	}
+	if l.RefreshInterval < 0 || l.RefreshInterval >= l.IdleTimeout {
+		return fmt.Errorf("ddbsession: Config.Limits.RefreshInterval %v: must be positive and shorter than IdleTimeout %v", l.RefreshInterval, l.IdleTimeout)
+	}
+	if aal.idle > 0 && l.IdleTimeout > aal.idle {
+		return fmt.Errorf("ddbsession: Config.Limits.IdleTimeout %v: AAL%d allows at most %v", l.IdleTimeout, l.AAL, aal.idle)
+	}
+	if aal.absolute > 0 && l.AbsoluteLifetime > aal.absolute {
+		return fmt.Errorf("ddbsession: Config.Limits.AbsoluteLifetime %v: AAL%d allows at most %v", l.AbsoluteLifetime, l.AAL, aal.absolute)
+	}
+	if l.PendingLifetime == 0 {
+		l.PendingLifetime = 5 * time.Minute
+	}
+	if l.PendingLifetime < 10*time.Second || l.PendingLifetime > time.Hour {
+		return fmt.Errorf("ddbsession: Config.Limits.PendingLifetime %v: must be between 10s and 1h", l.PendingLifetime)
+	}
+	switch {
+	case l.MaxSessions < 0 || l.MaxSessions > maxSessionsLimit:
+		return fmt.Errorf("ddbsession: Config.Limits.MaxSessions %d: must be between 1 and %d, or 0 for no limit", l.MaxSessions, maxSessionsLimit)
+	case l.MaxSessions > 0 && layout.HashOnly:
+		return errors.New("ddbsession: Config.Limits.MaxSessions needs a table with a sort key, for the user's state item (Layout.HashOnly is set)")
+	case l.RefuseAtMaxSessions && l.MaxSessions == 0:
+		return errors.New("ddbsession: Config.Limits.RefuseAtMaxSessions is set without a MaxSessions")
+	}
+	if l.StoreTimeout == 0 {
+		l.StoreTimeout = 2 * time.Second
+	}
+	if l.StoreTimeout < 0 {
+		return fmt.Errorf("ddbsession: Config.Limits.StoreTimeout %v: must be positive", l.StoreTimeout)
+	}
+	if l.RevokeEveryoneWithin == 0 {
+		l.RevokeEveryoneWithin = 10 * time.Second
+	}
+	if l.RevokeEveryoneWithin < time.Second {
+		return fmt.Errorf("ddbsession: Config.Limits.RevokeEveryoneWithin %v: must be at least a second", l.RevokeEveryoneWithin)
+	}
+	return nil
+}
+
 // claim gives session s, about to be created for user under sessionPK, a
 // slot among those the limit counts, in the slots item that the login read
-// with the user (rev.slots), and returns the sessions it ended to make
+// with the user (f.Slots), and returns the sessions it ended to make
 // room, which the caller ends (evict) before it writes s. ended are the
 // sessions the login has just ended, whose slots are free; so is a slot
-// whose session is gone, expired or revoked, which the claim reads when
-// the slots are full. The write is conditional on the slots being as read,
-// so two racing logins never both take the last slot: the loser reads the
-// item again and decides anew, unless its own slot is there, when its
+// whose session is gone, voided, expired or revoked, which the claim reads
+// when the slots are full. The write is conditional on the slots being as
+// read, so two racing logins never both take the last slot: the loser reads
+// the item again and decides anew, unless its own slot is there, when its
 // write was made and its answer lost.
 //
 // At the limit the oldest slots go, live or not: a young slot without its
 // session is a login on its way (or a session that ended soon after it
 // began, which looks the same), returned as a session known by its key
 // alone, whose write evict stops (see overtaken). No session outlives its
-// slot.
-func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionPK string, s item.Session, ended []item.Session, now time.Time) (_ []item.Session, err error) {
+// slot. The claim works under work; if it fails, what its writes may have
+// taken the slots of ends within ctx's deadline.
+func (c *core) claim(ctx, work context.Context, user UserKey, f *decide.Facts, sessionPK string, s item.Session, ended []item.Session, now time.Time) (_ []item.Session, err error) {
 	l := c.limit
-	slots := rev.slots
+	slots := f.Slots
 	// The sessions that this login's writes took the slots of: refused, or
 	// made with their answers lost, which cannot be told apart.
 	var picked []item.Session
@@ -43,7 +177,7 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		// A write whose answer was an error may have been made: what it
 		// took the slots of must end, lest it live on without them.
 		if err != nil && len(picked) > 0 {
-			if err := c.evict(ctx, picked); err != nil {
+			if err := c.evict(ctx, ctx, picked); err != nil {
 				c.logger.ErrorContext(ctx, "ddbsession: a failed login could not end the sessions it took the slots of", "err", err)
 			}
 		}
@@ -55,8 +189,9 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		var evicted []item.Session
 		if len(taken) >= l.max {
 			// Full, maybe of sessions that ended some other way (a Logout,
-			// a Revoke, an expiry, a RevokeAll): those give their slots up.
-			live, found, err := c.liveSlots(ctx, taken, rev.version, now)
+			// a Revoke, an expiry, a RevokeAll, a failed login's void):
+			// those give their slots up.
+			live, found, err := c.liveSlots(work, taken, f, now)
 			if err != nil {
 				return nil, err
 			}
@@ -86,7 +221,7 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 		}
 		earlier := picked
 		picked = append(picked, evicted...)
-		lost, err := c.store.update(ctx, c.store.SlotsKey(user.PK, user.SK), w)
+		lost, err := c.store.update(work, c.store.SlotsKey(user.PK, user.SK), w)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("take a session slot: %w", err)
@@ -96,7 +231,7 @@ func (c *core) claim(ctx context.Context, user UserKey, rev revocation, sessionP
 			return nil, errors.New("take a session slot: the user's slots item kept changing (ten logins at once?)")
 		}
 		var overtaken bool
-		if slots, overtaken, err = c.readSlots(ctx, user, sessionPK); err != nil {
+		if slots, overtaken, err = c.readSlots(work, user, sessionPK); err != nil {
 			return nil, fmt.Errorf("take a session slot: %w", err)
 		}
 		if overtaken || slices.ContainsFunc(slots.List, func(slot item.Slot) bool { return slot.SessionPK == sessionPK }) {
@@ -124,63 +259,44 @@ func gone(picked []item.Session, slots []item.Slot) []item.Session {
 
 // readSlots reads user's slots item, for a claim whose write was refused,
 // and says whether a void stands under sessionPK, the key of the session
-// the login is about to write: a racing login took its slot. One
-// BatchGetItem.
+// the login is about to write: a racing login took its slot. One round
+// trip.
 func (c *core) readSlots(ctx context.Context, user UserKey, sessionPK string) (item.Slots, bool, error) {
-	own := c.store.SessionKey(sessionPK)
-	items, err := c.store.batchGetMany(ctx, []map[string]types.AttributeValue{c.store.SlotsKey(user.PK, user.SK), own})
-	if err != nil {
-		return item.Slots{}, false, err
-	}
-	var slots map[string]types.AttributeValue
-	voided := false
-	for _, av := range items {
-		if c.store.sameKey(av, own) {
-			voided = attrS(av, item.AttrKind) == item.KindVoid
-		} else {
-			slots = av
-		}
-	}
-	decoded, err := c.store.DecodeSlots(slots)
-	return decoded, voided, err
+	f, err := c.read.Read(ctx, decide.Query{Sessions: []string{sessionPK}, UserPK: user.PK, UserSK: user.SK, SlotsAlone: true})
+	return f.Slots, f.Voided(sessionPK), err
 }
 
-// liveSlots reads the sessions of slots, in one BatchGetItem, and returns
-// those that are live and not revoked for a user whose version is version,
-// by session partition key, and which of the slots' sessions it found at
-// all.
-func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, now time.Time) (live map[string]item.Session, found map[string]bool, err error) {
-	keys := make([]map[string]types.AttributeValue, 0, 2*len(slots))
-	for _, slot := range slots {
-		keys = append(keys, c.store.SessionKey(slot.SessionPK))
-		if c.users.mrec {
-			keys = append(keys, c.store.EndKey(slot.SessionPK))
-		}
+// liveSlots reads the sessions of slots, in one round trip, and returns
+// those that are live and stand against the user of f, by session
+// partition key, and which of the slots' keys it found an item under at
+// all (a session, or a void over one).
+func (c *core) liveSlots(ctx context.Context, slots []item.Slot, user *decide.Facts, now time.Time) (live map[string]item.Session, found map[string]bool, err error) {
+	pks := make([]string, len(slots))
+	for i, slot := range slots {
+		pks[i] = slot.SessionPK
 	}
-	items, err := c.store.batchGetMany(ctx, keys)
+	f, err := c.read.Read(ctx, decide.Query{Sessions: pks})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the slots' sessions: %w", err)
 	}
-	ended := map[string]bool{}
-	var sessions []item.Session
-	for _, av := range items {
-		if attrS(av, item.AttrKind) == item.KindEnded {
-			ended[c.store.sessionPKOfEnd(av)] = true
-			continue
-		}
-		if s, ok := c.store.decodeSession(ctx, av); ok {
-			sessions = append(sessions, s)
-		}
-	}
+	f.Adopt(user)
 	live, found = map[string]item.Session{}, map[string]bool{}
-	for _, s := range sessions {
-		found[s.SessionPK] = true
-		if c.life.live(s, now) && c.revoked(s, version, ended[s.SessionPK]) == "" {
-			live[s.SessionPK] = s
+	for _, pk := range pks {
+		found[pk] = f.Voided(pk)
+	}
+	for pk, s := range f.Sessions {
+		found[pk] = true
+		if c.life.live(s, now) && c.judge(&f, s) == "" {
+			live[pk] = s
 		}
 	}
 	return live, found, nil
 }
+
+// voidUntil is how long a void stands, from now: a write on its way comes
+// within onItsWay of its slot, which is at most onItsWay old by any
+// instance's clock.
+func (c *core) voidUntil() time.Time { return c.now().Add(2 * c.onItsWay) }
 
 // evict ends the sessions that a claim took the slots of, before the
 // session that took them is written: in MREC it records their ends, so
@@ -189,14 +305,15 @@ func (c *core) liveSlots(ctx context.Context, slots []item.Slot, version int64, 
 // on its way, a login's or its retry's. Their writes run beside the new
 // session's index write, at no round trip of their own.
 //
-// Those that fail are tried once more, on a deadline of their own if the
-// call's has passed: a session whose slot is gone must not live on.
-func (c *core) evict(ctx context.Context, evicted []item.Session) error {
-	failed, err := c.evictOnce(ctx, evicted)
+// They run under work; those that fail are tried once more, under ctx,
+// whose deadline is the call's own: a session whose slot is gone must not
+// live on.
+func (c *core) evict(ctx, work context.Context, evicted []item.Session) error {
+	failed, err := c.evictOnce(work, evicted)
 	if err == nil {
 		return nil
 	}
-	again, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	again, cancel := detach(ctx)
 	defer cancel()
 	if _, err = c.evictOnce(again, failed); err != nil {
 		return fmt.Errorf("end a session the session limit ended: %w", err)
@@ -207,9 +324,7 @@ func (c *core) evict(ctx context.Context, evicted []item.Session) error {
 // evictOnce makes evict's writes once, and returns the sessions it failed
 // to end.
 func (c *core) evictOnce(ctx context.Context, evicted []item.Session) (failed []item.Session, err error) {
-	// A write on its way comes within onItsWay of its slot, which is at
-	// most onItsWay old by any instance's clock.
-	until := c.now().Add(2 * c.onItsWay)
+	until := c.voidUntil()
 	errs := make([]error, len(evicted))
 	var wg sync.WaitGroup
 	for i, e := range evicted {

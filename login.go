@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -26,10 +26,10 @@ import (
 // CreateUser writes a new user item: v is the app's own value (a struct or
 // a map, encoded with attributevalue.MarshalMap, holding the table's key),
 // and CreateUser stamps it with a random sessions version of its own, so
-// that no session of a deleted user with the same key is valid for it. It returns
-// [ErrUserExists], writing nothing, if an item with that key exists. An app
-// that writes user items itself sets [Layout.VersionAttribute] to a value
-// no session of the key copied (the creation time in epoch ms, say).
+// that no session of a deleted user with the same key is valid for it. It
+// returns [ErrUserExists], writing nothing, if an item with that key
+// exists. An app that writes user items itself writes the same
+// (docs/item-format.md#user-items).
 func (m *Manager[U]) CreateUser(ctx context.Context, v any) error {
 	return wrap("create user", m.createUser(ctx, v))
 }
@@ -57,15 +57,7 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	// A version no session of a user deleted before can have copied: a
-	// random one, where a time could meet one a RevokeAll had moved on.
-	version := rand.Int64N(1<<62) + 1<<62
-	created, err := c.store.createUser(ctx, av, version)
-	if err == nil && created && c.users.mrec {
-		// A revocation item outlives a user item deleted before this one,
-		// with a version its sessions copied: move it on, past them.
-		err = c.store.raiseRevocation(ctx, key.PK, key.SK, c.now().UnixMilli())
-	}
+	created, err := c.store.createUser(ctx, av)
 	switch {
 	case err != nil:
 		return err
@@ -166,6 +158,10 @@ func loopbackHost(host string) bool {
 // Bearer requests need no cross-origin protection: no browser adds an
 // Authorization header on its own.
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
+	if !m.cookies.bearer {
+		// Every guarded route would refuse the token: say so now.
+		return "", time.Time{}, errors.New("ddbsession: login: Config.BearerTokens is off, so RequireSession would refuse every bearer token: turn it on to use LoginBearer")
+	}
 	var u U
 	out, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r)})
 	if err != nil {
@@ -229,24 +225,27 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	if err := c.checkSignIn(in.user, in.methods); err != nil {
 		return signedIn{}, err
 	}
-	// Not cut short by the client: a half-done rotation helps no one.
+	// Not cut short by the client: a half-done rotation helps no one. The
+	// work leaves time for the undo within the one deadline.
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
+	work, cancelWork := c.workContext(ctx)
+	defer cancelWork()
 	now := c.now()
-	rev, err := c.prove(ctx, in, c.limit.max > 0, now)
+	f, err := c.prove(work, in, c.limit.max > 0, now)
 	if err != nil {
 		return signedIn{}, err
 	}
-	ended, err := c.endRequestSessions(ctx, r, in.end, EventRotated, in.read)
+	ended, err := c.endRequestSessions(work, r, in.end, EventRotated, in.read)
 	if err != nil {
 		return signedIn{}, err
 	}
-	s, reauth := c.newSignedIn(r, in, rev, ended, now)
+	s, reauth := c.newSignedIn(r, in, &f, ended, now)
 	token := item.NewToken()
 	sessionPK := c.store.SessionPK(token)
 	var evicted []item.Session
 	if c.limit.max > 0 {
-		if evicted, err = c.claim(ctx, in.user, rev, sessionPK, s, ended, now); err != nil {
+		if evicted, err = c.claim(ctx, work, in.user, &f, sessionPK, s, ended, now); err != nil {
 			if errors.Is(err, ErrTooManySessions) {
 				c.events.emit(ctx, Event{Kind: EventRefusedAtMaxSessions, User: in.user})
 			}
@@ -254,7 +253,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		}
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
-	err = c.store.createSession(ctx, sessionPK, s, indexTTL, func() error { return c.evict(ctx, evicted) }, c.timeout)
+	err = c.store.createSession(ctx, work, sessionPK, s, indexTTL, c.voidUntil(), func() error { return c.evict(ctx, work, evicted) })
 	overtaken := c.overtaken(ctx, sessionPK, err)
 	if err != nil && !overtaken {
 		return signedIn{}, err
@@ -269,56 +268,60 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	return signedIn{token: token, session: s, now: now}, nil
 }
 
-// prove reads the user of in into in.out, with the user's revocation state,
-// and has in.verify check it. Completing a two-step login, it first makes
-// sure the user's sessions were not revoked since the first step, and then
-// takes the pending session, which one of racing completions alone gets.
-func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Time) (revocation, error) {
-	// The global generation is read with the user only when this
-	// instance's copy is stale, as a request reads it, so that no item is
-	// read by every login of the table; otherwise the session copies the
-	// copy as it was before the credential was checked. Either way a
-	// RevokeEveryone after this point ends the session.
-	withGlobal, gen, began := c.everyone.stale(), c.everyone.gen.Load(), c.everyone.clock()
-	rev, err := c.users.load(ctx, in.user, in.out, withSlots, withGlobal)
+// prove reads the user of in into in.out, with everything that stamps a
+// session of theirs, and has in.verify check it. Completing a two-step
+// login, it first makes sure the user's sessions were not revoked since
+// the first step, and then takes the pending session, which one of racing
+// completions alone gets.
+func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Time) (decide.Facts, error) {
+	// The global generation comes from this instance's copy, unless the
+	// copy is stale and this read takes it: either way as it was before
+	// the credential was checked, so that a RevokeEveryone after this
+	// point ends the session.
+	f, err := c.read.Read(ctx, decide.Query{UserPK: in.user.PK, UserSK: in.user.SK, Slots: withSlots, Into: in.out})
 	if err != nil {
-		return rev, err
+		return f, err
 	}
-	if rev.globalRead {
-		c.everyone.seen(rev.global, began)
-	} else {
-		rev.global = gen
+	if !f.UserFound {
+		return f, ErrUserNotFound
 	}
-	if in.pending != nil && c.revoked(*in.pending, rev.version, false) != "" {
+	if err := c.users.decode(&f, in.out); err != nil {
+		return f, err
+	}
+	if err := c.versioned(ctx, in.user, &f); err != nil {
+		return f, err
+	}
+	if in.pending != nil && c.judge(&f, *in.pending) != "" {
 		// The user's sessions were revoked (a password change) between
 		// the two steps: the first step's proof is void.
 		if _, _, err := c.store.deleteSession(ctx, *in.pending); err != nil {
-			return rev, err
+			return f, err
 		}
-		return rev, rejected(ReasonRevoked)
+		return f, rejected(ReasonRevoked)
 	}
 	if in.verify != nil {
 		if err := in.verify(); err != nil {
-			return rev, &appError{err}
+			return f, &appError{err}
 		}
 	}
 	if in.pending != nil {
 		if _, found, err := c.store.deleteSession(ctx, *in.pending); err != nil || !found {
-			return rev, cmp.Or(err, rejected(ReasonUnknown))
+			return f, cmp.Or(err, rejected(ReasonUnknown))
 		}
 	}
-	return rev, nil
+	return f, nil
 }
 
 // newSignedIn returns the session that sign-in in, on request r, creates
-// at now for a user whose revocation state is rev, having ended the
-// sessions ended; and whether it is a re-authentication.
-func (c *core) newSignedIn(r *http.Request, in signIn, rev revocation, ended []item.Session, now time.Time) (item.Session, bool) {
-	// The session copies the versions read with the credential: a
-	// RevokeAll or RevokeEveryone after that read, on any instance and
-	// whatever its clock, ends it. Its times are this instance's own.
+// at now for a user of whom a Read found f, having ended the sessions
+// ended; and whether it is a re-authentication.
+func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []item.Session, now time.Time) (item.Session, bool) {
+	// The session copies the stamp read with the credential: a RevokeAll,
+	// a new credential, a user item made anew or a RevokeEveryone after
+	// that read, on any instance and whatever its clock, ends it. Its
+	// times are this instance's own.
 	s := c.life.newSession(in.user, userAgent(r), now)
-	s.Gen, s.GlobalGen = rev.version, rev.global
+	s.Stamp = f.Stamp
 	s.Methods = in.methods
 	browser := in.end == endAll
 	s.BrowserOnly = browser && c.keepSignedIn != nil && !c.keepSignedIn(r)
@@ -335,7 +338,7 @@ func (c *core) newSignedIn(r *http.Request, in signIn, rev revocation, ended []i
 	for _, old := range ended {
 		// The user's own live session: a re-authentication, which hands
 		// on what the app keeps in it and the kind of its cookie.
-		if userOf(old) == in.user && !old.Pending && c.life.live(old, now) && c.revoked(old, rev.version, false) == "" {
+		if userOf(old) == in.user && !old.Pending && c.life.live(old, now) && c.judge(f, old) == "" {
 			s.Data, s.BrowserOnly, reauth = old.Data, old.BrowserOnly, true
 		}
 	}

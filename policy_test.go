@@ -177,7 +177,7 @@ var policyFeatures = []struct {
 	}},
 	{"sign-in", func(p *policyRun) {
 		t := p.t
-		e, admin := p.env()
+		e, admin := p.env(withBearer)
 		ctx := context.Background()
 		dave := ddbsession.UserKey{PK: "USER#dave", SK: "PROFILE"}
 		if err := e.m.CreateUser(ctx, User{PK: dave.PK, SK: dave.SK, Name: "dave"}); err != nil {

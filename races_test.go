@@ -1165,7 +1165,7 @@ func TestSessionLimitRacingLogins(t *testing.T) {
 		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
 			t.Parallel()
 			const limit, logins = 3, 8
-			e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions, c.Limits.RefuseAtMaxSessions = limit, refuse })
+			e := newEnv(t, withBearer, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions, c.Limits.RefuseAtMaxSessions = limit, refuse })
 			other, err := ddbsession.New(e.cfg)
 			if err != nil {
 				t.Fatal(err)

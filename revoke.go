@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -41,35 +39,41 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
+	work, cancelWork := c.workContext(ctx)
+	defer cancelWork()
 	now := c.now()
-	indexed, err := c.store.queryIndex(ctx, user.PK, user.SK, now)
+	indexed, err := c.store.queryIndex(work, user.PK, user.SK, now)
 	if err != nil {
 		return nil, err
 	}
-	withGlobal, began := c.everyone.stale(), c.everyone.clock()
-	rev, sessions, ended, err := c.readListed(ctx, user, indexed, withGlobal)
-	if errors.Is(err, ErrUserNotFound) {
+	// The session items, not the index items, say whether the sessions
+	// live: read them with the user, in one round trip.
+	pks := make([]string, len(indexed))
+	for i, idx := range indexed {
+		pks[i] = idx.SessionPK
+	}
+	f, err := c.read.Read(work, decide.Query{Sessions: pks, UserPK: user.PK, UserSK: user.SK})
+	if err != nil {
+		return nil, err
+	}
+	if !f.UserFound {
 		return nil, nil
 	}
-	if rev.globalRead {
-		c.everyone.seen(rev.global, began)
-	}
-	if err != nil {
+	if err := c.users.decode(&f, nil); err != nil {
 		return nil, err
 	}
 	var list []Session
 	var stale []item.Session
 	for _, idx := range indexed { // newest first
-		// The session item, not the index item, says whether the session
-		// lives: an index item outlives a session that expired, was
-		// revoked, or never was written (a Login that failed half-way).
-		// A young one without its session item is a Login on its way,
-		// which writes its index item first: not listed, not dropped.
-		s, ok := sessions[idx.SessionPK]
-		if !ok && now.Sub(idx.CreatedAt) <= c.onItsWay {
+		// An index item outlives a session that expired, was revoked, or
+		// never was written (a Login that failed half-way). A young one
+		// without its session item is a Login on its way, which writes
+		// its index item first: not listed, not dropped.
+		s, ok := f.Session(idx.SessionPK)
+		if !ok && !f.Voided(idx.SessionPK) && now.Sub(idx.CreatedAt) <= c.onItsWay {
 			continue
 		}
-		if !ok || s.ID != idx.ID || userOf(s) != user || !c.life.live(s, now) || c.revoked(s, rev.version, ended[idx.SessionPK]) != "" {
+		if !ok || s.ID != idx.ID || userOf(s) != user || !c.life.live(s, now) || c.judge(&f, s) != "" {
 			stale = append(stale, idx)
 			continue
 		}
@@ -82,64 +86,15 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 	return list, nil
 }
 
-// readListed reads, in one round trip, user's revocation state and the
-// session items (in MREC with their end records) that indexed point to.
-func (c *core) readListed(ctx context.Context, user UserKey, indexed []item.Session, withGlobal bool) (revocation, map[string]item.Session, map[string]bool, error) {
-	var keys []map[string]types.AttributeValue
-	for _, idx := range indexed {
-		keys = append(keys, c.store.SessionKey(idx.SessionPK))
-		if c.users.mrec {
-			keys = append(keys, c.store.EndKey(idx.SessionPK))
-		}
-	}
-	var rev revocation
-	var err error
-	if !c.users.inTable() {
-		// Users elsewhere: the loader is a read of its own.
-		if rev, err = c.users.load(ctx, user, nil, false, withGlobal); err != nil {
-			return rev, nil, nil, err
-		}
-	} else {
-		keys = append(keys, c.store.userKeys(user.PK, user.SK, false, withGlobal)...)
-	}
-	found, err := c.store.batchGetMany(ctx, keys)
-	if err != nil {
-		return rev, nil, nil, err
-	}
-	sessions, ended := map[string]item.Session{}, map[string]bool{}
-	u := userItems{globalRead: withGlobal}
-	for _, av := range found {
-		switch {
-		case attrS(av, item.AttrKind) == item.KindSession && strings.HasPrefix(attrS(av, c.store.PartitionKey), c.store.SessionPrefix):
-			if s, ok := c.store.decodeSession(ctx, av); ok {
-				sessions[s.SessionPK] = s
-			}
-		case attrS(av, item.AttrKind) == item.KindEnded:
-			ended[c.store.sessionPKOfEnd(av)] = true
-		default:
-			c.store.sort(&u, av, "", user.PK, user.SK)
-		}
-	}
-	if c.users.inTable() {
-		if u.user == nil {
-			return rev, nil, nil, ErrUserNotFound
-		}
-		if rev, err = c.users.decode(u, nil); err != nil {
-			return rev, nil, nil, err
-		}
-	}
-	return rev, sessions, ended, nil
-}
-
 // dropIndexItems deletes the index items of sessions that can no longer
 // be used, which List has just found, so that the next List reads them no
-// more: side by side, on a deadline of their own, and a failure is only
-// logged.
+// more: side by side, within the call's deadline (what its work left of
+// it), and a failure is only logged.
 func (c *core) dropIndexItems(ctx context.Context, stale []item.Session) {
 	if len(stale) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	ctx, cancel := detach(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, s := range stale {
@@ -202,12 +157,9 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 // changes the user's sessions version, so every session made before it is
 // rejected on its next request, on any instance, and a login that reads the
 // user after it lives. No clock takes part. It returns [ErrUserNotFound] if
-// the user has no item in the table; with a custom [Config.LoadUser], change
-// the version where the loader reads it instead.
-//
-// To change a password: write the new credential, call RevokeAll, then
-// Login again to keep the current browser signed in. A login that races the
-// change ends with the others if it checked the password in Login's verify.
+// the user has no item in the table. With a custom [Config.LoadUser] whose
+// users have no item in the table it fails: change the version where the
+// loader reads it instead.
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	return wrap("revoke all sessions", m.revokeAll(ctx, user))
 }
@@ -218,10 +170,12 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	found, err := c.changeVersion(ctx, user, c.now().UnixMilli())
+	found, err := c.changeVersion(ctx, user)
 	switch {
 	case err != nil:
 		return err
+	case !found && c.users.custom:
+		return fmt.Errorf("no user item %s in table %q, and users come from Config.LoadUser: end their sessions by changing the version it returns", keyString(user), c.store.table)
 	case !found:
 		return ErrUserNotFound
 	}
@@ -231,22 +185,27 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 
 // changeVersion changes user's sessions version: the user item's, or in
 // MREC the revocation item's, which only revocations write. It reports
-// false if the user has no item.
-func (c *core) changeVersion(ctx context.Context, user UserKey, ms int64) (found bool, err error) {
-	if !c.users.mrec {
-		return c.store.bumpVersion(ctx, user.PK, user.SK, ms)
+// false if the user has no item in the table.
+func (c *core) changeVersion(ctx context.Context, user UserKey) (found bool, err error) {
+	if !c.store.MREC {
+		return c.store.changeVersion(ctx, user.PK, user.SK)
 	}
-	items, err := c.store.getUser(ctx, user.PK, user.SK, false, false)
-	if err != nil || items.user == nil {
-		return false, err
+	if found, err = c.userExists(ctx, user); !found || err != nil {
+		return found, err
 	}
-	return true, c.store.raiseRevocation(ctx, user.PK, user.SK, ms)
+	return true, c.store.changeRevocation(ctx, user.PK, user.SK)
+}
+
+// userExists reports whether user has an item in the table.
+func (c *core) userExists(ctx context.Context, user UserKey) (bool, error) {
+	av, err := c.store.get(ctx, c.store.Key(user.PK, user.SK))
+	return av != nil, err
 }
 
 // RevokeEveryone ends every session of every user with one write, for an
-// incident such as a leak of the table (OWASP ASVS 5.0 7.4.5): it raises the
-// table's global revocation generation, which every session copied at its
-// login. This instance applies it at once, every other within
+// incident such as a leak of the table (OWASP ASVS 5.0 7.4.5): it changes
+// the table's global revocation generation, which every session copied at
+// its login. This instance applies it at once, every other within
 // [Limits.RevokeEveryoneWithin] (a login there meanwhile ends with it), and
 // another Region within the replication lag besides.
 func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
@@ -255,25 +214,9 @@ func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
 	if err := m.store.revokeEveryone(ctx); err != nil {
 		return wrap("revoke everyone", err)
 	}
-	if err := m.readEveryone(ctx); err != nil {
+	if _, err := m.read.Refresh(ctx, true); err != nil {
 		return wrap("revoke everyone", fmt.Errorf("written, but not read back: %w", err))
 	}
 	m.events.emit(ctx, Event{Kind: EventRevokedEveryone})
-	return nil
-}
-
-// readEveryone reads the global revocation generation into this
-// instance's copy.
-func (c *core) readEveryone(ctx context.Context) error {
-	began := c.everyone.clock()
-	av, err := c.store.getGlobal(ctx)
-	if err != nil {
-		return err
-	}
-	gen, err := item.DecodeGlobal(av)
-	if err != nil {
-		return fmt.Errorf("the global revocation item: %w", err)
-	}
-	c.everyone.seen(gen, began)
 	return nil
 }

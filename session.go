@@ -2,7 +2,6 @@ package ddbsession
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -52,11 +51,6 @@ type Session struct {
 	Current bool
 }
 
-// ErrNoSession is returned for a token that grants no session (malformed,
-// unknown, expired, revoked, or its user gone) and by [Manager.Revoke] for
-// an ID that is not one of the user's sessions, alike: "signed out".
-var ErrNoSession = errors.New("ddbsession: no valid session")
-
 // Reason is why a request was rejected; "" for none.
 type Reason string
 
@@ -74,41 +68,6 @@ const (
 	ReasonPending          Reason = "pending"           // a login waiting for its second factor (BeginLogin), which only CompleteLogin takes
 	ReasonSessionLimit     Reason = "session-limit"     // ended by Limits.MaxSessions to make room for a newer session
 )
-
-// rejection is ErrNoSession with its reason, for events.
-type rejection struct{ reason Reason }
-
-func (r *rejection) Error() string        { return ErrNoSession.Error() }
-func (r *rejection) Is(target error) bool { return target == ErrNoSession }
-
-// rejections holds one rejection per reason, so that a rejection, the
-// answer to a flood of unknown tokens, allocates nothing.
-var rejections = func() map[Reason]*rejection {
-	all := map[Reason]*rejection{}
-	for _, r := range []Reason{ReasonMalformed, ReasonUnknown, ReasonExpired, ReasonAbsoluteLifetime,
-		ReasonRevoked, ReasonUserMissing, ReasonUserMismatch, ReasonNotBound, ReasonNotReplicated, ReasonEveryone,
-		ReasonPending, ReasonSessionLimit} {
-		all[r] = &rejection{r}
-	}
-	return all
-}()
-
-// rejected returns the ErrNoSession of reason.
-func rejected(reason Reason) error {
-	if r, ok := rejections[reason]; ok {
-		return r
-	}
-	return &rejection{reason}
-}
-
-// reasonOf returns the reason of a rejection, or "".
-func reasonOf(err error) Reason {
-	var r *rejection
-	if errors.As(err, &r) {
-		return r.reason
-	}
-	return ""
-}
 
 // ddbitem decodes items outside a Manager, with this conversion.
 func init() { item.Public = func(s item.Session) any { return sessionOf(s) } }

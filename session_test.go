@@ -206,7 +206,7 @@ func TestSessionDataRacingWriters(t *testing.T) {
 // session takes data through NewContext too.
 func TestSessionDataOfEndedAndCheckedSessions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, withBearer)
 	alice := e.putUser("alice")
 	c := e.login(alice)
 	var err error

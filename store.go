@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -40,16 +37,33 @@ type tableClient interface {
 	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
 }
 
-// store makes the DynamoDB calls, and nothing else: every call to the
-// client is in this file. What each read and write of an item is lies in
-// items.go, the rules that decide what to call in the files above, and the
-// items' format in internal/item. Every call runs under the caller's
-// context and its one deadline.
+// store is every write of the library's items, and the reads that serve a
+// write rather than decide whether a session stands (those are
+// internal/decide's): one method per operation, in terms of the item format
+// of internal/item, making its calls through calls.go. Every call runs under
+// the caller's context and its one deadline.
 //
-// Every call on items goes through one of the primitives at the end of
-// this file, which name the table in their errors: the engine's do not, and a Login
-// that fails with "ResourceNotFoundException: Requested resource not found"
-// leaves a newcomer to guess which table is missing.
+// Sessions:
+//
+//	createSession   the index item and the session item of a login
+//	createPending   the session item of a login waiting for its second factor
+//	takeTry         count one second-factor try of a pending session
+//	readSession     a session item, to end it
+//	getSession      a session item, to learn whether a write landed
+//	deleteSession   a session item and its index item
+//	voidSession     a void over a session's key, and its index item gone
+//	deleteIndex     a session's index item alone
+//	refreshSession  slide a session's expiry
+//	getIndex        a session's index item, by its public ID
+//	queryIndex      a user's index items
+//	putEnd          a session's end record (MREC)
+//
+// Users and the table:
+//
+//	createUser      a new user item, with its first sessions version
+//	changeVersion   end a user's sessions: their user item's version
+//	changeRevocation end a user's sessions (MREC): their revocation item's version
+//	revokeEveryone  end every session: the global generation
 //
 // The package uses no transactions (dynalite, a test engine, has no
 // TransactWriteItems): writes that touch two items are ordered so that a
@@ -57,13 +71,13 @@ type tableClient interface {
 type store struct {
 	item.Layout
 	client Client
+	calls  decide.Calls
 	table  string
 	logger *slog.Logger
-	pairs  sync.Pool // of *pairRead
 }
 
 func newStore(client Client, table string, layout item.Layout, logger *slog.Logger) *store {
-	return &store{Layout: layout, client: client, table: table, logger: logger}
+	return &store{Layout: layout, client: client, calls: decide.Calls{Client: client, Table: table}, table: table, logger: logger}
 }
 
 // Failed conditions that callers act on.
@@ -75,6 +89,8 @@ var (
 	// challenge it answers was used, replaced or expired meanwhile, or the
 	// session changed (bound already, or gone).
 	errChallengeUsed = errors.New("challenge used or session changed")
+	// errTaken is a put that found its key taken.
+	errTaken = errors.New("an item with that key exists")
 )
 
 // detach keeps ctx's deadline but drops its cancellation, for calls that
@@ -93,299 +109,344 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // only reads it.
 var consistent = aws.Bool(true)
 
-// get reads the item under key with one strongly consistent GetItem; nil
-// if there is none.
-func (st *store) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: key, ConsistentRead: consistent})
+// createSession writes a new session: first its per-user index item, and
+// beside it whatever alongside does (a session limit's evictions), then the
+// session item itself, which must not exist yet. The index goes first so
+// that a session is never live without showing in List. It works under
+// work, a context that leaves time for the undo before ctx's deadline
+// (core.workContext): if any of it fails, a void goes over the session's
+// key (see voidSession), kept until voidUntil, and its index item goes, as
+// far as possible. A write that fails may still have been applied, its
+// answer lost, or be on its way in a retry: the void stops both, so a
+// failed login leaves no session that lives, none that List shows, and no
+// slot that a session limit counts.
+func (st *store) createSession(ctx, work context.Context, sessionPK string, s item.Session, indexTTL, voidUntil time.Time, alongside func() error) error {
+	s.SessionPK = sessionPK
+	var err error
+	if st.HashOnly {
+		if err = alongside(); err == nil {
+			err = st.putFresh(work, st.EncodeSession(sessionPK, s))
+		}
+	} else {
+		index := s
+		index.ExpiresAt = indexTTL
+		var indexErr, alongErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { indexErr = st.putFresh(work, st.EncodeIndex(sessionPK, index)) })
+		wg.Go(func() { alongErr = alongside() })
+		wg.Wait()
+		if err = errors.Join(indexErr, alongErr); err == nil {
+			err = st.putFresh(work, st.EncodeSession(sessionPK, s))
+		}
+	}
 	if err != nil {
-		return nil, st.named(err)
+		st.undoSession(ctx, s, voidUntil)
 	}
-	return out.Item, nil
+	return err
 }
 
-// batchGet reads items with strongly consistent BatchGetItems: one call,
-// unless DynamoDB leaves keys unprocessed (under throttling); those are
-// asked for again, after a short pause, until ctx ends. It returns the
-// items found, in no particular order.
-func (st *store) batchGet(ctx context.Context, in *dynamodb.BatchGetItemInput) ([]map[string]types.AttributeValue, error) {
-	var found []map[string]types.AttributeValue
-	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		out, err := st.client.BatchGetItem(ctx, in)
-		if err != nil {
-			return nil, st.named(err)
+// undoSession undoes a failed createSession of s, side by side and
+// within ctx's deadline: it puts a void over the session's key, and
+// deletes its index item. A failure is logged: the void stops a write on
+// its way, and an index item without its session is no session List shows
+// (see list).
+func (st *store) undoSession(ctx context.Context, s item.Session, voidUntil time.Time) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, _, err := st.putOver(ctx, st.EncodeVoid(s.SessionPK, voidUntil), st.VoidOver()); err != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: undo a failed login: void its session's key", "sid", s.ID, "err", err)
 		}
-		found = append(found, out.Responses[st.table]...)
-		if len(out.UnprocessedKeys[st.table].Keys) == 0 {
-			return found, nil
-		}
-		in = &dynamodb.BatchGetItemInput{RequestItems: out.UnprocessedKeys}
-		select {
-		case <-ctx.Done():
-			return nil, st.named(fmt.Errorf("unprocessed keys: %w", ctx.Err()))
-		case <-time.After(pause):
-		}
-	}
-}
-
-// putNew writes an item that must not exist yet; taken reports that one
-// did.
-func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) (taken bool, err error) {
-	err = retryConflicts(ctx, func() error {
-		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                &st.table,
-			Item:                     av,
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+	})
+	if !st.HashOnly {
+		wg.Go(func() {
+			if err := st.deleteIndex(ctx, s); err != nil {
+				st.logger.ErrorContext(ctx, "ddbsession: undo a failed login: delete its index item", "sid", s.ID, "err", err)
+			}
 		})
-		return err
-	})
-	return st.failed(err)
-}
-
-// put writes an item whatever is under its key.
-func (st *store) put(ctx context.Context, av map[string]types.AttributeValue) (bool, error) {
-	err := retryConflicts(ctx, func() error {
-		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: av})
-		return err
-	})
-	return err == nil, st.named(err)
-}
-
-// update makes the conditional UpdateItem w of the item under key and
-// reports a failed condition as failed, apart from other errors.
-func (st *store) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
-	_, failed, err = st.write(ctx, key, w, types.ReturnValueNone)
-	return failed, err
-}
-
-func (st *store) write(ctx context.Context, key map[string]types.AttributeValue, w item.Writes, rv types.ReturnValue) (map[string]types.AttributeValue, bool, error) {
-	var out *dynamodb.UpdateItemOutput
-	err := retryConflicts(ctx, func() (err error) {
-		out, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 &st.table,
-			Key:                       key,
-			UpdateExpression:          &w.Update,
-			ConditionExpression:       &w.Condition,
-			ExpressionAttributeNames:  w.Names,
-			ExpressionAttributeValues: w.Values,
-			ReturnValues:              rv,
-		})
-		return err
-	})
-	failed, err := st.failed(err)
-	if failed || err != nil {
-		return nil, failed, err
 	}
-	return out.Attributes, false, nil
+	wg.Wait()
 }
 
-// delete deletes the item under key and, if old, returns what it held.
-func (st *store) delete(ctx context.Context, key map[string]types.AttributeValue, old bool) (map[string]types.AttributeValue, error) {
-	in := &dynamodb.DeleteItemInput{TableName: &st.table, Key: key}
-	if old {
-		in.ReturnValues = types.ReturnValueAllOld
+// createPending writes the session item of a login waiting for its second
+// factor. It has no index item: List does not show it, and no session
+// limit counts it.
+func (st *store) createPending(ctx context.Context, sessionPK string, s item.Session) error {
+	return st.putFresh(ctx, st.EncodeSession(sessionPK, s))
+}
+
+// takeTry counts one more second-factor try of the pending session under
+// sessionPK, if it is there, pending and unexpired at now and has had
+// fewer than max tries: it reads the session and its tries' records in one
+// BatchGetItem, and writes the record of the next try, which must not
+// exist yet, so that racing tries never count as fewer than they are. It
+// returns the pending session and the try's number, or false.
+func (st *store) takeTry(ctx context.Context, sessionPK string, max int, now time.Time) (item.Session, int, bool, error) {
+	keys := []map[string]types.AttributeValue{st.SessionKey(sessionPK)}
+	for n := 1; n <= max; n++ {
+		keys = append(keys, st.TryKey(sessionPK, n))
 	}
-	var out *dynamodb.DeleteItemOutput
-	err := retryConflicts(ctx, func() (err error) {
-		out, err = st.client.DeleteItem(ctx, in)
-		return err
-	})
+	items, err := st.calls.BatchGet(ctx, keys)
 	if err != nil {
-		return nil, st.named(err)
+		return item.Session{}, 0, false, err
 	}
-	return out.Attributes, nil
-}
-
-// retryConflicts makes a write and, while it fails because another Region
-// is writing the same item (ReplicatedWriteConflictException, which only a
-// global table in multi-Region strong consistency answers, and which the
-// SDK's retryer does not retry), makes it again after a short pause, until
-// ctx ends. The write did not happen when that is its answer, so making it
-// again is safe, conditions and all.
-func retryConflicts(ctx context.Context, write func() error) error {
-	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := write()
-		var conflict *types.ReplicatedWriteConflictException
-		if !errors.As(err, &conflict) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (retried until the call's deadline: another Region kept writing the item)", err)
-		case <-time.After(pause):
-		}
-	}
-}
-
-// query runs in through every page and decodes the items of kind; items it
-// cannot read are left out.
-func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput) ([]item.Session, error) {
-	in.TableName = &st.table
-	var found []item.Session
-	pages := dynamodb.NewQueryPaginator(st.client, in)
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return found, st.named(err)
-		}
-		for _, av := range page.Items {
-			if s, err := st.Decode(av, kind); err == nil {
-				found = append(found, s)
+	var p item.Session
+	found := false
+	taken := map[int]bool{}
+	for _, av := range items {
+		for n := 1; n <= max; n++ {
+			if st.sameKey(av, st.TryKey(sessionPK, n)) {
+				taken[n] = true
 			}
 		}
+		if st.sameKey(av, st.SessionKey(sessionPK)) {
+			p, found = st.decodeSession(ctx, av)
+		}
 	}
-	return found, nil
+	if !found || !p.Pending || !p.ExpiresAt.After(now) {
+		return item.Session{}, 0, false, nil
+	}
+	for n := 1; n <= max; n++ {
+		if taken[n] {
+			continue
+		}
+		taken, err := st.putNew(ctx, st.EncodeTry(sessionPK, n, p.ExpiresAt))
+		switch {
+		case err != nil:
+			return item.Session{}, 0, false, err
+		case !taken:
+			return p, n, true, nil
+		}
+		// A racing try took n: the next one, then.
+	}
+	return item.Session{}, 0, false, nil
 }
 
-// failed tells a write's failed condition apart from other errors.
-func (st *store) failed(err error) (bool, error) {
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return true, nil
+// putFresh writes a session's item, which must not exist: an item already
+// under its key is an error, whether a collision or the SDK's retry of a
+// put whose answer was lost meeting its own write. Login fails closed
+// either way, and undoes what it wrote.
+func (st *store) putFresh(ctx context.Context, av map[string]types.AttributeValue) error {
+	taken, err := st.putNew(ctx, av)
+	if err == nil && taken {
+		err = st.named(errTaken)
 	}
-	return false, st.named(err)
+	return err
 }
 
-// named wraps a call's error, if any, with the name of the table, and says
-// what to do about a table that does not exist.
-func (st *store) named(err error) error {
-	if err == nil {
-		return nil
+// getSession reads the session item under sessionPK, for a write that
+// needs to know whether it landed. It reports false, with no error, for a
+// missing item or one it cannot read.
+func (st *store) getSession(ctx context.Context, sessionPK string) (item.Session, bool, error) {
+	av, err := st.get(ctx, st.SessionKey(sessionPK))
+	if err != nil {
+		return item.Session{}, false, err
 	}
-	if errors.As(err, new(*types.ResourceNotFoundException)) {
-		return fmt.Errorf("table %q: %w (no such table: call Manager.CreateTable at startup, or run: ddbsession table create -table %s)", st.table, err, st.table)
-	}
-	return fmt.Errorf("table %q: %w%s", st.table, err, noEngineHint(err))
+	s, found := st.decodeSession(ctx, av)
+	return s, found, nil
 }
 
-// The table's own calls, which CreateTable makes. They name the table in
-// their errors, as the primitives above do.
-
-// admin is the client's table methods, or an error saying it has none.
-func (st *store) admin() (tableClient, error) {
-	if c, ok := st.client.(tableClient); ok {
-		return c, nil
+// readSession reads the session item under sessionPK for its deletion.
+// present says whether there is one; s decodes it, but for one in a format
+// this release cannot read, whose s has its SessionPK alone.
+func (st *store) readSession(ctx context.Context, sessionPK string) (s item.Session, present bool, err error) {
+	av, err := st.get(ctx, st.SessionKey(sessionPK))
+	if err != nil {
+		return s, false, err
 	}
-	return nil, fmt.Errorf("Config.Client (%T) lacks the table methods of *dynamodb.Client (DescribeTable, CreateTable, DescribeTimeToLive, UpdateTimeToLive)", st.client)
+	if av == nil || attrS(av, item.AttrKind) == item.KindVoid { // a void stays
+		return s, false, nil
+	}
+	if s, present = st.decodeSession(ctx, av); !present {
+		s = item.Session{SessionPK: sessionPK}
+	}
+	return s, true, nil
 }
 
-// createTable asks for the table in. A table of that name that another
-// instance made meanwhile is no error.
-func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) error {
-	admin, err := st.admin()
+// deleteSession deletes session s's item and, once it is gone, its index
+// item. It returns the session item as the delete found it, or false if
+// the delete found nothing.
+//
+// s is the caller's copy, read before: a session's index key never
+// changes, so the copy names the index item. The delete's own answer
+// cannot be relied on for it: it can be lost, the SDK retries the call,
+// the retry finds nothing, and the index item would linger in List with
+// nothing logged. A copy without an ID (an item of a format this release
+// cannot read) leaves the index item to the delete's answer. Once the
+// session item is gone its token is dead, so a failure to delete the index
+// item is only logged: it lingers in List until TTL or a Revoke removes it.
+func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Session, bool, error) {
+	old, err := st.delete(ctx, st.SessionKey(s.SessionPK), true)
 	if err != nil {
-		return err
+		return item.Session{}, false, err
 	}
-	_, err = admin.CreateTable(ctx, in)
-	if errors.As(err, new(*types.ResourceInUseException)) {
-		return nil
+	deleted, err := st.Decode(old, item.KindSession)
+	found := err == nil
+	if s.ID == "" && found {
+		s = deleted
 	}
-	if err != nil {
-		return fmt.Errorf("table %q does not exist, and creating it failed: %w%s", st.table, err, noEngineHint(err))
+	if st.HashOnly || s.ID == "" || s.Pending { // a pending session has no index item
+		return deleted, found, nil
 	}
-	return nil
+	if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
+		st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
+	}
+	return deleted, found, nil
 }
 
-// waitForTable waits until the table is ACTIVE and returns its description.
-func (st *store) waitForTable(ctx context.Context) (*types.TableDescription, error) {
-	admin, err := st.admin()
+// voidSession puts a void (see item.EncodeVoid) over session s's item, or
+// where no item is, kept until until, and deletes its index item as
+// deleteSession does. It returns the session item as the void found it, or
+// false if it found none. Unlike a delete, the void stops a write of the
+// session still on its way, which needs the key free: a login's whose slot
+// a session limit took, or the SDK's retry of one whose answer was lost.
+// s may be known by its key alone (SessionPK).
+func (st *store) voidSession(ctx context.Context, s item.Session, until time.Time) (item.Session, bool, error) {
+	// Refused: a void is there already (this one's, its answer lost), or
+	// an item that is no session.
+	old, refused, err := st.putOver(ctx, st.EncodeVoid(s.SessionPK, until), st.VoidOver())
 	if err != nil {
-		return nil, err
+		return item.Session{}, false, err
 	}
-	waiter := dynamodb.NewTableExistsWaiter(admin, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
-	})
-	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute)
-	if err != nil {
-		return nil, fmt.Errorf("table %q: wait until ACTIVE: %w", st.table, err)
+	var voided item.Session
+	found := false
+	if !refused {
+		voided, err = st.Decode(old, item.KindSession)
+		found = err == nil
 	}
-	return out.Table, nil
+	if s.ID == "" && found {
+		s = voided
+	}
+	if s.ID != "" && !s.Pending && !st.HashOnly {
+		if _, err := st.delete(ctx, st.IndexKey(s), false); err != nil {
+			st.logger.ErrorContext(ctx, "ddbsession: delete session index item", "sid", s.ID, "err", err)
+		}
+	}
+	return voided, found, nil
 }
 
-// describeTable describes the table; a missing one is a
-// *types.ResourceNotFoundException.
-func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
-	admin, err := st.admin()
-	if err != nil {
-		return nil, err
-	}
-	out, err := admin.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
-	if err != nil {
-		return nil, fmt.Errorf("table %q: %w%s", st.table, err, noEngineHint(err))
-	}
-	return out.Table, nil
+// deleteIndex deletes session s's index item, where nothing else is left
+// of the session.
+func (st *store) deleteIndex(ctx context.Context, s item.Session) error {
+	_, err := st.delete(ctx, st.IndexKey(s), false)
+	return err
 }
 
-// describeTTL returns the table's TTL attribute and whether TTL is enabled
-// (or being enabled); off on an engine without DescribeTimeToLive.
-func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
-	admin, err := st.admin()
-	if err != nil {
-		return "", false, err
+// refreshSession writes next's expiry over old's, unless the session was
+// deleted, expired or refreshed meanwhile (see item.Layout.Refresh): then
+// it returns errRefreshLost.
+func (st *store) refreshSession(ctx context.Context, sessionPK string, old, next item.Session, now time.Time) error {
+	lost, err := st.update(ctx, st.SessionKey(sessionPK), st.Refresh(old, next, now))
+	if lost {
+		return errRefreshLost
 	}
-	out, err := admin.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
-	if unsupported(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("table %q: describe TTL: %w", st.table, err)
-	}
-	d := out.TimeToLiveDescription
-	if d == nil {
-		return "", false, nil
-	}
-	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
-	return aws.ToString(d.AttributeName), on, nil
+	return err
 }
 
-// enableTTL turns TTL on for the layout's TTL attribute. It reports false,
-// with no error, on an engine that lacks UpdateTimeToLive.
-func (st *store) enableTTL(ctx context.Context) (bool, error) {
-	admin, err := st.admin()
-	if err != nil {
-		return false, err
+// getIndex reads the index item of session id in a user's own index
+// partition; false if there is none, or none it can read.
+func (st *store) getIndex(ctx context.Context, userPK, userSK, id string) (item.Session, bool, error) {
+	av, err := st.get(ctx, st.IndexKeyOf(userPK, userSK, id))
+	if err != nil || av == nil {
+		return item.Session{}, false, err
 	}
-	_, err = admin.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: &st.table,
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: &st.TTLAttribute,
-			Enabled:       aws.Bool(true),
+	s, err := st.Decode(av, item.KindIndex)
+	return s, err == nil, nil
+}
+
+// queryIndex reads a user's index items, newest first, with a strongly
+// consistent Query of the user's index partition. Items past the sessions'
+// absolute lifetime cost the read but are not sent back.
+func (st *store) queryIndex(ctx context.Context, userPK, userSK string, now time.Time) ([]item.Session, error) {
+	return st.query(ctx, item.KindIndex, &dynamodb.QueryInput{
+		ConsistentRead:           consistent,
+		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :prefix)"),
+		FilterExpression:         aws.String("#ttl > :now"),
+		ScanIndexForward:         aws.Bool(false),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":     item.Str(st.IndexPK(userPK, userSK)),
+			":prefix": item.Str(item.IndexSort),
+			":now":    item.Num(now.Unix()),
 		},
 	})
-	if unsupported(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("table %q: TTL is off, and turning it on failed: %w; turn it on with: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification Enabled=true,AttributeName=%s",
-			st.table, err, st.table, st.TTLAttribute)
-	}
-	return true, nil
 }
 
-// noEngineHint is what to add to err, a call's, when it says there is no
-// DynamoDB to talk to: no credentials, no Region, nothing listening at the
-// endpoint, an endpoint that is no URL, or one that does not answer as
-// DynamoDB does. "" otherwise.
-func noEngineHint(err error) string {
-	var region *aws.MissingRegionError
-	var dial *net.OpError
-	var resp *smithyhttp.ResponseError
-	msg := err.Error()
-	switch {
-	case errors.As(err, &region), strings.Contains(msg, "Missing Region"), strings.Contains(msg, "get identity: "), errors.As(err, &dial) && dial.Op == "dial":
-		return " (no DynamoDB to talk to: for a local engine, set AWS_ENDPOINT_URL_DYNAMODB (http://127.0.0.1:8000, say), AWS_REGION and dummy " +
-			"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for DynamoDB, configure AWS credentials and a Region)"
-	case strings.Contains(msg, "failed to resolve service endpoint"), strings.Contains(msg, "unsupported protocol scheme"):
-		return " (the endpoint is not a URL: AWS_ENDPOINT_URL_DYNAMODB needs a scheme, as in http://127.0.0.1:8000)"
-	case errors.As(err, &resp) && resp.HTTPStatusCode() != 0 && !errors.As(err, new(smithy.APIError)):
-		return fmt.Sprintf(" (the endpoint answered HTTP %d in a form DynamoDB never does: is AWS_ENDPOINT_URL_DYNAMODB a DynamoDB endpoint?)", resp.HTTPStatusCode())
+// putEnd writes session s's end record (MREC), which TTL removes at until.
+// Of two ends of one session, either is as good as the other.
+func (st *store) putEnd(ctx context.Context, s item.Session, until time.Time) error {
+	return st.put(ctx, st.EncodeEnd(s.SessionPK, s.ID, until))
+}
+
+// createUser writes a new user item av with a first sessions version of
+// its own (item.NewVersion), unless an item with its key exists: then it
+// reports false.
+func (st *store) createUser(ctx context.Context, av map[string]types.AttributeValue) (created bool, err error) {
+	av[st.VersionAttribute] = item.Num(item.NewVersion())
+	taken, err := st.putNew(ctx, av)
+	return !taken && err == nil, err
+}
+
+// changeVersion changes a user item's sessions version, which ends every
+// session made before: by a random step (one write), or, for a user item
+// the app wrote without one, to a first version. It reports false if the
+// user has no item.
+func (st *store) changeVersion(ctx context.Context, userPK, userSK string) (found bool, err error) {
+	key := st.Key(userPK, userSK)
+	for _, w := range []item.Writes{st.ChangeVersion(), st.StartVersion(), st.ChangeVersion()} {
+		// The third write is for a racing call that started the version
+		// between this one's first and second.
+		failed, err := st.update(ctx, key, w)
+		if !failed || err != nil {
+			return err == nil, err
+		}
+	}
+	return false, nil
+}
+
+// changeRevocation changes a user's revocation item's version (MREC),
+// which it creates if need be, by a random step.
+func (st *store) changeRevocation(ctx context.Context, userPK, userSK string) error {
+	taken, err := st.update(ctx, st.RevocationKey(userPK, userSK), st.ChangeRevocation())
+	if taken {
+		err = fmt.Errorf("the user's revocation item's key holds an item of another kind")
+	}
+	return err
+}
+
+// revokeEveryone changes the global revocation generation.
+func (st *store) revokeEveryone(ctx context.Context) error {
+	taken, err := st.update(ctx, st.GlobalKey(), st.RevokeEveryone())
+	if taken {
+		err = fmt.Errorf("the global revocation item's key holds an item of another kind")
+	}
+	return err
+}
+
+// decodeSession decodes a session item read from the table; false for none,
+// a void, or one in a format this release cannot read, which is logged.
+func (st *store) decodeSession(ctx context.Context, av map[string]types.AttributeValue) (item.Session, bool) {
+	if av == nil || attrS(av, item.AttrKind) == item.KindVoid { // a void is no session
+		return item.Session{}, false
+	}
+	s, err := st.Decode(av, item.KindSession)
+	if err != nil {
+		st.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
+		return item.Session{}, false
+	}
+	return s, true
+}
+
+// sameKey reports whether item av is under key.
+func (st *store) sameKey(av, key map[string]types.AttributeValue) bool {
+	return attrS(av, st.PartitionKey) == attrS(key, st.PartitionKey) && (st.HashOnly || attrS(av, st.SortKey) == attrS(key, st.SortKey))
+}
+
+// attrS is av's String attribute name, or "".
+func attrS(av map[string]types.AttributeValue, name string) string {
+	if s, ok := av[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
 	}
 	return ""
-}
-
-// unsupported reports whether err says the engine lacks the operation, as
-// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
-func unsupported(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
 }

@@ -41,7 +41,7 @@ func TestLoginItemFormat(t *testing.T) {
 	// The documented attributes of each item and their types.
 	sessionAttrs := map[string]string{
 		"pk": "S", "sk": "S", "v": "N", "kind": "S", "sid": "S", "userPK": "S", "userSK": "S",
-		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S", "gen": "N", "globalGen": "N", "authAt": "N",
+		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S", "gen": "N", "userGen": "N", "credGen": "N", "globalGen": "N", "authAt": "N",
 	}
 	indexAttrs := map[string]string{"sessionPK": "S"}
 	maps.Copy(indexAttrs, sessionAttrs)
@@ -96,8 +96,13 @@ func TestLoginItemFormat(t *testing.T) {
 				t.Errorf("sid %s does not start with the creation time %s", sid, want)
 			}
 			sessionPK := "SESSION#" + tokenHash(cookie.Value)
+			userKey := userItemKey(alice)
+			if e.cfg.Layout.HashOnly {
+				userKey = map[string]types.AttributeValue{"pk": attrS(alice.PK)}
+			}
+			version := fmt.Sprintf("N:%d", storedNumber(t, e, userKey, "sessionsVersion"))
 			common := map[string]string{
-				"v":           "N:1",
+				"v":           "N:4",
 				"sid":         sid,
 				"userPK":      "S:USER#alice",
 				"userSK":      "S:PROFILE",
@@ -105,7 +110,9 @@ func TestLoginItemFormat(t *testing.T) {
 				"refreshedAt": "N:1796040000250",
 				"expiresAt":   "N:1796043600", // an hour later, in epoch seconds
 				"userAgent":   "S:" + testAgent,
-				"gen":         "N:0", // the user's sessions version as read: putUser's has none
+				"gen":         version, // the user's sessions version as read
+				"userGen":     version,
+				"credGen":     "N:0", // putUser's has no credential version
 				"globalGen":   "N:0", // no RevokeEveryone yet
 				"authAt":      "N:1796040000250",
 			}
@@ -199,7 +206,7 @@ func TestTableAndLogsNeverHoldToken(t *testing.T) {
 	keep(e.login(bob))
 
 	// An item in an unknown format is logged about.
-	hs := newHandSession(alice)
+	hs := newHandSession(alice, storedNumber(t, e, userItemKey(alice), "sessionsVersion"))
 	session, _ := hs.items()
 	session["v"] = attrN(9) // 3 is a pending login's
 	e.putItem(session)
@@ -320,11 +327,12 @@ func TestMissingTableErrorsNameIt(t *testing.T) {
 			table := ddbtest.TableName(t, client) // never created
 			logs := &syncBuffer{}
 			m, err := ddbsession.New(ddbsession.Config[User]{
-				Client: client,
-				Table:  table,
-				Layout: ddbsession.Layout{ExpiryIndex: "expiry"},
-				Now:    func() time.Time { return start },
-				Logger: slog.New(slog.NewTextHandler(logs, nil)),
+				Client:       client,
+				Table:        table,
+				Layout:       ddbsession.Layout{ExpiryIndex: "expiry"},
+				BearerTokens: true,
+				Now:          func() time.Time { return start },
+				Logger:       slog.New(slog.NewTextHandler(logs, nil)),
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -14,13 +14,18 @@ import (
 
 // CreateTable makes the table fit the configuration, at startup. A missing
 // table is created (on-demand, String keys, the expiry index if configured,
-// TTL on TTLAttribute) and waited for. An existing one is checked and left
-// as it is, but for TTL, which is turned on where it is off: the error says
-// each way it does not fit and what to do. So an app whose role may only
-// describe the table, as the least-privilege policy has it, calls it too.
-// A global table in MRSC, and an engine without UpdateTimeToLive (dynalite),
-// cannot have TTL: a warning says so. The Client needs the table methods of
-// *dynamodb.Client.
+// TTL on TTLAttribute), waited for, and logged at Info: creating a table is
+// an act to see, lest a typo in Config.Table make an empty one in which
+// every user is "not found". An existing one is checked and left as it
+// is, but for TTL, which is turned on where it is off: the error says each
+// way it does not fit and what to do. Either way the table's layout record
+// is checked against Config.Layout, or written if the table has none (see
+// docs/item-format.md#the-layout-record): a Manager, store or command of
+// another layout is refused, with both values named. So an app whose role
+// may only describe the table, as the least-privilege policy has it, calls
+// it too. A global table in MRSC, and an engine without UpdateTimeToLive
+// (dynalite), cannot have TTL: a warning says so. The Client needs the
+// table methods of *dynamodb.Client.
 func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	if err := m.createTable(ctx); err != nil {
 		return fmt.Errorf("ddbsession: create table: %w", err)
@@ -33,7 +38,11 @@ func (c *core) createTable(ctx context.Context) error {
 	t, err := st.describeTable(ctx)
 	var missing *types.ResourceNotFoundException
 	if errors.As(err, &missing) {
-		err = st.createTable(ctx, table.Input(st.table, st.Layout))
+		var created bool
+		created, err = st.createTable(ctx, table.Input(st.table, st.Layout))
+		if created {
+			c.logger.InfoContext(ctx, "ddbsession: created the table, which did not exist", "table", st.table)
+		}
 		if err == nil {
 			t, err = st.waitForTable(ctx)
 		}
@@ -66,9 +75,11 @@ func (c *core) createTable(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: %s", p.Error, fixOf(p)))
 		}
 	}
-	// The first request need not read the global generation: start with it.
+	// The layout record, and the global generation, which the first
+	// request then need not read.
 	if len(errs) == 0 {
-		errs = append(errs, c.readEveryone(ctx))
+		_, err := c.read.Refresh(ctx, true)
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -36,7 +36,7 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
 	now := c.now()
-	rev, err := c.prove(ctx, in, false, now)
+	f, err := c.prove(ctx, in, false, now)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	s := c.life.newSession(in.user, userAgent(r), now)
 	s.Pending, s.Methods = true, in.methods
 	s.ExpiresAt = time.Unix(now.Add(c.life.pending).Unix(), 0)
-	s.Gen, s.GlobalGen = rev.version, rev.global
+	s.Stamp = f.Stamp
 	s.BrowserOnly = c.keepSignedIn != nil && !c.keepSignedIn(r)
 	token := item.NewToken()
 	if err := c.store.createPending(ctx, c.store.SessionPK(token), s); err != nil {

@@ -22,8 +22,8 @@ func TestCustomLoadUser(t *testing.T) {
 		user    User
 		version int64
 	}{
-		"EXT#carol": {User{Name: "carol from the directory"}, 0},
-		"EXT#dave":  {User{Name: "dave"}, 0}, // revoked after login, below
+		"EXT#carol": {User{Name: "carol from the directory"}, 7},
+		"EXT#dave":  {User{Name: "dave"}, 8}, // revoked after login, below
 	}
 	var p *probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
@@ -41,7 +41,7 @@ func TestCustomLoadUser(t *testing.T) {
 	directory["EXT#dave"] = struct {
 		user    User
 		version int64
-	}{User{Name: "dave"}, 1}
+	}{User{Name: "dave"}, 9}
 	// Login asks the loader too: a user it does not know gets no session.
 	w := newRecorder()
 	if err := e.m.Login(w, newRequest(), ddbsession.UserKey{PK: "EXT#erin", SK: "-"}, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {
@@ -68,7 +68,7 @@ func TestCustomLoadUser(t *testing.T) {
 		t.Errorf("calls with a custom loader (-want +got):\n%s", diff)
 	}
 	if w := e.get(h, dave); w.Code != http.StatusUnauthorized {
-		t.Errorf("dave, created before his cutoff: %d, want 401", w.Code)
+		t.Errorf("dave, whose version changed since his login: %d, want 401", w.Code)
 	}
 	if w := e.get(h, erin); w.Code != http.StatusUnauthorized {
 		t.Errorf("erin, unknown to the loader: %d, want 401", w.Code)

@@ -21,12 +21,21 @@
 package ddbitem
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -80,74 +89,179 @@ func DecodeSession(l ddbsession.Layout, av map[string]types.AttributeValue) (ddb
 	return item.Public(s).(ddbsession.Session), nil
 }
 
-// Revocation is what a session copies at its login and must still match
-// to be valid: the user's sessions version, which RevokeAll changes, and
-// the table's global revocation generation, which RevokeEveryone raises.
-// A store of sessions other than ddbsession's own (scsstore's, say) keeps
-// its sessions to the same rules by copying it too.
-type Revocation struct {
-	Version int64
-	Global  int64
+// Client is the part of the DynamoDB client that a [Reader] uses: its
+// reads, and the write that records the table's layout where it has none.
+// *dynamodb.Client satisfies it.
+type Client interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
-// RevocationKeys are the keys of the items that hold user's Revocation: the
-// user item, in MREC the user's revocation item, and the global item. Read
-// them with one strongly consistent BatchGetItem, and hand what it found to
-// ReadRevocation.
-func RevocationKeys(l ddbsession.Layout, user ddbsession.UserKey) ([]map[string]types.AttributeValue, error) {
-	resolved, err := item.Layout(l).WithDefaults()
-	if err != nil {
-		return nil, fmt.Errorf("ddbitem: %w", err)
-	}
-	keys := []map[string]types.AttributeValue{resolved.Key(user.PK, user.SK)}
-	if resolved.MREC {
-		keys = append(keys, resolved.RevocationKey(user.PK, user.SK))
-	}
-	return append(keys, resolved.GlobalKey()), nil
+// ReaderConfig configures a [Reader]. Client and Table must be set.
+type ReaderConfig struct {
+	Client Client
+	Table  string
+	// Layout is the table's layout, the app's Config.Layout: the Reader's
+	// first read checks it against the one the table records.
+	Layout ddbsession.Layout
+	// RevokeEveryoneWithin bounds how long after a RevokeEveryone the
+	// Reader may hold to the generation before it, as
+	// Limits.RevokeEveryoneWithin does a Manager: default 10 seconds, at
+	// least a second.
+	RevokeEveryoneWithin time.Duration
+	// Monotonic is the clock that ages the Reader's copy of the global
+	// revocation generation, in nanoseconds, never 0: default the
+	// machine's monotonic clock. Tests inject their own.
+	Monotonic func() int64
 }
 
-// ReadRevocation reads user's Revocation from the items that a read of
-// RevocationKeys found, in any order, and returns the user item among them
-// for the caller to decode; nil if the user has none, which no session of
-// it survives. An item of another form under one of the keys is an error,
-// so that its reader fails closed.
-func ReadRevocation(l ddbsession.Layout, user ddbsession.UserKey, items []map[string]types.AttributeValue) (Revocation, map[string]types.AttributeValue, error) {
-	resolved, err := item.Layout(l).WithDefaults()
+// Reader reads, for a store of sessions other than ddbsession's own (such
+// as scsstore's) and for a Config.LoadUser over user items of the table
+// (mcpsession's), what decides whether a user's sessions stand, with the
+// code a Manager reads it with: in one strongly consistent round trip, the
+// user item and, on a Layout.MREC table, the user's revocation item; and
+// the table's global revocation generation from a copy it keeps, read
+// again once it is RevokeEveryoneWithin old, one read at a time. Its first
+// read checks the table's layout record (see CheckLayout). It is safe for
+// concurrent use.
+type Reader struct{ r *decide.Reader }
+
+// NewReader validates cfg and returns a Reader. It makes no call.
+func NewReader(cfg ReaderConfig) (*Reader, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("ddbitem: ReaderConfig.Client is nil")
+	case cfg.Table == "":
+		return nil, errors.New("ddbitem: ReaderConfig.Table is empty")
+	case cfg.RevokeEveryoneWithin == 0:
+		cfg.RevokeEveryoneWithin = 10 * time.Second
+	case cfg.RevokeEveryoneWithin < time.Second:
+		return nil, fmt.Errorf("ddbitem: ReaderConfig.RevokeEveryoneWithin %v: must be at least a second", cfg.RevokeEveryoneWithin)
+	}
+	layout, err := item.Layout(cfg.Layout).WithDefaults()
 	if err != nil {
-		return Revocation{}, nil, fmt.Errorf("ddbitem: %w", err)
+		return nil, fmt.Errorf("ddbitem: ReaderConfig.%w", err)
 	}
-	same := func(av, key map[string]types.AttributeValue) bool {
-		for name, v := range key {
-			if s, ok := av[name].(*types.AttributeValueMemberS); !ok || s.Value != v.(*types.AttributeValueMemberS).Value {
-				return false
-			}
-		}
-		return true
+	if cfg.Monotonic == nil {
+		base := time.Now()
+		cfg.Monotonic = func() int64 { return int64(time.Since(base)) + 1 }
 	}
-	var rev Revocation
-	var userItem, revocation map[string]types.AttributeValue
-	for _, av := range items {
-		switch {
-		case same(av, resolved.Key(user.PK, user.SK)):
-			userItem = av
-		case resolved.MREC && same(av, resolved.RevocationKey(user.PK, user.SK)):
-			revocation = av
-		case same(av, resolved.GlobalKey()):
-			if rev.Global, err = item.DecodeGlobal(av); err != nil {
-				return Revocation{}, nil, fmt.Errorf("ddbitem: the global revocation item: %w", err)
-			}
-		}
-	}
-	if userItem == nil {
-		return rev, nil, nil
-	}
-	if resolved.MREC {
-		rev.Version, err = item.DecodeRevocation(revocation)
-	} else {
-		rev.Version, err = resolved.VersionOf(userItem)
-	}
+	return &Reader{decide.New(decide.Calls{Client: cfg.Client, Table: cfg.Table}, layout, cfg.RevokeEveryoneWithin, cfg.Monotonic, time.Now)}, nil
+}
+
+// CheckLayout checks the Reader's layout against the one the table
+// records, and records it in a table that has none: an error names each
+// field that differs, with both values. The Reader's first read does the
+// same; call it at start to fail there.
+func (r *Reader) CheckLayout(ctx context.Context) error {
+	_, err := r.r.Refresh(ctx, false)
+	return err
+}
+
+// User reads what decides whether user's sessions stand, in one strongly
+// consistent round trip.
+func (r *Reader) User(ctx context.Context, user ddbsession.UserKey) (User, error) {
+	f, err := r.r.Read(ctx, decide.Query{UserPK: user.PK, UserSK: user.SK})
 	if err != nil {
-		return Revocation{}, nil, fmt.Errorf("ddbitem: the user's sessions version: %w", err)
+		return User{}, fmt.Errorf("ddbitem: read the user: %w", err)
 	}
-	return rev, userItem, nil
+	return User{f: f, key: user, layout: r.r.Layout}, nil
+}
+
+// User is what a Reader found of a user.
+type User struct {
+	f      decide.Facts
+	key    ddbsession.UserKey
+	layout item.Layout
+}
+
+// Item returns the user item, for the caller to decode; nil if the user
+// has none, which no session of theirs survives.
+func (u User) Item() map[string]types.AttributeValue { return u.f.User }
+
+// Stamp returns what a session of the user copies at its login, to hold
+// it to everything that can end it ([User.Holds]). A user item without a
+// sessions version (Layout.VersionAttribute) is an error: nothing tells a
+// user item made anew under the same key from the one before it.
+func (u User) Stamp() (Stamp, error) {
+	switch {
+	case !u.f.UserFound:
+		return Stamp{}, ddbsession.ErrUserNotFound
+	case u.f.Stamp.User == 0:
+		return Stamp{}, fmt.Errorf("ddbitem: the user item (%q, %q) has no %s (Layout.VersionAttribute), a Number that every user item needs: "+
+			"see https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#user-items", u.key.PK, u.key.SK, u.layout.VersionAttribute)
+	}
+	return Stamp{s: u.f.Stamp}, nil
+}
+
+// Holds reports whether a session whose login stamped s still stands:
+// no RevokeAll, RevokeEveryone, new credential or user item made anew
+// since. Where it does not, notHereYet says that on a Layout.MREC table
+// its login read a revocation that has not reached this Region yet: it is
+// refused here, but may stand once replication brings it.
+func (u User) Holds(s Stamp) (ok, notHereYet bool) {
+	switch decide.Judge(item.Session{Stamp: s.s, Legacy: s.legacy}, false, u.f.UserFound, u.f.Stamp, u.f.Global(), u.layout.MREC) {
+	case decide.Stands:
+		return true, false
+	case decide.NotHereYet:
+		return false, true
+	}
+	return false, false
+}
+
+// Version is one number that changes whenever any part of the user's
+// stamp but the global generation does, and 0 for a user without a
+// sessions version: what a Config.LoadUser over a user item of the table
+// returns (mcpsession's).
+func (u User) Version() int64 {
+	s := u.f.Stamp
+	if s.User == 0 {
+		return 0
+	}
+	// Each part is random, or changed by a random step, so a mix of them
+	// changes with any of them; it is 0 by chance alone, one time in 2^64.
+	h := fnv.New64a()
+	binary.Write(h, binary.BigEndian, [3]int64{s.Revocation, s.User, s.Credential})
+	return int64(h.Sum64())
+}
+
+// Stamp is what a session copies at its login of everything that can end
+// it (docs/item-format.md#the-stamp). A store keeps it as text.
+type Stamp struct {
+	s      item.Stamp
+	legacy bool
+}
+
+// LegacyStamp is the stamp that a store of release v0.1.0 recorded: the
+// user's sessions version and the global generation alone, which hold a
+// session as v0.1.0 held it.
+func LegacyStamp(version, global int64) Stamp {
+	return Stamp{s: item.Stamp{Revocation: version, Global: global}, legacy: true}
+}
+
+// MarshalText encodes s as four decimal numbers, dot-separated.
+func (s Stamp) MarshalText() ([]byte, error) {
+	if s.legacy {
+		return nil, errors.New("ddbitem: a legacy stamp is not written anew")
+	}
+	return fmt.Appendf(nil, "%d.%d.%d.%d", s.s.Revocation, s.s.User, s.s.Credential, s.s.Global), nil
+}
+
+// UnmarshalText decodes what MarshalText encoded.
+func (s *Stamp) UnmarshalText(b []byte) error {
+	parts := strings.Split(string(b), ".")
+	if len(parts) != 4 {
+		return errors.New("ddbitem: not a stamp")
+	}
+	var n [4]int64
+	for i, p := range parts {
+		v, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return errors.New("ddbitem: not a stamp")
+		}
+		n[i] = v
+	}
+	*s = Stamp{s: item.Stamp{Revocation: n[0], User: n[1], Credential: n[2], Global: n[3]}}
+	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -101,7 +103,7 @@ func TestResolve(t *testing.T) {
 	t.Parallel()
 	got, err := ddbitem.Resolve(ddbsession.Layout{HashOnly: true})
 	want := ddbsession.Layout{PartitionKey: "pk", HashOnly: true, SessionPrefix: "SESSION#", UserSessionsPrefix: "USERSESSIONS#",
-		TTLAttribute: "expiresAt", VersionAttribute: "sessionsVersion", ExpiryIndexShards: 8}
+		TTLAttribute: "expiresAt", VersionAttribute: "sessionsVersion", CredentialAttribute: "credentialVersion", ExpiryIndexShards: 8}
 	if err != nil || got != want {
 		t.Errorf("Resolve = %+v, %v; want %+v", got, err, want)
 	}
@@ -110,10 +112,12 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// ReadRevocation reads what a Manager's sessions copy: a session made
-// before a RevokeAll copied another version, and one made before a
-// RevokeEveryone another generation.
-func TestReadRevocation(t *testing.T) {
+// A Reader holds a stamp to what a Manager's sessions are held to: a
+// stamp taken before a RevokeAll, a RevokeEveryone, a new credential or
+// the user item made anew no longer holds, and one taken after it does.
+// The Reader keeps its copy of the global generation as a Manager does,
+// aged on the test's clock.
+func TestReaderHoldsStamps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, mrec := range []bool{false, true} {
@@ -127,41 +131,78 @@ func TestReadRevocation(t *testing.T) {
 		if err := m.CreateTable(ctx); err != nil {
 			t.Fatal(err)
 		}
+		var mono atomic.Int64
+		mono.Store(1)
+		r, err := ddbitem.NewReader(ddbitem.ReaderConfig{Client: client, Table: table, Layout: layout, Monotonic: mono.Load})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CheckLayout(ctx); err != nil {
+			t.Fatal(err)
+		}
 		alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
 		if err := m.CreateUser(ctx, user{PK: alice.PK, SK: alice.SK}); err != nil {
 			t.Fatal(err)
 		}
-		read := func() ddbitem.Revocation {
+		read := func() ddbitem.User {
 			t.Helper()
-			keys, err := ddbitem.RevocationKeys(layout, alice)
-			if err != nil {
-				t.Fatal(err)
+			mono.Add(int64(time.Minute)) // the copy is stale: read the global item again
+			u, err := r.User(ctx, alice)
+			if err != nil || u.Item() == nil {
+				t.Fatalf("User = %+v, %v", u, err)
 			}
-			out, err := client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-				table: {Keys: keys, ConsistentRead: aws.Bool(true)},
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rev, userItem, err := ddbitem.ReadRevocation(layout, alice, out.Responses[table])
-			if err != nil || userItem == nil {
-				t.Fatalf("ReadRevocation = %+v, %v, %v", rev, userItem, err)
-			}
-			return rev
+			return u
 		}
-		before := read()
+		stamp := func() ddbitem.Stamp {
+			t.Helper()
+			s, err := read().Stamp()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		holds := func(what string, s ddbitem.Stamp, want bool) {
+			t.Helper()
+			if ok, _ := read().Holds(s); ok != want {
+				t.Errorf("MREC %v: %s: Holds = %v, want %v", mrec, what, ok, want)
+			}
+		}
+		before := stamp()
+		holds("no change", before, true)
 		if err := m.RevokeAll(ctx, alice); err != nil {
 			t.Fatal(err)
 		}
-		afterAll := read()
-		if afterAll.Version == before.Version || afterAll.Global != before.Global {
-			t.Errorf("MREC %v: RevokeAll took the revocation from %+v to %+v, want a new version alone", mrec, before, afterAll)
-		}
+		holds("a stamp from before RevokeAll", before, false)
+		afterAll := stamp()
+		holds("a stamp from after RevokeAll", afterAll, true)
 		if err := m.RevokeEveryone(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if afterEveryone := read(); afterEveryone.Global <= afterAll.Global || afterEveryone.Version != afterAll.Version {
-			t.Errorf("MREC %v: RevokeEveryone took the revocation from %+v to %+v, want a higher generation alone", mrec, afterAll, afterEveryone)
+		holds("a stamp from before RevokeEveryone", afterAll, false)
+		afterEveryone := stamp()
+		holds("a stamp from after RevokeEveryone", afterEveryone, true)
+		if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: alice.PK}, "sk": &types.AttributeValueMemberS{Value: alice.SK}},
+			UpdateExpression: aws.String("SET credentialVersion = :c"), ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberN{Value: "2"}},
+		}); err != nil {
+			t.Fatal(err)
 		}
+		holds("a stamp from before a new credential", afterEveryone, false)
+		text, err := stamp().MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back ddbitem.Stamp
+		if err := back.UnmarshalText(text); err != nil {
+			t.Fatal(err)
+		}
+		holds("a stamp through its text", back, true)
+		if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: alice.PK}, "sk": &types.AttributeValueMemberS{Value: alice.SK}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CreateUser(ctx, user{PK: alice.PK, SK: alice.SK}); err != nil {
+			t.Fatal(err)
+		}
+		holds("a stamp of the user item before it was made anew", back, false)
 	}
 }

@@ -232,7 +232,7 @@ func (cs *census) add(av map[string]types.AttributeValue) {
 			!strings.HasPrefix(pk.Value, l.SessionPrefix) || !sameKey(av, l.SessionKey(pk.Value)) {
 			return
 		}
-		g := sessionGroup{user: itemKey(l, l.Key(s.UserPK, s.UserSK)), gen: s.Gen, globalGen: s.GlobalGen}
+		g := sessionGroup{user: itemKey(l, l.Key(s.UserPK, s.UserSK)), gen: s.Stamp.Revocation, globalGen: s.Stamp.Global}
 		if l.MREC {
 			g.user, g.sessionPK = itemKey(l, l.RevocationKey(s.UserPK, s.UserSK)), s.SessionPK
 		}

@@ -34,7 +34,7 @@ func (f *fixture) boundSession(user ddbsession.UserKey) string {
 	now := time.Now().Truncate(time.Millisecond)
 	s := item.Session{
 		ID: item.NewID(now), UserPK: user.PK, UserSK: user.SK, CreatedAt: now, RefreshedAt: now,
-		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "Chrome/145", Gen: version, DeviceBound: true,
+		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "Chrome/145", Stamp: item.Stamp{Revocation: version, User: version}, DeviceBound: true,
 		AuthAt: now, Methods: []string{"passkey"},
 		Binding: item.Binding{Key: `{"kty":"EC"}`, Cookies: [2]item.BoundCookie{{Digest: item.Digest("bound"), Expires: now.Add(10 * time.Minute)}}},
 	}

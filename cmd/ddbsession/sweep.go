@@ -250,7 +250,7 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 		ttl, ok := expiry(l, av)
 		session := sessionPKOf(l, pk.Value)
 		n, err := strconv.Atoi(lastField(itemKey(l, av)))
-		if !ok || !isVersion(av, item.Version) || session == "" || err != nil || n < 1 {
+		if !ok || !isVersion(av, item.StateFormat) || session == "" || err != nil || n < 1 {
 			return sweepable{}, false
 		}
 		key, expires = l.TryKey(session, n), ttl
@@ -259,7 +259,7 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 		// the version, the kind and the expiry.
 		ttl, ok := expiry(l, av)
 		key = l.SessionKey(pk.Value)
-		if !ok || !isVersion(av, item.Version) || !strings.HasPrefix(pk.Value, l.SessionPrefix) || itemKey(l, av) != itemKey(l, key) {
+		if !ok || !isVersion(av, item.StateFormat) || !strings.HasPrefix(pk.Value, l.SessionPrefix) || itemKey(l, av) != itemKey(l, key) {
 			return sweepable{}, false
 		}
 		expires = ttl
@@ -273,7 +273,7 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 		// A tombstone has no decoder: it is an scs item that Destroy left
 		// with its version, its kind and its expiry alone.
 		ttl, ok := expiry(l, av)
-		if !ok || !isVersion(av, item.Version) || !strings.HasPrefix(pk.Value, scs.Prefix) {
+		if !ok || !isVersion(av, item.StateFormat) || !strings.HasPrefix(pk.Value, scs.Prefix) {
 			return sweepable{}, false
 		}
 		key, expires = scs.Key(pk.Value), ttl

@@ -358,7 +358,7 @@ func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
 		value  types.AttributeValue
 		into   *[]string
 	}{
-		{"v = :v", item.Num(item.VersionPending), &pending},
+		{"v = :v", item.Num(item.FormatPending), &pending},
 		{"kind = :v", item.Str(item.KindTry), &tries},
 	} {
 		out, err := f.engine.Scan(context.Background(), &dynamodb.ScanInput{

@@ -1,0 +1,269 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ddbsession/ddbsession/internal/decide"
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file makes the store's DynamoDB calls: the reads go through
+// internal/decide's Calls, the one place that reads, and the writes and the
+// table's own calls are here. Each names the table in its error.
+
+// get reads the item under key with one strongly consistent GetItem; nil
+// if there is none.
+func (st *store) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	return st.calls.Get(ctx, key)
+}
+
+// named wraps a call's error, if any, with the name of the table.
+func (st *store) named(err error) error { return st.calls.Named(err) }
+
+// putNew writes an item that must not exist yet; taken reports that one
+// did.
+func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) (taken bool, err error) {
+	err = retryConflicts(ctx, func() error {
+		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                &st.table,
+			Item:                     av,
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+		})
+		return err
+	})
+	return st.failed(err)
+}
+
+// put writes an item whatever is under its key.
+func (st *store) put(ctx context.Context, av map[string]types.AttributeValue) error {
+	return st.named(retryConflicts(ctx, func() error {
+		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: av})
+		return err
+	}))
+}
+
+// putOver writes av over the item under its key if cond holds, and returns
+// what the item held before; refused reports that cond did not hold.
+func (st *store) putOver(ctx context.Context, av map[string]types.AttributeValue, w item.Writes) (old map[string]types.AttributeValue, refused bool, err error) {
+	var out *dynamodb.PutItemOutput
+	err = retryConflicts(ctx, func() (err error) {
+		out, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 &st.table,
+			Item:                      av,
+			ConditionExpression:       &w.Condition,
+			ExpressionAttributeNames:  w.Names,
+			ExpressionAttributeValues: w.Values,
+			ReturnValues:              types.ReturnValueAllOld,
+		})
+		return err
+	})
+	if refused, err = st.failed(err); refused || err != nil {
+		return nil, refused, err
+	}
+	return out.Attributes, false, nil
+}
+
+// update makes the conditional UpdateItem w of the item under key and
+// reports a failed condition as failed, apart from other errors.
+func (st *store) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
+	err = retryConflicts(ctx, func() error {
+		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &st.table,
+			Key:                       key,
+			UpdateExpression:          &w.Update,
+			ConditionExpression:       &w.Condition,
+			ExpressionAttributeNames:  w.Names,
+			ExpressionAttributeValues: w.Values,
+		})
+		return err
+	})
+	return st.failed(err)
+}
+
+// delete deletes the item under key and, if old, returns what it held.
+func (st *store) delete(ctx context.Context, key map[string]types.AttributeValue, old bool) (map[string]types.AttributeValue, error) {
+	in := &dynamodb.DeleteItemInput{TableName: &st.table, Key: key}
+	if old {
+		in.ReturnValues = types.ReturnValueAllOld
+	}
+	var out *dynamodb.DeleteItemOutput
+	err := retryConflicts(ctx, func() (err error) {
+		out, err = st.client.DeleteItem(ctx, in)
+		return err
+	})
+	if err != nil {
+		return nil, st.named(err)
+	}
+	return out.Attributes, nil
+}
+
+// retryConflicts makes a write and, while it fails because another Region
+// is writing the same item (ReplicatedWriteConflictException, which only a
+// global table in multi-Region strong consistency answers, and which the
+// SDK's retryer does not retry), makes it again after a short pause, until
+// ctx ends. The write did not happen when that is its answer, so making it
+// again is safe, conditions and all.
+func retryConflicts(ctx context.Context, write func() error) error {
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := write()
+		var conflict *types.ReplicatedWriteConflictException
+		if !errors.As(err, &conflict) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (retried until the call's deadline: another Region kept writing the item)", err)
+		case <-time.After(pause):
+		}
+	}
+}
+
+// query runs in through every page and decodes the items of kind; items it
+// cannot read are left out.
+func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput) ([]item.Session, error) {
+	in.TableName = &st.table
+	var found []item.Session
+	pages := dynamodb.NewQueryPaginator(st.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return found, st.named(err)
+		}
+		for _, av := range page.Items {
+			if s, err := st.Decode(av, kind); err == nil {
+				found = append(found, s)
+			}
+		}
+	}
+	return found, nil
+}
+
+// failed tells a write's failed condition apart from other errors.
+func (st *store) failed(err error) (bool, error) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true, nil
+	}
+	return false, st.named(err)
+}
+
+// The table's own calls, which CreateTable makes. They name the table in
+// their errors, as the calls above do.
+
+// admin is the client's table methods, or an error saying it has none.
+func (st *store) admin() (tableClient, error) {
+	if c, ok := st.client.(tableClient); ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("Config.Client (%T) lacks the table methods of *dynamodb.Client (DescribeTable, CreateTable, DescribeTimeToLive, UpdateTimeToLive)", st.client)
+}
+
+// createTable asks for the table in. A table of that name that another
+// instance made meanwhile is no error; created says whether this call made
+// it.
+func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
+	admin, err := st.admin()
+	if err != nil {
+		return false, err
+	}
+	_, err = admin.CreateTable(ctx, in)
+	if errors.As(err, new(*types.ResourceInUseException)) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("table %q does not exist, and creating it failed: %w%s", st.table, err, decide.NoEngineHint(err))
+	}
+	return true, nil
+}
+
+// waitForTable waits until the table is ACTIVE and returns its description.
+func (st *store) waitForTable(ctx context.Context) (*types.TableDescription, error) {
+	admin, err := st.admin()
+	if err != nil {
+		return nil, err
+	}
+	waiter := dynamodb.NewTableExistsWaiter(admin, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: wait until ACTIVE: %w", st.table, err)
+	}
+	return out.Table, nil
+}
+
+// describeTable describes the table; a missing one is a
+// *types.ResourceNotFoundException.
+func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
+	admin, err := st.admin()
+	if err != nil {
+		return nil, err
+	}
+	out, err := admin.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w%s", st.table, err, decide.NoEngineHint(err))
+	}
+	return out.Table, nil
+}
+
+// describeTTL returns the table's TTL attribute and whether TTL is enabled
+// (or being enabled); off on an engine without DescribeTimeToLive.
+func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
+	admin, err := st.admin()
+	if err != nil {
+		return "", false, err
+	}
+	out, err := admin.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
+	if unsupported(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("table %q: describe TTL: %w", st.table, err)
+	}
+	d := out.TimeToLiveDescription
+	if d == nil {
+		return "", false, nil
+	}
+	on := d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling
+	return aws.ToString(d.AttributeName), on, nil
+}
+
+// enableTTL turns TTL on for the layout's TTL attribute. It reports false,
+// with no error, on an engine that lacks UpdateTimeToLive.
+func (st *store) enableTTL(ctx context.Context) (bool, error) {
+	admin, err := st.admin()
+	if err != nil {
+		return false, err
+	}
+	_, err = admin.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: &st.table,
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: &st.TTLAttribute,
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if unsupported(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("table %q: TTL is off, and turning it on failed: %w; turn it on with: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification Enabled=true,AttributeName=%s",
+			st.table, err, st.table, st.TTLAttribute)
+	}
+	return true, nil
+}
+
+// unsupported reports whether err says the engine lacks the operation, as
+// dynalite says of UpdateTimeToLive. DynamoDB itself never answers so.
+func unsupported(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException"
+}

@@ -1,0 +1,248 @@
+package decide
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// shared is this instance's copy of what the whole table shares and every
+// request depends on, but no request should read, since one item read by
+// every request of a fleet is a ceiling for all of them: the table's
+// global revocation generation, and whether the table's layout record
+// agrees with this instance's layout.
+//
+// A Read takes a ticket. While the copy is fresh (read less than within
+// ago, on the monotonic clock, which no skew or injected clock moves) the
+// ticket is the copy. Once it is stale, one Read, the lead, reads the
+// global item in its own round trip, with its own keys, at no call of its
+// own; every Read that finds the copy stale meanwhile waits for the lead's
+// read after its own: one read at a time, whatever the concurrency.
+type shared struct {
+	within time.Duration
+	mono   func() int64     // the monotonic clock, in nanoseconds, never 0
+	now    func() time.Time // the Reader's clock, for the sessions' times
+
+	mu      sync.Mutex
+	gen     int64
+	began   int64     // mono when the read behind gen began; 0: never read
+	beganAt time.Time // the same instant on now's clock
+	flight  *flight   // the read under way, nil for none
+	// layoutOK says that a read found the layout record agreeing with
+	// the Reader's; layoutErr that the last one found it differing.
+	layoutOK  bool
+	layoutErr error
+}
+
+// flight is one read of the shared items, which the Reads that found the
+// copy stale while it was under way wait for.
+type flight struct {
+	done    chan struct{}
+	began   int64
+	beganAt time.Time
+	err     error // set before done closes
+}
+
+// ticket is what a Read starts from: the copy's generation as it was, and
+// either the flight it leads (its keys go in the Read's round trip), or
+// the one it waits for, or neither for a fresh copy.
+type ticket struct {
+	gen         int64
+	lead, wait  *flight
+	layoutCheck bool // the lead reads the layout record too
+}
+
+// take returns a Read's ticket. force takes a flight even for a fresh
+// copy: a session whose generation the copy does not know, made after the
+// copy's read began, may be newer than the copy.
+func (s *shared) take(force bool) (ticket, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := ticket{gen: s.gen}
+	fresh := s.began != 0 && s.mono()-s.began < int64(s.within)
+	switch {
+	case fresh && !force && s.layoutErr != nil:
+		return t, s.layoutErr
+	case fresh && !force:
+		return t, nil
+	case s.flight != nil:
+		t.wait = s.flight
+		return t, nil
+	}
+	s.flight = &flight{done: make(chan struct{}), began: s.mono(), beganAt: s.now()}
+	t.lead, t.layoutCheck = s.flight, !s.layoutOK
+	return t, nil
+}
+
+// land ends flight f: with err nil, the copy takes gen, read in the flight,
+// and layoutErr, what the flight found of the layout (nil when it did not
+// look).
+func (s *shared) land(f *flight, gen int64, checked bool, layoutErr, err error) {
+	s.mu.Lock()
+	if err == nil {
+		s.gen, s.began, s.beganAt = gen, f.began, f.beganAt
+		if checked {
+			s.layoutOK, s.layoutErr = layoutErr == nil, layoutErr
+		}
+		err = s.layoutErr
+	}
+	f.err = err
+	s.flight = nil
+	s.mu.Unlock()
+	close(f.done)
+}
+
+// current returns the copy's generation, or the layout's error.
+func (s *shared) current() (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen, s.layoutErr
+}
+
+// mayBeNewer reports whether a session made at created, whose generation
+// is not the copy's, may have read a generation newer than the copy: its
+// login came after the copy's read began (give or take the instances'
+// clock skew), and that read is a second old, so that a burst of such
+// sessions costs a read a second at most.
+func (s *shared) mayBeNewer(created time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !created.Before(s.beganAt.Add(-skew)) && s.mono()-s.began >= int64(time.Second)
+}
+
+// skew bounds how far two instances' clocks may disagree: the margin by
+// which a session counts as made after a read on another instance's clock.
+const skew = 30 * time.Second
+
+// sharedKeys are the keys a lead adds to its Read's round trip.
+func (r *Reader) sharedKeys(t ticket) []map[string]types.AttributeValue {
+	if t.lead == nil {
+		return nil
+	}
+	keys := []map[string]types.AttributeValue{r.Layout.GlobalKey()}
+	if t.layoutCheck {
+		keys = append(keys, r.Layout.LayoutKey())
+	}
+	return keys
+}
+
+// lead ends the flight of ticket t, whose Read's round trip found the
+// shared items of items (err: the round trip failed), and returns the
+// generation it read. A table without a layout record gets this Reader's,
+// unless another comes first.
+func (r *Reader) lead(ctx context.Context, t ticket, items map[string]map[string]types.AttributeValue, err error) (int64, error) {
+	if t.lead == nil {
+		return t.gen, err
+	}
+	var gen int64
+	var layoutErr error
+	if err == nil {
+		gen, err = item.DecodeGlobal(items[r.id(r.Layout.GlobalKey())])
+		if err != nil {
+			err = fmt.Errorf("the global revocation item: %w", err)
+		}
+	}
+	if err == nil && t.layoutCheck {
+		layoutErr, err = r.checkLayout(ctx, items[r.id(r.Layout.LayoutKey())])
+	}
+	r.shared.land(t.lead, gen, t.layoutCheck, layoutErr, err)
+	if err == nil {
+		err = layoutErr
+	}
+	return gen, err
+}
+
+// wait waits for the flight of ticket t, if any, and returns the copy's
+// generation after it. A flight that failed (its Read's client went away,
+// say) is not this Read's failure: it reads the shared items itself.
+func (r *Reader) wait(ctx context.Context, t ticket) (int64, error) {
+	if t.wait == nil {
+		return t.gen, nil
+	}
+	select {
+	case <-t.wait.done:
+	case <-ctx.Done():
+		return 0, r.Named(fmt.Errorf("wait for the global revocation item: %w", ctx.Err()))
+	}
+	if t.wait.err != nil {
+		return r.Refresh(ctx, false)
+	}
+	return r.shared.current()
+}
+
+// Refresh reads the shared items in a round trip of their own, one Read at
+// a time (a Read under way serves as this one's), unless the copy is fresh
+// and force is false, and returns the copy's generation after it. It is
+// how a table's user (CreateTable, say) checks the layout at start.
+func (r *Reader) Refresh(ctx context.Context, force bool) (int64, error) {
+	for {
+		t, err := r.shared.take(force)
+		if err != nil || (t.lead == nil && t.wait == nil) {
+			return t.gen, err
+		}
+		if t.wait != nil {
+			select {
+			case <-t.wait.done:
+			case <-ctx.Done():
+				return 0, r.Named(fmt.Errorf("wait for the global revocation item: %w", ctx.Err()))
+			}
+			if t.wait.err == nil {
+				return r.shared.current()
+			}
+			if ctx.Err() != nil {
+				return 0, r.Named(ctx.Err())
+			}
+			continue // the lead failed: lead the next flight, or wait for it
+		}
+		items, err := r.read(ctx, r.sharedKeys(t))
+		return r.lead(ctx, t, items, err)
+	}
+}
+
+// checkLayout compares the layout record av (nil: none) with the Reader's
+// layout. A table without a record gets the Reader's, with a write that
+// must find none, and is compared with whichever record won. err is the
+// read's or the write's failure; layoutErr a mismatch.
+func (r *Reader) checkLayout(ctx context.Context, av map[string]types.AttributeValue) (layoutErr, err error) {
+	if av == nil {
+		if av, err = r.recordLayout(ctx); err != nil {
+			return nil, err
+		}
+	}
+	recorded, err := item.DecodeLayout(av)
+	if err != nil {
+		return nil, r.Named(fmt.Errorf("the layout record: %w", err))
+	}
+	return r.Layout.CompareLayout(r.Table, recorded), nil
+}
+
+// recordLayout writes the Reader's layout as the table's record, unless
+// one is there, and returns the record that stands.
+func (r *Reader) recordLayout(ctx context.Context) (map[string]types.AttributeValue, error) {
+	av := r.Layout.EncodeLayout()
+	_, err := r.Client.PutItem(ctx, putNew(r.Table, r.Layout.PartitionKey, av))
+	if isConditionFailed(err) {
+		return r.Get(ctx, r.Layout.LayoutKey()) // another was first
+	}
+	if err != nil {
+		return nil, r.Named(fmt.Errorf("record the layout: %w", err))
+	}
+	if r.OnRecord != nil {
+		r.OnRecord(ctx)
+	}
+	return av, nil
+}
+
+// SetMonotonic makes the Reader age its copy on clock (nanoseconds, never
+// 0) instead of the one New gave it, and forget the copy, so that the next
+// Read reads it on the new clock: for tests, which advance their own.
+func (r *Reader) SetMonotonic(clock func() int64) {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	r.shared.mono, r.shared.began = clock, 0
+}
