@@ -191,13 +191,13 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 
 // freshSlack is how much older than its attempt a login may seem and
 // still count as the attempt's own. iat and auth_time are whole seconds,
-// so the login's age may read a second long, and the attempt's age is
-// read as the callback begins, before the code's exchange at which the
-// provider issues the token: that round trip, and the clocks of a
-// provider's login and token servers, which may differ by a second,
-// make an honest login look a little older than the attempt. Five
-// seconds covers them; a provider session that old is a login the user
-// made just before, no single sign-on from an earlier visit.
+// so the login's age may read up to a second too long, and the attempt's
+// age is read as the callback begins, before the code's exchange at which
+// the provider issues the token: that round trip, and the clocks of a
+// provider's login and token servers, which may differ by a second, make
+// an honest login look a little older than the attempt. Five seconds
+// covers them; a provider session that old is a login the user made just
+// before, no single sign-on from an earlier visit.
 const freshSlack = 5 * time.Second
 
 // verifyIDToken verifies the ID token of a code's exchange, against the
