@@ -17,21 +17,27 @@ import (
 // This file serves OpenID Connect Back-Channel Logout 1.0: the provider
 // POSTs a logout token, and the sessions it names end on every instance.
 
-// Bounds of a back-channel logout request: its body, and how far in the
+// Bounds of a back-channel logout request: its body; how far in the
 // future a token's iat may be, for the provider's clock against this one
-// (go-oidc allows nbf the same).
+// (go-oidc allows nbf the same); and how long ago, on this clock. A
+// logout token is a notice of a logout that just happened: Back-Channel
+// Logout 1.0 (section 4) has providers expire it at most two minutes on,
+// as Keycloak does, but exp is the provider's to set, and a token
+// captured or held back could carry one far out. Two minutes, plus the
+// skew again for a provider whose clock is behind this one, are 7.
 const (
-	maxLogoutBody = 64 << 10
-	clockSkew     = 5 * time.Minute
+	maxLogoutBody     = 64 << 10
+	clockSkew         = 5 * time.Minute
+	maxLogoutTokenAge = 2*time.Minute + clockSkew
 )
 
 // BackChannelLogout serves the back-channel logout URI registered at the
 // provider. It takes a POST of application/x-www-form-urlencoded with a
 // logout_token, verifies the token (signature from the provider's keys,
 // iss, aud, exp, iat, the back-channel-logout event, no nonce, sid and/or
-// sub), refuses a jti seen before within the token's
-// lifetime (one conditional PutItem), and ends the sessions it names on
-// every instance, with [ddbsession.Manager.Revoke]:
+// sub), refuses a jti seen before within the token's lifetime (one
+// conditional PutItem), and ends the sessions it names on every instance,
+// with [ddbsession.Manager.Revoke]:
 //
 //   - with a sid, every session that sign-ins of that provider session
 //     made (with a sub too, only if it is the sid's subject). The provider
@@ -49,7 +55,9 @@ const (
 // (invalid_request for a bad token, temporarily_unavailable when the
 // sessions could not be ended, for the provider to send it again), and
 // always Cache-Control: no-store. A token that does not verify costs no
-// DynamoDB call.
+// DynamoDB call. Nor does one issued more than 7 minutes ago on the app's
+// clock (a logout token's two minutes of life and 5 of clock skew) or
+// more than 5 ahead: it does not verify, whatever its exp.
 func (p *Provider[U]) BackChannelLogout(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if r.Method != http.MethodPost {
@@ -113,14 +121,18 @@ func logoutError(w http.ResponseWriter, status int, code, description string) {
 
 // verifyLogout verifies a logout token: go-oidc checks the signature, iss,
 // aud, exp, the event, the absence of a nonce, jti, and sid or sub; this,
-// iat.
+// that iat is within maxLogoutTokenAge before now and clockSkew after.
 func (p *Provider[U]) verifyLogout(ctx context.Context, raw string) (*oidc.LogoutToken, error) {
 	lt, err := p.idTokens.VerifyLogout(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	if lt.IssuedAt.IsZero() || lt.IssuedAt.After(p.now().Add(clockSkew)) {
+	now := p.now()
+	switch {
+	case lt.IssuedAt.IsZero() || lt.IssuedAt.After(now.Add(clockSkew)):
 		return nil, errors.New("iat missing or in the future")
+	case lt.IssuedAt.Before(now.Add(-maxLogoutTokenAge)):
+		return nil, errors.New("iat too long ago")
 	}
 	return lt, nil
 }

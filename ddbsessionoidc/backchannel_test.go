@@ -308,3 +308,41 @@ func TestBackChannelLogoutRetriedAfterAStoreFailure(t *testing.T) {
 		t.Errorf("the retry did not end the session")
 	}
 }
+
+// A logout token issued longer ago than a logout token lives (the two
+// minutes that Back-Channel Logout 1.0 recommends) and the 5 minutes of
+// clock skew allow, 7 minutes on the app's clock, is refused as a token
+// that does not verify is, however far ahead its exp: 400, no DynamoDB
+// call, nothing ended. One issued just within the bound ends its session.
+func TestBackChannelLogoutRefusesAnOldToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.newBrowser()
+	b.signIn(e, "test-user2")
+	sid := e.provider.sidOf(b)
+	issuedAgo := func(age time.Duration) string {
+		c := e.provider.logoutClaims("id2", sid)
+		c.IssuedAt = zoidc.FromTime(e.clock.Now().Add(-age))
+		c.Expiration = zoidc.FromTime(e.clock.Now().Add(2 * time.Minute))
+		return e.provider.logoutToken(c)
+	}
+	for _, age := range []time.Duration{30 * 24 * time.Hour, 7*time.Minute + 5*time.Second} {
+		e.b.calls.take()
+		answer := e.backChannel(e.bURL, issuedAgo(age))
+		if diff := cmp.Diff(logoutAnswer{Status: http.StatusBadRequest, Error: "invalid_request", CacheControl: "no-store"}, answer); diff != "" {
+			t.Errorf("a logout token issued %v ago: answer (-want +got):\n%s", age, diff)
+		}
+		if calls := e.b.calls.take(); len(calls) != 0 {
+			t.Errorf("a logout token issued %v ago made calls %v", age, calls)
+		}
+	}
+	if !b.signedIn(e.aURL) {
+		t.Fatalf("an old logout token ended the session")
+	}
+	if answer := e.backChannel(e.bURL, issuedAgo(7*time.Minute-5*time.Second)); answer.Status != http.StatusOK {
+		t.Errorf("a logout token within the bound: %+v, want 200", answer)
+	}
+	if b.signedIn(e.aURL) {
+		t.Errorf("a logout token within the bound left the session")
+	}
+}

@@ -78,16 +78,17 @@ type Config[U any] struct {
 	Method string
 
 	// FreshMethod names, in Session.Methods beside Method, a sign-in for
-	// which the provider authenticated the user (the ID token's auth_time
-	// within AttemptLifetime before its iat): every one of
-	// [Provider.Reauthenticate], which requires it, and a
-	// [Provider.SignIn] whose user logged in at the provider then. A
-	// SignIn that the provider answered from a session it already held
-	// gets Method alone: its AuthenticatedAt is the time of the app's
-	// sign-in, not of any login, so a RequireAuthentication that guards a
-	// sensitive action must ask such sessions for FreshMethod, or a plain
-	// SignIn passes where Reauthenticate would have asked the user.
-	// Default Method + "-fresh"; the same bounds as Method.
+	// which the user logged in at the provider during the sign-in's
+	// attempt (the ID token's iat - auth_time no more than the attempt's
+	// age and a few seconds, [Provider.Reauthenticate] says how): every
+	// one of Reauthenticate, which requires it, and a [Provider.SignIn]
+	// whose user logged in then. A SignIn that the provider answered from
+	// a session it already held, however recent, gets Method alone: its
+	// AuthenticatedAt is the time of the app's sign-in, not of any login,
+	// so a RequireAuthentication that guards a sensitive action must ask
+	// such sessions for FreshMethod, or a plain SignIn passes where
+	// Reauthenticate would have asked the user. Default Method +
+	// "-fresh"; the same bounds as Method.
 	FreshMethod string
 
 	// SessionLifetime is the Manager's Limits.AbsoluteLifetime: how long
@@ -97,8 +98,10 @@ type Config[U any] struct {
 	SessionLifetime time.Duration
 
 	// AttemptLifetime bounds how long a sign-in may take at the provider,
-	// from [Provider.SignIn] to the callback. Default 10 minutes, between
-	// a minute and an hour.
+	// from [Provider.SignIn] to the callback. A login counts for
+	// FreshMethod only if it happened within the attempt, so a longer
+	// lifetime gives the user more time, not an older provider session a
+	// pass. Default 10 minutes, between a minute and an hour.
 	AttemptLifetime time.Duration
 
 	// Timeout bounds the work of one request to the module's handlers:

@@ -91,22 +91,30 @@ type provider struct {
 	backChannel       string
 	backChannelStatus int
 	// authTime, if set, gives the auth_time of the ID tokens issued from
-	// the one the user's login had: a provider that did not make the user
-	// log in again, or that leaves auth_time out (zero).
-	authTime func(time.Time) time.Time
+	// the time of the code's exchange: a provider whose login was that
+	// long before its token, or that leaves auth_time out (zero).
+	authTime func(exchange time.Time) time.Time
 }
 
 // AuthRequestByCode is the storage's, with the auth_time that authTime
-// gives.
+// gives, or the exchange's time: the login as late as it can be. Not the
+// login page's time, which the storage keeps: the tests' clock stands
+// still while the provider's runs, so the real time from the login page
+// to the exchange, which a busy machine stretches, would count as the
+// login's age and never as the attempt's.
 func (p *provider) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
 	r, err := p.Storage.AuthRequestByCode(ctx, code)
+	if err != nil {
+		return r, err
+	}
 	p.mu.Lock()
 	at := p.authTime
 	p.mu.Unlock()
-	if err != nil || at == nil {
-		return r, err
+	exchange := time.Now()
+	if at == nil {
+		return authTimeOf{r, exchange}, nil
 	}
-	return authTimeOf{r, at(r.GetAuthTime())}, nil
+	return authTimeOf{r, at(exchange)}, nil
 }
 
 type authTimeOf struct {

@@ -25,7 +25,7 @@ import (
 // apart by the prefix of their partition key, their sort key and their
 // kind:
 //
-//	attempt           pk: Prefix ATTEMPT# b64(sha256(state))       sk: ATTEMPT  bind, returnTo, TTL
+//	attempt           pk: Prefix ATTEMPT# b64(sha256(state))       sk: ATTEMPT  bind, returnTo, started, fresh, TTL
 //	provider session  pk: Prefix SID# b64(sha256(iss NUL sid))     sk: SID      iss, sub, sessions, loggedOutAt, TTL
 //	subject           pk: Prefix SUB# b64(sha256(iss NUL sub))     sk: SUB      iss, sessions, loggedOutAt, TTL
 //	session record    pk: Prefix SESSION# <session ID>             sk: SESSION  iss, sub, sid, idToken, user, TTL
@@ -50,6 +50,7 @@ const (
 	attrBind      = "bind"
 	attrReturnTo  = "returnTo"
 	attrFresh     = "fresh"
+	attrStarted   = "started"
 	attrIssuer    = "iss"
 	attrSubject   = "sub"
 	attrSID       = "sid"
@@ -148,12 +149,16 @@ func conditionFailed(err error) bool {
 }
 
 // attempt is a sign-in on its way: the digest of the secret in the
-// browser's cookie, where to send the browser once signed in, and until
-// when it may complete.
+// browser's cookie, where to send the browser once signed in, when it
+// started, and until when it may complete.
 type attempt struct {
 	bind     string
 	returnTo string
-	expires  time.Time
+	// started is when SignIn wrote the attempt, in whole seconds: the
+	// zero time for an attempt of v0.1.0, which wrote none and whose
+	// logins therefore never count as its own.
+	started time.Time
+	expires time.Time
 	// fresh: a re-authentication, which the provider must have made the
 	// user go through again (Reauthenticate).
 	fresh bool
@@ -168,6 +173,7 @@ func (s *store) putAttempt(ctx context.Context, state string, a attempt) error {
 		attrKind:              str(kindAttempt),
 		attrBind:              str(a.bind),
 		attrReturnTo:          str(a.returnTo),
+		attrStarted:           num(a.started.Unix()),
 		s.layout.TTLAttribute: num(a.expires.Unix()),
 	})
 	if a.fresh {
@@ -210,6 +216,9 @@ func (s *store) takeAttempt(ctx context.Context, state, bind string, now time.Ti
 	a = attempt{bind: d.str(attrBind), returnTo: d.str(attrReturnTo), expires: time.Unix(d.num(s.layout.TTLAttribute), 0)}
 	if f, ok := out.Attributes[attrFresh].(*types.AttributeValueMemberBOOL); ok {
 		a.fresh = f.Value
+	}
+	if _, ok := out.Attributes[attrStarted]; ok {
+		a.started = time.Unix(d.num(attrStarted), 0)
 	}
 	if d.num(attrVersion) != formatVersion || d.err != nil {
 		return attempt{}, false, nil // not a format this release wrote: no attempt

@@ -46,15 +46,20 @@ func (p *Provider[U]) SignIn(w http.ResponseWriter, r *http.Request) { p.start(w
 // [ddbsession.Manager.RequireAuthentication] sends a browser to): the
 // authorization request asks the provider to authenticate the user again
 // (prompt=login and max_age=0, OpenID Connect Core 3.1.2.1), and Callback
-// accepts only an ID token whose auth_time shows that it did, within the
-// attempt's lifetime before the token's iat; both are the provider's
-// clock, so no clock of the app's is compared with it. Without that, a
-// provider that still holds a session of the user signs them in silently,
-// and the session would count as freshly authenticated by someone who
-// typed nothing. A SignIn's session has a fresh AuthenticatedAt too, so a
+// accepts only an ID token whose auth_time shows that it did during this
+// attempt: the login's age at the token's iat (iat - auth_time, on the
+// provider's clock) may be no more than the attempt's age when the
+// callback came (on the app's clock, from Reauthenticate's write) and a
+// few seconds' slack. Each age is read on one clock, so no clock of the
+// app's is compared with the provider's. A token without auth_time, or
+// whose login predates the attempt, is refused. Without that, a provider
+// that still holds a session of the user signs them in silently, and the
+// session would count as freshly authenticated by someone who typed
+// nothing. A SignIn's session has a fresh AuthenticatedAt too, so a
 // step-up guard must ask for [Config.FreshMethod], which the sessions of
-// Reauthenticate carry, and of a SignIn only if the provider made the
-// user log in. The same call costs as SignIn.
+// Reauthenticate carry, and of a SignIn only if the user logged in at the
+// provider during its attempt, by the same rule. The same call costs as
+// SignIn.
 func (p *Provider[U]) Reauthenticate(w http.ResponseWriter, r *http.Request) { p.start(w, r, true) }
 
 func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) {
@@ -63,7 +68,8 @@ func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) 
 	state, secret := newSecret(), newSecret()
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	defer cancel()
-	a := attempt{bind: digest(secret), returnTo: ddbsession.ReturnPath(r, "/"), expires: p.now().Add(p.attemptLifetime), fresh: fresh}
+	now := p.now()
+	a := attempt{bind: digest(secret), returnTo: ddbsession.ReturnPath(r, "/"), started: now, expires: now.Add(p.attemptLifetime), fresh: fresh}
 	if err := p.store.putAttempt(ctx, state, a); err != nil {
 		p.failed(w, r, unavailable("sign in: write the attempt", err))
 		return
@@ -84,7 +90,8 @@ func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) 
 // (signature from the provider's keys, iss, aud, exp, azp, the nonce),
 // maps the provider's user to the app's through Config.User, and signs
 // the user in with [ddbsession.Manager.Login], with Method (and
-// FreshMethod if the ID token's auth_time shows a login). Then it
+// FreshMethod if the ID token's auth_time shows a login during the
+// attempt, as [Provider.Reauthenticate] says). Then it
 // records the session under the provider session (sid) and the subject,
 // for a back-channel logout, and keeps the ID token for the end-session
 // request; only when all of that is written does the browser get its
@@ -111,7 +118,8 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 	// Not cut short by the client: a half-done sign-in helps no one.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.timeout)
 	defer cancel()
-	a, found, err := p.store.takeAttempt(ctx, state, digest(secret), p.now())
+	now := p.now()
+	a, found, err := p.store.takeAttempt(ctx, state, digest(secret), now)
 	if err != nil {
 		return unavailable("sign in: take the attempt", err)
 	}
@@ -137,7 +145,7 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 	if rawID == "" {
 		return &failure{http.StatusBadGateway, "sign in: the provider's token response has no id_token", nil}
 	}
-	id, fresh, err := p.verifyIDToken(ctx, rawID, secret, token, a.fresh)
+	id, fresh, err := p.verifyIDToken(ctx, rawID, secret, token, a, now)
 	if err != nil {
 		return err
 	}
@@ -181,13 +189,24 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// freshSlack is how much older than its attempt a login may seem and
+// still count as the attempt's own. iat and auth_time are whole seconds,
+// so the login's age may read up to a second too long, and the attempt's
+// age is read as the callback begins, before the code's exchange at which
+// the provider issues the token: that round trip, and the clocks of a
+// provider's login and token servers, which may differ by a second, make
+// an honest login look a little older than the attempt. Five seconds
+// covers them; a provider session that old is a login the user made just
+// before, no single sign-on from an earlier visit.
+const freshSlack = 5 * time.Second
+
 // verifyIDToken verifies the ID token of a code's exchange, against the
 // attempt's secret: go-oidc checks the signature with the provider's keys,
 // iss, aud and exp; this, the nonce, the authorized party, and the
 // access token's hash where the token has one; for a re-authentication
-// (reauth), an auth_time within the attempt's lifetime before iat, which
-// fresh reports for any sign-in.
-func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, token *oauth2.Token, reauth bool) (_ Identity, fresh bool, err error) {
+// (a.fresh), a login during the attempt, whose callback came at now,
+// which fresh reports for any sign-in.
+func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, token *oauth2.Token, a attempt, now time.Time) (_ Identity, fresh bool, err error) {
 	idt, err := p.idTokens.Verify(ctx, raw)
 	if err != nil {
 		return Identity{}, false, refused("sign in: the ID token", err)
@@ -209,9 +228,13 @@ func (p *Provider[U]) verifyIDToken(ctx context.Context, raw, secret string, tok
 	if idt.Subject == "" || idt.IssuedAt.IsZero() {
 		return Identity{}, false, refused("sign in: the ID token has no sub or no iat", nil)
 	}
-	fresh = claims.AuthTime != 0 && idt.IssuedAt.Sub(time.Unix(claims.AuthTime, 0)) <= p.attemptLifetime
-	if reauth && !fresh {
-		return Identity{}, false, refused("sign in: the provider did not authenticate the user again (auth_time)", nil)
+	// The login is the attempt's if the provider says it was no longer
+	// before the token (iat - auth_time, on its clock) than the attempt is
+	// old (on the app's). An attempt without its start shows nothing.
+	loginAge := idt.IssuedAt.Sub(time.Unix(claims.AuthTime, 0))
+	fresh = claims.AuthTime != 0 && !a.started.IsZero() && loginAge <= now.Sub(a.started)+freshSlack
+	if a.fresh && !fresh {
+		return Identity{}, false, refused("sign in: the provider did not authenticate the user during the attempt (auth_time)", nil)
 	}
 	if idt.AccessTokenHash != "" {
 		if err := idt.VerifyAccessToken(token.AccessToken); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 )
@@ -301,5 +302,123 @@ func TestReauthenticate(t *testing.T) {
 				t.Errorf("a sign-in with %s: session %s; want the method oidc alone, not oidc-fresh", tc.name, text)
 			}
 		})
+	}
+}
+
+// loginAges are sign-ins whose attempt is attemptAge old on the app's
+// clock when the provider sends the browser back, and whose ID token
+// says that the user logged in loginAge before it was issued, on the
+// provider's clock; fresh says whether that login is the attempt's own.
+// Each age is on one clock, so the tests' clock, which stands still
+// while the provider's runs, can give the attempt any age.
+var loginAges = []struct {
+	name                 string
+	attemptAge, loginAge time.Duration
+	fresh                bool
+}{
+	{"a provider session 2 minutes old, an attempt of a moment", 0, 2 * time.Minute, false},
+	{"a provider session 9 minutes old, an attempt of a minute", time.Minute, 9 * time.Minute, false},
+	{"a login 10 seconds before an attempt of 3 minutes", 3 * time.Minute, 3*time.Minute + 10*time.Second, false},
+	{"a login as an attempt of 3 minutes began", 3 * time.Minute, 3 * time.Minute, true},
+	{"a login a minute into an attempt of 3 minutes", 3 * time.Minute, 2 * time.Minute, true},
+}
+
+// signInAged starts a sign-in at start (/signin or /reauth), lets the
+// attempt age attemptAge on the app's clock, and has the provider say
+// that the user logged in loginAge before its ID token. It returns the
+// callback's status, the page it ended on, and whether the browser is
+// signed in then.
+func (e *env) signInAged(start string, attemptAge, loginAge time.Duration) (status int, page string, signedIn bool) {
+	e.t.Helper()
+	e.provider.setAuthTime(func(exchange time.Time) time.Time { return exchange.Add(-loginAge) })
+	defer e.provider.setAuthTime(nil)
+	b := e.newBrowser()
+	callback := b.startAt(e, start, "test-user2")
+	e.clock.Advance(attemptAge)
+	defer e.clock.Advance(-attemptAge)
+	resp := b.get(callback)
+	page = body(e.t, resp)
+	return resp.StatusCode, page, b.signedIn(e.aURL)
+}
+
+// A sign-in's session carries FreshMethod only if the provider's login
+// happened within the attempt; a SignIn that the provider answers from a
+// session it held before, however recent, signs the user in with Method
+// alone, or a step-up guard would take it for a login.
+func TestFreshOnlyForALoginWithinTheAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range loginAges {
+		t.Run(tc.name, func(t *testing.T) {
+			status, page, signedIn := e.signInAged("/signin", tc.attemptAge, tc.loginAge)
+			want := `"methods":["oidc"]`
+			if tc.fresh {
+				want = `"methods":["oidc","oidc-fresh"]`
+			}
+			if status != http.StatusOK || !signedIn || !strings.Contains(page, want) {
+				t.Errorf("a sign-in: %d, signed in %v, page %s; want 200, signed in, %s", status, signedIn, page, want)
+			}
+		})
+	}
+}
+
+// A re-authentication counts only if the provider's login happened within
+// the attempt: a provider that ignores prompt=login and answers from a
+// session it held before, however recent, is refused, and the browser
+// stays signed out.
+func TestReauthenticateRefusesALoginBeforeTheAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range loginAges {
+		t.Run(tc.name, func(t *testing.T) {
+			status, page, signedIn := e.signInAged("/reauth", tc.attemptAge, tc.loginAge)
+			switch {
+			case tc.fresh && (status != http.StatusOK || !signedIn || !strings.Contains(page, `"methods":["oidc","oidc-fresh"]`)):
+				t.Errorf("a re-authentication: %d, signed in %v, page %s; want 200, signed in, oidc and oidc-fresh", status, signedIn, page)
+			case !tc.fresh && (status != http.StatusBadRequest || signedIn):
+				t.Errorf("a re-authentication: %d, signed in %v; want 400 and signed out", status, signedIn)
+			}
+		})
+	}
+}
+
+// An attempt without its start, as v0.1.0 wrote them, cannot show that a
+// login was its own: its sign-in is not fresh, and its re-authentication
+// is refused.
+func TestAnAttemptWithoutItsStartIsNotFresh(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, start := range []string{"/signin", "/reauth"} {
+		b := e.newBrowser()
+		callback := b.startAt(e, start, "test-user2")
+		e.forgetAttemptStarts()
+		resp := b.get(callback)
+		page := body(t, resp)
+		switch {
+		case start == "/signin" && (resp.StatusCode != http.StatusOK || !strings.Contains(page, `"methods":["oidc"]`)):
+			t.Errorf("a sign-in: %s, page %s; want 200 and the method oidc alone", resp.Status, page)
+		case start == "/reauth" && (resp.StatusCode != http.StatusBadRequest || b.signedIn(e.aURL)):
+			t.Errorf("a re-authentication: %s; want 400 and signed out", resp.Status)
+		}
+	}
+}
+
+// forgetAttemptStarts removes the start from every attempt in the table.
+func (e *env) forgetAttemptStarts() {
+	e.t.Helper()
+	for _, item := range e.scanTable() {
+		if k, _ := item["kind"].(*types.AttributeValueMemberS); k == nil || k.Value != "oidc-attempt" {
+			continue
+		}
+		update := "REMOVE #started"
+		_, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName:                &e.table,
+			Key:                      map[string]types.AttributeValue{"pk": item["pk"], "sk": item["sk"]},
+			UpdateExpression:         &update,
+			ExpressionAttributeNames: map[string]string{"#started": "started"},
+		})
+		if err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }
