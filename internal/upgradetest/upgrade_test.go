@@ -23,6 +23,8 @@ var variants = []struct {
 	endings []ending
 }{
 	{"default", nil, []ending{logout, revoke, revokeAll}},
+	{"MREC", []string{"-mrec"}, []ending{logout, revoke, revokeAll}},
+	{"MaxSessions", []string{"-max-sessions=2"}, []ending{logout, revoke, revokeAll, sessionLimit}},
 }
 
 // TestRollingUpgradeFromV010 runs instances of the released v0.1.0 ("old",
@@ -31,9 +33,9 @@ var variants = []struct {
 //
 //   - sessions made before the deploy stay signed in on both versions
 //     during it, and on the new one after it;
-//   - no ended session (Logout, Revoke, RevokeAll, RevokeEveryone) is
-//     accepted by either version, whichever version ended it and whichever
-//     made it.
+//   - no ended session (Logout, Revoke, RevokeAll, RevokeEveryone, and a
+//     session limit's eviction) is accepted by either version, whichever
+//     version ended it and whichever made it.
 //
 // The old version may refuse sessions that the new one made, or fail to
 // end them (answer an error); the test records what it did and logs it,
@@ -219,6 +221,21 @@ var (
 	}}
 	revokeAll = ending{"revoke-all", func(t *testing.T, d *deploy, by *instance, c *endingCase) ([]*session, error) {
 		return []*session{c.a, c.b}, by.post(t, "/revoke-all", url.Values{"name": {c.user}}, "")
+	}}
+	// sessionLimit signs the user in once more, over Limits.MaxSessions (2),
+	// which ends the oldest session. The old version may not count sessions
+	// that the new one made, as it may not read them: whether it ended one is
+	// recorded, not required.
+	sessionLimit = ending{"session-limit", func(t *testing.T, d *deploy, by *instance, c *endingCase) ([]*session, error) {
+		if _, err := d.tryLogin(t, by, c.user, "c, made on "+by.name+" over the limit"); err != nil {
+			return []*session{c.a}, err
+		}
+		if c.by == oldName && c.made == newName && d.new.me(t, c.a.cookie).accepted() {
+			d.note("old (%s)'s session limit does not count sessions made on new: a user holds one more than the limit", released)
+			c.a.unsure = true
+			return nil, nil
+		}
+		return []*session{c.a}, nil
 	}}
 )
 

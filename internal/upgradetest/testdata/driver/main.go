@@ -56,6 +56,8 @@ func key(name string) ddbsession.UserKey {
 
 func main() {
 	table := flag.String("table", "", "the session table's name")
+	mrec := flag.Bool("mrec", false, "set Config.Layout.MREC")
+	maxSessions := flag.Int("max-sessions", 0, "set Config.Limits.MaxSessions")
 	flag.Parse()
 	if *table == "" {
 		log.Fatal("driver: -table is required")
@@ -71,7 +73,9 @@ func main() {
 	cfg := ddbsession.Config[user]{
 		Client: dynamodb.NewFromConfig(awsCfg),
 		Table:  *table,
+		Layout: ddbsession.Layout{MREC: *mrec},
 		Cookie: ddbsession.Cookie{InsecureDevMode: true}, // plain HTTP on loopback
+		Limits: ddbsession.Limits{MaxSessions: *maxSessions},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	a := &app{cfg: cfg}
