@@ -265,9 +265,11 @@ func (in *instance) call(t *testing.T, method, path string, query url.Values, co
 
 // A verdict is an instance's answer to a request that carries a session.
 type verdict struct {
-	status   int
-	name, id string // the user and the session it let through
-	body     string
+	status    int
+	name, id  string // the user and the session it let through
+	expires   int64  // the session's expiry, in epoch seconds
+	refreshed bool   // the response set the cookie anew: a refresh
+	body      string
 }
 
 func (v verdict) accepted() bool { return v.status == http.StatusOK }
@@ -282,14 +284,17 @@ func (v verdict) String() string {
 // me asks the instance whose session cookie is.
 func (in *instance) me(t *testing.T, cookie string) verdict {
 	t.Helper()
-	status, body, _ := in.call(t, http.MethodGet, "/me", nil, cookie)
-	v := verdict{status: status, body: string(body)}
+	status, body, set := in.call(t, http.MethodGet, "/me", nil, cookie)
+	v := verdict{status: status, body: string(body), refreshed: set != ""}
 	if status == http.StatusOK {
-		var me struct{ Name, ID string }
+		var me struct {
+			Name, ID string
+			Expires  int64
+		}
 		if err := json.Unmarshal(body, &me); err != nil {
 			t.Fatalf("GET /me on the %s instance: %v: %s", in.name, err, body)
 		}
-		v.name, v.id = me.Name, me.ID
+		v.name, v.id, v.expires = me.Name, me.ID, me.Expires
 	}
 	return v
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
@@ -33,6 +34,9 @@ var variants = []struct {
 //
 //   - sessions made before the deploy stay signed in on both versions
 //     during it, and on the new one after it;
+//   - a session that either version refreshes (a request after
+//     RefreshInterval rewrites its item) stays signed in on both, at the
+//     expiry written;
 //   - no ended session (Logout, Revoke, RevokeAll, RevokeEveryone, and a
 //     session limit's eviction) is accepted by either version, whichever
 //     version ended it and whichever made it.
@@ -126,11 +130,74 @@ func testEndings(t *testing.T, d *deploy, endings []ending) {
 			d.checkList(t, c.user)
 		})
 	}
+	t.Run("refreshes", func(t *testing.T) {
+		for _, by := range d.running() {
+			d.refresh(t, by)
+		}
+	})
 	t.Run("after the deploy", func(t *testing.T) {
 		d.old.stop()
 		d.check(t, d.new)
 	})
 	d.report(t)
+}
+
+// refreshAfter is how far the instances' clocks move for a request to
+// refresh a session: past the default Limits.RefreshInterval (an hour),
+// well within IdleTimeout (a day).
+const refreshAfter = 2 * time.Hour
+
+// refresh moves both instances' clocks on, so that a request refreshes its
+// session, and sends by every live session: by must refresh each that it
+// accepts, and both versions then read the expiry that by wrote. A
+// refresh rewrites the session item, as a request of either version, on a
+// session of either, does all day during a deploy.
+func (d *deploy) refresh(t *testing.T, by *instance) {
+	t.Helper()
+	d.settle(t)
+	for _, in := range d.running() {
+		if err := in.post(t, "/advance", url.Values{"by": {refreshAfter.String()}}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refreshed := map[*session]int64{}
+	for _, s := range d.live() {
+		v := by.me(t, s.cookie)
+		switch {
+		case v.accepted() && !v.refreshed:
+			t.Errorf("%s accepts %s %v on without refreshing it", by, s, refreshAfter)
+		case v.accepted():
+			refreshed[s] = v.expires
+		case s.mustAccept(by):
+			t.Errorf("%s refuses %s, which lives: %s", by, s, v)
+		default:
+			d.record(by, s, v)
+		}
+	}
+	d.settle(t)
+	for _, s := range d.live() {
+		expires, ok := refreshed[s]
+		if !ok {
+			continue
+		}
+		for _, in := range d.running() {
+			if v := in.me(t, s.cookie); v.accepted() && v.expires != expires {
+				t.Errorf("%s reads the expiry of %s as %d, after %s refreshed it to %d", in, s, v.expires, by, expires)
+			}
+		}
+	}
+	d.check(t, d.running()...)
+}
+
+// settle waits until every running instance's refresh writes are done, so
+// that the next requests see them.
+func (d *deploy) settle(t *testing.T) {
+	t.Helper()
+	for _, in := range d.running() {
+		if err := in.post(t, "/wait", nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // testRevokeEveryone ends everyone's sessions on one version, then on the

@@ -11,13 +11,15 @@
 //
 //	POST /users?name=N           CreateUser           201, or 409 if the user exists
 //	POST /login?name=N           Login, nil verify    200 and the cookie, or 404 for no user
-//	GET  /me                     RequireSession       200 {"name", "id"}, or the library's answer
+//	GET  /me                     RequireSession       200 {"name", "id", "expires"}, or the library's answer
 //	POST /logout                 Logout               200
 //	GET  /list?name=N            List                 200 ["id", ...], newest first
 //	POST /revoke?name=N&id=I     Revoke               200, or 404 for no such session
 //	POST /revoke-all?name=N      RevokeAll            200
 //	POST /revoke-everyone        RevokeEveryone       200
 //	POST /restart                a new Manager, whose CreateTable reads the global revocation generation
+//	POST /advance?by=D           moves the Manager's clock (Config.Now) D ahead
+//	POST /wait                   Wait, for the refresh writes after the responses
 //
 // Any other failure is a 500 whose body is the error.
 package main
@@ -79,6 +81,7 @@ func main() {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	a := &app{cfg: cfg}
+	a.cfg.Now = func() time.Time { return time.Now().Add(time.Duration(a.ahead.Load())) }
 	if err := a.restart(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -100,6 +103,7 @@ func main() {
 type app struct {
 	cfg     ddbsession.Config[user]
 	current atomic.Pointer[http.ServeMux]
+	ahead   atomic.Int64 // how far the clock is ahead of the machine's
 }
 
 func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -144,7 +148,7 @@ func (a *app) routes(m *ddbsession.Manager[user]) *http.ServeMux {
 	mux.Handle("GET /me", m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, _ := m.User(r.Context())
 		s, _ := m.Session(r.Context())
-		reply(w, nil, http.StatusOK, map[string]string{"name": u.Name, "id": s.ID})
+		reply(w, nil, http.StatusOK, map[string]any{"name": u.Name, "id": s.ID, "expires": s.ExpiresAt.Unix()})
 	})))
 	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, m.Logout(w, r), http.StatusOK, nil)
@@ -173,6 +177,16 @@ func (a *app) routes(m *ddbsession.Manager[user]) *http.ServeMux {
 	})
 	mux.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, a.restart(r.Context()), http.StatusOK, nil)
+	})
+	mux.HandleFunc("POST /advance", func(w http.ResponseWriter, r *http.Request) {
+		by, err := time.ParseDuration(r.FormValue("by"))
+		if err == nil {
+			a.ahead.Add(int64(by))
+		}
+		reply(w, err, http.StatusOK, nil)
+	})
+	mux.HandleFunc("POST /wait", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, m.Wait(r.Context()), http.StatusOK, nil)
 	})
 	return mux
 }
