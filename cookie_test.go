@@ -492,3 +492,20 @@ func TestSecureCookieOverPlainHTTPWarns(t *testing.T) {
 		})
 	}
 }
+
+// LoginBearer with Config.BearerTokens off is refused, with an error that
+// says so: RequireSession would refuse every token it issued.
+func TestLoginBearerNeedsBearerTokens(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	p.reset()
+	token, _, err := e.m.LoginBearer(newRequest(), alice, nil)
+	if err == nil || token != "" || !strings.Contains(err.Error(), "BearerTokens") {
+		t.Errorf("LoginBearer without BearerTokens = %q, %v; want an error naming BearerTokens", token, err)
+	}
+	if n := p.total(); n != 0 {
+		t.Errorf("the refused LoginBearer made %d calls", n)
+	}
+}

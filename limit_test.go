@@ -269,3 +269,29 @@ func TestSessionLimitFailedLoginEndsWhatItTook(t *testing.T) {
 		t.Errorf("after one more login, %d alive under a limit of 1", alive)
 	}
 }
+
+// Refuse mode: a login whose session write is applied but answered with an
+// error (its answer lost, and the SDK's retry refused by that very write)
+// fails, and leaves no live session in its slot: its undo voids the key. The
+// user's next login is not refused, as it was, until the orphan expired.
+func TestSessionLimitRefuseLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), withMaxSessions(1), func(c *ddbsession.Config[User]) { c.Limits.RefuseAtMaxSessions = true })
+	alice := e.putUser("alice")
+	answerApplied(p, "PutItem", 0, func(in any) bool { return putKind(in) == item.KindSession }, errLost)
+	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); err == nil {
+		t.Fatal("the login whose session write's answer was lost succeeded")
+	}
+	p.after = nil
+	if list := e.mustList(alice); len(list) != 0 {
+		t.Errorf("List after the failed login = %+v, want none", list)
+	}
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
+		t.Fatalf("the next login: %v, want a session", err)
+	}
+	if got := e.status(sessionCookie(t, w.Result(), cookieName)); got != http.StatusOK {
+		t.Errorf("the next login's session: %d, want 200", got)
+	}
+}

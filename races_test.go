@@ -661,6 +661,7 @@ type regions struct {
 	g     *ddbtest.Regions
 	table string
 	clock *clock
+	mono  *monoClock // every instance's monotonic clock, which ages its copy of the global generation
 	a, b  *ddbsession.Manager[Member]
 	logs  *syncBuffer
 	// mutate adjusts each Manager's Config before New.
@@ -670,7 +671,7 @@ type regions struct {
 func newRegions(t *testing.T, skewA, skewB time.Duration, mutate ...func(*ddbsession.Config[Member])) *regions {
 	t.Helper()
 	g := ddbtest.NewRegions(t, ddbtest.Client(t), ddbtest.SecondClient(t))
-	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, logs: &syncBuffer{}, mutate: mutate}
+	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, mono: &monoClock{}, logs: &syncBuffer{}, mutate: mutate}
 	rs.a, rs.b = rs.manager(g.A, skewA), rs.manager(g.B, skewB)
 	return rs
 }
@@ -692,11 +693,32 @@ func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbses
 	if err != nil {
 		t.Fatal(err)
 	}
+	ddbsession.SetMonotonicClock(m, rs.mono.now)
 	if err := m.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Wait(context.Background()) })
 	return m
+}
+
+// copiesStale makes every instance's copy of the global generation stale,
+// as RevokeEveryoneWithin passing does: each reads it again with its next
+// request.
+func (rs *regions) copiesStale() { rs.mono.advance(time.Minute) }
+
+// changePassword is the documented credential change in Region r: the new
+// password and a new credential version in one write of the user item
+// (docs/item-format.md#user-items).
+func (rs *regions) changePassword(r *ddbtest.Region, key ddbsession.UserKey, password string) {
+	rs.t.Helper()
+	_, err := r.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &rs.table, Key: userItemKey(key),
+		UpdateExpression:          ptr("SET password = :p, credentialVersion = if_not_exists(credentialVersion, :zero) + :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": attrS(password), ":zero": attrN(0), ":one": attrN(1)},
+	})
+	if err != nil {
+		rs.t.Fatal(err)
+	}
 }
 
 // alice creates the user alice, with password "pw", in Region A, and
@@ -1514,4 +1536,421 @@ func TestMRSCRevokeAllWithWritesInTheOtherRegion(t *testing.T) {
 	if conflicts.Load() < 3 {
 		t.Error("no write met a conflict")
 	}
+}
+
+// MREC: a revocation in Region A and one of the same kind in Region B
+// within the replication lag, RevokeAll or RevokeEveryone. They write two
+// versions, never one (each adds a random step), and the settlement, last
+// writer wins, lowers nothing either achieved: every session made before
+// either is refused in both Regions, and so is one made in A between the
+// two, whose version the later revocation replaced (a login within the lag
+// of the other Region's revocation may be refused: fail closed); the
+// owner's login after the settlement lives in both.
+func TestMRECRevocationsInTwoRegionsCompose(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		revoke func(m *ddbsession.Manager[Member], key ddbsession.UserKey) error
+		item   func(rs *regions, key ddbsession.UserKey) map[string]types.AttributeValue
+	}{
+		{"RevokeAll", func(m *ddbsession.Manager[Member], key ddbsession.UserKey) error {
+			return m.RevokeAll(context.Background(), key)
+		}, func(rs *regions, key ddbsession.UserKey) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"pk": attrS("USERSESSIONS#10#" + key.PK + key.SK), "sk": attrS("REVOKED")}
+		}},
+		{"RevokeEveryone", func(m *ddbsession.Manager[Member], _ ddbsession.UserKey) error {
+			return m.RevokeEveryone(context.Background())
+		}, func(*regions, ddbsession.UserKey) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"pk": attrS("SESSION#GLOBAL"), "sk": attrS("STATE")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rs := newRegions(t, 0, 0)
+			alice := rs.alice()
+			inA, err := loginWith(rs.a, alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inB, err := loginWith(rs.b, alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.settled()
+
+			if err := tc.revoke(rs.a, alice); err != nil { // the clock stands still: the same millisecond in both
+				t.Fatal(err)
+			}
+			between, err := loginWith(rs.a, alice, "pw") // in A, after A's revocation, before B's
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.revoke(rs.b, alice); err != nil { // within the lag: B has none of A's writes
+				t.Fatal(err)
+			}
+			versions := map[string]string{}
+			for _, r := range []*ddbtest.Region{rs.g.A, rs.g.B} {
+				versions[r.Name] = attrText(rawRegionItem(t, r, rs.table, tc.item(rs, alice))["gen"])
+			}
+			if versions["A"] == versions["B"] {
+				t.Errorf("the two revocations wrote the same version %s", versions["A"])
+			}
+			rs.settled()
+			rs.copiesStale()
+			rs.both(func(r string, m *ddbsession.Manager[Member]) {
+				for name, c := range map[string]*http.Cookie{"a session made in A before both": inA, "a session made in B before both": inB, "a session made in A between the two": between} {
+					if got := statusOf(m, c); got != http.StatusUnauthorized {
+						t.Errorf("Region %s, settled: %s: status %d, want 401", r, name, got)
+					}
+				}
+			})
+			for _, m := range []*ddbsession.Manager[Member]{rs.a, rs.b} {
+				owner, err := loginWith(m, alice, "pw")
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs.settled()
+				rs.both(func(r string, m *ddbsession.Manager[Member]) {
+					if got := statusOf(m, owner); got != http.StatusOK {
+						t.Errorf("Region %s: the owner's login after the settlement: status %d, want 200", r, got)
+					}
+				})
+			}
+		})
+	}
+}
+
+// MREC: the owner changes the password in A as docs/multi-region.md says
+// (the new password and a new credential version in one write, then a
+// login). Within the replication lag, in B, an attacker who knows the old
+// password signs in, presses "log out everywhere" (RevokeAll, then Logout)
+// and signs in again. Once replication settles, whichever revocation won,
+// neither of the attacker's sessions is valid in either Region, since each
+// copied the old credential version; the owner's login after the
+// settlement lives in both.
+func TestMRECPasswordChangeOutlivesTheAttackersRevokeAll(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := rs.alice() // password "pw"
+	rs.changePassword(rs.g.A, alice, "new")
+	if _, err := loginWith(rs.a, alice, "new"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := loginWith(rs.b, alice, "pw") // within the lag: B has the old password
+	if err != nil {
+		t.Fatalf("the attacker's login with the old password in B: %v", err)
+	}
+	if err := rs.b.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.b.Logout(newRecorder(), newRequest(first)); err != nil {
+		t.Fatal(err)
+	}
+	second, err := loginWith(rs.b, alice, "pw")
+	if err != nil {
+		t.Fatalf("the attacker's second login in B: %v", err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		for name, c := range map[string]*http.Cookie{"the attacker's first session": first, "the attacker's second session": second} {
+			if got := statusOf(m, c); got != http.StatusUnauthorized {
+				t.Errorf("Region %s, settled: %s: status %d, want 401", r, name, got)
+			}
+		}
+	})
+	owner, err := loginWith(rs.b, alice, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, owner); got != http.StatusOK {
+			t.Errorf("Region %s: the owner's login after the settlement: status %d, want 200", r, got)
+		}
+	})
+}
+
+// MREC: a Logout in A whose writes are held up on their way to B for
+// longer than the idle timeout, while B keeps refreshing the session (B's
+// writes reach A). TTL then runs in A. The end record must still be there
+// when A's writes reach B, or B's later refreshes, which win over A's
+// delete, bring the session back in both Regions: it lasts the session's
+// absolute lifetime, past which no copy of the session is valid anyway.
+func TestMRECLogoutHeldUpPastTheIdleTimeout(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0) // IdleTimeout 1h, RefreshInterval 10m
+	alice := rs.alice()
+	c, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	if err := rs.a.Logout(newRecorder(), newRequest(c)); err != nil {
+		t.Fatal(err)
+	}
+	toA := func(to *ddbtest.Region, _ map[string]types.AttributeValue) bool { return to == rs.g.A }
+	for range 18 { // three hours of requests in B, every ten minutes
+		rs.clock.Advance(10 * time.Minute)
+		if got := statusOf(rs.b, c); got != http.StatusOK {
+			t.Fatalf("B before the Logout arrived: status %d, want 200", got)
+		}
+		if err := rs.b.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rs.g.Deliver(toA) // B's refreshes reach A; A's writes stay on their way
+	}
+	ttlRuns(t, rs.g.A, rs.table, rs.clock.Now())
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, c); got != http.StatusUnauthorized {
+			t.Errorf("Region %s, settled: the logged-out session: status %d, want 401", r, got)
+		}
+	})
+}
+
+// ttlRuns deletes, through Region r (so that the deletes replicate, as
+// TTL's do), every item of r's replica whose TTL attribute is past at now.
+func ttlRuns(t *testing.T, r *ddbtest.Region, table string, now time.Time) {
+	t.Helper()
+	out, err := r.Engine().Scan(context.Background(), &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, av := range out.Items {
+		ttl, ok := av["expiresAt"].(*types.AttributeValueMemberN)
+		if !ok {
+			continue
+		}
+		if at, _ := strconv.ParseInt(ttl.Value, 10, 64); at > now.Unix() {
+			continue
+		}
+		key := map[string]types.AttributeValue{"pk": av["pk"], "sk": av["sk"]}
+		if _, err := r.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &table, Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// mrsc is two instances, A and B, of a global table in multi-Region
+// strong consistency: one engine, which every write reaches before it
+// returns, and a third of the writes meeting a concurrent write in the
+// other Region (ReplicatedWriteConflictException) and retried.
+func mrsc(t *testing.T) (e *env, a, b *ddbsession.Manager[Member], alice ddbsession.UserKey) {
+	t.Helper()
+	var p *probe
+	e = newEnv(t, withProbe(&p))
+	var writes atomic.Int32
+	p.fail = func(_ context.Context, op string) error {
+		if (op == "UpdateItem" || op == "PutItem" || op == "DeleteItem") && writes.Add(1)%3 == 0 {
+			return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
+		}
+		return nil
+	}
+	a, b = e.members(), e.members()
+	alice = ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if err := a.CreateUser(context.Background(), Member{PK: alice.PK, SK: alice.SK, Name: "alice", Password: "pw"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if writes.Load() < 3 {
+			t.Error("no write met a conflict")
+		}
+	})
+	return e, a, b, alice
+}
+
+// MRSC: the revocations of TestMRECRevocationsInTwoRegionsCompose, one in
+// each Region. Strongly consistent, each holds in both Regions at once:
+// every session before either is refused in both, and a login after both
+// lives in both.
+func TestMRSCRevocationsInTwoRegionsCompose(t *testing.T) {
+	t.Parallel()
+	for _, everyone := range []bool{false, true} {
+		t.Run(map[bool]string{false: "RevokeAll", true: "RevokeEveryone"}[everyone], func(t *testing.T) {
+			t.Parallel()
+			_, a, b, alice := mrsc(t)
+			revoke := func(m *ddbsession.Manager[Member]) {
+				t.Helper()
+				err := m.RevokeAll(context.Background(), alice)
+				if everyone {
+					err = m.RevokeEveryone(context.Background())
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var before []*http.Cookie
+			for _, m := range []*ddbsession.Manager[Member]{a, b} {
+				c, err := loginWith(m, alice, "pw")
+				if err != nil {
+					t.Fatal(err)
+				}
+				before = append(before, c)
+			}
+			revoke(a)
+			between, err := loginWith(a, alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			revoke(b)
+			after, err := loginWith(b, alice, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, m := range map[string]*ddbsession.Manager[Member]{"A": a, "B": b} {
+				for i, c := range append(before, between) {
+					if got := statusOf(m, c); got != http.StatusUnauthorized {
+						t.Errorf("Region %s: session %d, made before a revocation: status %d, want 401", r, i, got)
+					}
+				}
+				if got := statusOf(m, after); got != http.StatusOK {
+					t.Errorf("Region %s: the login after both: status %d, want 200", r, got)
+				}
+			}
+		})
+	}
+}
+
+// MRSC: the attacker of TestMRECPasswordChangeOutlivesTheAttackersRevokeAll
+// meets the new password in B at once: their login with the old one
+// fails, and their RevokeAll and Logout, of a session signed in before
+// the change, leave them nothing; the owner's login lives in both Regions.
+func TestMRSCPasswordChangeOutlivesTheAttackersRevokeAll(t *testing.T) {
+	t.Parallel()
+	e, a, b, alice := mrsc(t)
+	stolen, err := loginWith(b, alice, "pw") // before the change
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &e.table, Key: userItemKey(alice),
+		UpdateExpression:          ptr("SET password = :p, credentialVersion = if_not_exists(credentialVersion, :zero) + :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": attrS("new"), ":zero": attrN(0), ":one": attrN(1)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := loginWith(a, alice, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loginWith(b, alice, "pw"); !errors.Is(err, errWrongPassword) {
+		t.Errorf("the attacker's login in B with the old password: %v, want errWrongPassword", err)
+	}
+	if err := b.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Logout(newRecorder(), newRequest(stolen)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loginWith(b, alice, "pw"); !errors.Is(err, errWrongPassword) {
+		t.Errorf("the attacker's second login in B: %v, want errWrongPassword", err)
+	}
+	again, err := loginWith(a, alice, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, m := range map[string]*ddbsession.Manager[Member]{"A": a, "B": b} {
+		if got := statusOf(m, stolen); got != http.StatusUnauthorized {
+			t.Errorf("Region %s: the attacker's session: status %d, want 401", r, got)
+		}
+		if got := statusOf(m, owner); got != http.StatusUnauthorized {
+			t.Errorf("Region %s: the owner's login before the attacker's RevokeAll: status %d, want 401", r, got)
+		}
+		if got := statusOf(m, again); got != http.StatusOK {
+			t.Errorf("Region %s: the owner's login after: status %d, want 200", r, got)
+		}
+	}
+}
+
+// MRSC: a Login whose every write meets a write in the other Region
+// (ReplicatedWriteConflictException, which the library retries until the
+// deadline) fails closed within StoreTimeout, its undo included: no call
+// it makes has a deadline past StoreTimeout from its first call's start.
+// Its undo used to run on a deadline of its own after the call's, twice
+// StoreTimeout in all.
+func TestMRSCLoginFailsWithinStoreTimeout(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 200 * time.Millisecond })
+	alice := e.putUser("alice")
+	var mu sync.Mutex
+	var deadlines []time.Time
+	var began time.Time // the first call's start: the Login's deadline is at most StoreTimeout after it
+	p.fail = func(ctx context.Context, op string) error {
+		d, ok := ctx.Deadline()
+		if !ok {
+			t.Errorf("%s without a deadline", op)
+		}
+		mu.Lock()
+		if began.IsZero() {
+			began = time.Now()
+		}
+		deadlines = append(deadlines, d)
+		mu.Unlock()
+		if op == "UpdateItem" || op == "PutItem" || op == "DeleteItem" {
+			return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
+		}
+		return nil
+	}
+	w := newRecorder()
+	if err := e.m.Login(w, newRequest(), alice, nil); !errors.As(err, new(*types.ReplicatedWriteConflictException)) {
+		t.Errorf("Login under endless conflicts = %v, want the conflict", err)
+	}
+	if c := sessionCookie(t, w.Result(), cookieName); c != nil {
+		t.Errorf("the failed Login set a cookie: %v", c)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deadlines) < 3 {
+		t.Fatalf("%d calls, want the read, the writes and the undo", len(deadlines))
+	}
+	bound := began.Add(e.cfg.Limits.StoreTimeout)
+	for i, d := range deadlines {
+		if d.After(bound) {
+			t.Errorf("call %d's deadline is %v past StoreTimeout from the Login's first call", i, d.Sub(bound))
+		}
+	}
+}
+
+// MREC: a user item deleted and made anew by the app, with a fresh
+// sessions version, in one Region, does not inherit the sessions of the
+// one before in either, though the user's revocation item, which holds the
+// version RevokeAll changes, outlives the deleted user: the sessions copied
+// the user item's own version too.
+func TestMRECRecreatedUserInheritsNoSession(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := rs.alice()
+	if err := rs.a.RevokeAll(context.Background(), alice); err != nil { // the revocation item exists
+		t.Fatal(err)
+	}
+	old, err := loginWith(rs.a, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	if _, err := rs.g.A.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &rs.table, Key: userItemKey(alice)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.g.A.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &rs.table, Item: map[string]types.AttributeValue{
+		"pk": attrS(alice.PK), "sk": attrS(alice.SK), "name": attrS("another alice"), "password": attrS("pw"), "sessionsVersion": newVersion(),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, old); got != http.StatusUnauthorized {
+			t.Errorf("Region %s: the deleted user's session on the user item made anew: %d, want 401", r, got)
+		}
+	})
+	c, err := loginWith(rs.b, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, c); got != http.StatusOK {
+			t.Errorf("Region %s: the new user's login: %d, want 200", r, got)
+		}
+	})
 }

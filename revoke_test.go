@@ -7,9 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -824,4 +827,82 @@ func TestListRacingALogin(t *testing.T) {
 	if diff := cmp.Diff([]string{second, first}, listIDs(e.mustList(alice))); diff != "" {
 		t.Errorf("List after the Login (-want +got):\n%s", diff)
 	}
+}
+
+// An instance's copy of the global generation is read again by one read
+// at a time, whatever the concurrency: 32 requests that find the copy
+// stale at once read the global item once. Each makes its own read of its
+// session and user; the one that leads adds the global item to it, and the
+// others wait for that read after theirs. (Each used to add the global
+// item to its own read until one of them came back.)
+func TestRevokeEveryoneCopyIsReadOnceAtATime(t *testing.T) {
+	t.Parallel()
+	const inFlight = 32
+	var p *probe
+	e := newEnv(t, withProbe(&p))
+	var mono monoClock
+	ddbsession.SetMonotonicClock(e.m, mono.now)
+	e.status(e.login(e.putUser("warm-up"))) // the copy, read on the test's clock
+	var cookies []*http.Cookie
+	for i := range inFlight {
+		cookies = append(cookies, e.login(e.putUser(fmt.Sprintf("user%d", i))))
+	}
+	mono.advance(time.Minute) // past RevokeEveryoneWithin: the copy is stale
+
+	globalPK := "SESSION#GLOBAL"
+	var mu sync.Mutex
+	reads, globalReads := 0, 0
+	allIn := make(chan struct{})
+	p.before = func(ctx context.Context, op string, in any) {
+		keys := readKeys(in)
+		if keys == nil {
+			return
+		}
+		global := slices.ContainsFunc(keys, func(k map[string]types.AttributeValue) bool { return attrText(k["pk"]) == "S:"+globalPK })
+		mu.Lock()
+		reads++
+		if global {
+			globalReads++
+		}
+		if reads == inFlight {
+			close(allIn)
+		}
+		mu.Unlock()
+		if global {
+			// Hold the global read until every request has made its read:
+			// they are all in flight while the copy is stale.
+			select {
+			case <-allIn:
+			case <-ctx.Done():
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range cookies {
+		wg.Go(func() {
+			if got := e.status(c); got != http.StatusOK {
+				t.Errorf("a request while the copy was read again: status %d, want 200", got)
+			}
+		})
+	}
+	wg.Wait()
+	if globalReads != 1 {
+		t.Errorf("%d requests in flight on a stale copy read the global item %d times, want once", inFlight, globalReads)
+	}
+}
+
+// readKeys returns the keys that a GetItem or BatchGetItem input reads, or
+// nil for another call.
+func readKeys(in any) []map[string]types.AttributeValue {
+	switch in := in.(type) {
+	case *dynamodb.GetItemInput:
+		return []map[string]types.AttributeValue{in.Key}
+	case *dynamodb.BatchGetItemInput:
+		var keys []map[string]types.AttributeValue
+		for _, ka := range in.RequestItems {
+			keys = append(keys, ka.Keys...)
+		}
+		return keys
+	}
+	return nil
 }

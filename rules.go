@@ -15,7 +15,8 @@ import (
 // and decides; reject and judge are its two halves.
 
 // mayArrive reports whether a session rejected for reason may still be
-// valid once replication catches up: in MREC mode, a session created in
+// valid once this instance catches up: its login read a RevokeEveryone
+// this instance does not know of yet; in MREC mode, a session created in
 // another Region a moment ago is not here yet, and neither may be its
 // user, a change of its user item (a new credential) or a revocation its
 // login read. Its cookie must not be cleared, or its user would stay
@@ -23,7 +24,9 @@ import (
 // keeps its cookie until it expires, and is refused all the same.
 func (c *core) mayArrive(reason Reason) bool {
 	switch reason {
-	case ReasonUnknown, ReasonNotReplicated, ReasonRevoked, ReasonUserMissing:
+	case ReasonNotReplicated:
+		return true // also a RevokeEveryone another instance made, which this one learns of
+	case ReasonUnknown, ReasonRevoked, ReasonUserMissing:
 		return c.store.MREC
 	}
 	return false

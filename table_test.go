@@ -456,3 +456,67 @@ func TestEndpointMistakesExplainThemselves(t *testing.T) {
 		})
 	}
 }
+
+// The table records its layout at CreateTable, and a Manager of another
+// layout on it (a rolling deploy that changed Config.Layout, say) is
+// refused: its CreateTable fails naming the field and both values, and so
+// does every request and login of a Manager that never called it, which
+// would otherwise read and write other items than the table's sessions and
+// miss their revocations.
+func TestLayoutRecordRefusesAnotherLayout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		field, table, ours string
+		mutate             func(*ddbsession.Layout)
+	}{
+		{"VersionAttribute", "sessionsVersion", "version2", func(l *ddbsession.Layout) { l.VersionAttribute = "version2" }},
+		{"SessionPrefix", "SESSION#", "S#", func(l *ddbsession.Layout) { l.SessionPrefix = "S#" }},
+		{"MREC", "false", "true", func(l *ddbsession.Layout) { l.MREC = true }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			alice := e.putUser("alice")
+			c := e.login(alice)
+			cfg := e.cfg
+			tc.mutate(&cfg.Layout)
+			other, err := ddbsession.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := func(what string, err error) {
+				t.Helper()
+				msg := fmt.Sprint(err)
+				if err == nil || !strings.Contains(msg, "Layout."+tc.field) || !strings.Contains(msg, `"`+tc.table+`"`) || !strings.Contains(msg, `"`+tc.ours+`"`) {
+					t.Errorf("%s with another %s = %v, want an error naming the field, %q and %q", what, tc.field, err, tc.table, tc.ours)
+				}
+			}
+			names("a Manager's first Login", other.Login(newRecorder(), newRequest(), alice, nil))
+			if got := e.get(other.RequireSession(whoami(other)), c).Code; got != http.StatusServiceUnavailable {
+				t.Errorf("a request to a Manager of another layout: %d, want 503", got)
+			}
+			names("RevokeEveryone", other.RevokeEveryone(context.Background()))
+			names("CreateTable", other.CreateTable(context.Background()))
+			if got := e.status(c); got != http.StatusOK {
+				t.Errorf("the session, on the table's own layout: %d, want 200", got)
+			}
+		})
+	}
+}
+
+// Creating a table is an act to see: CreateTable logs at Info the table
+// it created, and says nothing of one that was there.
+func TestCreateTableLogsWhatItCreates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if logs := e.logs.String(); !strings.Contains(logs, "level=INFO") || !strings.Contains(logs, "created the table") || !strings.Contains(logs, e.table) {
+		t.Errorf("CreateTable of a missing table logged:\n%s\nwant an Info line naming the table it created", logs)
+	}
+	e.logs.Reset()
+	if err := e.m.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "created the table") {
+		t.Errorf("CreateTable of a table that exists logged:\n%s", logs)
+	}
+}

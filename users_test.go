@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -118,5 +119,100 @@ func TestUserItemThatDoesNotDecode(t *testing.T) {
 	}
 	if _, err := e.m.List(context.Background(), alice); err == nil || !strings.Contains(err.Error(), `"name"`) {
 		t.Errorf("List of a user whose item does not decode = %v, want an error naming the attribute", err)
+	}
+}
+
+// A user item that the app wrote without a sessions version is refused at
+// Login, loudly: an error that names the attribute and says what to write,
+// in the log too (an app may show the error as a wrong password), and
+// nothing written. Nothing would tell that item from one made anew under
+// its key, whose sessions would then be the new user's.
+func TestLoginRefusesAUserItemWithoutAVersion(t *testing.T) {
+	t.Parallel()
+	var p *probe
+	e := newEnv(t, withProbe(&p), withBearer)
+	alice := e.putUnversionedUser("alice")
+	p.reset()
+	w := newRecorder()
+	err := e.m.Login(w, newRequest(), alice, nil)
+	if err == nil || errors.Is(err, ddbsession.ErrUserNotFound) || !strings.Contains(err.Error(), "sessionsVersion") || !strings.Contains(err.Error(), "item-format.md#user-items") {
+		t.Errorf("Login of a user item without a version = %v, want an error naming sessionsVersion and the docs", err)
+	}
+	if _, _, err := e.m.LoginBearer(newRequest(), alice, nil); err == nil {
+		t.Error("LoginBearer of a user item without a version succeeded")
+	}
+	if c := w.Header().Values("Set-Cookie"); len(c) != 0 || p.count("PutItem") != 0 {
+		t.Errorf("the refused Login sent Set-Cookie %q and made %d PutItems", c, p.count("PutItem"))
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "sessionsVersion") {
+		t.Errorf("the refusal is not in the log at Error:\n%s", logs)
+	}
+}
+
+// A user deleted and made anew under the same key never inherits a
+// session: made anew by CreateUser, by the app's own PutItem with a fresh
+// version (as docs/item-format.md#user-items says), or without one (which
+// then no login accepts, and no earlier session either).
+func TestRecreatedUserInheritsNoSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		recreate func(e *env, key ddbsession.UserKey)
+		loginOK  bool // a login of the new user item succeeds
+	}{
+		{"by CreateUser", func(e *env, key ddbsession.UserKey) {
+			if err := e.m.CreateUser(context.Background(), User{PK: key.PK, SK: key.SK, Name: "another"}); err != nil {
+				e.t.Fatal(err)
+			}
+		}, true},
+		{"by the app, with a fresh version", func(e *env, key ddbsession.UserKey) { e.putUserAt(key, "another") }, true},
+		{"by the app, without a version", func(e *env, key ddbsession.UserKey) {
+			e.putItem(map[string]types.AttributeValue{"pk": attrS(key.PK), "sk": attrS(key.SK), "name": attrS("another")})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			alice := e.putUser("alice")
+			old := e.login(alice)
+			e.deleteItem(userItemKey(alice))
+			tc.recreate(e, alice)
+			if got := e.status(old); got != http.StatusUnauthorized {
+				t.Errorf("the deleted user's session on the user item made anew: %d, want 401", got)
+			}
+			err := e.m.Login(newRecorder(), newRequest(), alice, nil)
+			if (err == nil) != tc.loginOK {
+				t.Errorf("a login of the user item made anew: %v, want success %v", err, tc.loginOK)
+			}
+		})
+	}
+}
+
+// A LoadUser that returns version 0 is refused loudly at Login, and the
+// sessions of a user it returns 0 for are refused; a RevokeAll of a user
+// the table has no item of, with LoadUser, says where the version lives
+// rather than "user not found".
+func TestLoadUserWithoutAVersion(t *testing.T) {
+	t.Parallel()
+	var version atomic.Int64
+	version.Store(7)
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		c.LoadUser = func(_ context.Context, key ddbsession.UserKey) (User, int64, error) {
+			return User{PK: key.PK, SK: key.SK, Name: "carol"}, version.Load(), nil
+		}
+	})
+	carol := ddbsession.UserKey{PK: "EXT#carol", SK: "-"}
+	c := e.login(carol)
+	version.Store(0)
+	if got := e.status(c); got != http.StatusUnauthorized {
+		t.Errorf("a session of a user whose LoadUser version is now 0: %d, want 401", got)
+	}
+	err := e.m.Login(newRecorder(), newRequest(), carol, nil)
+	if err == nil || !strings.Contains(err.Error(), "LoadUser returned version 0") {
+		t.Errorf("Login with a LoadUser version of 0 = %v, want an error that says so", err)
+	}
+	err = e.m.RevokeAll(context.Background(), carol)
+	if err == nil || errors.Is(err, ddbsession.ErrUserNotFound) || !strings.Contains(err.Error(), "LoadUser") {
+		t.Errorf("RevokeAll of a user of LoadUser = %v, want an error that says to change the version LoadUser returns", err)
 	}
 }

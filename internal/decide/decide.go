@@ -175,8 +175,8 @@ const (
 	// anew, its credential changed, or the user item has no sessions
 	// version.
 	Revoked
-	// NotHereYet: in MREC, its login read a RevokeAll that has not reached
-	// this Region yet; refused here until it has.
+	// NotHereYet: its login read a revocation that has not reached this
+	// instance yet (in MREC, this Region): refused here until it has.
 	NotHereYet
 )
 
@@ -197,7 +197,12 @@ func (f *Facts) Judge(s item.Session) Verdict {
 // format: nothing tells its incarnations apart.
 func Judge(s item.Session, ended, userFound bool, user item.Stamp, global int64, mrec bool) Verdict {
 	switch {
-	case s.Stamp.Global != global:
+	case s.Stamp.Global > global:
+		// A RevokeEveryone this instance has not seen (Read reads the
+		// generation again to know), or one that another Region's
+		// overtook: refused, but not known to be ended.
+		return NotHereYet
+	case s.Stamp.Global < global:
 		return EndedEveryone
 	case ended:
 		return Ended
@@ -281,11 +286,11 @@ func (r *Reader) Read(ctx context.Context, q Query) (Facts, error) {
 		f.global = gen
 	}
 	for i := range f.sessions {
-		e := &f.sessions[i]
-		if e.found && e.s.Stamp.Global != f.global && r.shared.mayBeNewer(e.s.CreatedAt) {
+		if e := &f.sessions[i]; e.found && r.shared.mayBeNewer(e.s.Stamp.Global) {
 			if f.global, err = r.Refresh(ctx, true); err != nil {
 				return Facts{}, err
 			}
+			r.shared.notFound(e.s.Stamp.Global)
 			break
 		}
 	}

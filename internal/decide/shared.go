@@ -33,6 +33,9 @@ type shared struct {
 	began   int64     // mono when the read behind gen began; 0: never read
 	beganAt time.Time // the same instant on now's clock
 	flight  *flight   // the read under way, nil for none
+	// beyond is the highest generation of a session that a read begun
+	// after the session was seen did not find (see mayBeNewer).
+	beyond int64
 	// layoutOK says that a read found the layout record agreeing with
 	// the Reader's; layoutErr that the last one found it differing.
 	layoutOK  bool
@@ -104,20 +107,29 @@ func (s *shared) current() (int64, error) {
 	return s.gen, s.layoutErr
 }
 
-// mayBeNewer reports whether a session made at created, whose generation
-// is not the copy's, may have read a generation newer than the copy: its
-// login came after the copy's read began (give or take the instances'
-// clock skew), and that read is a second old, so that a burst of such
-// sessions costs a read a second at most.
-func (s *shared) mayBeNewer(created time.Time) bool {
+// mayBeNewer reports whether a session that copied generation gen may
+// have read a generation newer than the copy: gen is higher, and no read
+// since has found that it is not. Generations only rise in a Region, so a
+// session whose generation is lower than the copy's is older than the
+// copy's; a higher one is of a RevokeEveryone this instance has not seen
+// yet, or, in a global table, of one that a RevokeEveryone in another
+// Region overtook, which a read finds once. So a stale copy costs one
+// read, and a session of an overtaken generation no more than one.
+func (s *shared) mayBeNewer(gen int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !created.Before(s.beganAt.Add(-skew)) && s.mono()-s.began >= int64(time.Second)
+	return gen > s.gen && gen > s.beyond
 }
 
-// skew bounds how far two instances' clocks may disagree: the margin by
-// which a session counts as made after a read on another instance's clock.
-const skew = 30 * time.Second
+// notFound records that a read begun after a session of generation gen
+// was seen did not find gen: no later read will.
+func (s *shared) notFound(gen int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen != s.gen {
+		s.beyond = max(s.beyond, gen)
+	}
+}
 
 // sharedKeys are the keys a lead adds to its Read's round trip.
 func (r *Reader) sharedKeys(t ticket) []map[string]types.AttributeValue {
