@@ -56,21 +56,20 @@
 // TTL on the Number attribute "expiresAt" (epoch seconds). They can share
 // the app's single table, where the user items already are, or live in a
 // hash-only table ([Layout.HashOnly]). [Manager.CreateTable], at startup,
-// creates a missing table and checks an existing one. The key names, the
-// prefixes, the TTL and version attributes, the optional expiry index and
-// the replication mode make up the [Layout], which scsstore and ddbstream
-// take too; package ddbitem reads the items outside a Manager.
+// creates a missing table (and logs it), checks an existing one, and
+// checks Config.Layout against the layout the table records: a Manager,
+// store or command of another layout is refused, naming both values.
 //
 // A session is two items: the session item, keyed
 // SESSION#<base64url(sha256(token))>, and an index item in the user's own
 // partition, which [Manager.List] reads. The session item holds the public
 // session ID, the user's key, the creation, refresh and expiry times, the
-// user's sessions version as the login read it, the User-Agent, how the
-// user signed in, and the app's session data. The user item is the app's
-// own; the package reads and writes one attribute of it, "sessionsVersion"
-// ([Layout.VersionAttribute]). The
-// full format, with every attribute and the cookie's value, is in
-// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md.
+// stamp of what can end it (below), the User-Agent, how the user signed
+// in, and the app's session data. The user item is the app's own; the
+// package needs two of its attributes, "sessionsVersion" and
+// "credentialVersion" ([Layout.VersionAttribute], [Layout.CredentialAttribute]).
+// The full format, with what an app that writes its own user items must
+// write, is in https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md.
 //
 // # The cookie
 //
@@ -88,25 +87,22 @@
 //
 // # Revocation
 //
-// The user's sessions version is a number, not a time to compare. A login
-// reads it in the same strongly consistent read as the credential it
-// checks, and copies it into the new session; a request accepts the session
-// only while the user's version is still that value. [Manager.RevokeAll]
-// changes it in one conditional write, so that every
-// session made before ends on its next request, on any instance, and no
-// clock takes part. [Manager.Revoke] ends one session, [Manager.Logout] the
-// request's, and [Manager.RevokeEveryone] everyone's.
+// A login reads, in one strongly consistent read with the credential it
+// checks, the user item's sessions version (which [Manager.RevokeAll]
+// changes, and a user item made anew has anew), its credential version
+// (which the app changes with the credential), and the table's global
+// generation ([Manager.RevokeEveryone]), and stamps the new session with
+// them. A request accepts the session only while each is still that value:
+// numbers compared for equality, so no clock takes part, and a change by
+// one write, with no scan, ends every session made before, on any instance.
+// [Manager.Revoke] ends one session, [Manager.Logout] the request's.
 //
-// # Credentials and sessions
-//
-// A password change must not leave a session that rests on the old
-// password: write the new credential, then call [Manager.RevokeAll], then
-// sign the changing browser in again with [Manager.Login]. Check the
-// password in Login's verify, which sees the credential and the version of
-// one read: a login that read the old password dies with the RevokeAll that
-// follows the change, however the two interleave. New user items carry a
-// version of their own ([Manager.CreateUser]), so a deleted user's
-// sessions never come back for a new account under the same key.
+// A password change writes the new credential and a new credential
+// version in one write, then signs the changing browser in again with
+// [Manager.Login]: every session of the old password ends, and a login
+// that read the old password dies with them, however the two interleave,
+// if it checked the password in Login's verify. A user item without a
+// sessions version is refused at Login: [Manager.CreateUser] writes one.
 //
 // # Time
 //
@@ -163,25 +159,25 @@
 // A request passes through the files from the top down, and no file refers
 // to one above it:
 //
-//	middleware.go  RequireSession, LoadSession, Authenticate, the step-up guard
-//	context.go     what the middleware hands the handler, and its accessors
-//	rules.go       the rules that make a session valid
-//	manager.go     Config, New, and the Manager that holds the parts below
-//	bound.go       device binding's bound cookie and the login's offer
-//	refresh.go     sliding the expiry, after the response or before the handler
-//	users.go       the user item and the user's revocation state
-//	cookie.go      the session cookie and the bearer token
-//	items.go       each read and write of an item, through store.go
-//	store.go       every DynamoDB call, and nothing else
-//	internal/item  the item format: one encoder, one decoder
+//	middleware.go    RequireSession, LoadSession, Authenticate, the step-up guard
+//	context.go       what the middleware hands the handler, and its accessors
+//	rules.go         the rules that make a session valid
+//	manager.go       Config, New, and the Manager that holds the parts below
+//	bound.go         device binding's bound cookie and the login's offer
+//	refresh.go       sliding the expiry, after the response or before the handler
+//	users.go         what a user item must hold, and its decoding
+//	cookie.go        the session cookie and the bearer token
+//	store.go         each write of an item, and the reads that serve a write
+//	calls.go         the store's DynamoDB calls
+//	internal/decide  every read that decides whether a session stands, and the one rule
+//	internal/item    the item format: one encoder, one decoder
 //
 // Beside the path: login.go and twostep.go sign users in and out, limit.go
 // keeps a user's sessions under a limit, ends.go ends sessions, revoke.go
 // lists and revokes them, dbsc.go serves device binding, table.go creates
 // and checks the table, data.go writes a session's data. At the bottom,
 // the words they share: session.go, events.go, errors.go, layout.go,
-// answers.go, headers.go, everyone.go, clock.go and panics.go. Tests
-// follow the files.
+// answers.go, headers.go, clock.go and panics.go. Tests follow the files.
 //
 // # Engines
 //

@@ -3,9 +3,9 @@ package ddbsession
 // Layout is the table's shape: its key names, the prefixes that keep the
 // library's items apart from the app's own, the attribute names an app may
 // need to choose, the optional expiry index, and its replication. The zero
-// Layout is the default of every field. Give every module that shares the
-// table (scsstore, ddbstream) the same value; docs/item-format.md describes
-// the items.
+// Layout is the default of every field. The table records it, and every
+// Manager, store and command on the table must use the same value;
+// docs/item-format.md describes the items.
 type Layout struct {
 	// PartitionKey and SortKey name the table's key attributes. They
 	// default to "pk" and "sk". Set HashOnly for a table without a sort
@@ -25,13 +25,12 @@ type Layout struct {
 	// the table's TTL is enabled. Default "expiresAt".
 	TTLAttribute string
 
-	// VersionAttribute names the Number attribute of the user item that
-	// holds the user's sessions version, which [Manager.CreateUser] sets
-	// and [Manager.RevokeAll] changes. Default "sessionsVersion".
-	// CredentialAttribute names the Number attribute in which the app
-	// changes the user's credential version, in the write that changes the
-	// credential. Default "credentialVersion". A login copies both, and a
-	// session ends when either changes: docs/item-format.md#user-items.
+	// VersionAttribute ("sessionsVersion") and CredentialAttribute
+	// ("credentialVersion") name the user item's Number attributes that a
+	// login copies, and that end the session when they change: the sessions
+	// version, which [Manager.CreateUser] sets and [Manager.RevokeAll]
+	// changes, and the credential version, which the app changes with the
+	// credential (docs/item-format.md#user-items).
 	VersionAttribute    string
 	CredentialAttribute string
 
@@ -45,7 +44,6 @@ type Layout struct {
 	// MREC says that the table is a global table in multi-Region eventual
 	// consistency, where concurrent writes of an item in two Regions are
 	// settled whole, last writer wins: revocation state then lives in items
-	// only the library writes. Leave it off for one Region and for MRSC.
-	// See docs/multi-region.md.
+	// only the library writes (docs/multi-region.md). Off for MRSC.
 	MREC bool
 }

@@ -104,13 +104,10 @@ type Config[U any] struct {
 
 	// LoadUser loads a user kept outside Table, with the user's sessions
 	// version, read with the credential in one strongly consistent read: a
-	// non-zero number that the app's store changes whenever the user is
-	// made anew, changes their credential, or ends their sessions (a
-	// version of 0 fails the login, and every request). It returns
+	// non-zero number that the app changes whenever the user is made anew,
+	// changes their credential, or is logged out everywhere. It returns
 	// [ErrUserNotFound] for a user that does not exist; any other error
-	// fails the request closed. The default reads the user item in Table
-	// into U with attributevalue, with Layout.VersionAttribute and
-	// Layout.CredentialAttribute (docs/item-format.md#user-items).
+	// fails the request closed. The default reads the user item in Table.
 	LoadUser func(ctx context.Context, key UserKey) (user U, version int64, err error)
 
 	// Cookie is the session cookie: its name, and what it carries.

@@ -12,20 +12,14 @@ import (
 
 // This file makes the table a Manager needs, or checks the one there is.
 
-// CreateTable makes the table fit the configuration, at startup. A missing
-// table is created (on-demand, String keys, the expiry index if configured,
-// TTL on TTLAttribute), waited for, and logged at Info: creating a table is
-// an act to see, lest a typo in Config.Table make an empty one in which
-// every user is "not found". An existing one is checked and left as it
-// is, but for TTL, which is turned on where it is off: the error says each
-// way it does not fit and what to do. Either way the table's layout record
-// is checked against Config.Layout, or written if the table has none (see
-// docs/item-format.md#the-layout-record): a Manager, store or command of
-// another layout is refused, with both values named. So an app whose role
-// may only describe the table, as the least-privilege policy has it, calls
-// it too. A global table in MRSC, and an engine without UpdateTimeToLive
-// (dynalite), cannot have TTL: a warning says so. The Client needs the
-// table methods of *dynamodb.Client.
+// CreateTable makes the table fit the configuration, at startup. It
+// creates a missing table (on-demand, String keys, the expiry index if
+// configured, TTL on TTLAttribute) and logs it at Info, lest a typo in
+// Config.Table make an empty one silently; it checks an existing one,
+// turning on a TTL that is off, and says each way it does not fit and what
+// to do; and it checks Config.Layout against the layout the table records,
+// writing it where there is none. MRSC and dynalite have no TTL: a warning
+// says so. The Client needs the table methods of *dynamodb.Client.
 func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	if err := m.createTable(ctx); err != nil {
 		return fmt.Errorf("ddbsession: create table: %w", err)
