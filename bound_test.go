@@ -108,7 +108,7 @@ func TestBoundSessionRefusedWithoutBoundCookie(t *testing.T) {
 			}
 		}
 		if _, _, err := e.m.Authenticate(context.Background(), b.session.Value); !errors.Is(err, ddbsession.ErrNoSession) {
-			t.Errorf("Check of a bound session: %v, want ErrNoSession", err)
+			t.Errorf("Authenticate of a bound session: %v, want ErrNoSession", err)
 		}
 	})
 }

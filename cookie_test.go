@@ -219,8 +219,8 @@ func TestTokensAreUnique(t *testing.T) {
 // decoders skip '\r' and '\n', even in strict mode, so a credential with
 // line breaks inside its user key must be refused as malformed, with no
 // call, and not read as a second spelling of the same credential. A Cookie
-// header cannot carry them (net/http drops such a cookie), but Check takes
-// values that arrived some other way. FuzzCheck found this.
+// header cannot carry them (net/http drops such a cookie), but Authenticate takes
+// values that arrived some other way. FuzzAuthenticate found this.
 func TestCredentialWithLineBreaksIsMalformed(t *testing.T) {
 	t.Parallel()
 	var p *probe
@@ -236,7 +236,7 @@ func TestCredentialWithLineBreaksIsMalformed(t *testing.T) {
 		p.reset()
 		s, _, err := e.m.Authenticate(context.Background(), value)
 		if !errors.Is(err, ddbsession.ErrNoSession) || p.total() != 0 {
-			t.Errorf("%s (%q): Check = session %q, %v after %d calls; want ErrNoSession after 0", name, value, s.ID, err, p.total())
+			t.Errorf("%s (%q): Authenticate = session %q, %v after %d calls; want ErrNoSession after 0", name, value, s.ID, err, p.total())
 		}
 	}
 }
@@ -302,9 +302,9 @@ func TestBearerValid(t *testing.T) {
 	if list := e.mustList(alice); len(list) != 1 || list[0].UserAgent != "cli/2.0" {
 		t.Errorf("List = %+v, want the bearer session with its User-Agent", list)
 	}
-	// Check takes the token too.
+	// Authenticate takes the token too.
 	if _, u, err := e.m.Authenticate(context.Background(), tok.Token); err != nil || u.Name != "alice" {
-		t.Errorf("Check(bearer token) = %v, %v", u, err)
+		t.Errorf("Authenticate(bearer token) = %v, %v", u, err)
 	}
 }
 

@@ -84,7 +84,7 @@ func TestEventsOfASessionsLife(t *testing.T) {
 		t.Errorf("events of rejections (-want +got):\n%s", diff)
 	}
 
-	// Revocations, and a cutoff.
+	// Revocations.
 	fourth := e.login(alice)
 	if err := e.m.Revoke(context.Background(), alice, e.sessionFor(fourth).ID); err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func FuzzRequireSessionCookie(f *testing.F) {
 
 // The fuzz targets. FuzzRequireSessionCookie (cookie_test.go) feeds one
 // cookie value to the middleware; the targets here widen it to whole
-// requests, and to Login and Check against the real engine:
+// requests, and to Login and Authenticate against the real engine:
 //
 //   - FuzzRequestHeaders: raw Cookie header lines and a User-Agent through
 //     RequireSession and LoadSession, in front of a store that fails every
@@ -70,7 +70,7 @@ func FuzzRequireSessionCookie(f *testing.F) {
 //     and that well-formed input is refused when the store is down).
 //   - FuzzLogin: Login against the engine (one table for the target) with
 //     arbitrary carried cookies, User-Agent and user key.
-//   - FuzzCheck: Check against the engine (one table for the target) with
+//   - FuzzAuthenticate: Authenticate against the engine (one table for the target) with
 //     arbitrary values, spliced onto real, revoked and logged-out
 //     credentials.
 //
@@ -191,7 +191,7 @@ func FuzzRequestHeaders(f *testing.F) {
 //   - deletes exactly the sessions of the first four well-formed carried
 //     cookies, in order, and touches no key derived from a malformed one;
 //   - ends the carried live session (no fixation);
-//   - issues one well-formed, valid cookie that Check accepts as the
+//   - issues one well-formed, valid cookie that Authenticate accepts as the
 //     user's session, with a User-Agent that is valid UTF-8 without
 //     control or format characters, at most 256 bytes, and the browser's
 //     own as far as it fits.
@@ -287,7 +287,7 @@ func FuzzLogin(f *testing.F) {
 		}
 		if carry {
 			if _, _, err := e.m.Authenticate(ctx, live); !errors.Is(err, ddbsession.ErrNoSession) {
-				t.Errorf("the carried session survived Login: Check = %v", err)
+				t.Errorf("the carried session survived Login: Authenticate = %v", err)
 			}
 		}
 		if !documentedCredential(value) {
@@ -295,7 +295,7 @@ func FuzzLogin(f *testing.F) {
 		}
 		s, u, err := e.m.Authenticate(ctx, value)
 		if err != nil {
-			t.Fatalf("Check of the new cookie: %v", err)
+			t.Fatalf("Authenticate of the new cookie: %v", err)
 		}
 		if s.User != key || u.Name != name {
 			t.Errorf("new session is %+v of user %q, want %+v of %q", s.User, u.Name, key, name)
@@ -367,15 +367,15 @@ func storedAgentProblem(sent, stored string) string {
 	return ""
 }
 
-// FuzzCheck checks arbitrary values against the engine, on their own or
+// FuzzAuthenticate checks arbitrary values against the engine, on their own or
 // spliced onto real credentials: alice's and bob's live sessions, carol's
 // revoked by RevokeAll, and dave's ended by Logout. Oracle: a value grants
 // a session only if it is in the documented form (documentedCredential),
 // its token is alice's or bob's, and it carries no user key or exactly
-// that session's user's; then Check returns that session and user. Every
-// other value gets ErrNoSession, and a malformed one costs no call. Check
+// that session's user's; then Authenticate returns that session and user. Every
+// other value gets ErrNoSession, and a malformed one costs no call. Authenticate
 // never writes. The table is created once for the target.
-func FuzzCheck(f *testing.F) {
+func FuzzAuthenticate(f *testing.F) {
 	var p *probe
 	e := newEnv(f, withProbe(&p))
 	ctx := context.Background()
@@ -428,11 +428,11 @@ func FuzzCheck(f *testing.F) {
 		calls := p.total()
 		writes := p.count("PutItem") + p.count("UpdateItem") + p.count("DeleteItem")
 		if writes != 0 {
-			t.Errorf("Check(%q) made %d writes", cred, writes)
+			t.Errorf("Authenticate(%q) made %d writes", cred, writes)
 		}
 		if !documentedCredential(cred) {
 			if !errors.Is(err, ddbsession.ErrNoSession) || calls != 0 {
-				t.Errorf("malformed %q: Check = %v after %d calls, want ErrNoSession after 0", cred, err, calls)
+				t.Errorf("malformed %q: Authenticate = %v after %d calls, want ErrNoSession after 0", cred, err, calls)
 			}
 			return
 		}
@@ -445,12 +445,12 @@ func FuzzCheck(f *testing.F) {
 		}
 		if grant == nil {
 			if !errors.Is(err, ddbsession.ErrNoSession) {
-				t.Errorf("%q grants no session: Check = %+v, %v; want ErrNoSession", cred, s, err)
+				t.Errorf("%q grants no session: Authenticate = %+v, %v; want ErrNoSession", cred, s, err)
 			}
 			return
 		}
 		if err != nil || s.ID != grant.id || s.User != grant.key || u.PK != grant.key.PK {
-			t.Errorf("%q is %s's credential: Check = %+v of %+v, %v", cred, grant.key.PK, s, u, err)
+			t.Errorf("%q is %s's credential: Authenticate = %+v of %+v, %v", cred, grant.key.PK, s, u, err)
 		}
 	})
 }

@@ -418,7 +418,7 @@ func (e *env) sessionFor(c *http.Cookie) ddbsession.Session {
 	e.t.Helper()
 	s, _, err := e.m.Authenticate(context.Background(), c.Value)
 	if err != nil {
-		e.t.Fatalf("Check: %v", err)
+		e.t.Fatalf("Authenticate: %v", err)
 	}
 	return s
 }

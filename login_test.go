@@ -480,7 +480,7 @@ func (e *env) createMember(m *ddbsession.Manager[Member], name, password string)
 }
 
 // A deleted user's sessions do not come back when the same key is created
-// again: CreateUser stamps the new item with a cutoff of its creation.
+// again: CreateUser gives the new item a sessions version of its own.
 func TestCreateUserEndsSessionsOfAnEarlierUser(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -894,7 +894,7 @@ func TestTwoStepLogin(t *testing.T) {
 		t.Errorf("the pending token as a session cookie: %d, want 401", got)
 	}
 	if _, _, err := e.m.Authenticate(context.Background(), pending.Value); !errors.Is(err, ddbsession.ErrNoSession) {
-		t.Errorf("Check of the pending token: %v, want ErrNoSession", err)
+		t.Errorf("Authenticate of the pending token: %v, want ErrNoSession", err)
 	}
 	if list := e.mustList(alice); len(list) != 0 {
 		t.Errorf("List shows the pending login: %+v", list)

@@ -189,7 +189,7 @@ func TestRequireSessionRejects(t *testing.T) {
 			e.deleteItem(userItemKey(alice))
 			return c
 		}},
-		{"created before the user's cutoff", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {
+		{"created before the user's RevokeAll", func(e *env, alice ddbsession.UserKey, c *http.Cookie) *http.Cookie {
 			e.clock.Advance(time.Millisecond)
 			if err := e.m.RevokeAll(context.Background(), alice); err != nil {
 				e.t.Fatal(err)
@@ -299,11 +299,11 @@ func TestCheckWithoutHTTP(t *testing.T) {
 	cookie := e.login(e.putUser("alice"))
 	s, u, err := e.m.Authenticate(context.Background(), cookie.Value)
 	if err != nil || u.Name != "alice" || s.User.PK != "USER#alice" {
-		t.Fatalf("Check(valid) = %+v, %+v, %v", s, u, err)
+		t.Fatalf("Authenticate(valid) = %+v, %+v, %v", s, u, err)
 	}
 	for _, token := range []string{"", "x", strings.Repeat("C", 26)} {
 		if _, _, err := e.m.Authenticate(context.Background(), token); err != ddbsession.ErrNoSession {
-			t.Errorf("Check(%q) error = %v, want ErrNoSession", token, err)
+			t.Errorf("Authenticate(%q) error = %v, want ErrNoSession", token, err)
 		}
 	}
 }
@@ -353,7 +353,7 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 	}
 }
 
-// Check reads a session that is due for refresh and leaves it as it was:
+// Authenticate reads a session that is due for refresh and leaves it as it was:
 // no write of any kind, the stored expiry unchanged.
 func TestCheckNeverWrites(t *testing.T) {
 	t.Parallel()
@@ -368,27 +368,27 @@ func TestCheckNeverWrites(t *testing.T) {
 	p.reset()
 	s, u, err := e.m.Authenticate(context.Background(), cookie.Value)
 	if err != nil || u.Name != "alice" {
-		t.Fatalf("Check of a live session = %+v, %v", u, err)
+		t.Fatalf("Authenticate of a live session = %+v, %v", u, err)
 	}
 	if diff := cmp.Diff(want, s); diff != "" {
-		t.Errorf("session from Check (-want +got):\n%s", diff)
+		t.Errorf("session from Authenticate (-want +got):\n%s", diff)
 	}
 	for _, op := range []string{"PutItem", "UpdateItem", "DeleteItem"} {
 		if n := p.count(op); n != 0 {
-			t.Errorf("Check made %d %s calls, want none", n, op)
+			t.Errorf("Authenticate made %d %s calls, want none", n, op)
 		}
 	}
 	if got := itemExpiry(t, e.itemOf(kindSession, s.ID)); !got.Equal(want.ExpiresAt) {
-		t.Errorf("stored expiresAt after Check = %v, want %v unchanged", got, want.ExpiresAt)
+		t.Errorf("stored expiresAt after Authenticate = %v, want %v unchanged", got, want.ExpiresAt)
 	}
 	if diff := cmp.Diff(before, itemsText(e.scanAll())); diff != "" {
-		t.Errorf("table after Check (-before +after):\n%s", diff)
+		t.Errorf("table after Authenticate (-before +after):\n%s", diff)
 	}
 
 	// The session was due: a request through the middleware refreshes it.
 	p.reset()
 	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || p.count("UpdateItem") == 0 {
-		t.Errorf("request after Check: status %d, %d UpdateItems; want 200 and a refresh", w.Code, p.count("UpdateItem"))
+		t.Errorf("request after Authenticate: status %d, %d UpdateItems; want 200 and a refresh", w.Code, p.count("UpdateItem"))
 	}
 }
 
@@ -414,9 +414,9 @@ func TestCookieUserMustBeTheSessions(t *testing.T) {
 	if c := sessionCookie(t, w.Result(), cookieName); c == nil || c.MaxAge >= 0 {
 		t.Errorf("cookie not cleared: %v", c)
 	}
-	// Through Check, and through the two-read path (a custom loader), too.
+	// Through Authenticate, and through the two-read path (a custom loader), too.
 	if _, _, err := e.m.Authenticate(context.Background(), withUser(cookie, bob).Value); err != ddbsession.ErrNoSession {
-		t.Errorf("Check of alice's token with bob's key = %v, want ErrNoSession", err)
+		t.Errorf("Authenticate of alice's token with bob's key = %v, want ErrNoSession", err)
 	}
 	cfg := e.cfg
 	cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, int64, error) {

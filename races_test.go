@@ -250,8 +250,8 @@ func TestLoginWithLoopingAttackersDuringPasswordChange(t *testing.T) {
 // logins (Login without verify on one instance, with it on another) and requests that
 // refresh sessions run at full speed against the same user, with the
 // injected clock advancing under all of them. Afterwards the table decides:
-// with the user's final stored cutoff, every session created at or before
-// it (its stored createdAt) is rejected by Check and left out of List, and
+// with the user's final stored version, every session created at or before
+// it (its stored createdAt) is rejected by Authenticate and left out of List, and
 // every session created after it is accepted, with that createdAt, and
 // listed. Both kinds must exist, and refreshes must have happened, or the
 // race was not run.
@@ -352,7 +352,7 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 		}
 		final = logins.Load()
 	}
-	awaitLogins(final + 25) // logins after the final cutoff
+	awaitLogins(final + 25) // logins after the final version
 	stop.Store(true)
 	wg.Wait()
 	for _, m := range []interface{ Wait(context.Context) error }{first, second} {
@@ -361,12 +361,12 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 		}
 	}
 
-	// The table's word: the final cutoff, and for each session the cutoff
+	// The table's word: the final version, and for each session the version
 	// its login read (gen). A session lives if and only if its login read
-	// the final cutoff: every login that began after the final RevokeAll
+	// the final version: every login that began after the final RevokeAll
 	// returned lives, every one that ended before it began dies, and those
-	// that raced it go the way of the cutoff they read.
-	cutoff := storedNumber(t, e, userItemKey(alice), "sessionsVersion")
+	// that raced it go the way of the version they read.
+	version := storedNumber(t, e, userItemKey(alice), "sessionsVersion")
 	var dead, alive, refreshed, raced int
 	var wantListed []string
 	for _, c := range cookies {
@@ -380,25 +380,25 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 			refreshed++
 		}
 		switch o := order[c]; {
-		case o.afterFinal && gen != cutoff:
-			t.Errorf("a login after the final RevokeAll read the cutoff %d, not the final %d", gen, cutoff)
-		case o.beforeFinal && gen == cutoff:
-			t.Errorf("a login before the final RevokeAll read its cutoff %d", cutoff)
+		case o.afterFinal && gen != version:
+			t.Errorf("a login after the final RevokeAll read the version %d, not the final %d", gen, version)
+		case o.beforeFinal && gen == version:
+			t.Errorf("a login before the final RevokeAll read its version %d", version)
 		case !o.afterFinal && !o.beforeFinal:
 			raced++
 		}
 		s, _, err := first.Authenticate(context.Background(), c.Value)
-		if gen != cutoff {
+		if gen != version {
 			dead++
 			if !errors.Is(err, ddbsession.ErrNoSession) {
-				t.Errorf("session of a login that read the cutoff %d, before the final %d: Check = %v, want ErrNoSession", gen, cutoff, err)
+				t.Errorf("session of a login that read the version %d, before the final %d: Authenticate = %v, want ErrNoSession", gen, version, err)
 			}
 			continue
 		}
 		alive++
 		wantListed = append(wantListed, attrText(stored["sid"])[len("S:"):])
 		if err != nil || s.CreatedAt.UnixMilli() != created {
-			t.Errorf("session of a login that read the final cutoff %d: Check = %v, createdAt %v, want %d", cutoff, err, s.CreatedAt.UnixMilli(), created)
+			t.Errorf("session of a login that read the final version %d: Authenticate = %v, createdAt %v, want %d", version, err, s.CreatedAt.UnixMilli(), created)
 		}
 	}
 	list, err := first.List(context.Background(), alice)
@@ -409,12 +409,12 @@ func TestRevokeAllRacingLoginsAndRefreshes(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(wantListed)
 	if !slices.Equal(got, wantListed) {
-		t.Errorf("List has %d sessions, want the %d created after the final cutoff", len(got), len(wantListed))
+		t.Errorf("List has %d sessions, want the %d created after the version version", len(got), len(wantListed))
 	}
-	t.Logf("%d logins, %d refreshes started (%d sessions refreshed), %d cutoffs; final cutoff %d: %d sessions before it, %d after, %d of them racing it",
-		len(cookies), refreshes.Load(), refreshed, rounds, cutoff, dead, alive, raced)
+	t.Logf("%d logins, %d refreshes started (%d sessions refreshed), %d RevokeAlls; final version %d: %d sessions before it, %d after, %d of them racing it",
+		len(cookies), refreshes.Load(), refreshed, rounds, version, dead, alive, raced)
 	if dead == 0 || alive == 0 || refreshed == 0 {
-		t.Errorf("the race did not run: %d sessions before the cutoff, %d after, %d refreshed", dead, alive, refreshed)
+		t.Errorf("the race did not run: %d sessions before the final RevokeAll, %d after, %d refreshed", dead, alive, refreshed)
 	}
 }
 
@@ -593,7 +593,7 @@ func TestDeviceRegistrationsRacing(t *testing.T) {
 
 // TestDeviceRefreshRacingEnd: a refresh whose session is ended between its
 // read and its write. After RevokeAll, whatever bound cookie the refresh
-// issues does not let the session in: the user's cutoff still applies. After
+// issues does not let the session in: the user's version still applies. After
 // Logout or Revoke the write finds no session, creates no item, and the
 // browser is told to end the binding.
 func TestDeviceRefreshRacingEnd(t *testing.T) {
@@ -620,7 +620,7 @@ func TestDeviceRefreshRacingEnd(t *testing.T) {
 					t.Errorf("the earlier bound cookie: status %d, want 401", got)
 				}
 				if _, _, err := e.m.Authenticate(context.Background(), b.session.Value); !errors.Is(err, ddbsession.ErrNoSession) {
-					t.Errorf("Check: %v, want ErrNoSession", err)
+					t.Errorf("Authenticate: %v, want ErrNoSession", err)
 				}
 				if end.name == "RevokeAll" && len(boundValues(w)) == 0 {
 					// Refusing the refresh is as good as issuing a cookie
@@ -947,7 +947,7 @@ func TestMRECLoginThenRequestInOtherRegion(t *testing.T) {
 	}
 
 	// A RevokeAll in A, then a login in A: the new session may reach B
-	// before the raised cutoff does. B refuses it meanwhile, keeping the
+	// before the changed version does. B refuses it meanwhile, keeping the
 	// cookie, and accepts it once both have arrived.
 	if err := rs.a.RevokeAll(context.Background(), alice); err != nil {
 		t.Fatal(err)

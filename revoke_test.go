@@ -37,7 +37,7 @@ func TestRevokeAllSameMillisecond(t *testing.T) {
 	}
 	after := e.login(alice)
 	if got := e.status(before); got != http.StatusUnauthorized {
-		t.Errorf("session of the cutoff's millisecond: %d, want 401", got)
+		t.Errorf("session of the RevokeAll's millisecond: %d, want 401", got)
 	}
 	if got := e.status(after); got != http.StatusOK {
 		t.Errorf("login right after RevokeAll, same millisecond: %d, want 200", got)
@@ -414,7 +414,7 @@ func TestListLeavesOutExpiredSessions(t *testing.T) {
 			}
 			// List agrees with the middleware about which sessions live.
 			if _, _, err := e.m.Authenticate(context.Background(), old.Value); (err == nil) != tc.live {
-				t.Errorf("Check(old session) = %v, want live %v", err, tc.live)
+				t.Errorf("Authenticate(old session) = %v, want live %v", err, tc.live)
 			}
 			// The expired session is still in the table (TTL lags): List
 			// leaves it out by itself, and drops its index item.
@@ -436,7 +436,7 @@ func TestListLeavesOutSessionsBeforeRevokeAll(t *testing.T) {
 	bob := e.putUser("bob")
 	early := e.sessionFor(e.login(alice)).ID
 	e.clock.Advance(999 * time.Millisecond)
-	lastMs := e.sessionFor(e.login(alice)).ID // 1ms before the cutoff
+	lastMs := e.sessionFor(e.login(alice)).ID // 1ms before the RevokeAll
 	bobs := e.sessionFor(e.login(bob)).ID
 	e.clock.Advance(time.Millisecond)
 	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
@@ -533,7 +533,7 @@ func TestListIDIsNotTheToken(t *testing.T) {
 		t.Errorf("request with the session ID as cookie: status %d, want 401", got)
 	}
 	if _, _, err := e.m.Authenticate(context.Background(), id); !errors.Is(err, ddbsession.ErrNoSession) {
-		t.Errorf("Check(ID) = %v, want ErrNoSession", err)
+		t.Errorf("Authenticate(ID) = %v, want ErrNoSession", err)
 	}
 	if got := e.status(c); got != http.StatusOK {
 		t.Errorf("the real cookie: status %d, want 200", got)

@@ -202,7 +202,7 @@ func TestSessionDataRacingWriters(t *testing.T) {
 	}
 }
 
-// Data is never written into a session that ended meanwhile; Check's
+// Data is never written into a session that ended meanwhile; Authenticate's
 // session takes data through NewContext too.
 func TestSessionDataOfEndedAndCheckedSessions(t *testing.T) {
 	t.Parallel()
@@ -234,10 +234,10 @@ func TestSessionDataOfEndedAndCheckedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := e.m.UpdateData(e.m.NewContext(context.Background(), s, u), increment); err != nil {
-		t.Fatalf("UpdateData through Check and NewContext: %v", err)
+		t.Fatalf("UpdateData through Authenticate and NewContext: %v", err)
 	}
 	if s, _, _ := e.m.Authenticate(context.Background(), token); string(s.Data) != `{"n":1}` {
-		t.Errorf("Check's data = %q, want {\"n\":1}", s.Data)
+		t.Errorf("Authenticate's data = %q, want {\"n\":1}", s.Data)
 	}
 }
 

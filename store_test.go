@@ -286,7 +286,7 @@ func TestMissingTableErrorsNameIt(t *testing.T) {
 	}{
 		{"RequireSession", middleware((*ddbsession.Manager[User]).RequireSession)},
 		{"LoadSession", middleware((*ddbsession.Manager[User]).LoadSession)},
-		{"Check", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
+		{"Authenticate", func(t *testing.T, m *ddbsession.Manager[User], _ *syncBuffer) string {
 			_, _, err := m.Authenticate(ctx, token)
 			return missingTableError(t, err)
 		}},

@@ -16,7 +16,7 @@ import (
 )
 
 // A service whose users live elsewhere plugs in its own loader: its user is
-// what the handler sees, and its cutoff decides.
+// what the handler sees, and its version decides.
 func TestCustomLoadUser(t *testing.T) {
 	t.Parallel()
 	directory := map[string]struct {
