@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/ddbitem"
+	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/scsstore"
 )
 
@@ -53,13 +55,54 @@ func createUsers(t *testing.T, core *ddbsession.Manager[testUser], users ...ddbs
 // me is what GET /me answers for user.
 func me(user ddbsession.UserKey) string { return user.PK[len("USER#"):] + " " + user.PK }
 
+// tableKeys are the partition keys of the items that decide whether
+// user's sessions stand, on layout: the user's (the user item, and on
+// MREC the user's revocation item, in that order), the global revocation
+// item's, and the layout record's.
+type tableKeys struct {
+	user                 []string
+	global, layoutRecord string
+	// The keys of the global item, and of the revocation item on MREC.
+	globalKey, revocation map[string]types.AttributeValue
+}
+
+func keysOf(t *testing.T, layout ddbsession.Layout, user ddbsession.UserKey) tableKeys {
+	t.Helper()
+	l, err := item.Layout(layout).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := func(key map[string]types.AttributeValue) string {
+		return key[l.PartitionKey].(*types.AttributeValueMemberS).Value
+	}
+	k := tableKeys{user: []string{user.PK}, global: pk(l.GlobalKey()), layoutRecord: pk(l.LayoutKey()), globalKey: l.GlobalKey()}
+	if l.MREC {
+		k.revocation = l.RevocationKey(user.PK, user.SK)
+		k.user = append(k.user, pk(k.revocation))
+	}
+	return k
+}
+
+// deleteUser deletes user's item, as the app's own code would.
+func deleteUser(t *testing.T, client *dynamodb.Client, table string, user ddbsession.UserKey) {
+	t.Helper()
+	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: &table, Key: map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // userItem reads user's item, as the app's own code would.
 func userItem(t *testing.T, client *dynamodb.Client, table string, user ddbsession.UserKey) map[string]types.AttributeValue {
 	t.Helper()
-	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: &table, ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)},
-	})
+	return itemAt(t, client, table, map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)})
+}
+
+// itemAt reads the item under key; nil for none.
+func itemAt(t *testing.T, client *dynamodb.Client, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true), Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +179,7 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 			// Each instance's monotonic clock, which the test advances.
 			newInstanceAt := func(clock *atomic.Int64) *instance {
 				clock.Store(1)
-				store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
-				scsstore.SetMonotonicClock(store, clock.Load)
+				store, _ := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 				return newInstance(t, store, 0)
 			}
 			var clock1, clock2, clock3 atomic.Int64
@@ -207,8 +249,7 @@ func TestLoginRacingRevocation(t *testing.T) {
 			createUsers(t, core, alice)
 			var clock atomic.Int64
 			clock.Store(1)
-			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
-			scsstore.SetMonotonicClock(store, clock.Load)
+			store, _ := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 
 			for _, revoke := range []struct {
@@ -235,13 +276,14 @@ func TestLoginRacingRevocation(t *testing.T) {
 	}
 }
 
-// What signing in and loading the user cost, in keys read and in the read
-// units the engine reports: Login reads the user item (on MREC with the
-// user's revocation item) and the global item in one BatchGetItem;
-// LoadUser the same without the global item, but once per
-// RevokeEveryoneWithin; a session nobody signed in on reads no user. With
-// scs's own read of the session (one GetItem), a signed-in request is two
-// round trips, as reading the user item apart would be.
+// What signing in and loading the user cost, in reads and in the read
+// units the engine reports: LoadUser reads the user item alone (a
+// GetItem), on MREC with the user's revocation item (a BatchGetItem), and
+// the global item with them once per RevokeEveryoneWithin (a
+// BatchGetItem); Login reads as LoadUser does; the first read of a Store
+// takes the table's layout record too; a session nobody signed in on reads
+// no user. With scs's own read of the session (one GetItem), a signed-in
+// request is two round trips, as reading the user item apart would be.
 func TestSignedInCosts(t *testing.T) {
 	t.Parallel()
 	const within = 2 * time.Second
@@ -250,57 +292,62 @@ func TestSignedInCosts(t *testing.T) {
 			t.Parallel()
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
-			if err := core.RevokeEveryone(context.Background()); err != nil { // the global item is there
+			// Every item that a read asks for is there: the global item,
+			// and on MREC the revocation item.
+			if err := core.RevokeEveryone(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
-			if err != nil {
+			if err := core.RevokeAll(context.Background(), alice); err != nil {
 				t.Fatal(err)
 			}
-			var pks []string
-			for _, k := range keys {
-				pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+			keys := keysOf(t, tc.layout, alice)
+			userRead := read{op: "GetItem", pks: keys.user}
+			if tc.layout.MREC {
+				userRead.op = "BatchGetItem"
 			}
-			global, user := pks[len(pks)-1], pks[:len(pks)-1] // the user's keys (2 on MREC), then the global one
+			withGlobal := read{op: "BatchGetItem", pks: append(slices.Clone(keys.user), keys.global)}
 			var clock atomic.Int64
 			clock.Store(1)
-			store, count := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
-			scsstore.SetMonotonicClock(store, clock.Load)
+			store, count := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 
 			// Every item is small: one read unit each, strongly consistent.
-			step := func(name string, do func(), wantGets int, wantKeys [][]string) {
+			step := func(name string, do func(), wantSCSGets int, want ...read) {
 				t.Helper()
-				before := count.counts()
-				count.takeBatchKeys()
+				count.takeReads()
 				do()
-				if got := count.counts().gets - before.gets; got != wantGets {
-					t.Errorf("%s: %d GetItems, want %d", name, got, wantGets)
+				var scsGets int
+				var got []read
+				for _, r := range count.takeReads() {
+					if len(r.pks) == 1 && strings.HasPrefix(r.pks[0], "SCS#") {
+						scsGets++
+						continue
+					}
+					got = append(got, *r)
 				}
-				keys, units := count.takeBatchKeys()
-				if diff := cmp.Diff(wantKeys, keys); diff != "" {
-					t.Errorf("%s: the partition keys of each BatchGetItem (-want +got):\n%s", name, diff)
+				if scsGets != wantSCSGets {
+					t.Errorf("%s: scs read %d sessions, want %d", name, scsGets, wantSCSGets)
 				}
-				wantUnits := 0
-				for _, k := range wantKeys {
-					wantUnits += len(k)
+				for i := range want {
+					want[i].units = float64(len(want[i].pks))
 				}
-				if units != float64(wantUnits) {
-					t.Errorf("%s: the BatchGetItems consumed %v read units, want %d", name, units, wantUnits)
+				if diff := cmp.Diff(want, got, cmp.AllowUnexported(read{})); diff != "" {
+					t.Errorf("%s: the reads of the user (-want +got):\n%s", name, diff)
 				}
 			}
-			step("a request without a session", func() { b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "") }, 0, nil)
+			step("a request without a session", func() { b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "") }, 0)
 			step("an anonymous session", func() {
 				b.expect(in, "POST", "/put", msg("m"), http.StatusNoContent, "")
 				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
-			}, 1, nil)
-			step("login", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, [][]string{append(user, global)})
-			step("a signed-in request", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
+			}, 1)
+			step("the first login", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1,
+				read{op: "BatchGetItem", pks: append(slices.Clone(withGlobal.pks), keys.layoutRecord)})
+			step("a signed-in request", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, userRead)
 			clock.Add(int64(within))
-			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{append(user, global)})
-			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
-			step("a login while the copy is fresh", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, [][]string{user})
+			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, withGlobal)
+			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, userRead)
+			step("a login while the copy is fresh", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, userRead)
 		})
 	}
 }
@@ -320,11 +367,7 @@ func TestLoadUserOfAGoneUser(t *testing.T) {
 
 	signedIn.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
 	signedIn.expect(in, "POST", "/put", msg("alice's cart"), http.StatusNoContent, "")
-	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: &table, Key: map[string]types.AttributeValue{"pk": avS(alice.PK), "sk": avS(alice.SK)},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	deleteUser(t, client, table, alice)
 	token := signedIn.token(in)
 	signedIn.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
 	thief := newBrowser(t)
@@ -378,19 +421,18 @@ func TestLoadUserAheadOfReplication(t *testing.T) {
 			t.Parallel()
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
+			if err := core.RevokeAll(context.Background(), alice); err != nil { // on MREC, the revocation item is there
+				t.Fatal(err)
+			}
 			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 			b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
 			b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
 
-			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
-			if err != nil {
-				t.Fatal(err)
-			}
-			versionKey, versionAttr := keys[0], "sessionsVersion" // the user item
+			versionKey, versionAttr := map[string]types.AttributeValue{"pk": avS(alice.PK), "sk": avS(alice.SK)}, "sessionsVersion" // the user item
 			if tc.layout.MREC {
-				versionKey, versionAttr = keys[1], "gen" // the revocation item
+				versionKey, versionAttr = keysOf(t, tc.layout, alice).revocation, "gen"
 			}
 			setVersion := func(add int64) {
 				t.Helper()
