@@ -101,6 +101,9 @@ type countingClient struct {
 	failGet, failPut    error
 	failUpdate          error
 	afterGet            func() // called with GetItem's answer in hand, if set
+	// beforeRead, if set, is called with the partition keys of each
+	// GetItem and BatchGetItem before it is made.
+	beforeRead func(pks []string)
 }
 
 type counts struct{ gets, puts, updates, batchGets int }
@@ -129,9 +132,10 @@ func (c *countingClient) takeReads() []*read {
 }
 
 // readHooks are what to do about a read: the failure to inject, and what
-// to call after it.
+// to call before and after it.
 type readHooks struct {
 	fail         error
+	before       func(pks []string)
 	afterGetItem func()
 }
 
@@ -153,7 +157,7 @@ func (c *countingClient) record(op string, keys ...map[string]types.AttributeVal
 		c.batchGets++
 	}
 	c.reads = append(c.reads, r)
-	return r, readHooks{c.failGet, c.afterGet}
+	return r, readHooks{c.failGet, c.beforeRead, c.afterGet}
 }
 
 // consumed adds the read units of cc to r.
@@ -171,6 +175,9 @@ func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGet
 		keys = append(keys, ka.Keys...)
 	}
 	r, hooks := c.record("BatchGetItem", keys...)
+	if hooks.before != nil {
+		hooks.before(r.pks)
+	}
 	if hooks.fail != nil {
 		return nil, hooks.fail
 	}
@@ -191,6 +198,9 @@ func (c *countingClient) fail(get, put, update error) {
 
 func (c *countingClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	r, hooks := c.record("GetItem", in.Key)
+	if hooks.before != nil {
+		hooks.before(r.pks)
+	}
 	if hooks.fail != nil {
 		return nil, hooks.fail
 	}
@@ -310,6 +320,12 @@ func newInstance(t *testing.T, store *scsstore.Store, idle time.Duration) *insta
 		default:
 			w.WriteHeader(http.StatusNoContent)
 		}
+	})
+	// POST /record writes the form's v where Login records who signed
+	// in, as an older release's Login would have.
+	mux.HandleFunc("POST /record", func(w http.ResponseWriter, r *http.Request) {
+		in.sessions.Put(r.Context(), "scsstore.user", r.PostFormValue("v"))
+		w.WriteHeader(http.StatusNoContent)
 	})
 	// GET /me answers with the signed-in user's name and key.
 	mux.HandleFunc("GET /me", func(w http.ResponseWriter, r *http.Request) {
