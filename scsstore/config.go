@@ -16,8 +16,9 @@ import (
 
 // Client is the part of the DynamoDB client that a [Store] uses.
 // *dynamodb.Client satisfies it; tests may wrap it to count calls or inject
-// faults. BatchGetItem reads a signed-in user with the user's revocation
-// state ([Store.Login], [Store.LoadUser]).
+// faults. [Store.Login] and [Store.LoadUser] read a signed-in user with
+// GetItem or BatchGetItem, and record the table's layout with PutItem in a
+// table that has no record of it.
 type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
@@ -74,11 +75,10 @@ type Config struct {
 	// RevokeEveryoneWithin bounds how long after ddbsession's
 	// Manager.RevokeEveryone a session signed in before it is still loaded
 	// by [Store.LoadUser] on this instance: the store keeps a copy of the
-	// table's global revocation generation and reads it again, with the
-	// user, once the copy is this old, so that no item is read by every
-	// request. A [Store.Login] reads it always, and brings the copy up to
-	// date at once. Default 10 seconds, ddbsession's own; at least a
-	// second.
+	// table's global revocation generation and reads it again, with a
+	// user, once the copy is this old, one read at a time, so that no item
+	// is read by every request. Default 10 seconds, ddbsession's own; at
+	// least a second.
 	RevokeEveryoneWithin time.Duration
 
 	// Now is the clock of the expiry check. Default time.Now. Tests inject
@@ -87,8 +87,18 @@ type Config struct {
 }
 
 // New validates cfg once, fills in its defaults and returns a Store. The
-// error names the first invalid field.
-func New(cfg Config) (*Store, error) {
+// error names the first invalid field. New makes no DynamoDB call: the
+// first Login or LoadUser checks Config.Layout against the table's.
+func New(cfg Config) (*Store, error) { return newStore(cfg, options{}) }
+
+// options are what tests change of how New builds a Store.
+type options struct {
+	// monotonic is the clock that ages the copy of the global revocation
+	// generation (nanoseconds, never 0); nil for the machine's.
+	monotonic func() int64
+}
+
+func newStore(cfg Config, o options) (*Store, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("scsstore: Config.Client is nil")
 	}
@@ -127,6 +137,13 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	users, err := ddbitem.NewReader(ddbitem.ReaderConfig{
+		Client: cfg.Client, Table: cfg.Table, Layout: layout,
+		RevokeEveryoneWithin: cfg.RevokeEveryoneWithin, Monotonic: o.monotonic,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scsstore: %w", err) // Config was checked above: a bug
+	}
 	return &Store{
 		client:   cfg.Client,
 		items:    itemLayout{table: cfg.Table, Layout: layout, prefix: cfg.Prefix},
@@ -134,8 +151,8 @@ func New(cfg Config) (*Store, error) {
 		codec:    cfg.Codec,
 		now:      cfg.Now,
 		records:  newRecords(cfg.RecordBytes),
-		users:    attributevalue.NewDecoder(),
-		everyone: &everyone{within: cfg.RevokeEveryoneWithin, mono: mono},
+		users:    users,
+		decoder:  attributevalue.NewDecoder(),
 	}, nil
 }
 

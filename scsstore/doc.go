@@ -49,9 +49,11 @@
 // key alone), TTL on the Number attribute "expiresAt", as [Config.Layout]
 // says, which must be the same value as ddbsession's Config.Layout where
 // both share a table. ddbsession's Manager.CreateTable creates a missing
-// table and checks an existing one. One scs session is one item, which
-// never holds the token, only its SHA-256 digest; its attributes are
-// described, with the core's, in
+// table, checks an existing one and records its layout in it; the first
+// Login or LoadUser of a Store checks Config.Layout against that record,
+// and fails with an error that names each field that differs, with both
+// values. One scs session is one item, which never holds the token, only
+// its SHA-256 digest; its attributes are described, with the core's, in
 // https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#scs-session-items.
 // The prefix ([Config.Prefix]), the sort key and the kind keep these items
 // apart from the core's sessions and the app's own items in a shared single
@@ -109,23 +111,39 @@
 //
 // scs cannot find a user's sessions (see No iteration), and scanning the
 // table is not an option. Instead, scs sessions keep to the core's
-// revocation rules, so that ddbsession's Manager.RevokeAll (log out
-// everywhere, a password change) and Manager.RevokeEveryone (an incident)
-// end them as they end the core's own, with one write and no scan:
+// revocation rules, read by the core's own reader ([ddbitem.Reader]), so
+// that whatever ends the core's sessions ends them, with one write and no
+// scan:
 //
-//   - [Store.Login] reads the user's item with the user's revocation state,
-//     a [ddbitem.Revocation]: the user's sessions version, which RevokeAll
-//     changes (in the user item, or on a Layout.MREC table in the user's
-//     revocation item, which no other write touches), and the table's
-//     global revocation generation, which RevokeEveryone raises. It has
-//     the app check the credential against what it read, renews the
-//     token, and records the user's key and that Revocation in the scs
-//     session, under the key "scsstore.user".
-//   - [Store.LoadUser], on each request, reads the user's item and version
-//     again and compares: the session holds while the version is the one
-//     its login read and no RevokeEveryone came after the login. One that
-//     no longer holds is destroyed.
+//   - [Store.Login] reads the user's item with the user's [ddbitem.Stamp]:
+//     the user's sessions version (which RevokeAll changes; on a
+//     Layout.MREC table, the user's revocation item's), the user item's
+//     own sessionsVersion (its incarnation), its credentialVersion, and the
+//     table's global revocation generation (which RevokeEveryone changes).
+//     It has the app check the credential against what it read, renews the
+//     token, and records the user's key and the stamp in the scs session,
+//     under the key "scsstore.user", as
+//     "2.<stamp>.<base64url PK>.<base64url SK>", the stamp being its four
+//     numbers, dot-separated. A user item without a sessionsVersion fails
+//     the login with an error that says so.
+//   - [Store.LoadUser], on each request, reads the user again, and the
+//     session holds while every part of its stamp is as it was. It ends, on
+//     every instance at its next request, with RevokeAll, a new
+//     credentialVersion, and the user item deleted, made anew or rewritten
+//     without a sessionsVersion; with RevokeEveryone within
+//     [Config.RevokeEveryoneWithin] (and on a Multi-Region table the
+//     replication lag). Such a session is destroyed. On a Layout.MREC
+//     table, a session whose login read a version this Region has not seen
+//     yet is refused, not destroyed, until replication brings it. A record
+//     that release v0.1.0 wrote, "1.<version>.<global>.<PK>.<SK>", still
+//     loads, held as v0.1.0 held it to the sessions version and the global
+//     generation alone, so that users signed in before the upgrade (whose
+//     items have a sessionsVersion) stay signed in.
 //
+// An app that writes its own user items writes, when it creates one, a
+// random non-zero sessionsVersion (CreateUser does), and moves
+// credentialVersion on in the write that changes the credential:
+// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#user-items.
 // In the app's handlers, inside the SessionManager's LoadAndSave:
 //
 //	// POST /login
@@ -133,21 +151,20 @@
 //	// every request that needs the user
 //	key, ok, err := store.LoadUser(r.Context(), sessions, &user)
 //
-// Versions are numbers, compared for equality, never times: no clock takes
-// part, and a login that read the credential before a RevokeAll ends with
-// it even if it finishes after. Sign out with SessionManager.Destroy, or
-// RenewToken and Remove("scsstore.user") to keep an anonymous session's
+// The stamp's numbers are compared for equality, never as times: no clock
+// takes part, and a login that read the credential before a RevokeAll ends
+// with it even if it finishes after. Sign out with SessionManager.Destroy,
+// or RenewToken and Remove("scsstore.user") to keep an anonymous session's
 // data.
 //
-// LoadUser is one strongly consistent BatchGetItem of the user item (and
-// on MREC the revocation item), beside scs's GetItem of the session: two
-// round trips, as reading the user item apart would be, and on MREC one
-// read unit more. RevokeAll ends the user's sessions at their next
-// request, on every instance. The global item is in that read once per
-// [Config.RevokeEveryoneWithin] per instance, not in every request's, so
-// that no item is read by every request of every user: RevokeEveryone ends
-// a session on an instance within RevokeEveryoneWithin (10 seconds by
-// default), at once where a Login runs meanwhile, and on a Multi-Region
-// table within the replication lag besides. Login is one BatchGetItem of
-// the user's items and the global one.
+// Costs: LoadUser, beside scs's GetItem of the session, is one strongly
+// consistent GetItem of the user item, or on a Layout.MREC table one
+// BatchGetItem of the user item and the user's revocation item; a session
+// that nobody signed in on reads nothing. Login reads the same. The global
+// item is added to that read (a BatchGetItem then) once per
+// RevokeEveryoneWithin per instance, by one request at a time: the
+// requests that find the copy stale meanwhile read their user and wait for
+// that read. No item is read by every request of every user. The first
+// read of a Store adds the layout record. docs/scs.md lists the tests
+// behind each of these.
 package scsstore

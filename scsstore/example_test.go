@@ -33,12 +33,13 @@ type Krab struct {
 }
 
 // A sign-in on scs with Krabber's rules, on ddbsession's revocation: Login
-// reads the krab with its revocation state, checks the password, rotates
-// the token and records what it read in the session; LoadUser reads the
-// krab back on each request and destroys a session that a RevokeAll (log
-// out everywhere, a password change) or a RevokeEveryone came after. The
-// core's Manager creates the table and the krab, and revokes; scs and the
-// Store keep the sessions.
+// reads the krab with its stamp (what can end its sessions), checks the
+// password, rotates the token and records the stamp in the session;
+// LoadUser reads the krab back on each request and destroys a session that
+// a RevokeAll (log out everywhere), a RevokeEveryone or a new
+// credentialVersion (a password change) came after. The core's Manager
+// creates the table and the krab, and revokes; scs and the Store keep the
+// sessions.
 func Example() {
 	ctx := context.Background()
 	awsCfg, err := config.LoadDefaultConfig(ctx) // honours AWS_ENDPOINT_URL_DYNAMODB
@@ -74,8 +75,8 @@ func Example() {
 	sessions.Cookie.Name = "__Host-session" // Secure, Path=/, no Domain
 	sessions.Cookie.Secure = true           // HttpOnly and SameSite=Lax are scs's defaults
 
-	// requireKrab loads the session's krab, with its revocation state, in
-	// one consistent BatchGetItem beside scs's read of the session.
+	// requireKrab loads the session's krab, with its stamp, in one
+	// consistent read beside scs's read of the session.
 	requireKrab := func(next func(http.ResponseWriter, *http.Request, Krab)) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var krab Krab

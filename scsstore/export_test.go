@@ -1,6 +1,7 @@
 package scsstore
 
-// SetMonotonicClock makes s measure the age of its copy of the global
-// revocation generation on mono, for a test to advance; call it before s
-// serves anything.
-func SetMonotonicClock(s *Store, mono func() int64) { s.everyone.mono = mono }
+// NewWithMonotonicClock is New with the copy of the global revocation
+// generation aged on mono, for a test to advance.
+func NewWithMonotonicClock(cfg Config, mono func() int64) (*Store, error) {
+	return newStore(cfg, options{monotonic: mono})
+}

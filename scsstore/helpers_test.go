@@ -66,34 +66,55 @@ type testUser struct {
 // newStore returns a Store on table through a counting client.
 func newStore(t *testing.T, client *dynamodb.Client, table string, edit ...func(*scsstore.Config)) (*scsstore.Store, *countingClient) {
 	t.Helper()
+	return newStoreOn(t, client, table, nil, edit...)
+}
+
+// newStoreOn is newStore with the Store's copy of the global revocation
+// generation aged on mono, the test's monotonic clock (nil for the
+// machine's).
+func newStoreOn(t *testing.T, client *dynamodb.Client, table string, mono func() int64, edit ...func(*scsstore.Config)) (*scsstore.Store, *countingClient) {
+	t.Helper()
 	counting := &countingClient{Client: client}
 	cfg := scsstore.Config{Client: counting, Table: table}
 	for _, e := range edit {
 		e(&cfg)
 	}
-	store, err := scsstore.New(cfg)
+	store, err := scsstore.NewWithMonotonicClock(cfg, mono)
+	if mono == nil {
+		store, err = scsstore.New(cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return store, counting
 }
 
-// countingClient counts the store's calls, and fails or pauses them on
-// demand.
+// countingClient counts the store's calls, records its reads, and fails
+// or pauses them on demand.
 type countingClient struct {
 	*dynamodb.Client
 
 	mu                  sync.Mutex
 	gets, puts, updates int
 	batchGets           int
-	batchKeys           [][]string // the partition keys each BatchGetItem asked for
-	batchUnits          float64    // the read units the engine reports the BatchGetItems consumed
+	reads               []*read
 	failGet, failPut    error
 	failUpdate          error
 	afterGet            func() // called with GetItem's answer in hand, if set
+	// beforeRead, if set, is called with the partition keys of each
+	// GetItem and BatchGetItem before it is made.
+	beforeRead func(pks []string)
 }
 
 type counts struct{ gets, puts, updates, batchGets int }
+
+// read is one GetItem or BatchGetItem: the partition keys it asked for,
+// in the order asked, and the read units the engine reports it consumed.
+type read struct {
+	op    string
+	pks   []string
+	units float64
+}
 
 func (c *countingClient) counts() counts {
 	c.mu.Lock()
@@ -101,40 +122,70 @@ func (c *countingClient) counts() counts {
 	return counts{c.gets, c.puts, c.updates, c.batchGets}
 }
 
-// takeBatchKeys returns the partition keys of each BatchGetItem since the
-// last call, in the order asked, and the read units they consumed.
-func (c *countingClient) takeBatchKeys() ([][]string, float64) {
+// takeReads returns the reads since the last call, in the order made.
+func (c *countingClient) takeReads() []*read {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keys, units := c.batchKeys, c.batchUnits
-	c.batchKeys, c.batchUnits = nil, 0
-	return keys, units
+	reads := c.reads
+	c.reads = nil
+	return reads
 }
 
-func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	var pks []string
-	for _, ka := range in.RequestItems {
-		for _, k := range ka.Keys {
-			pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+// readHooks are what to do about a read: the failure to inject, and what
+// to call before and after it.
+type readHooks struct {
+	fail         error
+	before       func(pks []string)
+	afterGetItem func()
+}
+
+// record counts and records a read of keys, and returns its record and
+// what to do about it.
+func (c *countingClient) record(op string, keys ...map[string]types.AttributeValue) (*read, readHooks) {
+	r := &read{op: op}
+	for _, k := range keys {
+		pk, _ := k["pk"].(*types.AttributeValueMemberS)
+		if pk != nil {
+			r.pks = append(r.pks, pk.Value)
 		}
 	}
 	c.mu.Lock()
-	c.batchGets++
-	c.batchKeys = append(c.batchKeys, pks)
-	fail := c.failGet
-	c.mu.Unlock()
-	if fail != nil {
-		return nil, fail
+	defer c.mu.Unlock()
+	if op == "GetItem" {
+		c.gets++
+	} else {
+		c.batchGets++
+	}
+	c.reads = append(c.reads, r)
+	return r, readHooks{c.failGet, c.beforeRead, c.afterGet}
+}
+
+// consumed adds the read units of cc to r.
+func (c *countingClient) consumed(r *read, cc ...types.ConsumedCapacity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range cc {
+		r.units += aws.ToFloat64(cc.CapacityUnits)
+	}
+}
+
+func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	var keys []map[string]types.AttributeValue
+	for _, ka := range in.RequestItems {
+		keys = append(keys, ka.Keys...)
+	}
+	r, hooks := c.record("BatchGetItem", keys...)
+	if hooks.before != nil {
+		hooks.before(r.pks)
+	}
+	if hooks.fail != nil {
+		return nil, hooks.fail
 	}
 	counted := *in
 	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := c.Client.BatchGetItem(ctx, &counted, opts...)
 	if err == nil {
-		c.mu.Lock()
-		for _, cc := range out.ConsumedCapacity {
-			c.batchUnits += aws.ToFloat64(cc.CapacityUnits)
-		}
-		c.mu.Unlock()
+		c.consumed(r, out.ConsumedCapacity...)
 	}
 	return out, err
 }
@@ -146,16 +197,21 @@ func (c *countingClient) fail(get, put, update error) {
 }
 
 func (c *countingClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.mu.Lock()
-	c.gets++
-	fail, after := c.failGet, c.afterGet
-	c.mu.Unlock()
-	if fail != nil {
-		return nil, fail
+	r, hooks := c.record("GetItem", in.Key)
+	if hooks.before != nil {
+		hooks.before(r.pks)
 	}
-	out, err := c.Client.GetItem(ctx, in, opts...)
-	if after != nil {
-		after()
+	if hooks.fail != nil {
+		return nil, hooks.fail
+	}
+	counted := *in
+	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := c.Client.GetItem(ctx, &counted, opts...)
+	if err == nil && out.ConsumedCapacity != nil {
+		c.consumed(r, *out.ConsumedCapacity)
+	}
+	if hooks.afterGetItem != nil {
+		hooks.afterGetItem()
 	}
 	return out, err
 }
@@ -264,6 +320,12 @@ func newInstance(t *testing.T, store *scsstore.Store, idle time.Duration) *insta
 		default:
 			w.WriteHeader(http.StatusNoContent)
 		}
+	})
+	// POST /record writes the form's v where Login records who signed
+	// in, as an older release's Login would have.
+	mux.HandleFunc("POST /record", func(w http.ResponseWriter, r *http.Request) {
+		in.sessions.Put(r.Context(), "scsstore.user", r.PostFormValue("v"))
+		w.WriteHeader(http.StatusNoContent)
 	})
 	// GET /me answers with the signed-in user's name and key.
 	mux.HandleFunc("GET /me", func(w http.ResponseWriter, r *http.Request) {

@@ -133,10 +133,10 @@ var rejected = map[string]func(map[string]types.AttributeValue){
 func TestItemMatchesInternalItem(t *testing.T) {
 	t.Parallel()
 	if kindLive != item.KindSCS || kindDestroyed != item.KindSCSDestroyed || attrData != item.AttrData ||
-		attrVersion != item.AttrVersion || attrKind != item.AttrKind || formatVersion != item.Version ||
+		attrVersion != item.AttrVersion || attrKind != item.AttrKind || formatVersion != item.StateFormat ||
 		defaultPrefix != item.DefaultSCSPrefix {
 		t.Errorf("constants differ: kinds %q %q, data %q, v %q, kind %q, version %d, prefix %q",
-			item.KindSCS, item.KindSCSDestroyed, item.AttrData, item.AttrVersion, item.AttrKind, item.Version, item.DefaultSCSPrefix)
+			item.KindSCS, item.KindSCSDestroyed, item.AttrData, item.AttrVersion, item.AttrKind, item.StateFormat, item.DefaultSCSPrefix)
 	}
 	for _, tc := range []struct {
 		name   string

@@ -11,6 +11,8 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbsession/ddbsession/ddbitem"
 )
 
 // Store keeps scs sessions in DynamoDB. It implements scs.Store and
@@ -24,8 +26,8 @@ type Store struct {
 	codec    scs.Codec
 	now      func() time.Time
 	records  *records
-	users    *attributevalue.Decoder // decodes user items into the app's type
-	everyone *everyone
+	users    *ddbitem.Reader         // reads what decides a signed-in session
+	decoder  *attributevalue.Decoder // decodes user items into the app's type
 }
 
 var _ scs.CtxStore = (*Store)(nil)

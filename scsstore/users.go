@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
@@ -20,48 +17,48 @@ import (
 
 // This file signs users in on scs sessions and loads them back, under the
 // core's revocation rules: a session copies, at its login, the user's
-// ddbitem.Revocation read with the credential, and is valid while the
-// user's sessions version is still that one and no RevokeEveryone came
-// after it.
+// ddbitem.Stamp read with the credential, and holds while the stamp does
+// (ddbitem.User.Holds), as the core's own sessions do.
 
 // signedInKey is the scs session key under which Login records who signed
-// in and the Revocation read with the credential.
+// in and the stamp read with the credential.
 const signedInKey = "scsstore.user"
 
 // Login signs user in on the scs session of ctx, once verify accepts the
 // user as read: it reads the user's item into u (a pointer, decoded with
-// attributevalue as ddbsession decodes users; nil for none) with the
-// user's revocation state, in one strongly consistent BatchGetItem (the
-// user item, on a Layout.MREC table the user's revocation item, and, once
-// per Config.RevokeEveryoneWithin, the global revocation item); has verify, if not nil, check the credential in
-// u, and returns its error as it is, to refuse; then renews the session's
+// attributevalue as ddbsession decodes users; nil for none) with what can
+// end the user's sessions, in one strongly consistent read (see the
+// package doc's costs); has verify, if not nil, check the credential in u,
+// and returns its error as it is, to refuse; then renews the session's
 // token (scs's RenewToken, against session fixation) and records in the
-// session the user's key and what the read found. [Store.LoadUser] loads
-// the user back, and refuses the session once ddbsession's
-// Manager.RevokeAll or RevokeEveryone comes after that read, whatever any
+// session the user's key and the user's [ddbitem.Stamp] as read.
+// [Store.LoadUser] loads the user back, and refuses the session once
+// ddbsession's Manager.RevokeAll or RevokeEveryone, a new credential
+// version or a user item made anew comes after that read, whatever any
 // clock says. It returns ddbsession.ErrUserNotFound if the user has no
-// item. Call it inside the SessionManager's LoadAndSave.
+// item, and an error for a user item without a sessions version
+// (Layout.VersionAttribute), which no session may copy. Call it inside
+// the SessionManager's LoadAndSave.
 func (s *Store) Login(ctx context.Context, sm *scs.SessionManager, user ddbsession.UserKey, u any, verify func() error) error {
 	if err := s.items.checkUser(user); err != nil {
 		return fmt.Errorf("scsstore: login: %w", err)
 	}
-	// As a request does, Login reads the global item only when the copy is
-	// stale, so that no item is read by every login; otherwise the
-	// session copies the copy as it was before verify ran.
-	withGlobal, gen, began := s.everyone.stale(), s.everyone.gen.Load(), s.everyone.mono()
-	rev, userItem, err := s.readUser(ctx, user, withGlobal)
+	found, err := s.users.User(ctx, user)
 	if err != nil {
 		return fmt.Errorf("scsstore: login: %w", err)
 	}
-	if withGlobal {
-		s.everyone.seen(rev.Global, began)
-	} else {
-		rev.Global = gen
+	stamp, err := found.Stamp()
+	if errors.Is(err, ddbsession.ErrUserNotFound) {
+		return err
 	}
-	if userItem == nil {
-		return ddbsession.ErrUserNotFound
+	if err != nil {
+		return fmt.Errorf("scsstore: login: %w", err)
 	}
-	if err := s.decodeUser(userItem, u); err != nil {
+	recorded, err := encodeSignedIn(user, stamp)
+	if err != nil {
+		return fmt.Errorf("scsstore: login: %w", err)
+	}
+	if err := s.decodeUser(found.Item(), u); err != nil {
 		return fmt.Errorf("scsstore: login: %w", err)
 	}
 	if verify != nil {
@@ -72,61 +69,49 @@ func (s *Store) Login(ctx context.Context, sm *scs.SessionManager, user ddbsessi
 	if err := sm.RenewToken(ctx); err != nil {
 		return fmt.Errorf("scsstore: login: %w", err)
 	}
-	sm.Put(ctx, signedInKey, encodeSignedIn(user, rev))
+	sm.Put(ctx, signedInKey, recorded)
 	return nil
 }
 
 // LoadUser reads the user that [Store.Login] signed in on the scs session
 // of ctx into u (as Login does; nil for none) and returns the user's key,
-// with ok true while the session holds: the user's item is there, its
-// sessions version is the one the login read, and no RevokeEveryone came
-// after the login. It costs one strongly consistent BatchGetItem of the
-// user item (and, on a Layout.MREC table, the user's revocation item, which
-// holds the version there), which also takes the global revocation item
-// once per Config.RevokeEveryoneWithin; a session that nobody signed in on
-// costs nothing. A session that no longer holds is destroyed (scs's
-// Destroy): its token is dead on every instance, its data gone, and its
-// cookie cleared. On a Layout.MREC table a session whose login read a
-// version that this Region has not yet seen (a login in another Region
-// after a RevokeAll there) is refused, not destroyed, until replication
-// brings the version. err is for DynamoDB failures and a user item that
-// does not decode into u; the request must fail then. Call it inside the
+// with ok true while the session holds: the user's item is there, and
+// nothing that Login stamped has changed since (no RevokeAll, no
+// RevokeEveryone, no new credential version, no user item made anew). A
+// session that nobody signed in on costs nothing. A session that no
+// longer holds is destroyed (scs's Destroy): its token is dead on every
+// instance, its data gone, and its cookie cleared. On a Layout.MREC table
+// a session whose login read a version that this Region has not yet seen
+// (a login in another Region after a RevokeAll there) is refused, not
+// destroyed, until replication brings the version. err is for DynamoDB
+// failures, a layout other than the table's, and a user item that does
+// not decode into u; the request must fail then. Call it inside the
 // SessionManager's LoadAndSave.
 func (s *Store) LoadUser(ctx context.Context, sm *scs.SessionManager, u any) (user ddbsession.UserKey, ok bool, err error) {
 	recorded := sm.GetString(ctx, signedInKey)
 	if recorded == "" {
 		return ddbsession.UserKey{}, false, nil
 	}
-	user, signed, valid := decodeSignedIn(recorded)
+	user, stamp, valid := decodeSignedIn(recorded)
 	if valid {
 		valid = s.items.checkUser(user) == nil
 	}
 	if !valid {
 		return ddbsession.UserKey{}, false, s.destroy(ctx, sm) // no Login wrote it
 	}
-	withGlobal, began := s.everyone.stale(), s.everyone.mono()
-	rev, userItem, err := s.readUser(ctx, user, withGlobal)
+	found, err := s.users.User(ctx, user)
 	if err != nil {
 		return ddbsession.UserKey{}, false, fmt.Errorf("scsstore: load user: %w", err)
 	}
-	if withGlobal {
-		s.everyone.seen(rev.Global, began)
-	}
-	switch {
-	case userItem == nil, signed.Global < s.everyone.gen.Load():
-		// The user is gone, or a RevokeEveryone came after the login.
-		return ddbsession.UserKey{}, false, s.destroy(ctx, sm)
-	case signed.Version == rev.Version:
-	case signed.Version > rev.Version && s.items.MREC:
-		// A login in another Region after a RevokeAll there: the raised
-		// version has not come here yet.
+	switch holds, notHereYet := found.Holds(stamp); {
+	case notHereYet:
+		// A login in another Region after a RevokeAll there: the version
+		// it read has not come here yet.
 		return ddbsession.UserKey{}, false, nil
-	default:
-		// RevokeAll since the login (or, for a version the login read
-		// above this one, a user item made anew under the same key).
+	case !holds:
 		return ddbsession.UserKey{}, false, s.destroy(ctx, sm)
 	}
-	if err := s.decodeUser(userItem, u); err != nil {
+	if err := s.decodeUser(found.Item(), u); err != nil {
 		return ddbsession.UserKey{}, false, fmt.Errorf("scsstore: load user: %w", err)
 	}
 	return user, true, nil
@@ -153,86 +138,63 @@ func (l *itemLayout) checkUser(user ddbsession.UserKey) error {
 	return nil
 }
 
-// unprocessedAttempts bounds how many times readUser asks again for keys
-// that DynamoDB left unprocessed (it does under throttling) before it
-// fails: scs calls the store without a deadline of its own.
-const unprocessedAttempts = 5
-
-// readUser reads user's item and Revocation with one strongly consistent
-// BatchGetItem of ddbitem.RevocationKeys, leaving out the global item
-// unless withGlobal (rev.Global is 0 then). userItem is nil if the user has
-// no item.
-func (s *Store) readUser(ctx context.Context, user ddbsession.UserKey, withGlobal bool) (rev ddbitem.Revocation, userItem map[string]types.AttributeValue, err error) {
-	keys, err := ddbitem.RevocationKeys(s.items.Layout, user)
-	if err != nil {
-		return rev, nil, err
-	}
-	if !withGlobal {
-		keys = keys[:len(keys)-1] // the global item's key comes last
-	}
-	in := &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-		s.items.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
-	}}
-	var found []map[string]types.AttributeValue
-	for attempt, pause := 1, 5*time.Millisecond; ; attempt, pause = attempt+1, 2*pause {
-		out, err := s.client.BatchGetItem(ctx, in)
-		if err != nil {
-			return rev, nil, fmt.Errorf("read the user: %w", err)
-		}
-		found = append(found, out.Responses[s.items.table]...)
-		left := out.UnprocessedKeys[s.items.table].Keys
-		if len(left) == 0 {
-			break
-		}
-		if attempt == unprocessedAttempts {
-			return rev, nil, fmt.Errorf("read the user: %d keys still unprocessed after %d attempts", len(left), attempt)
-		}
-		in = &dynamodb.BatchGetItemInput{RequestItems: out.UnprocessedKeys}
-		select {
-		case <-ctx.Done():
-			return rev, nil, fmt.Errorf("read the user: unprocessed keys: %w", ctx.Err())
-		case <-time.After(pause):
-		}
-	}
-	return ddbitem.ReadRevocation(s.items.Layout, user, found)
-}
-
 // decodeUser decodes userItem into u, unless u is nil.
 func (s *Store) decodeUser(userItem map[string]types.AttributeValue, u any) error {
 	if u == nil {
 		return nil
 	}
-	if err := s.users.Decode(&types.AttributeValueMemberM{Value: userItem}, u); err != nil {
+	if err := s.decoder.Decode(&types.AttributeValueMemberM{Value: userItem}, u); err != nil {
 		return fmt.Errorf("decode the user item into %T: %w", u, err)
 	}
 	return nil
 }
 
-// signedInFormat starts the value that Login records, so that a later
-// format can be told apart.
-const signedInFormat = "1"
+// What Login records is a string, which every scs Codec keeps as it is (a
+// JSON codec would round numbers this large), in one of two formats, told
+// apart by their first field:
+//
+//	2.<stamp text>.<base64url PK>.<base64url SK>   Login writes it
+//	1.<version>.<global>.<base64url PK>.<base64url SK>   release v0.1.0 wrote it
+//
+// The stamp's text is itself four dot-separated numbers. A record of
+// format 1 holds the user's sessions version and the global generation
+// alone, which hold its session as v0.1.0 held it (ddbitem.LegacyStamp):
+// its users stay signed in across the upgrade.
+const (
+	signedInFormat       = "2"
+	signedInFormatLegacy = "1"
+)
 
 // encodeSignedIn is what Login records in the scs session: user's key and
-// the Revocation read with the credential, as a string, which every scs
-// Codec keeps as it is (a JSON codec would round numbers this large):
-// "1.<version>.<global>.<base64url PK>.<base64url SK>".
-func encodeSignedIn(user ddbsession.UserKey, rev ddbitem.Revocation) string {
+// the stamp read with the credential.
+func encodeSignedIn(user ddbsession.UserKey, stamp ddbitem.Stamp) (string, error) {
+	text, err := stamp.MarshalText()
+	if err != nil {
+		return "", err
+	}
 	b64 := base64.RawURLEncoding.EncodeToString
-	return strings.Join([]string{signedInFormat, strconv.FormatInt(rev.Version, 10), strconv.FormatInt(rev.Global, 10), b64([]byte(user.PK)), b64([]byte(user.SK))}, ".")
+	return strings.Join([]string{signedInFormat, string(text), b64([]byte(user.PK)), b64([]byte(user.SK))}, "."), nil
 }
 
-// decodeSignedIn reads what encodeSignedIn wrote; false for anything else.
-func decodeSignedIn(v string) (user ddbsession.UserKey, rev ddbitem.Revocation, ok bool) {
+// decodeSignedIn reads what encodeSignedIn wrote, or what v0.1.0's Login
+// wrote; false for anything else.
+func decodeSignedIn(v string) (user ddbsession.UserKey, stamp ddbitem.Stamp, ok bool) {
 	parts := strings.Split(v, ".")
-	if len(parts) != 5 || parts[0] != signedInFormat {
-		return user, rev, false
+	var errStamp error
+	switch {
+	case len(parts) == 7 && parts[0] == signedInFormat:
+		errStamp = stamp.UnmarshalText([]byte(strings.Join(parts[1:5], ".")))
+	case len(parts) == 5 && parts[0] == signedInFormatLegacy:
+		version, errVersion := strconv.ParseInt(parts[1], 10, 64)
+		global, errGlobal := strconv.ParseInt(parts[2], 10, 64)
+		stamp, errStamp = ddbitem.LegacyStamp(version, global), errors.Join(errVersion, errGlobal)
+	default:
+		return user, stamp, false
 	}
-	version, errVersion := strconv.ParseInt(parts[1], 10, 64)
-	global, errGlobal := strconv.ParseInt(parts[2], 10, 64)
-	pk, errPK := base64.RawURLEncoding.Strict().DecodeString(parts[3])
-	sk, errSK := base64.RawURLEncoding.Strict().DecodeString(parts[4])
-	if errors.Join(errVersion, errGlobal, errPK, errSK) != nil {
-		return user, rev, false
+	pk, errPK := base64.RawURLEncoding.Strict().DecodeString(parts[len(parts)-2])
+	sk, errSK := base64.RawURLEncoding.Strict().DecodeString(parts[len(parts)-1])
+	if errors.Join(errStamp, errPK, errSK) != nil {
+		return user, ddbitem.Stamp{}, false
 	}
-	return ddbsession.UserKey{PK: string(pk), SK: string(sk)}, ddbitem.Revocation{Version: version, Global: global}, true
+	return ddbsession.UserKey{PK: string(pk), SK: string(sk)}, stamp, true
 }

@@ -2,8 +2,15 @@ package scsstore_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/ddbitem"
+	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/scsstore"
 )
 
@@ -53,13 +60,71 @@ func createUsers(t *testing.T, core *ddbsession.Manager[testUser], users ...ddbs
 // me is what GET /me answers for user.
 func me(user ddbsession.UserKey) string { return user.PK[len("USER#"):] + " " + user.PK }
 
+// tableKeys are the partition keys of the items that decide whether
+// user's sessions stand, on layout: the user's (the user item, and on
+// MREC the user's revocation item, in that order), the global revocation
+// item's, and the layout record's.
+type tableKeys struct {
+	user                 []string
+	global, layoutRecord string
+	// The keys of the global item, and of the revocation item on MREC.
+	globalKey, revocation map[string]types.AttributeValue
+}
+
+func keysOf(t *testing.T, layout ddbsession.Layout, user ddbsession.UserKey) tableKeys {
+	t.Helper()
+	l, err := item.Layout(layout).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := func(key map[string]types.AttributeValue) string {
+		return key[l.PartitionKey].(*types.AttributeValueMemberS).Value
+	}
+	k := tableKeys{user: []string{user.PK}, global: pk(l.GlobalKey()), layoutRecord: pk(l.LayoutKey()), globalKey: l.GlobalKey()}
+	if l.MREC {
+		k.revocation = l.RevocationKey(user.PK, user.SK)
+		k.user = append(k.user, pk(k.revocation))
+	}
+	return k
+}
+
+// putUser writes user's item as the app's own code would, with a
+// sessionsVersion of version unless it is 0.
+func putUser(t *testing.T, client *dynamodb.Client, table string, user ddbsession.UserKey, version int64) {
+	t.Helper()
+	av := map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK), "name": avS(user.PK[len("USER#"):])}
+	if version != 0 {
+		av["sessionsVersion"] = avN(version)
+	}
+	if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: av}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newVersion is a sessions version as docs/item-format.md tells an app to
+// write one: random, 63 bits, non-zero.
+func newVersion() int64 { return rand.Int64N(1<<62) + 1 }
+
+// deleteUser deletes user's item, as the app's own code would.
+func deleteUser(t *testing.T, client *dynamodb.Client, table string, user ddbsession.UserKey) {
+	t.Helper()
+	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: &table, Key: map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // userItem reads user's item, as the app's own code would.
 func userItem(t *testing.T, client *dynamodb.Client, table string, user ddbsession.UserKey) map[string]types.AttributeValue {
 	t.Helper()
-	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: &table, ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)},
-	})
+	return itemAt(t, client, table, map[string]types.AttributeValue{"pk": avS(user.PK), "sk": avS(user.SK)})
+}
+
+// itemAt reads the item under key; nil for none.
+func itemAt(t *testing.T, client *dynamodb.Client, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true), Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +201,7 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 			// Each instance's monotonic clock, which the test advances.
 			newInstanceAt := func(clock *atomic.Int64) *instance {
 				clock.Store(1)
-				store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
-				scsstore.SetMonotonicClock(store, clock.Load)
+				store, _ := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 				return newInstance(t, store, 0)
 			}
 			var clock1, clock2, clock3 atomic.Int64
@@ -207,8 +271,7 @@ func TestLoginRacingRevocation(t *testing.T) {
 			createUsers(t, core, alice)
 			var clock atomic.Int64
 			clock.Store(1)
-			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
-			scsstore.SetMonotonicClock(store, clock.Load)
+			store, _ := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 
 			for _, revoke := range []struct {
@@ -235,13 +298,14 @@ func TestLoginRacingRevocation(t *testing.T) {
 	}
 }
 
-// What signing in and loading the user cost, in keys read and in the read
-// units the engine reports: Login reads the user item (on MREC with the
-// user's revocation item) and the global item in one BatchGetItem;
-// LoadUser the same without the global item, but once per
-// RevokeEveryoneWithin; a session nobody signed in on reads no user. With
-// scs's own read of the session (one GetItem), a signed-in request is two
-// round trips, as reading the user item apart would be.
+// What signing in and loading the user cost, in reads and in the read
+// units the engine reports: LoadUser reads the user item alone (a
+// GetItem), on MREC with the user's revocation item (a BatchGetItem), and
+// the global item with them once per RevokeEveryoneWithin (a
+// BatchGetItem); Login reads as LoadUser does; the first read of a Store
+// takes the table's layout record too; a session nobody signed in on reads
+// no user. With scs's own read of the session (one GetItem), a signed-in
+// request is two round trips, as reading the user item apart would be.
 func TestSignedInCosts(t *testing.T) {
 	t.Parallel()
 	const within = 2 * time.Second
@@ -250,57 +314,62 @@ func TestSignedInCosts(t *testing.T) {
 			t.Parallel()
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
-			if err := core.RevokeEveryone(context.Background()); err != nil { // the global item is there
+			// Every item that a read asks for is there: the global item,
+			// and on MREC the revocation item.
+			if err := core.RevokeEveryone(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
-			if err != nil {
+			if err := core.RevokeAll(context.Background(), alice); err != nil {
 				t.Fatal(err)
 			}
-			var pks []string
-			for _, k := range keys {
-				pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+			keys := keysOf(t, tc.layout, alice)
+			userRead := read{op: "GetItem", pks: keys.user}
+			if tc.layout.MREC {
+				userRead.op = "BatchGetItem"
 			}
-			global, user := pks[len(pks)-1], pks[:len(pks)-1] // the user's keys (2 on MREC), then the global one
+			withGlobal := read{op: "BatchGetItem", pks: append(slices.Clone(keys.user), keys.global)}
 			var clock atomic.Int64
 			clock.Store(1)
-			store, count := newStore(t, client, table, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
-			scsstore.SetMonotonicClock(store, clock.Load)
+			store, count := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 
 			// Every item is small: one read unit each, strongly consistent.
-			step := func(name string, do func(), wantGets int, wantKeys [][]string) {
+			step := func(name string, do func(), wantSCSGets int, want ...read) {
 				t.Helper()
-				before := count.counts()
-				count.takeBatchKeys()
+				count.takeReads()
 				do()
-				if got := count.counts().gets - before.gets; got != wantGets {
-					t.Errorf("%s: %d GetItems, want %d", name, got, wantGets)
+				var scsGets int
+				var got []read
+				for _, r := range count.takeReads() {
+					if len(r.pks) == 1 && strings.HasPrefix(r.pks[0], "SCS#") {
+						scsGets++
+						continue
+					}
+					got = append(got, *r)
 				}
-				keys, units := count.takeBatchKeys()
-				if diff := cmp.Diff(wantKeys, keys); diff != "" {
-					t.Errorf("%s: the partition keys of each BatchGetItem (-want +got):\n%s", name, diff)
+				if scsGets != wantSCSGets {
+					t.Errorf("%s: scs read %d sessions, want %d", name, scsGets, wantSCSGets)
 				}
-				wantUnits := 0
-				for _, k := range wantKeys {
-					wantUnits += len(k)
+				for i := range want {
+					want[i].units = float64(len(want[i].pks))
 				}
-				if units != float64(wantUnits) {
-					t.Errorf("%s: the BatchGetItems consumed %v read units, want %d", name, units, wantUnits)
+				if diff := cmp.Diff(want, got, cmp.AllowUnexported(read{})); diff != "" {
+					t.Errorf("%s: the reads of the user (-want +got):\n%s", name, diff)
 				}
 			}
-			step("a request without a session", func() { b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "") }, 0, nil)
+			step("a request without a session", func() { b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "") }, 0)
 			step("an anonymous session", func() {
 				b.expect(in, "POST", "/put", msg("m"), http.StatusNoContent, "")
 				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
-			}, 1, nil)
-			step("login", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, [][]string{append(user, global)})
-			step("a signed-in request", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
+			}, 1)
+			step("the first login", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1,
+				read{op: "BatchGetItem", pks: append(slices.Clone(withGlobal.pks), keys.layoutRecord)})
+			step("a signed-in request", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, userRead)
 			clock.Add(int64(within))
-			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{append(user, global)})
-			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, [][]string{user})
-			step("a login while the copy is fresh", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, [][]string{user})
+			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, withGlobal)
+			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, userRead)
+			step("a login while the copy is fresh", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, userRead)
 		})
 	}
 }
@@ -320,11 +389,7 @@ func TestLoadUserOfAGoneUser(t *testing.T) {
 
 	signedIn.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
 	signedIn.expect(in, "POST", "/put", msg("alice's cart"), http.StatusNoContent, "")
-	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: &table, Key: map[string]types.AttributeValue{"pk": avS(alice.PK), "sk": avS(alice.SK)},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	deleteUser(t, client, table, alice)
 	token := signedIn.token(in)
 	signedIn.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
 	thief := newBrowser(t)
@@ -378,19 +443,18 @@ func TestLoadUserAheadOfReplication(t *testing.T) {
 			t.Parallel()
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
+			if err := core.RevokeAll(context.Background(), alice); err != nil { // on MREC, the revocation item is there
+				t.Fatal(err)
+			}
 			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 			b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
 			b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
 
-			keys, err := ddbitem.RevocationKeys(tc.layout, alice)
-			if err != nil {
-				t.Fatal(err)
-			}
-			versionKey, versionAttr := keys[0], "sessionsVersion" // the user item
+			versionKey, versionAttr := map[string]types.AttributeValue{"pk": avS(alice.PK), "sk": avS(alice.SK)}, "sessionsVersion" // the user item
 			if tc.layout.MREC {
-				versionKey, versionAttr = keys[1], "gen" // the revocation item
+				versionKey, versionAttr = keysOf(t, tc.layout, alice).revocation, "gen"
 			}
 			setVersion := func(add int64) {
 				t.Helper()
@@ -411,6 +475,353 @@ func TestLoadUserAheadOfReplication(t *testing.T) {
 			} else {
 				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
 			}
+		})
+	}
+}
+
+// A new credential ends the sessions signed in with the old one: the app
+// moves the user's credentialVersion on (Layout.CredentialAttribute) in
+// the write that changes the password, and a session that Login signed in
+// before it is refused and destroyed at its next request, on MREC too; a
+// login after it lives.
+func TestCredentialChangeEndsTheSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice, bob)
+			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			in := newInstance(t, store, 0)
+			attacker, owner, other := newBrowser(t), newBrowser(t), newBrowser(t)
+			attacker.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+			attacker.expect(in, "POST", "/put", msg("attacker's cart"), http.StatusNoContent, "")
+			attacker.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+			other.expect(in, "POST", "/login", login(bob), http.StatusNoContent, "")
+			token := attacker.token(in)
+
+			changePassword := func() {
+				t.Helper()
+				if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+					TableName: &table, Key: map[string]types.AttributeValue{"pk": avS(alice.PK), "sk": avS(alice.SK)},
+					UpdateExpression:          aws.String("SET passwordHash = :hash ADD credentialVersion :one"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":hash": avS("a new hash"), ":one": avN(1)},
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			changePassword()
+			attacker.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+			thief := newBrowser(t)
+			thief.setToken(in, token)
+			thief.expect(in, "GET", "/get", nil, http.StatusNotFound, "") // destroyed, data and all
+			other.expect(in, "GET", "/me", nil, http.StatusOK, me(bob))
+
+			owner.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+			owner.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+			changePassword() // and once more, from a version the app wrote
+			owner.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+		})
+	}
+}
+
+// A user item deleted and made anew under the same key does not inherit
+// the sessions of the one before: whether the app writes it with a fresh
+// sessionsVersion, writes it without one, or has CreateUser make it, a
+// session signed in before is refused and destroyed; on MREC too, where
+// the user's revocation item outlives the user item. A login of the new
+// item lives, or fails loudly where the item has no sessionsVersion.
+func TestUserMadeAnewEndsTheSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range revocationLayouts {
+		for _, anew := range []struct {
+			name   string
+			make   func(*testing.T, *dynamodb.Client, string, *ddbsession.Manager[testUser])
+			signIn int // what a login of the new item answers
+		}{
+			{"PutItem with a fresh sessionsVersion", func(t *testing.T, client *dynamodb.Client, table string, _ *ddbsession.Manager[testUser]) {
+				putUser(t, client, table, alice, newVersion())
+			}, http.StatusNoContent},
+			{"PutItem without a sessionsVersion", func(t *testing.T, client *dynamodb.Client, table string, _ *ddbsession.Manager[testUser]) {
+				putUser(t, client, table, alice, 0)
+			}, http.StatusInternalServerError},
+			{"CreateUser", func(t *testing.T, _ *dynamodb.Client, _ string, core *ddbsession.Manager[testUser]) {
+				createUsers(t, core, alice)
+			}, http.StatusNoContent},
+		} {
+			t.Run(tc.name+"/"+anew.name, func(t *testing.T) {
+				t.Parallel()
+				client, table, core := newTableWith(t, tc.layout)
+				createUsers(t, core, alice)
+				if err := core.RevokeAll(context.Background(), alice); err != nil { // on MREC, the revocation item is there
+					t.Fatal(err)
+				}
+				store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+				in := newInstance(t, store, 0)
+				b := newBrowser(t)
+				b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+				b.expect(in, "POST", "/put", msg("the old alice's cart"), http.StatusNoContent, "")
+				b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+				token := b.token(in)
+
+				deleteUser(t, client, table, alice)
+				anew.make(t, client, table, core)
+				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+				thief := newBrowser(t)
+				thief.setToken(in, token)
+				thief.expect(in, "GET", "/get", nil, http.StatusNotFound, "")
+
+				if status, body := b.do(in, "POST", "/login", login(alice)); status != anew.signIn {
+					t.Fatalf("POST /login of the new item: %d %q, want %d", status, body, anew.signIn)
+				}
+				if anew.signIn == http.StatusNoContent {
+					b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+				}
+			})
+		}
+	}
+}
+
+// Login of a user item that the app wrote without a sessionsVersion fails
+// loudly, with an error naming the attribute, the user and the docs that
+// say what to write, and signs nothing in: nothing would tell that item
+// from the next one made under its key. Once the app writes one, the user
+// signs in.
+func TestLoginOfAUserWithoutSessionsVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, _ := newTableWith(t, tc.layout)
+			putUser(t, client, table, alice, 0)
+			store, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			in := newInstance(t, store, 0)
+			b := newBrowser(t)
+			b.expect(in, "POST", "/put", msg("cart"), http.StatusNoContent, "")
+			token := b.token(in)
+
+			status, body := b.do(in, "POST", "/login", login(alice))
+			if status != http.StatusInternalServerError {
+				t.Fatalf("POST /login: %d %q, want 500", status, body)
+			}
+			for _, want := range []string{"scsstore: login: ", alice.PK, "sessionsVersion (Layout.VersionAttribute)", "docs/item-format.md#user-items"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("the error %q does not say %q", body, want)
+				}
+			}
+			b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
+			if b.token(in) != token {
+				t.Errorf("a refused login renewed the session's token")
+			}
+			b.expect(in, "GET", "/get", nil, http.StatusOK, "cart")
+
+			putUser(t, client, table, alice, newVersion())
+			b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+			b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+		})
+	}
+}
+
+// A session that release v0.1.0's Login signed in stays signed in across
+// the upgrade while nothing changed, and ends with a RevokeAll. The test
+// writes its record by hand, as v0.1.0 wrote it:
+// "1.<version>.<global>.<base64url PK>.<base64url SK>", where version is
+// the user's sessions version (on MREC the revocation item's) and global
+// the global revocation generation, each as the table holds it.
+func TestLoadUserOfARecordOfV010(t *testing.T) {
+	t.Parallel()
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice)
+			// Both numbers are not 0, so that a record that dropped either
+			// would not pass.
+			if err := core.RevokeEveryone(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := core.RevokeAll(context.Background(), alice); err != nil {
+				t.Fatal(err)
+			}
+			keys := keysOf(t, tc.layout, alice)
+			version := number(t, userItem(t, client, table, alice), "sessionsVersion")
+			if tc.layout.MREC {
+				version = number(t, itemAt(t, client, table, keys.revocation), "gen")
+			}
+			global := number(t, itemAt(t, client, table, keys.globalKey), "gen")
+			record := func(version, global int64) url.Values {
+				b64 := base64.RawURLEncoding.EncodeToString
+				return url.Values{"v": {fmt.Sprintf("1.%d.%d.%s.%s", version, global, b64([]byte(alice.PK)), b64([]byte(alice.SK)))}}
+			}
+			store1, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			store2, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout = tc.layout })
+			one, two := newInstance(t, store1, 0), newInstance(t, store2, 0)
+
+			// A record of another version, or of another generation, is no
+			// session of alice's.
+			for _, v := range []url.Values{record(version+1, global), record(version, global+1)} {
+				stranger := newBrowser(t)
+				stranger.expect(one, "POST", "/record", v, http.StatusNoContent, "")
+				stranger.expect(one, "GET", "/me", nil, http.StatusUnauthorized, "")
+			}
+
+			b := newBrowser(t)
+			b.expect(one, "POST", "/put", msg("alice's cart"), http.StatusNoContent, "")
+			b.expect(one, "POST", "/record", record(version, global), http.StatusNoContent, "")
+			for _, in := range []*instance{one, two, one} {
+				b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
+			}
+			token := b.token(one)
+			if err := core.RevokeAll(context.Background(), alice); err != nil {
+				t.Fatal(err)
+			}
+			b.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
+			thief := newBrowser(t)
+			thief.setToken(one, token)
+			thief.expect(one, "GET", "/get", nil, http.StatusNotFound, "")
+		})
+	}
+}
+
+// The copy of the global revocation generation is read once per
+// RevokeEveryoneWithin per Store, one read at a time: with 32 LoadUsers in
+// flight on a stale copy, the global item is read once, and not at all
+// while the copy is fresh. The read that takes the global item is held
+// until all 32 have begun their reads, so that every one of them begins
+// while the copy is stale.
+func TestRevokeEveryoneCopyIsReadOnce(t *testing.T) {
+	t.Parallel()
+	const within, inFlight = 2 * time.Second, 32
+	for _, tc := range revocationLayouts {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table, core := newTableWith(t, tc.layout)
+			createUsers(t, core, alice)
+			keys := keysOf(t, tc.layout, alice)
+			var clock atomic.Int64
+			clock.Store(1)
+			store, count := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			in := newInstance(t, store, 0)
+			b := newBrowser(t)
+			b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
+
+			globalReads := func() int {
+				n := 0
+				for _, r := range count.takeReads() {
+					if slices.Contains(r.pks, keys.global) {
+						n++
+					}
+				}
+				return n
+			}
+			wave := func() {
+				t.Helper()
+				statuses := make([]int, inFlight)
+				var wg sync.WaitGroup
+				for i := range inFlight {
+					wg.Go(func() { statuses[i], _ = b.do(in, "GET", "/me", nil) })
+				}
+				wg.Wait()
+				for i, status := range statuses {
+					if status != http.StatusOK {
+						t.Errorf("request %d of %d in flight: %d, want 200", i, inFlight, status)
+					}
+				}
+			}
+
+			clock.Add(int64(within))
+			var started atomic.Int32
+			allStarted := make(chan struct{})
+			count.mu.Lock()
+			count.beforeRead = func(pks []string) {
+				if !slices.Contains(pks, alice.PK) {
+					return
+				}
+				if started.Add(1) == inFlight {
+					close(allStarted)
+				}
+				if slices.Contains(pks, keys.global) {
+					select {
+					case <-allStarted:
+					case <-time.After(time.Minute): // a failsafe, not a window: never reached while the store works
+						t.Errorf("a read of the global item waited a minute for %d reads of the user to begin; %d did", inFlight, started.Load())
+					}
+				}
+			}
+			count.mu.Unlock()
+			globalReads()
+			wave()
+			if n := globalReads(); n != 1 {
+				t.Errorf("%d LoadUsers in flight on a stale copy read the global item %d times, want 1", inFlight, n)
+			}
+			count.mu.Lock()
+			count.beforeRead = nil
+			count.mu.Unlock()
+
+			wave()
+			if n := globalReads(); n != 0 {
+				t.Errorf("%d LoadUsers on a fresh copy read the global item %d times, want 0", inFlight, n)
+			}
+			clock.Add(int64(within))
+			wave()
+			if n := globalReads(); n != 1 {
+				t.Errorf("%d LoadUsers once the copy is stale again read the global item %d times, want 1", inFlight, n)
+			}
+		})
+	}
+}
+
+// A Store whose Config.Layout differs from the layout that the table
+// records (CreateTable recorded it) fails its first LoadUser, and its
+// first Login, with an error that names each field that differs with the
+// table's value and its own, and signs nothing in nor out.
+func TestLayoutMismatch(t *testing.T) {
+	t.Parallel()
+	client, table, core := newTableWith(t, ddbsession.Layout{})
+	createUsers(t, core, alice)
+	store, _ := newStore(t, client, table)
+	good := newInstance(t, store, 0)
+	b := newBrowser(t)
+	b.expect(good, "POST", "/login", login(alice), http.StatusNoContent, "")
+
+	for _, tc := range []struct {
+		name   string
+		layout ddbsession.Layout
+		want   []string // in the error
+	}{
+		{"VersionAttribute", ddbsession.Layout{VersionAttribute: "ver"}, []string{`Layout.VersionAttribute: the table's "sessionsVersion", this "ver"`}},
+		{"MREC", ddbsession.Layout{MREC: true}, []string{`Layout.MREC: the table's "false", this "true"`}},
+		// Not a key name nor the TTL attribute, which scs's own read of
+		// the session uses: a store that differs there loses its sessions
+		// before LoadUser can say why.
+		{"two fields", ddbsession.Layout{SessionPrefix: "S#", CredentialAttribute: "pwv"},
+			[]string{`Layout.SessionPrefix: the table's "SESSION#", this "S#"`, `Layout.CredentialAttribute: the table's "credentialVersion", this "pwv"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mismatched := func(t *testing.T, what string, status int, body string) {
+				t.Helper()
+				if status != http.StatusInternalServerError {
+					t.Errorf("%s: %d %q, want 500", what, status, body)
+				}
+				for _, want := range append(tc.want, table) {
+					if !strings.Contains(body, want) {
+						t.Errorf("%s: the error %q does not name %s", what, body, want)
+					}
+				}
+			}
+			edit := func(c *scsstore.Config) { c.Layout = tc.layout }
+			loads, _ := newStore(t, client, table, edit)
+			status, body := b.do(newInstance(t, loads, 0), "GET", "/me", nil)
+			mismatched(t, "the first LoadUser", status, body)
+
+			logs, _ := newStore(t, client, table, edit)
+			in := newInstance(t, logs, 0)
+			other := newBrowser(t)
+			status, body = other.do(in, "POST", "/login", login(alice))
+			mismatched(t, "the first Login", status, body)
+			other.expect(good, "GET", "/me", nil, http.StatusUnauthorized, "")
+
+			b.expect(good, "GET", "/me", nil, http.StatusOK, me(alice))
 		})
 	}
 }
