@@ -121,6 +121,7 @@ func TestSharedTableRefusesOthersSessions(t *testing.T) {
 	notes := e.start()
 	files := e.startWith(wiring{config: func(c *mcpsession.Config) { c.Name = "files" }})
 	notesID := initializeRaw(t, notes)
+	initializeRaw(t, files) // files' first reads, of the global item and the layout record, are behind it
 
 	web, err := ddbsession.New(ddbsession.Config[struct{}]{Client: e.client, Table: e.table, BearerTokens: true, Now: e.clock.Now})
 	if err != nil {

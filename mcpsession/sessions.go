@@ -31,7 +31,7 @@ func (m *Manager) login(ctx context.Context, clientAgent string) (string, error)
 			return "", err
 		}
 		if m.version != nil {
-			if _, err := m.version.read(ctx); err != nil {
+			if _, err := m.version.readAgain(ctx); err != nil {
 				return "", err
 			}
 		}
