@@ -45,13 +45,14 @@ func (m *Manager) loadServer(ctx context.Context, key ddbsession.UserKey) (struc
 // version is what one read of the server's user item found: whether the
 // item is there, and its version (ddbitem.User.Version: one number that
 // changes with any part of the stamp that the server's sessions copy at
-// initialize); when the read began on the monotonic clock, and which
-// read it was.
+// initialize), or, for 0, why it has none; when the read began on the
+// monotonic clock, and which read it was.
 type version struct {
-	found   bool
-	version int64
-	began   int64
-	flight  uint64
+	found    bool
+	version  int64
+	unusable error
+	began    int64
+	flight   uint64
 }
 
 // serverVersion is the copy: the version that the latest read found, and
@@ -199,7 +200,11 @@ func (c *serverVersion) read(ctx context.Context, n uint64) (version, error) {
 		c.failed(r)
 		return version{}, fmt.Errorf("mcpsession: read the server's user item: %w", err)
 	}
-	return version{found: u.Item() != nil, version: u.Version(), began: began, flight: n}, nil
+	v := version{found: u.Item() != nil, version: u.Version(), began: began, flight: n}
+	if v.found && v.version == 0 {
+		_, v.unusable = u.Stamp() // a user item without a sessions version
+	}
+	return v, nil
 }
 
 // readerNow returns the Reader to read with.

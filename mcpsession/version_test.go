@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -306,6 +307,42 @@ func TestServerUserMadeAnewServesNoOldSession(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A server's user item without a sessions version (written by hand, not
+// by the first initialize's CreateUser) serves no session: nothing tells
+// it from an item made anew under its key. The copy's version is then 0,
+// which ddbsession refuses: initialize fails, and the log names the item,
+// the attribute and the fix; once the item is deleted, an initialize makes
+// it anew, on an instance whose copy has read the deletion.
+func TestServerUserWithoutVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: serverKey.PK}, "sk": &types.AttributeValueMemberS{Value: serverKey.SK}}
+	unversioned := map[string]types.AttributeValue{"mcpServer": &types.AttributeValueMemberS{Value: "notes"}}
+	for k, v := range key {
+		unversioned[k] = v
+	}
+	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: unversioned}); err != nil {
+		t.Fatal(err)
+	}
+	clock := newClock()
+	in := e.startWith(wiring{mono: clock.Load})
+	if code, body := post(t, in, "", initializeV); !strings.Contains(body, `"error"`) {
+		t.Errorf("initialize with a server's user item without a sessions version: status %d %q, want an error", code, body)
+	}
+	want := `has no sessionsVersion (Layout.VersionAttribute), a Number that every user item needs`
+	if logs := in.logs.String(); !strings.Contains(logs, want) || !strings.Contains(logs, "delete it, and an initialize makes it anew") {
+		t.Errorf("the log:\n%s\nwant the initialize's error, with %q and the fix", logs, want)
+	}
+
+	if _, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &e.table, Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(within))
+	if code, body := post(t, in, initializeRaw(t, in), callEcho); code != http.StatusOK {
+		t.Errorf("a session initialized once the item is deleted: status %d %q, want 200", code, body)
 	}
 }
 
