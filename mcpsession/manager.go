@@ -170,6 +170,9 @@ func (m *Manager) List(ctx context.Context) ([]ddbsession.Session, error) {
 // starts a new session. It returns [ddbsession.ErrNoSession] for an ID that
 // is not one of this server's live sessions.
 func (m *Manager) Revoke(ctx context.Context, id string) error {
+	if err := m.checkLayout(ctx); err != nil {
+		return err
+	}
 	return m.sessions.Revoke(ctx, m.server, id)
 }
 
@@ -182,6 +185,9 @@ func (m *Manager) Revoke(ctx context.Context, id string) error {
 // live; on an instance that has not seen it yet, they are refused until it
 // has (their clients initialize again).
 func (m *Manager) RevokeAll(ctx context.Context) error {
+	if err := m.checkLayout(ctx); err != nil {
+		return err
+	}
 	err := m.sessions.RevokeAll(ctx, m.server)
 	switch {
 	case errors.Is(err, ddbsession.ErrUserNotFound):
@@ -202,4 +208,16 @@ func (m *Manager) RevokeAll(ctx context.Context) error {
 		return fmt.Errorf("mcpsession: revoke all: written, but not read back on this instance: %w", readErr)
 	}
 	return nil
+}
+
+// checkLayout checks, once, that the table records the sessions' Layout,
+// ahead of a write that ddbsession makes without a read first: a Revoke or
+// a RevokeAll of another layout's items reports success, and ends no
+// session that the table's other instances serve. Every other use begins
+// with a read of ddbsession's, which checks it.
+func (m *Manager) checkLayout(ctx context.Context) error {
+	if m.version == nil {
+		return nil // the tests' wiring without the copy
+	}
+	return m.version.checkLayout(ctx)
 }

@@ -207,6 +207,22 @@ func (c *serverVersion) read(ctx context.Context, n uint64) (version, error) {
 	return v, nil
 }
 
+// checkLayout checks the table's layout record against the sessions'
+// Layout, as the Reader's first read does, at no call after the first
+// that passed: for what writes to the table without a read of the
+// sessions' Manager first (Revoke, RevokeAll), which would otherwise act
+// on items that the table's other instances do not read.
+func (c *serverVersion) checkLayout(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	r := c.readerNow()
+	if err := r.CheckLayout(ctx); err != nil {
+		c.failed(r)
+		return fmt.Errorf("mcpsession: %w", err)
+	}
+	return nil
+}
+
 // readerNow returns the Reader to read with.
 func (c *serverVersion) readerNow() *ddbitem.Reader {
 	c.mu.Lock()
