@@ -101,13 +101,19 @@
 // request read that item would be throttled there, and fail closed. So a
 // request reads its session item alone, 1 read unit, and takes the
 // server's sessions version from this instance's copy, which it reads
-// again with the server's user item (ddbitem.RevocationKeys) once the copy
-// is Limits.RevokeEveryoneWithin old (10 seconds by default, measured on
-// the monotonic clock), however many requests find it stale at once.
-// ddbsession reads its global revocation generation as often, alone. Per
-// instance, that is a strongly consistent BatchGetItem and a GetItem per
-// RevokeEveryoneWithin, whatever the traffic.
-// [Manager.RevokeAll] raises the copy of the instance that calls
+// again with the server's user item once the copy is
+// Limits.RevokeEveryoneWithin old (10 seconds by default, measured on the
+// monotonic clock), one read however many requests find it stale at once.
+// The read is a ddbitem.Reader's, the code that ddbsession reads users
+// with; its version changes with any part of the server user's stamp (its
+// sessions version, on MREC its revocation item, its credential version),
+// and a user item without a sessions version is refused. ddbsession reads
+// its global revocation generation as often, in a request's read; the
+// copy leaves it out. Per instance, that is a strongly consistent GetItem
+// (on MREC a BatchGetItem of the user item and its revocation item) per
+// RevokeEveryoneWithin, and the global item in one request's read,
+// whatever the traffic.
+// [Manager.RevokeAll] renews the copy of the instance that calls
 // it right after its write; another instance serves the sessions it ended
 // until its own copy is stale, and sessions initialized there meanwhile
 // copy the old version and end with the others once it reads the new one.
@@ -120,13 +126,15 @@
 //	initialize             4: LoginBearer's two PutItems (the session and its index item;
 //	                       the server's version and the global generation come from this
 //	                       instance's copies), then a GetItem and an UpdateItem that store
-//	                       the state; the first initialize ever also reads the copy,
-//	                       creates the user item (PutItem), reads the copy again and
-//	                       reads the global generation (a GetItem)
+//	                       the state; an instance's first read also reads the global
+//	                       item and the layout record, ddbsession's and the copy's alike;
+//	                       the first initialize ever also creates the user item
+//	                       (PutItem) and reads the copy again (a GetItem)
 //	any other request      1 GetItem (on MREC a BatchGetItem of the session and its end
 //	                       record), no write; once per Limits.RefreshInterval, 1 UpdateItem
 //	                       after the response; once per Limits.RevokeEveryoneWithin per
-//	                       instance, the copies' BatchGetItem and GetItem
+//	                       instance, the copy's read, and the global item in one
+//	                       request's read
 //	logging/setLevel       the same, and an UpdateItem when the level changes
 //	DELETE                 the same read, and 2 DeleteItems
 //	an ID not issued,      the read alone, whatever the method; a malformed ID, none
@@ -201,9 +209,12 @@
 // sessions presented as an Mcp-Session-Id are refused (their user is not
 // the server's), but a web app with BearerTokens on the same table and
 // Layout would accept an Mcp-Session-Id as a bearer token for the server's
-// user item, decoded into its own user type: give MCP sessions a table of
-// their own, or other prefixes (Layout.SessionPrefix and
-// Layout.UserSessionsPrefix), where a web app takes bearer tokens.
+// user item, decoded into its own user type: where a web app takes bearer
+// tokens, give MCP sessions a table of their own. Every Manager on a table
+// shares its layout, which the table records (CreateTable writes it): a
+// Manager whose Config.Sessions.Layout differs fails at its first use with
+// an error naming each field and both values (Revoke and RevokeAll check
+// before they write).
 //
 // # Reading the code
 //

@@ -98,6 +98,24 @@ func (e *env) config(calls *probe) mcpsession.Config {
 	}
 }
 
+// items returns every item of e's table, strongly consistent, but the
+// table's layout record (pk DDBSESSION#LAYOUT), which CreateTable wrote
+// and nothing of an MCP session touches or TTL deletes.
+func (e *env) items() []map[string]types.AttributeValue {
+	e.t.Helper()
+	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.table, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var items []map[string]types.AttributeValue
+	for _, it := range out.Items {
+		if pk, _ := it["pk"].(*types.AttributeValueMemberS); pk == nil || pk.Value != "DDBSESSION#LAYOUT" {
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
 // instance is one instance of the tests' MCP server, on its own port, with
 // its own Manager and counted DynamoDB client, as another process would
 // have them.
@@ -413,10 +431,10 @@ type probe struct {
 
 	mu     sync.Mutex
 	calls  map[string]int
-	reads  [][]string            // the partition keys each GetItem or BatchGetItem read
-	units  float64               // the read units the engine reports those reads consumed
-	fail   func(op string) error // nil, or an error for the calls to fail
-	before func(op string)       // nil, or run before each call goes out
+	reads  [][]string                      // the partition keys each GetItem or BatchGetItem read
+	units  float64                         // the read units the engine reports those reads consumed
+	fail   func(op string) error           // nil, or an error for the calls to fail
+	before func(op string, reads []string) // nil, or run before each call goes out
 }
 
 // takeReads returns the partition keys of each read since the last call,
@@ -448,8 +466,8 @@ func (p *probe) consumed(c ...types.ConsumedCapacity) {
 	}
 }
 
-// read records the partition keys of a read.
-func (p *probe) read(keys ...map[string]types.AttributeValue) {
+// read records the partition keys of a read, and returns them.
+func (p *probe) read(keys ...map[string]types.AttributeValue) []string {
 	var pks []string
 	for _, k := range keys {
 		pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
@@ -457,6 +475,7 @@ func (p *probe) read(keys ...map[string]types.AttributeValue) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reads = append(p.reads, pks)
+	return pks
 }
 
 func newProbe(c *dynamodb.Client) *probe { return &probe{Client: c, calls: map[string]int{}} }
@@ -478,20 +497,21 @@ func (p *probe) failing(fail func(op string) error) {
 	p.fail = fail
 }
 
-// pausing makes before run ahead of each call, which may block it.
-func (p *probe) pausing(before func(op string)) {
+// pausing makes before run ahead of each call, which may block it: with
+// the partition keys it reads, for a read.
+func (p *probe) pausing(before func(op string, reads []string)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.before = before
 }
 
-func (p *probe) enter(op string) error {
+func (p *probe) enter(op string, reads ...string) error {
 	p.mu.Lock()
 	p.calls[op]++
 	fail, before := p.fail, p.before
 	p.mu.Unlock()
 	if before != nil {
-		before(op)
+		before(op, reads)
 	}
 	if fail != nil {
 		return fail(op)
@@ -504,8 +524,7 @@ var errOutage = errors.New("injected DynamoDB outage")
 type opt = func(*dynamodb.Options)
 
 func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt) (*dynamodb.GetItemOutput, error) {
-	p.read(in.Key)
-	if err := p.enter("GetItem"); err != nil {
+	if err := p.enter("GetItem", p.read(in.Key)...); err != nil {
 		return nil, err
 	}
 	counted := *in
@@ -518,10 +537,11 @@ func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt
 }
 
 func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opt) (*dynamodb.BatchGetItemOutput, error) {
+	var reads []string
 	for _, ka := range in.RequestItems {
-		p.read(ka.Keys...)
+		reads = append(reads, p.read(ka.Keys...)...)
 	}
-	if err := p.enter("BatchGetItem"); err != nil {
+	if err := p.enter("BatchGetItem", reads...); err != nil {
 		return nil, err
 	}
 	counted := *in

@@ -8,9 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -129,7 +126,7 @@ func TestSetLevelRacingDelete(t *testing.T) {
 	id := initializeRaw(t, one)
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	two.calls.pausing(func(op string) {
+	two.calls.pausing(func(op string, _ []string) {
 		if op == "UpdateItem" {
 			once.Do(func() {
 				close(paused)
@@ -155,12 +152,8 @@ func TestSetLevelRacingDelete(t *testing.T) {
 	}
 	// Of every item, only the server's user item is left: no session
 	// item, whole or a fragment of the level's write.
-	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.table, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Items) != 1 || out.Items[0]["mcpServer"] == nil {
-		t.Errorf("items after the race: %v, want the server's user item alone", out.Items)
+	if items := e.items(); len(items) != 1 || items[0]["mcpServer"] == nil {
+		t.Errorf("items after the race: %v, want the server's user item alone", items)
 	}
 	if code, _ := post(t, two, id, callEcho); code != http.StatusNotFound {
 		t.Errorf("the ended session on instance 2: status %d, want 404", code)

@@ -119,12 +119,16 @@ func newManager(cfg Config, o options) (*Manager, error) {
 	}
 	cfg.Sessions.BearerTokens = true
 	if !o.readServerPerRequest {
-		m.version = newServerVersion(cfg.Sessions, layout, key, o.mono)
 		cfg.Sessions.LoadUser = m.loadServer
 		cfg.Sessions.Cookie.HideUserKey = false // LoadUser's IDs never carry a key
 	}
 	if m.sessions, err = ddbsession.New(cfg.Sessions); err != nil {
 		return nil, fmt.Errorf("mcpsession: Config.Sessions: %w", err)
+	}
+	if !o.readServerPerRequest {
+		if m.version, err = newServerVersion(cfg.Sessions, key, o.mono); err != nil {
+			return nil, fmt.Errorf("mcpsession: Config.Sessions: %w", err)
+		}
 	}
 	return m, nil
 }
@@ -166,6 +170,9 @@ func (m *Manager) List(ctx context.Context) ([]ddbsession.Session, error) {
 // starts a new session. It returns [ddbsession.ErrNoSession] for an ID that
 // is not one of this server's live sessions.
 func (m *Manager) Revoke(ctx context.Context, id string) error {
+	if err := m.checkLayout(ctx); err != nil {
+		return err
+	}
 	return m.sessions.Revoke(ctx, m.server, id)
 }
 
@@ -178,15 +185,39 @@ func (m *Manager) Revoke(ctx context.Context, id string) error {
 // live; on an instance that has not seen it yet, they are refused until it
 // has (their clients initialize again).
 func (m *Manager) RevokeAll(ctx context.Context) error {
-	err := m.sessions.RevokeAll(ctx, m.server)
-	if errors.Is(err, ddbsession.ErrUserNotFound) {
-		return nil // no initialize yet, so no session to end
-	}
-	if err != nil || m.version == nil {
+	if err := m.checkLayout(ctx); err != nil {
 		return err
 	}
-	if _, err := m.version.read(ctx); err != nil {
-		return fmt.Errorf("mcpsession: revoke all: written, but not read back on this instance: %w", err)
+	err := m.sessions.RevokeAll(ctx, m.server)
+	switch {
+	case errors.Is(err, ddbsession.ErrUserNotFound):
+		return nil // no initialize yet, so no session to end
+	case m.version == nil:
+		return err
+	}
+	// The copy reads the version back, whether RevokeAll failed or not:
+	// ddbsession fails it for a server without a user item, since its
+	// users come from LoadUser, and such a server has no session to end.
+	v, readErr := m.version.readAgain(ctx)
+	switch {
+	case err != nil && readErr == nil && !v.found:
+		return nil
+	case err != nil:
+		return err
+	case readErr != nil:
+		return fmt.Errorf("mcpsession: revoke all: written, but not read back on this instance: %w", readErr)
 	}
 	return nil
+}
+
+// checkLayout checks, once, that the table records the sessions' Layout,
+// ahead of a write that ddbsession makes without a read first: a Revoke or
+// a RevokeAll of another layout's items reports success, and ends no
+// session that the table's other instances serve. Every other use begins
+// with a read of ddbsession's, which checks it.
+func (m *Manager) checkLayout(ctx context.Context) error {
+	if m.version == nil {
+		return nil // the tests' wiring without the copy
+	}
+	return m.version.checkLayout(ctx)
 }

@@ -3,6 +3,7 @@ package mcpsession_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -121,6 +122,7 @@ func TestSharedTableRefusesOthersSessions(t *testing.T) {
 	notes := e.start()
 	files := e.startWith(wiring{config: func(c *mcpsession.Config) { c.Name = "files" }})
 	notesID := initializeRaw(t, notes)
+	initializeRaw(t, files) // files' first reads, of the global item and the layout record, are behind it
 
 	web, err := ddbsession.New(ddbsession.Config[struct{}]{Client: e.client, Table: e.table, BearerTokens: true, Now: e.clock.Now})
 	if err != nil {
@@ -253,5 +255,63 @@ func TestExpiryIndexHoldsMCPSessions(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, listed); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
+	}
+}
+
+// A Manager whose Config.Sessions.Layout differs from the layout that the
+// table records fails at its first use, whichever it is, with an error that
+// names the field and both values, and changes nothing: a RevokeAll that
+// wrote the server's version under another attribute would report success
+// and end no session that the other instances serve.
+func TestLayoutMismatchFailsAtFirstUse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	good := e.start()
+	id := initializeRaw(t, good)
+	list, err := good.sessions.List(context.Background())
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List = %v, %v; want the one session", list, err)
+	}
+	other := wiring{config: func(c *mcpsession.Config) { c.Sessions.Layout.VersionAttribute = "ver" }}
+	const want = `Layout.VersionAttribute: the table's "sessionsVersion", this "ver"`
+	inLog := strings.ReplaceAll(want, `"`, `\"`) // as the log quotes it
+	for _, tc := range []struct {
+		name string
+		use  func(*instance) error // the first use: its error, or the log of it
+	}{
+		{"initialize", func(in *instance) error {
+			// mcp-go answers a failed initialize with a JSON-RPC error.
+			if code, body := post(t, in, "", initializeV); !strings.Contains(body, `"error"`) {
+				return fmt.Errorf("status %d %q, want an error", code, body)
+			}
+			return errors.New(in.logs.String())
+		}},
+		{"a request of a session", func(in *instance) error {
+			if code, body := post(t, in, id, callEcho); code != http.StatusServiceUnavailable {
+				return fmt.Errorf("status %d %q, want 503", code, body)
+			}
+			return errors.New(in.logs.String())
+		}},
+		{"List", func(in *instance) error {
+			_, err := in.sessions.List(context.Background())
+			return err
+		}},
+		{"Revoke", func(in *instance) error { return in.sessions.Revoke(context.Background(), list[0].ID) }},
+		{"RevokeAll", func(in *instance) error { return in.sessions.RevokeAll(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := e.startWith(other)
+			if err := tc.use(in); err == nil || !strings.Contains(err.Error(), want) && !strings.Contains(err.Error(), inLog) {
+				t.Errorf("first use: %v\nwant an error naming %s", err, want)
+			}
+		})
+	}
+	if code, body := post(t, good, id, callEcho); code != http.StatusOK {
+		t.Errorf("the session on the instance of the table's layout: status %d %q, want it alive", code, body)
+	}
+	for _, it := range e.items() {
+		if it["ver"] != nil {
+			t.Errorf("item %v has the other layout's version attribute", it)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/ddbsession/ddbsession"
@@ -31,11 +32,19 @@ func (m *Manager) login(ctx context.Context, clientAgent string) (string, error)
 			return "", err
 		}
 		if m.version != nil {
-			if _, err := m.version.read(ctx); err != nil {
+			if _, err := m.version.readAgain(ctx); err != nil {
 				return "", err
 			}
 		}
 		token, _, err = m.sessions.LoginBearer(r, m.server, nil, "mcp")
+	}
+	if err != nil && m.version != nil {
+		// ddbsession refuses the version 0 of a server's user item without
+		// a sessions version; say which item, and how to put it right.
+		if v := m.version.latest.Load(); v != nil && v.unusable != nil {
+			err = fmt.Errorf("mcpsession: %w: it was not made by the first initialize's CreateUser; "+
+				"delete it, and an initialize makes it anew within Limits.RevokeEveryoneWithin (%w)", v.unusable, err)
+		}
 	}
 	return token, err
 }

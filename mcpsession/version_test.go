@@ -5,15 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
-	"github.com/ddbsession/ddbsession/ddbitem"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
@@ -26,17 +27,14 @@ func sessionPK(id string) string {
 	return "SESSION#" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// serverReadPKs are the partition keys of a read of the server's version:
-// ddbitem.RevocationKeys of the server's user.
-func serverReadPKs(t *testing.T, layout ddbsession.Layout) []string {
-	t.Helper()
-	keys, err := ddbitem.RevocationKeys(layout, serverKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pks []string
-	for _, k := range keys {
-		pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
+// serverReadPKs are the partition keys of a read of the server's version
+// after the instance's first: the server's user item and, on MREC, its
+// revocation item (docs/item-format.md), without the global item, which
+// the sessions' Manager keeps its own copy of.
+func serverReadPKs(layout ddbsession.Layout) []string {
+	pks := []string{serverKey.PK}
+	if layout.MREC {
+		pks = append(pks, "USERSESSIONS#15#MCPSERVER#notesMCPSERVER")
 	}
 	return pks
 }
@@ -53,7 +51,10 @@ func newClock() *atomic.Int64 {
 // end record, in one BatchGetItem): never the server's user item, which
 // every MCP session shares, while the instance's copy of the server's
 // version is younger than RevokeEveryoneWithin. Then one read of the
-// server's items renews the copy. The wiring before the copy read the
+// server's items renews the copy (a GetItem of the user item; on MREC a
+// BatchGetItem of it and its revocation item), which leaves out the
+// global item: the sessions' Manager keeps its own copy of that, and reads
+// it once per RevokeEveryoneWithin. The wiring before the copy read the
 // server's user item in every request, with the session. On the plain
 // table, where every item read is there, the engine reports 1 read unit a
 // request, and 2 for the wiring before.
@@ -87,8 +88,8 @@ func TestRequestReadsItsSessionAlone(t *testing.T) {
 				t.Helper()
 				want, wantReads := map[string]int{op: 1}, [][]string{session}
 				if withCopy {
-					want["BatchGetItem"]++
-					wantReads = append(wantReads, serverReadPKs(t, tc.layout))
+					want[op]++
+					wantReads = append(wantReads, serverReadPKs(tc.layout))
 				}
 				in.calls.counts()
 				in.calls.takeReads()
@@ -152,10 +153,12 @@ func contains(pks []string, pk string) bool {
 }
 
 // However many requests find the copy stale at once, the instance reads
-// the server's version once: the others wait for that read.
+// the server's version once: the others wait for that read. It reads the
+// global item in none of them: the sessions' Manager keeps its own copy of
+// that, fresh here, and the copy's Reader read it at initialize.
 func TestStaleCopyIsReadOnce(t *testing.T) {
 	t.Parallel()
-	const requests = 8
+	const requests = 32
 	e := newEnv(t)
 	clock := newClock()
 	in := e.startWith(wiring{mono: clock.Load})
@@ -167,15 +170,16 @@ func TestStaleCopyIsReadOnce(t *testing.T) {
 	var sessionReads sync.WaitGroup
 	sessionReads.Add(requests)
 	var first atomic.Bool
-	in.calls.pausing(func(op string) {
+	in.calls.pausing(func(_ string, reads []string) {
 		switch {
-		case op == "GetItem":
+		case contains(reads, sessionPK(id)):
 			sessionReads.Done()
-		case op == "BatchGetItem" && first.CompareAndSwap(false, true):
+		case contains(reads, serverKey.PK) && first.CompareAndSwap(false, true):
 			sessionReads.Wait()
 		}
 	})
 	in.calls.counts()
+	in.calls.takeReads()
 	var wg sync.WaitGroup
 	codes := make([]int, requests)
 	for i := range requests {
@@ -188,8 +192,157 @@ func TestStaleCopyIsReadOnce(t *testing.T) {
 			t.Errorf("request %d: status %d, want 200", i, code)
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"GetItem": requests, "BatchGetItem": 1}, in.calls.counts()); diff != "" {
+	// On the plain table each read is of one item: a GetItem.
+	if diff := cmp.Diff(map[string]int{"GetItem": requests + 1}, in.calls.counts()); diff != "" {
 		t.Errorf("DynamoDB calls of %d requests that find the copy stale (-want +got):\n%s", requests, diff)
+	}
+	reads := map[string]int{}
+	for _, pks := range in.calls.takeReads() {
+		for _, pk := range pks {
+			reads[pk]++
+		}
+	}
+	if diff := cmp.Diff(map[string]int{sessionPK(id): requests, serverKey.PK: 1}, reads); diff != "" {
+		t.Errorf("the items read, by partition key (-want +got):\n%s", diff)
+	}
+}
+
+// The copy's reads leave the table's global item to the sessions'
+// Manager, which keeps its own copy of it: an instance reads that item,
+// which every request of the fleet depends on, once per
+// RevokeEveryoneWithin, not once more for each read of the copy. Here the
+// Manager's copy stays fresh (it ages on the machine's clock, and
+// RevokeEveryoneWithin is an hour), while the copy of the server's version
+// goes stale again and again: each time, one read of the server's user
+// item, and none of the global item.
+func TestCopyLeavesTheGlobalItemToTheManager(t *testing.T) {
+	t.Parallel()
+	const globalPK = "SESSION#GLOBAL" // docs/item-format.md
+	for _, tc := range []struct {
+		name   string
+		layout ddbsession.Layout
+	}{
+		{"plain", ddbsession.Layout{}},
+		{"MREC", ddbsession.Layout{MREC: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvWith(t, tc.layout)
+			clock := newClock()
+			in := e.startWith(wiring{mono: clock.Load})
+			id := initializeRaw(t, in)
+			in.calls.takeReads()
+			const stale = 5
+			for range stale {
+				clock.Add(int64(within))
+				for range 3 {
+					if code, body := post(t, in, id, callEcho); code != http.StatusOK {
+						t.Fatalf("tools/call: status %d %q", code, body)
+					}
+				}
+			}
+			reads := map[string]int{}
+			for _, pks := range in.calls.takeReads() {
+				for _, pk := range pks {
+					reads[pk]++
+				}
+			}
+			if reads[serverKey.PK] != stale || reads[globalPK] != 0 {
+				t.Errorf("over %d reads of the copy, the server's user item was read %d times and the global item %d times; want %d and 0",
+					stale, reads[serverKey.PK], reads[globalPK], stale)
+			}
+		})
+	}
+}
+
+// A server's user item deleted and made anew (by the next initialize, with
+// CreateUser) serves none of the sessions of the one before it, on every
+// instance, and on MREC too, where the server's revocation item outlives
+// the user item and CreateUser leaves it as it is: the copy's version
+// changes with the user item's sessions version as well as with the
+// revocation item's.
+func TestServerUserMadeAnewServesNoOldSession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		layout ddbsession.Layout
+	}{
+		{"plain", ddbsession.Layout{}},
+		{"MREC", ddbsession.Layout{MREC: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnvWith(t, tc.layout)
+			clock := newClock()
+			x := e.startWith(wiring{mono: clock.Load})
+			initializeRaw(t, x)
+			// A RevokeAll gives the server a revocation item on MREC,
+			// which the deletion of its user item leaves behind.
+			if err := x.sessions.RevokeAll(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			old := initializeRaw(t, x)
+
+			_, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+				TableName: &e.table,
+				Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: serverKey.PK}, "sk": &types.AttributeValueMemberS{Value: serverKey.SK}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock.Add(int64(within)) // X reads its copy again
+			if code, _ := post(t, x, old, callEcho); code != http.StatusNotFound {
+				t.Errorf("once the server's user item is gone, on instance X: status %d, want 404", code)
+			}
+			renewed := initializeRaw(t, x) // makes the server's user item anew
+			for _, in := range []struct {
+				name string
+				*instance
+			}{{"X", x}, {"Y, started since", e.start()}} {
+				if code, _ := post(t, in.instance, old, callEcho); code != http.StatusNotFound {
+					t.Errorf("a session of the user item before, on instance %s: status %d, want 404", in.name, code)
+				}
+				if code, body := post(t, in.instance, renewed, callEcho); code != http.StatusOK {
+					t.Errorf("a session of the user item made anew, on instance %s: status %d %q, want 200", in.name, code, body)
+				}
+			}
+		})
+	}
+}
+
+// A server's user item without a sessions version (written by hand, not
+// by the first initialize's CreateUser) serves no session: nothing tells
+// it from an item made anew under its key. The copy's version is then 0,
+// which ddbsession refuses: initialize fails, and the log names the item,
+// the attribute and the fix; once the item is deleted, an initialize makes
+// it anew, on an instance whose copy has read the deletion.
+func TestServerUserWithoutVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: serverKey.PK}, "sk": &types.AttributeValueMemberS{Value: serverKey.SK}}
+	unversioned := map[string]types.AttributeValue{"mcpServer": &types.AttributeValueMemberS{Value: "notes"}}
+	for k, v := range key {
+		unversioned[k] = v
+	}
+	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: unversioned}); err != nil {
+		t.Fatal(err)
+	}
+	clock := newClock()
+	in := e.startWith(wiring{mono: clock.Load})
+	if code, body := post(t, in, "", initializeV); !strings.Contains(body, `"error"`) {
+		t.Errorf("initialize with a server's user item without a sessions version: status %d %q, want an error", code, body)
+	}
+	want := `has no sessionsVersion (Layout.VersionAttribute), a Number that every user item needs`
+	if logs := in.logs.String(); !strings.Contains(logs, want) || !strings.Contains(logs, "delete it, and an initialize makes it anew") {
+		t.Errorf("the log:\n%s\nwant the initialize's error, with %q and the fix", logs, want)
+	}
+
+	if _, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &e.table, Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(within))
+	if code, body := post(t, in, initializeRaw(t, in), callEcho); code != http.StatusOK {
+		t.Errorf("a session initialized once the item is deleted: status %d %q, want 200", code, body)
 	}
 }
 
@@ -222,7 +375,7 @@ func TestRevokeAllAcrossInstances(t *testing.T) {
 		t.Errorf("on instance X, right after its RevokeAll: status %d, want 404", code)
 	}
 	if diff := cmp.Diff(map[string]int{"GetItem": 1}, x.calls.counts()); diff != "" {
-		t.Errorf("instance X refused from its copy, raised by RevokeAll; DynamoDB calls (-want +got):\n%s", diff)
+		t.Errorf("instance X refused from its copy, renewed by RevokeAll; DynamoDB calls (-want +got):\n%s", diff)
 	}
 	if code := status(e.start(), before); code != http.StatusNotFound {
 		t.Errorf("on an instance whose copy was never read: status %d, want 404", code)
