@@ -51,6 +51,9 @@ func (m *Manager[U]) UpdateData(ctx context.Context, update func(data json.RawMe
 func (c *core) updateData(ctx context.Context, st *sessionState, update func(json.RawMessage) (any, error)) error {
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return err
+	}
 	data, rev := st.session.Data, st.dataRev
 	if st.stored.SessionPK == "" {
 		// A context of NewContext: find the session item through its

@@ -157,6 +157,10 @@ func (c *core) refreshBound(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	sessionPK := c.store.SessionPK(cred.Token)
 	if jwt == nil {
+		if err := c.read.CheckLayout(ctx); err != nil {
+			c.bindingStoreFailure(w, r, err)
+			return
+		}
 		c.challenge(ctx, w, r, sessionPK, id, now)
 		return
 	}

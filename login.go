@@ -57,6 +57,9 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return err
+	}
 	created, err := c.store.createUser(ctx, av)
 	switch {
 	case err != nil:
@@ -375,6 +378,9 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := m.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
+	if err := m.read.CheckLayout(ctx); err != nil {
+		return wrap("logout", err)
+	}
 	pendingErr := m.endPending(ctx, w, r)
 	_, err := m.endRequestSessions(ctx, r, endAll, EventEnded, m.stored(r))
 	return wrap("logout", errors.Join(pendingErr, err))

@@ -132,6 +132,9 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return err
+	}
 	// The index item lives in user's own index partition, so finding it
 	// there is what proves the session is theirs.
 	s, ok, err := c.store.getIndex(ctx, user.PK, user.SK, id)
@@ -170,6 +173,9 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	}
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return err
+	}
 	found, err := c.changeVersion(ctx, user)
 	switch {
 	case err != nil:
@@ -190,16 +196,19 @@ func (c *core) changeVersion(ctx context.Context, user UserKey) (found bool, err
 	if !c.store.MREC {
 		return c.store.changeVersion(ctx, user.PK, user.SK)
 	}
-	if found, err = c.userExists(ctx, user); !found || err != nil {
-		return found, err
+	key := c.store.Key(user.PK, user.SK)
+	av, err := c.store.get(ctx, key)
+	if av == nil || err != nil {
+		return false, err
+	}
+	if _, has := av[c.store.VersionAttribute]; !has {
+		// A user item the app wrote without one accepts no login: start
+		// it, as a RevokeAll outside MREC does.
+		if _, err := c.store.update(ctx, key, c.store.StartVersion()); err != nil {
+			return true, err
+		}
 	}
 	return true, c.store.changeRevocation(ctx, user.PK, user.SK)
-}
-
-// userExists reports whether user has an item in the table.
-func (c *core) userExists(ctx context.Context, user UserKey) (bool, error) {
-	av, err := c.store.get(ctx, c.store.Key(user.PK, user.SK))
-	return av != nil, err
 }
 
 // RevokeEveryone ends every session of every user with one write, for an
@@ -211,6 +220,9 @@ func (c *core) userExists(ctx context.Context, user UserKey) (bool, error) {
 func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
 	ctx, cancel := m.storeContext(ctx)
 	defer cancel()
+	if err := m.read.CheckLayout(ctx); err != nil {
+		return wrap("revoke everyone", err)
+	}
 	if err := m.store.revokeEveryone(ctx); err != nil {
 		return wrap("revoke everyone", err)
 	}

@@ -480,10 +480,14 @@ func TestLayoutRecordRefusesAnotherLayout(t *testing.T) {
 			c := e.login(alice)
 			cfg := e.cfg
 			tc.mutate(&cfg.Layout)
-			other, err := ddbsession.New(cfg)
-			if err != nil {
-				t.Fatal(err)
+			fresh := func() *ddbsession.Manager[User] {
+				m, err := ddbsession.New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
 			}
+			other := fresh()
 			names := func(what string, err error) {
 				t.Helper()
 				msg := fmt.Sprint(err)
@@ -491,6 +495,12 @@ func TestLayoutRecordRefusesAnotherLayout(t *testing.T) {
 					t.Errorf("%s with another %s = %v, want an error naming the field, %q and %q", what, tc.field, err, tc.table, tc.ours)
 				}
 			}
+			// Each write that reads nothing first checks the layout too:
+			// a RevokeAll of another version attribute would write one the
+			// sessions never copied, and report success.
+			names("a Manager's first RevokeAll", fresh().RevokeAll(context.Background(), alice))
+			names("a Manager's first Logout", fresh().Logout(newRecorder(), newRequest(c)))
+			names("a Manager's first CreateUser", fresh().CreateUser(context.Background(), User{PK: "USER#bob", SK: "PROFILE"}))
 			names("a Manager's first Login", other.Login(newRecorder(), newRequest(), alice, nil))
 			if got := e.get(other.RequireSession(whoami(other)), c).Code; got != http.StatusServiceUnavailable {
 				t.Errorf("a request to a Manager of another layout: %d, want 503", got)

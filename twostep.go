@@ -124,6 +124,9 @@ func (c *core) takeAttempt(r *http.Request) (item.Session, int, error) {
 	}
 	ctx, cancel := c.storeContext(context.WithoutCancel(r.Context()))
 	defer cancel()
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return item.Session{}, 0, err
+	}
 	p, try, ok, err := c.store.takeTry(ctx, c.store.SessionPK(token), maxAttempts, c.now())
 	switch {
 	case err != nil:

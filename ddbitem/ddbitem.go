@@ -155,8 +155,7 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 // field that differs, with both values. The Reader's first read does the
 // same; call it at start to fail there.
 func (r *Reader) CheckLayout(ctx context.Context) error {
-	_, err := r.r.Refresh(ctx, false)
-	return err
+	return r.r.CheckLayout(ctx)
 }
 
 // User reads what decides whether user's sessions stand, in one strongly

@@ -258,3 +258,27 @@ func (r *Reader) SetMonotonic(clock func() int64) {
 	defer r.shared.mu.Unlock()
 	r.shared.mono, r.shared.began = clock, 0
 }
+
+// CheckLayout returns nil once a read has found the table's layout record
+// agreeing with the Reader's, and the mismatch once one has found it
+// differing; until one has, it reads the shared items (recording the
+// layout in a table without a record). A write that reads nothing first
+// (RevokeAll, Logout, Revoke) calls it, so that an instance of another
+// layout never writes: a RevokeAll of another version attribute would
+// change nothing the table's sessions copied, and report success.
+func (r *Reader) CheckLayout(ctx context.Context) error {
+	r.shared.mu.Lock()
+	ok, err := r.shared.layoutOK, r.shared.layoutErr
+	r.shared.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err != nil {
+		if _, err := r.Refresh(ctx, false); err != nil {
+			return err
+		}
+		return nil
+	}
+	_, err = r.Refresh(ctx, true)
+	return err
+}
