@@ -27,18 +27,18 @@ var countCommand = &command{
 revocation ended) and the users that have at least one, by a parallel Scan
 of the whole table (-segments parts at once), paced on the read units
 DynamoDB reports (-max-rcu per second; 0: no limit). The sessions that a
-RevokeAll, a RevokeEveryone or, with -mrec, an end record ended are counted
+RevokeAll, a RevokeEveryone or, in MREC, an end record ended are counted
 apart, as revoked: they stay until they expire. A two-step login waiting
 for its second factor (a pending session) is not a session yet, and does
 not count.
 
 The same scan reads what decides it: the users' sessions versions, in the
-user items (-version-attribute) or, with -mrec, in their revocation items,
+user items (Layout.VersionAttribute) or, in MREC, in their revocation items,
 and the global revocation item; nothing is read twice. A session whose
 user has no item in the table (users kept elsewhere, with a Config.LoadUser)
 counts as live: its version is not in the table. What the scan found is
-kept in memory until it ends: some 100 bytes a user (and, with -mrec, a
-session).
+kept in memory until it ends: some 100 bytes a user (and, in MREC, a
+session). It works in the layout the table records.
 
 Cost: before it starts, it says what the scan will read, from
 DescribeTable's size of the table (which DynamoDB updates about every six
@@ -75,14 +75,11 @@ type countReport struct {
 }
 
 func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) int {
-	client, err := e.connect(ctx, o)
-	if err != nil {
-		return e.fail(c, o, err)
+	client, desc, code := e.open(ctx, c, o)
+	if client == nil {
+		return code
 	}
-	count, size, err := tableSize(ctx, client, o.table)
-	if err != nil {
-		return e.fail(c, o, err)
-	}
+	count, size := tableSize(desc)
 	if !o.yes {
 		fmt.Fprint(e.stderr, costEstimate(o, count, size))
 		yes := func(answer string) bool { a := strings.ToLower(answer); return a == "y" || a == "yes" }
@@ -111,15 +108,16 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 		prog.update()
 		return nil
 	}
-	err = sc.run(ctx)
+	err := sc.run(ctx)
 	prog.done()
 	if err != nil {
 		return e.fail(c, o, err)
 	}
 	live, revoked, users := cs.reckon()
 	if cs.strays > 0 {
-		fmt.Fprintf(e.stderr, "warning: table %q holds %s users' revocation items, which only an app with Config.Layout.MREC writes:\n"+
-			"if it sets it, count again with -mrec; without it, sessions count as revoked that are not\n", o.table, thousands(cs.strays))
+		fmt.Fprintf(e.stderr, "warning: table %q holds %s users' revocation items, which only an app with Config.Layout.MREC writes,\n"+
+			"and its layout record says it is not MREC: if its apps set MREC, the record is wrong, and sessions\n"+
+			"count as revoked that are not (docs/item-format.md#the-layout-record)\n", o.table, thousands(cs.strays))
 	}
 	report := countReport{
 		Table: o.table, LiveSessions: live, RevokedSessions: revoked, UsersWithSessions: users,

@@ -96,10 +96,10 @@ func TestCountAsksFirst(t *testing.T) {
 }
 
 // count leaves out the sessions that a revocation ended, reading what
-// ended them in the same scan and nothing else: a RevokeAll (the user
-// item's version; with -mrec, the revocation item's), a RevokeEveryone
-// (the global item), and with -mrec an end record, which keeps a session
-// ended that another Region's write brought back.
+// ended them in the same scan, and nothing else but the table's layout
+// record: a RevokeAll (the user item's version; in MREC, the revocation
+// item's), a RevokeEveryone (the global item), and in MREC an end record,
+// which keeps a session ended that another Region's write brought back.
 func TestCountLeavesOutRevoked(t *testing.T) {
 	t.Parallel()
 	for _, mrec := range []bool{false, true} {
@@ -110,14 +110,16 @@ func TestCountLeavesOutRevoked(t *testing.T) {
 			if mrec {
 				args = append(args, "-mrec")
 			}
+			runs := 0
 			count := func(step string, live, revoked, users int64) {
 				t.Helper()
+				runs++
 				code, stdout, stderr := f.run(args...)
 				wantCode(t, code, exitOK, stdout, stderr)
 				var got countReport
 				decode(t, stdout, &got)
-				if got.LiveSessions != live || got.RevokedSessions != revoked || got.UsersWithSessions != users {
-					t.Errorf("%s: %d live, %d revoked, %d users with sessions; want %d, %d, %d", step, got.LiveSessions, got.RevokedSessions, got.UsersWithSessions, live, revoked, users)
+				if got.LiveSessions != live || got.RevokedSessions != revoked || got.UsersWithSessions != users || stderr != "" {
+					t.Errorf("%s: %d live, %d revoked, %d users with sessions; want %d, %d, %d; stderr %q", step, got.LiveSessions, got.RevokedSessions, got.UsersWithSessions, live, revoked, users, stderr)
 				}
 			}
 			ctx := context.Background()
@@ -160,16 +162,27 @@ func TestCountLeavesOutRevoked(t *testing.T) {
 			count("after RevokeEveryone", 0, 5, 0)
 			f.login(alice, curl)
 			count("after alice signs in again", 1, 5, 1)
-			// Without -mrec on an MREC app's table, the revocation items
-			// say that -mrec is missing.
-			code, stdout, stderr := f.run("count", "-yes", "-json")
-			wantCode(t, code, exitOK, stdout, stderr)
-			if warned := strings.Contains(stderr, "count again with -mrec"); warned != mrec {
-				t.Errorf("count without -mrec warns %v, want %v:\n%s", warned, mrec, stderr)
+			// Without -mrec, on an MREC app's table too, the same: the
+			// layout is the table's.
+			args = []string{"count", "-yes", "-json"}
+			count("without -mrec", 1, 5, 1)
+			// Besides its scan, a run reads the table's layout record.
+			if n := f.probe.callsOf("GetItem"); n != runs {
+				t.Errorf("%d runs of count made %d GetItem calls, want one each: the layout record", runs, n)
 			}
-			for _, op := range []string{"GetItem", "BatchGetItem", "Query"} {
+			for _, op := range []string{"BatchGetItem", "Query"} {
 				if n := f.probe.callsOf(op); n != 0 {
 					t.Errorf("count made %d %s calls: it reads with its scan alone", n, op)
+				}
+			}
+			if !mrec {
+				// A revocation item, which only MREC writes, in a table
+				// whose record says it is not: the record is suspect.
+				f.update(layout.RevocationKey(alice.PK, alice.SK), layout.ChangeRevocation())
+				code, stdout, stderr := f.run("count", "-yes", "-json")
+				wantCode(t, code, exitOK, stdout, stderr)
+				if !strings.Contains(stderr, "1 users' revocation items") || !strings.Contains(stderr, "its layout record says it is not MREC") {
+					t.Errorf("count does not warn of a revocation item in a one-Region table:\n%s", stderr)
 				}
 			}
 		})

@@ -473,3 +473,78 @@ func TestSweepRateOnTheRealClock(t *testing.T) {
 	}
 	t.Logf("deleted %d items (%v write units) in %v: %.1f units/s at -max-wcu 100", got.Deleted, got.WriteUnits, elapsed.Round(time.Millisecond), got.WriteUnits/elapsed.Seconds())
 }
+
+// The sweep deletes the expired sessions of every format the library
+// reads: release v0.1.0's (1 to 3) and this one's (4 to 6), plain,
+// device-bound and pending, with their index items; and never the table's
+// layout record, whatever its TTL attribute says.
+func TestSweepDeletesEveryFormat(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	alice := f.user("alice")
+	var swept []string
+	for _, legacy := range []bool{true, false} {
+		for _, kind := range []string{"plain", "bound", "pending"} {
+			created := now.Add(-25 * time.Hour).Truncate(time.Millisecond)
+			s := item.Session{
+				ID: item.NewID(created), UserPK: alice.PK, UserSK: alice.SK, CreatedAt: created, RefreshedAt: created, AuthAt: created,
+				ExpiresAt: time.Unix(now.Add(-time.Hour).Unix(), 0), Legacy: legacy, DeviceBound: kind == "bound", Pending: kind == "pending",
+			}
+			pk := layout.SessionPK(item.NewToken())
+			session := layout.EncodeSession(pk, s)
+			f.put(session)
+			swept = append(swept, keyString(session))
+			if kind != "pending" { // a pending login has no index item
+				index := layout.EncodeIndex(pk, s)
+				f.put(index)
+				swept = append(swept, keyString(index))
+			}
+		}
+	}
+	f.set(layout.LayoutKey(), "SET expiresAt = :past", map[string]types.AttributeValue{":past": item.Num(now.Add(-time.Hour).Unix())})
+	before := f.keys()
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if got.Deleted != int64(len(swept)) || got.DeletedByKind[item.KindSession] != 6 || got.DeletedByKind[item.KindIndex] != 4 {
+		t.Errorf("sweep: %+v; want the 6 session items and 4 index items", got)
+	}
+	wantLeft := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(swept, k) })
+	if diff := cmp.Diff(wantLeft, f.keys()); diff != "" {
+		t.Errorf("items left (-want +got):\n%s", diff)
+	}
+	if recorded, err := item.DecodeLayout(f.item(layout.LayoutKey())); err != nil || recorded != layout {
+		t.Errorf("after the sweep, the layout record: %+v, %v", recorded, err)
+	}
+}
+
+// The sweep takes the layout from the table: without a layout flag, it
+// finds the expired sessions of a table whose apps keep them under
+// another prefix and their expiry in another attribute.
+func TestSweepTakesTheRecordedLayout(t *testing.T) {
+	t.Parallel()
+	other := ddbsession.Layout{SessionPrefix: "S#", UserSessionsPrefix: "US#", TTLAttribute: "validUntil"}
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout = other })
+	l, err := item.Layout(other).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	user := f.user("alice")
+	created := now.Add(-25 * time.Hour).Truncate(time.Millisecond)
+	s := item.Session{ID: item.NewID(created), UserPK: user.PK, UserSK: user.SK, CreatedAt: created, RefreshedAt: created, AuthAt: created, ExpiresAt: time.Unix(now.Add(-time.Hour).Unix(), 0)}
+	pk := l.SessionPK(item.NewToken())
+	f.put(l.EncodeSession(pk, s))
+	f.put(l.EncodeIndex(pk, s))
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if got.Deleted != 2 || f.item(l.SessionKey(pk)) != nil {
+		t.Errorf("sweep without layout flags on a table of another layout: %+v; want its session and index item deleted", got)
+	}
+}
