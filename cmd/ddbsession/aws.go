@@ -18,6 +18,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // This file reaches DynamoDB: the client, the Manager the commands work
@@ -88,13 +89,14 @@ type setupError struct {
 func (e *setupError) Error() string { return "cannot " + e.what + ": " + e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// manager is the library's Manager for the table the flags name. The
-// command never decodes users, so its user type is empty.
+// manager is the library's Manager for the table the flags name, in the
+// layout the command acts in (o.items). The command never decodes users,
+// so its user type is empty.
 func (e *env) manager(client Client, o *options) (*ddbsession.Manager[struct{}], error) {
 	return ddbsession.New(ddbsession.Config[struct{}]{
 		Client: client,
 		Table:  o.table,
-		Layout: o.layout,
+		Layout: ddbsession.Layout(o.items),
 		Limits: ddbsession.Limits{
 			// One call's bound: an operator's link can be slower than an
 			// app's, and nobody waits on a request here.
@@ -122,8 +124,16 @@ func explain(o *options, err error) (int, string) {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
 	var resp *smithyhttp.ResponseError
+	var layout *layoutError
+	var mismatch *item.LayoutMismatch
 	msg := err.Error()
 	switch {
+	case errors.As(err, &layout):
+		return exitSchema, layout.Error()
+	case errors.As(err, &mismatch):
+		// The library's check, which the command's own came before: a
+		// record written in between.
+		return exitSchema, layoutFlagNames.Replace(msg)
 	case errors.As(err, &setup):
 		if setup.hint != "" {
 			return exitFailure, setup.Error() + "\n" + setup.hint
@@ -191,7 +201,7 @@ func layoutArgs(o *options) string {
 		{"partition-key", l.PartitionKey}, {"sort-key", l.SortKey},
 		{"session-prefix", l.SessionPrefix}, {"user-sessions-prefix", l.UserSessionsPrefix},
 		{"ttl-attribute", l.TTLAttribute}, {"version-attribute", l.VersionAttribute},
-		{"expiry-index", l.ExpiryIndex},
+		{"credential-attribute", l.CredentialAttribute}, {"expiry-index", l.ExpiryIndex},
 	} {
 		if f.value != "" {
 			fmt.Fprintf(&b, " -%s %s", f.name, shellQuote(f.value))

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -26,19 +27,21 @@ var countCommand = &command{
 	help: `Counts the live sessions (session items that have not expired, and that no
 revocation ended) and the users that have at least one, by a parallel Scan
 of the whole table (-segments parts at once), paced on the read units
-DynamoDB reports (-max-rcu per second; 0: no limit). The sessions that a
-RevokeAll, a RevokeEveryone or, with -mrec, an end record ended are counted
-apart, as revoked: they stay until they expire. A two-step login waiting
-for its second factor (a pending session) is not a session yet, and does
-not count.
+DynamoDB reports (-max-rcu per second; 0: no limit). Each session is judged
+by the library's own rule, in the layout the table records: the sessions
+that a RevokeAll, a RevokeEveryone, a user item made anew, a changed
+credential version or (MREC) an end record ended are counted apart, as
+revoked: they stay until they expire. A two-step login waiting for its
+second factor (a pending session) is not a session yet, and does not count.
 
-The same scan reads what decides it: the users' sessions versions, in the
-user items (-version-attribute) or, with -mrec, in their revocation items,
-and the global revocation item; nothing is read twice. A session whose
-user has no item in the table (users kept elsewhere, with a Config.LoadUser)
-counts as live: its version is not in the table. What the scan found is
-kept in memory until it ends: some 100 bytes a user (and, with -mrec, a
-session).
+The same scan reads what decides it: the user items' sessions and
+credential versions, in MREC the users' revocation items and end records,
+and the global revocation item; nothing is read twice. A session whose user
+item the scan does not find (none, or one with neither version) counts as
+live: the scan cannot tell it from a user kept elsewhere (Config.LoadUser),
+whom the app's loader judges. In MREC, so does a session whose login read
+a RevokeAll still on its way to this Region. What the scan found is kept in
+memory until it ends: a few hundred bytes a user (and, in MREC, a session).
 
 Cost: before it starts, it says what the scan will read, from
 DescribeTable's size of the table (which DynamoDB updates about every six
@@ -75,14 +78,11 @@ type countReport struct {
 }
 
 func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) int {
-	client, err := e.connect(ctx, o)
-	if err != nil {
-		return e.fail(c, o, err)
+	client, desc, code := e.open(ctx, c, o)
+	if client == nil {
+		return code
 	}
-	count, size, err := tableSize(ctx, client, o.table)
-	if err != nil {
-		return e.fail(c, o, err)
-	}
+	count, size := tableSize(desc)
 	if !o.yes {
 		fmt.Fprint(e.stderr, costEstimate(o, count, size))
 		yes := func(answer string) bool { a := strings.ToLower(answer); return a == "y" || a == "yes" }
@@ -91,7 +91,7 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 		}
 	}
 	began := e.now()
-	cs := &census{l: &o.items, now: began.Unix(), groups: map[sessionGroup]int64{}, versions: map[string]int64{}, ended: map[string]bool{}}
+	cs := newCensus(&o.items, began)
 	in := countScan(o, began)
 	in.Limit = limitOrNil(pageLimit(o.maxRCU, o.segments, avg(size, count)))
 	sc := &scanner{
@@ -111,15 +111,20 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 		prog.update()
 		return nil
 	}
-	err = sc.run(ctx)
+	err := sc.run(ctx)
 	prog.done()
 	if err != nil {
 		return e.fail(c, o, err)
 	}
-	live, revoked, users := cs.reckon()
+	live, revoked, users, unreadable := cs.reckon()
 	if cs.strays > 0 {
-		fmt.Fprintf(e.stderr, "warning: table %q holds %s users' revocation items, which only an app with Config.Layout.MREC writes:\n"+
-			"if it sets it, count again with -mrec; without it, sessions count as revoked that are not\n", o.table, thousands(cs.strays))
+		fmt.Fprintf(e.stderr, "warning: table %q holds %s users' revocation items, which only an app with Config.Layout.MREC writes,\n"+
+			"and its layout record says it is not MREC: if its apps set MREC, the record is wrong, and sessions\n"+
+			"count as revoked that are not (docs/item-format.md#the-layout-record)\n", o.table, thousands(cs.strays))
+	}
+	if unreadable > 0 {
+		fmt.Fprintf(e.stderr, "warning: table %q holds %s user items whose versions the library cannot read (not Numbers):\n"+
+			"their sessions count as revoked, since every request of theirs fails\n", o.table, thousands(unreadable))
 	}
 	report := countReport{
 		Table: o.table, LiveSessions: live, RevokedSessions: revoked, UsersWithSessions: users,
@@ -147,14 +152,28 @@ func runCount(ctx context.Context, e *env, c *command, o *options, _ []string) i
 // transfer alone: a Scan is billed for what it reads, filtered or not.
 func countScan(o *options, now time.Time) dynamodb.ScanInput {
 	l := &o.items
-	names := map[string]string{"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#kind": item.AttrKind}
+	names := map[string]string{
+		"#pk": l.PartitionKey, "#ttl": l.TTLAttribute, "#kind": item.AttrKind,
+		"#version": l.VersionAttribute, "#credential": l.CredentialAttribute,
+	}
 	values := map[string]types.AttributeValue{
 		":session": item.Str(item.KindSession), ":now": item.Num(now.Unix()), ":global": item.Str(item.KindGlobal),
+		":revocation": item.Str(item.KindRevocation),
 	}
-	filter := "(#kind = :session AND #ttl > :now) OR #kind = :global"
+	// User items are the items with a sessions or a credential version:
+	// the scan cannot tell the app's other items from them, and files
+	// them by key, for the sessions that name them. Revocation items in
+	// one Region too: only MREC writes them, so that one met there says
+	// the record is not the apps' layout.
+	filter := "(#kind = :session AND #ttl > :now) OR #kind = :global OR #kind = :revocation" +
+		" OR attribute_exists(#version) OR attribute_exists(#credential)"
+	if l.MREC {
+		filter += " OR #kind = :ended"
+		values[":ended"] = item.Str(item.KindEnded)
+	}
 	// The projection carries what the decoder needs of a session item,
-	// and what the version's and the global generation's decoders need.
-	projection := []string{"#pk", "#ttl"}
+	// and what the stamp's and the global generation's decoders need.
+	projection := []string{"#pk", "#ttl", "#version", "#credential"}
 	if !l.HashOnly {
 		names["#sk"] = l.SortKey
 		projection = append(projection, "#sk")
@@ -163,18 +182,6 @@ func countScan(o *options, now time.Time) dynamodb.ScanInput {
 		ref := fmt.Sprintf("#p%d", i)
 		names[ref] = a
 		projection = append(projection, ref)
-	}
-	// Revocation items besides in one Region: only MREC writes them, so
-	// that one met there says -mrec is missing.
-	filter += " OR #kind = :revocation"
-	values[":revocation"] = item.Str(item.KindRevocation)
-	if l.MREC {
-		filter += " OR #kind = :ended"
-		values[":ended"] = item.Str(item.KindEnded)
-	} else {
-		filter += " OR attribute_exists(#version)"
-		names["#version"] = l.VersionAttribute
-		projection = append(projection, "#version")
 	}
 	return dynamodb.ScanInput{
 		TableName:                 &o.table,
@@ -186,41 +193,49 @@ func countScan(o *options, now time.Time) dynamodb.ScanInput {
 }
 
 // census is what count's scan finds: the unexpired sessions, grouped by
-// what decides whether a revocation ended them, and what does decide it.
-// The scan meets a session and its user's version in no set order, so
-// the reckoning waits for its end.
+// what decides whether they stand, and what does decide it, for
+// decide.Judge, the library's one rule, to judge each group once the scan
+// has ended: the scan meets a session and its user's items in no set
+// order.
 type census struct {
 	l   *item.Layout
 	now int64 // epoch seconds
 
 	sessions atomic.Int64 // unexpired sessions met so far, for the progress
 
-	mu       sync.Mutex
-	groups   map[sessionGroup]int64
-	versions map[string]int64 // users' sessions versions, by the key of the item that holds one (itemKey)
-	ended    map[string]bool  // sessions with an end record (MREC), by partition key
-	global   int64            // the global revocation generation
-	strays   int64            // revocation items met without MREC
+	mu     sync.Mutex
+	groups map[sessionGroup]int64
+	// users are the user items and (MREC) revocation items met, by key
+	// (itemKey), each with only what item.Layout.UserStamp reads of it.
+	users  map[string]map[string]types.AttributeValue
+	ended  map[string]bool // sessions with an end record (MREC), by partition key
+	global int64           // the global revocation generation
+	strays int64           // revocation items met without MREC
 }
 
-// sessionGroup is what decides whether a session lives: its user, by the
-// key of the item that holds the user's version (the user item, or in
-// MREC the revocation item), the versions it copied, and in MREC the
-// session itself, whose end record ends it.
+// sessionGroup is what decides whether a session stands, but for what
+// its user's items and the global item say: its user, the stamp it
+// copied at its login, and in MREC the session itself, whose end record
+// ends it.
 type sessionGroup struct {
-	user           string
-	gen, globalGen int64
+	userPK, userSK string
+	stamp          item.Stamp
+	legacy         bool
 	sessionPK      string // MREC only
+}
+
+func newCensus(l *item.Layout, now time.Time) *census {
+	return &census{l: l, now: now.Unix(), groups: map[sessionGroup]int64{}, users: map[string]map[string]types.AttributeValue{}, ended: map[string]bool{}}
 }
 
 // add takes one item of the scan.
 func (cs *census) add(av map[string]types.AttributeValue) {
 	l := cs.l
 	pk, _ := av[l.PartitionKey].(*types.AttributeValueMemberS)
-	kind, _ := av[item.AttrKind].(*types.AttributeValueMemberS)
 	if pk == nil {
 		return
 	}
+	kind, _ := av[item.AttrKind].(*types.AttributeValueMemberS)
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	switch {
@@ -232,9 +247,9 @@ func (cs *census) add(av map[string]types.AttributeValue) {
 			!strings.HasPrefix(pk.Value, l.SessionPrefix) || !sameKey(av, l.SessionKey(pk.Value)) {
 			return
 		}
-		g := sessionGroup{user: itemKey(l, l.Key(s.UserPK, s.UserSK)), gen: s.Stamp.Revocation, globalGen: s.Stamp.Global}
+		g := sessionGroup{userPK: s.UserPK, userSK: s.UserSK, stamp: s.Stamp, legacy: s.Legacy}
 		if l.MREC {
-			g.user, g.sessionPK = itemKey(l, l.RevocationKey(s.UserPK, s.UserSK)), s.SessionPK
+			g.sessionPK = s.SessionPK
 		}
 		cs.groups[g]++
 		cs.sessions.Add(1)
@@ -245,51 +260,80 @@ func (cs *census) add(av map[string]types.AttributeValue) {
 	case kind != nil && kind.Value == item.KindRevocation:
 		if !l.MREC {
 			cs.strays++
-		} else if gen, err := item.DecodeRevocation(av); err == nil {
-			cs.versions[itemKey(l, av)] = gen
+		} else {
+			cs.users[itemKey(l, av)] = only(av, item.AttrKind, item.AttrVersion, item.AttrGen)
 		}
 	case l.MREC && kind != nil && kind.Value == item.KindEnded:
 		session := sessionPKOf(l, pk.Value)
 		if ended, err := item.DecodeEnd(av); err == nil && ended && session != "" && sameKey(av, l.EndKey(session)) {
 			cs.ended[session] = true
 		}
-	case !l.MREC:
-		if _, has := av[l.VersionAttribute]; has {
-			if v, err := l.VersionOf(av); err == nil {
-				cs.versions[itemKey(l, av)] = v
-			}
+	default:
+		// A user item, or an item of the app's that has the attribute of
+		// one: only those a session names are read.
+		cs.users[itemKey(l, av)] = only(av, l.VersionAttribute, l.CredentialAttribute)
+	}
+}
+
+// only is av's attributes names alone: what is kept of it until the scan
+// ends.
+func only(av map[string]types.AttributeValue, names ...string) map[string]types.AttributeValue {
+	kept := make(map[string]types.AttributeValue, len(names))
+	for _, n := range names {
+		if v, ok := av[n]; ok {
+			kept[n] = v
 		}
 	}
+	return kept
 }
 
 // reckon counts the live sessions, those a revocation ended, and the
-// users with a live session, once the scan has ended.
-func (cs *census) reckon() (live, revoked, users int64) {
+// users with a live session, once the scan has ended; and the users whose
+// items the library cannot read, whose sessions it refuses.
+func (cs *census) reckon() (live, revoked, users, unreadable int64) {
+	l := cs.l
+	type userFacts struct {
+		found bool
+		stamp item.Stamp
+		err   error
+	}
+	known := map[string]userFacts{}
 	withLive := map[string]bool{}
 	for g, n := range cs.groups {
-		if cs.revoked(g) {
-			revoked += n
-			continue
+		key := itemKey(l, l.Key(g.userPK, g.userSK))
+		u, ok := known[key]
+		if !ok {
+			user := cs.users[key]
+			var revocation map[string]types.AttributeValue
+			if l.MREC {
+				revocation = cs.users[itemKey(l, l.RevocationKey(g.userPK, g.userSK))]
+			}
+			u.found = user != nil
+			u.stamp, u.err = l.UserStamp(user, revocation)
+			known[key] = u
 		}
-		live += n
-		withLive[g.user] = true
+		verdict := decide.Revoked // the library fails on a user it cannot read: no request stands
+		if u.err == nil {
+			verdict = decide.Judge(item.Session{Stamp: g.stamp, Legacy: g.legacy}, cs.ended[g.sessionPK], u.found, u.stamp, cs.global, l.MREC)
+		}
+		// A user not in the table may be the app's loader's (users kept
+		// elsewhere, Config.LoadUser), which the command cannot ask: its
+		// sessions count as live. In MREC, a login that read a RevokeAll
+		// still on its way here lives once it has come.
+		switch verdict {
+		case decide.Stands, decide.UserMissing, decide.NotHereYet:
+			live += n
+			withLive[key] = true
+		default:
+			revoked += n
+		}
 	}
-	return live, revoked, int64(len(withLive))
-}
-
-// revoked reports whether a revocation ended the sessions of g, by the
-// rules the library applies to each request (rules.go's revoked): a
-// RevokeEveryone since their login, an end record, or a sessions version
-// of their user's other than the one they copied. In MREC a higher copy
-// is a login whose user's new version has not come here yet, and lives. A
-// user whose version the table does not hold is the app's loader's to
-// judge: its sessions live.
-func (cs *census) revoked(g sessionGroup) bool {
-	if g.globalGen < cs.global || cs.ended[g.sessionPK] {
-		return true
+	for _, u := range known {
+		if u.err != nil {
+			unreadable++
+		}
 	}
-	version, known := cs.versions[g.user]
-	return known && g.gen != version && !(g.gen > version && cs.l.MREC)
+	return live, revoked, int64(len(withLive)), unreadable
 }
 
 // costEstimate says what a scan of the table costs, from DescribeTable's

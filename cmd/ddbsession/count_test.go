@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 // count counts unexpired session items and their distinct users, over
@@ -96,10 +98,10 @@ func TestCountAsksFirst(t *testing.T) {
 }
 
 // count leaves out the sessions that a revocation ended, reading what
-// ended them in the same scan and nothing else: a RevokeAll (the user
-// item's version; with -mrec, the revocation item's), a RevokeEveryone
-// (the global item), and with -mrec an end record, which keeps a session
-// ended that another Region's write brought back.
+// ended them in the same scan, and nothing else but the table's layout
+// record: a RevokeAll (the user item's version; in MREC, the revocation
+// item's), a RevokeEveryone (the global item), and in MREC an end record,
+// which keeps a session ended that another Region's write brought back.
 func TestCountLeavesOutRevoked(t *testing.T) {
 	t.Parallel()
 	for _, mrec := range []bool{false, true} {
@@ -110,14 +112,16 @@ func TestCountLeavesOutRevoked(t *testing.T) {
 			if mrec {
 				args = append(args, "-mrec")
 			}
+			runs := 0
 			count := func(step string, live, revoked, users int64) {
 				t.Helper()
+				runs++
 				code, stdout, stderr := f.run(args...)
 				wantCode(t, code, exitOK, stdout, stderr)
 				var got countReport
 				decode(t, stdout, &got)
-				if got.LiveSessions != live || got.RevokedSessions != revoked || got.UsersWithSessions != users {
-					t.Errorf("%s: %d live, %d revoked, %d users with sessions; want %d, %d, %d", step, got.LiveSessions, got.RevokedSessions, got.UsersWithSessions, live, revoked, users)
+				if got.LiveSessions != live || got.RevokedSessions != revoked || got.UsersWithSessions != users || stderr != "" {
+					t.Errorf("%s: %d live, %d revoked, %d users with sessions; want %d, %d, %d; stderr %q", step, got.LiveSessions, got.RevokedSessions, got.UsersWithSessions, live, revoked, users, stderr)
 				}
 			}
 			ctx := context.Background()
@@ -160,17 +164,101 @@ func TestCountLeavesOutRevoked(t *testing.T) {
 			count("after RevokeEveryone", 0, 5, 0)
 			f.login(alice, curl)
 			count("after alice signs in again", 1, 5, 1)
-			// Without -mrec on an MREC app's table, the revocation items
-			// say that -mrec is missing.
-			code, stdout, stderr := f.run("count", "-yes", "-json")
-			wantCode(t, code, exitOK, stdout, stderr)
-			if warned := strings.Contains(stderr, "count again with -mrec"); warned != mrec {
-				t.Errorf("count without -mrec warns %v, want %v:\n%s", warned, mrec, stderr)
+			// Without -mrec, on an MREC app's table too, the same: the
+			// layout is the table's.
+			args = []string{"count", "-yes", "-json"}
+			count("without -mrec", 1, 5, 1)
+			// Besides its scan, a run reads the table's layout record.
+			if n := f.probe.callsOf("GetItem"); n != runs {
+				t.Errorf("%d runs of count made %d GetItem calls, want one each: the layout record", runs, n)
 			}
-			for _, op := range []string{"GetItem", "BatchGetItem", "Query"} {
+			for _, op := range []string{"BatchGetItem", "Query"} {
 				if n := f.probe.callsOf(op); n != 0 {
 					t.Errorf("count made %d %s calls: it reads with its scan alone", n, op)
 				}
+			}
+			if !mrec {
+				// A revocation item, which only MREC writes, in a table
+				// whose record says it is not: the record is suspect.
+				f.update(layout.RevocationKey(alice.PK, alice.SK), layout.ChangeRevocation())
+				code, stdout, stderr := f.run("count", "-yes", "-json")
+				wantCode(t, code, exitOK, stdout, stderr)
+				if !strings.Contains(stderr, "1 users' revocation items") || !strings.Contains(stderr, "its layout record says it is not MREC") {
+					t.Errorf("count does not warn of a revocation item in a one-Region table:\n%s", stderr)
+				}
+			}
+		})
+	}
+}
+
+// count judges each session as the library does (decide.Judge), from what
+// its scan read, in the layout the table records (no -mrec on an MREC
+// app's table): a credential changed since the login, a user item made
+// anew, a RevokeAll, a session of release v0.1.0's format that its user's
+// version still holds, and one it does not. Its live sessions are exactly
+// those a fresh instance of the app accepts.
+func TestCountAgreesWithTheLibrary(t *testing.T) {
+	t.Parallel()
+	for _, mrec := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one Region", true: "MREC"}[mrec], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout.MREC = mrec })
+			ctx := context.Background()
+			l := layout
+			l.MREC = mrec
+			var cookies []*http.Cookie
+			users := map[*http.Cookie]string{}
+			login := func(u ddbsession.UserKey) {
+				c := f.login(u, curl)
+				cookies, users[c] = append(cookies, c), u.PK
+			}
+			alice, bob, carol, dave, erin := f.user("alice"), f.user("bob"), f.user("carol"), f.user("dave"), f.user("erin")
+			login(alice)
+			// bob's credential changes, as the app changes it with his
+			// password.
+			login(bob)
+			f.set(l.Key(bob.PK, bob.SK), "SET credentialVersion = :v", map[string]types.AttributeValue{":v": item.Num(7)})
+			// carol's user item is deleted and made anew.
+			login(carol)
+			f.delete(l.Key(carol.PK, carol.SK))
+			f.user("carol")
+			// dave logs out everywhere, and signs in again.
+			login(dave)
+			if err := f.app.RevokeAll(ctx, dave); err != nil {
+				t.Fatal(err)
+			}
+			login(dave)
+			// erin has two sessions of release v0.1.0's format: one that
+			// copied her version as it is, one an older one.
+			stamp, err := l.UserStamp(f.item(l.Key(erin.PK, erin.SK)), f.item(l.RevocationKey(erin.PK, erin.SK)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, gen := range []int64{stamp.Revocation, stamp.Revocation - 1} {
+				c := f.legacySession(erin, gen)
+				cookies, users[c] = append(cookies, c), erin.PK
+			}
+
+			var live, revoked int64
+			withLive := map[string]bool{}
+			for _, c := range cookies {
+				if f.valid(c) {
+					live++
+					withLive[users[c]] = true
+				} else {
+					revoked++
+				}
+			}
+			if live != 3 || revoked != 4 {
+				t.Fatalf("the library accepts %d sessions and refuses %d; the test meant 3 and 4", live, revoked)
+			}
+			code, stdout, stderr := f.run("count", "-yes", "-json")
+			wantCode(t, code, exitOK, stdout, stderr)
+			var got countReport
+			decode(t, stdout, &got)
+			if got.LiveSessions != live || got.RevokedSessions != revoked || got.UsersWithSessions != int64(len(withLive)) || stderr != "" {
+				t.Errorf("count: %d live, %d revoked, %d users with sessions; the library: %d, %d, %d; stderr %q",
+					got.LiveSessions, got.RevokedSessions, got.UsersWithSessions, live, revoked, len(withLive), stderr)
 			}
 		})
 	}

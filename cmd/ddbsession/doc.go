@@ -14,7 +14,7 @@
 //
 // # Commands
 //
-//	ddbsession table create              create the table the layout needs, then check it
+//	ddbsession table create              create the table, record its layout, then check it
 //	ddbsession table check               check it fits and has TTL on; changes nothing
 //	ddbsession sessions list USER        a user's live sessions (the devices page)
 //	ddbsession sessions revoke USER ID   end one session
@@ -34,11 +34,21 @@
 // DynamoDB is reached through the AWS SDK's usual configuration
 // (config.LoadDefaultConfig): AWS_PROFILE, AWS_REGION, the credential
 // chain, and AWS_ENDPOINT_URL_DYNAMODB for a local engine; -region and
-// -profile override the first two. Every command takes -table and the
-// layout flags, one per field of ddbsession.Layout, which must be the
-// app's Config.Layout: -partition-key, -sort-key, -hash-only,
-// -session-prefix, -user-sessions-prefix, -ttl-attribute,
-// -version-attribute, -expiry-index, -expiry-index-shards and -mrec.
+// -profile override the first two. Every command takes -table.
+//
+// The table records its layout, the apps' Config.Layout (docs/item-format.md,
+// "The layout record"): the app's CreateTable, or its first read of the
+// table, or 'table create' writes it, and every command acts in it, so that
+// none can act in another mode than the apps (a RevokeAll that an MREC
+// table's sessions do not see, say). The layout flags, one per field of
+// ddbsession.Layout, are overrides that must agree with the record:
+// -partition-key, -sort-key, -hash-only, -session-prefix,
+// -user-sessions-prefix, -ttl-attribute, -version-attribute,
+// -credential-attribute, -expiry-index, -expiry-index-shards and -mrec. A
+// flag that disagrees is refused before anything is written (exit 5), and
+// so is a table that records no layout (release v0.1.0's), but by table
+// create, which records the layout the flags give, and table check, which
+// reports it.
 //
 // A local engine (dynalite, for one) takes any credentials and Region:
 //
@@ -70,7 +80,8 @@
 //	3  not found: the table, the user or the session
 //	4  declined: the confirmation was refused, or could not be asked
 //	   (stdin is not a terminal) and -yes was not given
-//	5  table check or create: the table does not fit the layout
-//	6  table check: it fits, but TTL is off or on another attribute;
-//	   table create: TTL is on another attribute
+//	5  the table does not fit the layout, or records another than a
+//	   layout flag gives; a command that acts: it records no layout
+//	6  table check: it fits, but TTL is off or on another attribute, or
+//	   it records no layout yet; table create: TTL is on another attribute
 package main

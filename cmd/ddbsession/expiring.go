@@ -28,10 +28,10 @@ var sessionsExpiringCommand = &command{
 	summary: "the sessions that expire in a window, soonest first (expiry index)",
 	help: `Lists the sessions whose expiry falls within -within from now, or between
 -from and -to (both included; at most 24 hours), soonest first: for notices
-before sessions expire, or to warm a cache. It needs the expiry index
-(-expiry-index, the app's Layout.ExpiryIndex), and queries each hour of the
-window's -expiry-index-shards partitions of it in parallel: 8 Queries an hour
-by default, 200 for 24 hours.
+before sessions expire, or to warm a cache. It needs the expiry index that
+the table's layout records (the apps' Layout.ExpiryIndex), and queries each
+hour of the window's shards of it (Layout.ExpiryIndexShards) in parallel: 8
+Queries an hour by default, 200 for 24 hours.
 
 The index is eventually consistent, and holds the sessions alone: a session
 refreshed a moment ago may show at its old expiry, and one that RevokeAll or
@@ -44,8 +44,8 @@ REFRESHED. With -json: {"table", "from", "to", "sessions": [{"id", "user":
 "methods", "deviceBound"}]}, times in RFC 3339.
 
 Example:
-  ddbsession sessions expiring -table app -expiry-index expiry -within 15m
-  ddbsession sessions expiring -table app -expiry-index expiry -from 2026-12-01T12:00:00Z -to 2026-12-01T18:00:00Z -json`,
+  ddbsession sessions expiring -table app -within 15m
+  ddbsession sessions expiring -table app -from 2026-12-01T12:00:00Z -to 2026-12-01T18:00:00Z -json`,
 	flags: func(fs *flag.FlagSet, o *options) {
 		fs.DurationVar(&o.within, "within", 0, "the sessions that expire within this `duration` of -from (at most 24h)")
 		fs.Var(&o.from, "from", "the window's `start`, an RFC 3339 time such as 2026-12-01T12:00:00Z; default now")
@@ -123,16 +123,17 @@ type expiringSessionJSON struct {
 }
 
 func runSessionsExpiring(ctx context.Context, e *env, c *command, o *options, _ []string) int {
-	if o.items.ExpiryIndex == "" {
-		return e.usageError(c, errors.New("it reads the expiry index: pass -expiry-index NAME, the app's Layout.ExpiryIndex"))
-	}
 	from, to, err := o.window(e.now())
 	if err != nil {
 		return e.usageError(c, err)
 	}
-	client, err := e.connect(ctx, o)
-	if err != nil {
-		return e.fail(c, o, err)
+	client, _, code := e.open(ctx, c, o)
+	if client == nil {
+		return code
+	}
+	if o.items.ExpiryIndex == "" {
+		return e.usageError(c, fmt.Errorf("it reads the expiry index, and table %q records a layout without one (the apps' Config.Layout.ExpiryIndex): "+
+			"'ddbsession table check -table %s -expiry-index NAME' says what adding one takes", o.table, shellQuote(o.table)))
 	}
 	found, err := queryExpiring(ctx, client, o, from, to)
 	if isValidation(err) || indexMissing(ctx, client, o.table, err) {

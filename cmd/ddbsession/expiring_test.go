@@ -286,20 +286,41 @@ func TestExpiringFollowsRefresh(t *testing.T) {
 	}
 }
 
-// Without -expiry-index the command asks for it, before any call; on a
-// table without the index it says so, and which command says what to do.
+// The expiry index is the one the table's layout records: without
+// -expiry-index the command reads it; on a table whose layout has none it
+// says so (exit 2), and -expiry-index there disagrees with the record
+// (exit 5); on a table whose record names an index the table lacks, it
+// says so, and which command says what to do.
 func TestExpiringWithoutIndex(t *testing.T) {
 	t.Parallel()
-	nowhere := &fixture{t: t, table: "app", probe: &probe{}} // a nil client: any call panics
-	code, stdout, stderr := nowhere.run("sessions", "expiring", "-within", "1h")
-	wantCode(t, code, exitUsage, stdout, stderr)
-	if !strings.Contains(stderr, "pass -expiry-index NAME") {
-		t.Errorf("stderr does not ask for -expiry-index:\n%s", stderr)
+	withIndex, _ := expiringFixture(t, time.Hour)
+	withIndex.login(withIndex.user("alice"), curl)
+	code, stdout, stderr := withIndex.run(append([]string{"sessions", "expiring", "-json"}, window(start, start.Add(2*time.Hour))...)...)
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got expiringJSON
+	decode(t, stdout, &got)
+	if len(got.Sessions) != 1 {
+		t.Errorf("without -expiry-index, on a table that records one: %d sessions, want 1", len(got.Sessions))
 	}
 
-	f := newFixture(t) // a table without the index
+	f := newFixture(t) // a table without the index, whose layout has none
 	f.login(f.user("alice"), curl)
+	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h")
+	wantCode(t, code, exitUsage, stdout, stderr)
+	if !strings.Contains(stderr, "records a layout without one") || !strings.Contains(stderr, "ddbsession table check") {
+		t.Errorf("stderr does not say the layout has no expiry index:\n%s", stderr)
+	}
 	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h", "-expiry-index", "expiry")
+	wantCode(t, code, exitSchema, stdout, stderr)
+	if !strings.Contains(stderr, `-expiry-index "expiry", and the table records ""`) {
+		t.Errorf("stderr does not name the flag that disagrees with the record:\n%s", stderr)
+	}
+
+	// A record that names an index the table lacks.
+	l := layout
+	l.ExpiryIndex = "expiry"
+	f.put(l.EncodeLayout())
+	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h")
 	wantCode(t, code, exitFailure, stdout, stderr)
 	if !strings.Contains(stderr, `has no expiry index "expiry"`) || !strings.Contains(stderr, "ddbsession table check") {
 		t.Errorf("stderr does not say the index is missing:\n%s", stderr)

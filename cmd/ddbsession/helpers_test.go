@@ -213,6 +213,14 @@ func (f *fixture) put(av map[string]types.AttributeValue) {
 	}
 }
 
+// delete deletes the item under key.
+func (f *fixture) delete(key map[string]types.AttributeValue) {
+	f.t.Helper()
+	if _, err := f.engine.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &f.table, Key: key}); err != nil {
+		f.t.Fatalf("DeleteItem: %v", err)
+	}
+}
+
 // item reads the item under key, strongly consistently; nil if none.
 func (f *fixture) item(key map[string]types.AttributeValue) map[string]types.AttributeValue {
 	f.t.Helper()
@@ -277,6 +285,23 @@ func (f *fixture) expiredSession(user ddbsession.UserKey, expires time.Time, age
 	f.put(session)
 	f.put(index)
 	return []string{keyString(session), keyString(index)}
+}
+
+// legacySession writes a session of user in release v0.1.0's format,
+// which copied the version gen and the global generation 0, with its index
+// item, and returns its cookie.
+func (f *fixture) legacySession(user ddbsession.UserKey, gen int64) *http.Cookie {
+	f.t.Helper()
+	now := time.Now().Truncate(time.Millisecond)
+	s := item.Session{
+		ID: item.NewID(now), UserPK: user.PK, UserSK: user.SK, CreatedAt: now, RefreshedAt: now, AuthAt: now,
+		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "v0.1.0", Stamp: item.Stamp{Revocation: gen}, Legacy: true,
+	}
+	token := item.NewToken()
+	pk := layout.SessionPK(token)
+	f.put(layout.EncodeSession(pk, s))
+	f.put(layout.EncodeIndex(pk, s))
+	return &http.Cookie{Name: "session", Value: layout.Credential(token, user.PK, user.SK, true)}
 }
 
 // probe is the client the command gets: the engine's, recording what it

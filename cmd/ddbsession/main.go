@@ -21,8 +21,8 @@ const (
 	exitUsage    = 2 // the command line is wrong
 	exitNotFound = 3 // the table, user or session named does not exist
 	exitDeclined = 4 // the confirmation was declined, or could not be asked
-	exitSchema   = 5 // table check/create: the table does not fit the layout
-	exitTTL      = 6 // table check/create: it fits, but TTL is off or elsewhere
+	exitSchema   = 5 // the table does not fit the layout, records none, or another than a flag gives
+	exitTTL      = 6 // table check/create: it fits, but TTL is off or elsewhere, or no layout is recorded
 )
 
 func main() {
@@ -84,7 +84,10 @@ type command struct {
 	// flags registers the command's own flags; the table and layout
 	// flags are registered for every command that talks to DynamoDB.
 	flags func(fs *flag.FlagSet, o *options)
-	run   func(ctx context.Context, e *env, c *command, o *options, args []string) int
+	// indexOnly, if set, says why the command cannot work in a hash-only
+	// table, which has no per-user index.
+	indexOnly string
+	run       func(ctx context.Context, e *env, c *command, o *options, args []string) int
 }
 
 // commands is the command tree, in the order the help lists it.
@@ -140,6 +143,8 @@ func (e *env) run(ctx context.Context, args []string) int {
 		fmt.Fprint(e.stdout, c.usage())
 		return exitOK
 	}
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
 	if err == nil {
 		err = c.checkArgs(pos)
 	}
@@ -239,7 +244,7 @@ func (c *command) usage() string {
 	if own.Len() > 0 {
 		fmt.Fprintf(&b, "\nFlags:\n%s", own)
 	}
-	b.WriteString("\nTable and layout flags (give the app's Config.Layout):\n")
+	b.WriteString("\nTable and layout flags (the layout is the one the table records; a layout flag given\nmust agree with it):\n")
 	for _, name := range commonFlagNames {
 		if f := fs.Lookup(name); f != nil {
 			printFlag(&b, f)
@@ -270,7 +275,9 @@ func printFlag(w io.Writer, f *flag.Flag) {
 const exitCodesHelp = `Exit codes: 0 ok; 1 DynamoDB, the network or the AWS configuration failed;
 2 usage error; 3 not found (table, user or session); 4 declined (the
 confirmation was refused, or stdin is not a terminal and -yes is missing);
-5 the table does not fit the layout; 6 it fits but TTL is off or elsewhere.
+5 the table does not fit the layout, records no layout (a command that
+acts), or records another than a layout flag gives; 6 it fits, but TTL is
+off or elsewhere, or it records no layout yet (table check).
 `
 
 func topUsage() string {
@@ -292,8 +299,11 @@ Commands:
 	b.WriteString(`
 USER is the user item's partition key, as the app's UserKey.PK
 (USER#alice); in a table with a sort key, -sk gives its sort key
-(-sk PROFILE). Every command takes -table, the layout flags of the app's
-Config.Layout, and -json for output a script reads.
+(-sk PROFILE). Every command takes -table, and -json for output a script
+reads. The table records its layout (Config.Layout: keys, prefixes,
+attributes, MREC), which the app or 'table create' writes there: every
+command acts in it, and the layout flags, which it needs none of, are
+overrides that must agree with it.
 
 Run 'ddbsession COMMAND -h' for a command's flags and an example.
 

@@ -67,13 +67,13 @@ func TestUsageErrors(t *testing.T) {
 		{"no USER", []string{"sessions", "list", "-table", "app", "-sk", "PROFILE"}, "missing USER"},
 		{"no ID", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "USER#alice"}, "missing ID"},
 		{"extra argument", []string{"sessions", "revoke-all", "-table", "app", "-sk", "PROFILE", "USER#alice", "USER#bob"}, `unexpected argument "USER#bob"`},
-		{"no -sk", []string{"sessions", "list", "-table", "app", "USER#alice"}, "add -sk"},
+		{"no -sk in a table said to have a sort key", []string{"sessions", "list", "-table", "app", "-sort-key", "sk", "USER#alice"}, "add -sk"},
 		// The user keys that List, Revoke and RevokeAll refuse: the
 		// command's own check comes first, and calls nothing.
 		{"empty USER to list", []string{"sessions", "list", "-table", "app", "-sk", "PROFILE", ""}, "USER is empty"},
 		{"empty USER to revoke", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "", "019a2b3c4d5e8f0e1d2c3b4a59687766"}, "USER is empty"},
 		{"empty USER to revoke-all", []string{"sessions", "revoke-all", "-table", "app", "-sk", "PROFILE", ""}, "USER is empty"},
-		{"empty -sk", []string{"sessions", "revoke-all", "-table", "app", "-sk", "", "USER#alice"}, "add -sk"},
+		{"empty -sk", []string{"sessions", "revoke-all", "-table", "app", "-hash-only=false", "-sk", "", "USER#alice"}, "add -sk"},
 		{"empty ID", []string{"sessions", "revoke", "-table", "app", "-sk", "PROFILE", "USER#alice", ""}, "ID is empty"},
 		{"-sk in a hash-only table", []string{"sessions", "revoke-all", "-table", "app", "-hash-only", "-sk", "PROFILE", "USER#alice"}, "-sk is set"},
 		{"list in a hash-only table", []string{"sessions", "list", "-table", "app", "-hash-only", "USER#alice"}, "no per-user index"},
@@ -91,6 +91,29 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("stderr does not say %q:\n%s", tc.says, stderr)
 			}
 		})
+	}
+}
+
+// Whether a USER needs -sk is the table's to say, when no flag says it:
+// its layout record. A table with a sort key refuses a USER without one,
+// before any write (exit 2).
+func TestUserKeyNeedsTheTablesSortKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.login(f.user("alice"), curl)
+	for _, args := range [][]string{
+		{"sessions", "list", "USER#alice"},
+		{"sessions", "revoke-all", "USER#alice"},
+		{"sessions", "revoke-all", "-sk", "", "USER#alice"},
+	} {
+		code, stdout, stderr := f.run(args...)
+		wantCode(t, code, exitUsage, stdout, stderr)
+		if !strings.Contains(stderr, "add -sk") {
+			t.Errorf("%v: stderr does not say to add -sk:\n%s", args, stderr)
+		}
+	}
+	if !f.valid(a) {
+		t.Error("a refused revoke-all ended the session")
 	}
 }
 

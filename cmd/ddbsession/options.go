@@ -36,9 +36,14 @@ type options struct {
 	within   time.Duration
 	from, to timeFlag
 
-	// items is the layout as the encoder and decoder take it, with
-	// defaults: validate fills it in.
-	items item.Layout
+	// given names the flags the command line set, for the layout flags
+	// that are overrides of the table's record.
+	given map[string]bool
+	// flagItems is the layout the flags give, with defaults for the rest:
+	// validate fills it in. items is the layout the command acts in, as
+	// the encoder and decoder take it: the table's record (open), or what
+	// table check and create hold the table to (overlay).
+	flagItems, items item.Layout
 }
 
 // commonFlagNames are the flags that register adds to every command, in
@@ -46,7 +51,7 @@ type options struct {
 var commonFlagNames = []string{
 	"table", "json", "region", "profile", "mrec",
 	"partition-key", "sort-key", "hash-only", "session-prefix", "user-sessions-prefix",
-	"ttl-attribute", "version-attribute", "expiry-index", "expiry-index-shards",
+	"ttl-attribute", "version-attribute", "credential-attribute", "expiry-index", "expiry-index-shards",
 }
 
 // register adds the table, connection and layout flags to fs.
@@ -65,6 +70,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.UserSessionsPrefix, "user-sessions-prefix", "", "Layout.UserSessionsPrefix (default \""+d.UserSessionsPrefix+"\")")
 	fs.StringVar(&l.TTLAttribute, "ttl-attribute", "", "Layout.TTLAttribute: the expiry's `attribute` (default \""+d.TTLAttribute+"\")")
 	fs.StringVar(&l.VersionAttribute, "version-attribute", "", "Layout.VersionAttribute: the user item's sessions version `attribute` (default \""+d.VersionAttribute+"\")")
+	fs.StringVar(&l.CredentialAttribute, "credential-attribute", "", "Layout.CredentialAttribute: the user item's credential version `attribute` (default \""+d.CredentialAttribute+"\")")
 	fs.StringVar(&l.ExpiryIndex, "expiry-index", "", "Layout.ExpiryIndex: the expiry index's `name`; none by default")
 	fs.IntVar(&l.ExpiryIndexShards, "expiry-index-shards", 0, fmt.Sprintf("Layout.ExpiryIndexShards (default %d)", d.ExpiryIndexShards))
 }
@@ -84,12 +90,15 @@ var layoutFlagNames = strings.NewReplacer(
 	"Layout.UserSessionsPrefix", "-user-sessions-prefix",
 	"Layout.TTLAttribute", "-ttl-attribute",
 	"Layout.VersionAttribute", "-version-attribute",
+	"Layout.CredentialAttribute", "-credential-attribute",
 	"Layout.ExpiryIndexShards", "-expiry-index-shards",
 	"Layout.ExpiryIndex", "-expiry-index",
 	"Layout:", "layout flags:",
 )
 
-// validate checks what the flags cannot check alone.
+// validate checks what the flags cannot check alone, before any call: what
+// needs the table's layout is checked again once the table's record gives
+// it (checkArgs).
 func (o *options) validate(c *command) error {
 	if o.table == "" {
 		return errors.New("-table is required")
@@ -98,15 +107,7 @@ func (o *options) validate(c *command) error {
 	if err != nil {
 		return errors.New(layoutFlagNames.Replace(err.Error()))
 	}
-	o.items = items
-	if len(c.args) > 0 && c.args[0] == "USER" {
-		switch {
-		case o.layout.HashOnly && o.sk != "":
-			return errors.New("-sk is set, but a -hash-only table's user keys have no sort key")
-		case !o.layout.HashOnly && o.sk == "":
-			return errors.New("USER needs its sort key in a table with one: add -sk (e.g. -sk PROFILE), or -hash-only for a table without")
-		}
-	}
+	o.flagItems, o.items = items, items
 	if o.segments < 0 || o.segments > maxSegments {
 		return fmt.Errorf("-segments %d: must be between 1 and %d", o.segments, maxSegments)
 	}
@@ -116,8 +117,27 @@ func (o *options) validate(c *command) error {
 	if o.grace < 0 {
 		return fmt.Errorf("-grace %v: must not be negative", o.grace)
 	}
+	// Whether the table has a sort key: known now if a key flag says so.
+	return o.checkArgs(c, o.given["hash-only"] || o.given["sort-key"])
+}
+
+// checkArgs checks the arguments against the layout of o.items; those
+// that depend on whether the table has a sort key only if keysKnown.
+func (o *options) checkArgs(c *command, keysKnown bool) error {
+	l := &o.items
+	if keysKnown && l.HashOnly && c.indexOnly != "" {
+		return errors.New(c.indexOnly)
+	}
+	if keysKnown && len(c.args) > 0 && c.args[0] == "USER" {
+		switch {
+		case l.HashOnly && o.sk != "":
+			return errors.New("-sk is set, but a hash-only table's user keys have no sort key")
+		case !l.HashOnly && o.sk == "":
+			return errors.New("USER needs its sort key in a table with one: add -sk (e.g. -sk PROFILE)")
+		}
+	}
 	if c.path == "sweep" {
-		if o.scsPrefix == "" || o.scsPrefix == o.items.SessionPrefix || o.scsPrefix == o.items.UserSessionsPrefix {
+		if o.scsPrefix == "" || o.scsPrefix == l.SessionPrefix || o.scsPrefix == l.UserSessionsPrefix {
 			return fmt.Errorf("-scs-prefix %q: must be set, and differ from the session and user-sessions prefixes", o.scsPrefix)
 		}
 	}

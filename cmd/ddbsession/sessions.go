@@ -46,8 +46,9 @@ times in RFC 3339. Exits 3 if the user has no item in the table.
 
 Example:
   ddbsession sessions list -table app USER#alice -sk PROFILE`,
-	flags: userFlags,
-	run:   runSessionsList,
+	flags:     userFlags,
+	indexOnly: "a hash-only table has no per-user index to list sessions from",
+	run:       runSessionsList,
 }
 
 var sessionsRevokeCommand = &command{
@@ -55,9 +56,10 @@ var sessionsRevokeCommand = &command{
 	args:    []string{"USER", "ID"},
 	summary: "end one of a user's sessions, by its ID",
 	help: `Ends the session ID of USER, as Manager.Revoke does ("sign out that
-device"): its next request is refused, on every instance. ID is the ID
-column of 'sessions list'. Exits 3 if USER has no such session (an unknown
-ID and another user's are not told apart).
+device"): its next request is refused, on every instance (in an MREC table,
+with the end record that keeps another Region's write from bringing it
+back). ID is the ID column of 'sessions list'. Exits 3 if USER has no such
+session (an unknown ID and another user's are not told apart).
 
 ` + userHelp + `
 
@@ -65,8 +67,9 @@ Output: what it did. With -json: {"user": {"pk", "sk"}, "revoked": ID}.
 
 Example:
   ddbsession sessions revoke -table app USER#alice -sk PROFILE 019a2b3c4d5e8f0e1d2c3b4a59687766`,
-	flags: userFlags,
-	run:   runSessionsRevoke,
+	flags:     userFlags,
+	indexOnly: "a hash-only table has no per-user index to find the session in; use revoke-all",
+	run:       runSessionsRevoke,
 }
 
 var sessionsRevokeAllCommand = &command{
@@ -75,11 +78,11 @@ var sessionsRevokeAllCommand = &command{
 	summary: "end every session of one user",
 	help: `Ends every session of USER, as Manager.RevokeAll does ("log out
 everywhere"): one conditional write that changes the user's sessions
-version (-version-attribute of the user item), no scan. Every session
+version (Layout.VersionAttribute of the user item), no scan. Every session
 created before it is refused on its next request, on every instance; a
-login after it lives. With -mrec, it changes the version in the user's
-revocation item and leaves the user item alone, as the app does. Exits 3 if
-the user has no item in the table.
+login after it lives. In an MREC table (as its layout record says), it
+changes the version in the user's revocation item and leaves the user item
+alone, as the app does. Exits 3 if the user has no item in the table.
 
 ` + userHelp + `
 
@@ -155,10 +158,6 @@ type listJSON struct {
 const deviceWidth = 48
 
 func runSessionsList(ctx context.Context, e *env, c *command, o *options, args []string) int {
-	if o.layout.HashOnly {
-		fmt.Fprintf(e.stderr, "ddbsession %s: a -hash-only table has no per-user index to list sessions from\n", c.path)
-		return exitUsage
-	}
 	user := o.userKey(args[0])
 	client, m, code := e.connectManager(ctx, c, o)
 	if m == nil {
@@ -213,10 +212,6 @@ func runSessionsList(ctx context.Context, e *env, c *command, o *options, args [
 }
 
 func runSessionsRevoke(ctx context.Context, e *env, c *command, o *options, args []string) int {
-	if o.layout.HashOnly {
-		fmt.Fprintf(e.stderr, "ddbsession %s: a -hash-only table has no per-user index to find the session in; use revoke-all\n", c.path)
-		return exitUsage
-	}
 	user, id := o.userKey(args[0]), args[1]
 	_, m, code := e.connectManager(ctx, c, o)
 	if m == nil {
@@ -266,16 +261,18 @@ func runSessionsRevokeAll(ctx context.Context, e *env, c *command, o *options, a
 }
 
 func runSessionsRevokeEveryone(ctx context.Context, e *env, c *command, o *options, _ []string) int {
+	// The layout first: a question about a table the command would then
+	// refuse to act on wastes the answer.
+	client, m, code := e.connectManager(ctx, c, o)
+	if m == nil {
+		return code
+	}
 	if !o.yes {
 		question := fmt.Sprintf("This ends every session of every user of table %q: everyone signs in again.\n"+
 			"Type the table's name to go on: ", o.table)
 		if code, ok := e.confirm(c, question, func(answer string) bool { return answer == o.table }); !ok {
 			return code
 		}
-	}
-	client, m, code := e.connectManager(ctx, c, o)
-	if m == nil {
-		return code
 	}
 	if err := m.RevokeEveryone(ctx); err != nil {
 		return e.fail(c, o, err)
@@ -321,13 +318,14 @@ func (e *env) confirm(c *command, question string, accept func(answer string) bo
 	return exitOK, true
 }
 
-// connectManager connects and builds the Manager; on failure m is nil and
-// code says why.
+// connectManager connects, takes the layout from the table (open) and
+// builds the Manager in it; on failure m is nil and code says why.
 func (e *env) connectManager(ctx context.Context, c *command, o *options) (client Client, m *ddbsession.Manager[struct{}], code int) {
-	client, err := e.connect(ctx, o)
-	if err == nil {
-		m, err = e.manager(client, o)
+	client, _, code = e.open(ctx, c, o)
+	if client == nil {
+		return nil, nil, code
 	}
+	m, err := e.manager(client, o)
 	if err != nil {
 		return nil, nil, e.fail(c, o, err)
 	}

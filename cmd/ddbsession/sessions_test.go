@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -222,7 +227,7 @@ func TestSessionsRevokeEveryone(t *testing.T) {
 	f.stdin = f.table + "\n"
 	code, stdout, stderr = f.run("sessions", "revoke-everyone")
 	wantCode(t, code, exitOK, stdout, stderr)
-	for _, want := range []string{"generation 1", "Config.Limits.RevokeEveryoneWithin (10s by default)"} {
+	for _, want := range []string{fmt.Sprintf("generation %d", f.generation()), "Config.Limits.RevokeEveryoneWithin (10s by default)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output does not say %q:\n%s", want, stdout)
 		}
@@ -247,7 +252,190 @@ func TestSessionsRevokeEveryone(t *testing.T) {
 		AppliedWithin string `json:"appliedWithin"`
 	}
 	decode(t, stdout, &got)
-	if got.Table != f.table || got.Generation != 2 || !strings.Contains(got.AppliedWithin, "10s") {
-		t.Errorf("revoke-everyone -json: %+v", got)
+	if got.Table != f.table || got.Generation != f.generation() || !strings.Contains(got.AppliedWithin, "10s") {
+		t.Errorf("revoke-everyone -json: %+v, the table's generation %d", got, f.generation())
+	}
+}
+
+// generation is the table's global revocation generation.
+func (f *fixture) generation() int64 {
+	f.t.Helper()
+	gen, err := item.DecodeGlobal(f.item(layout.GlobalKey()))
+	if err != nil || gen == 0 {
+		f.t.Fatalf("the global item: generation %d, %v", gen, err)
+	}
+	return gen
+}
+
+// The sessions commands act in the layout the table records, without the
+// layout flags: on an MREC app's table, revoke writes the end record that
+// keeps a session ended against another Region's write, and revoke-all
+// changes the revocation item, which MREC sessions are held to (a session
+// of release v0.1.0's format to it alone). A layout flag that disagrees
+// with the record is refused before any write, naming the flag, the
+// table's value and the flag's (exit 5).
+func TestSessionsActInTheRecordedLayout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout.MREC = true })
+	ctx := context.Background()
+	alice, bob := f.user("alice"), f.user("bob")
+	a1, a2 := f.login(alice, firefox), f.login(alice, curl)
+	old := f.legacySession(alice, 0) // no RevokeAll yet: the revocation item's version is 0
+	b := f.login(bob, curl)
+	if !f.valid(old) {
+		t.Fatal("alice's session of release v0.1.0's format is refused before any revocation")
+	}
+
+	// revoke, without -mrec: the session ends, with its end record.
+	list, err := f.app.List(ctx, alice)
+	if err != nil || len(list) != 3 || list[1].UserAgent != curl {
+		t.Fatalf("List: %+v, %v", list, err)
+	}
+	cred, _ := layout.ParseCredential(a2.Value)
+	written := f.item(layout.SessionKey(layout.SessionPK(cred.Token)))
+	code, stdout, stderr := f.run("sessions", "revoke", alice.PK, "-sk", alice.SK, list[1].ID) // a2's
+	wantCode(t, code, exitOK, stdout, stderr)
+	if end := f.item(layout.EndKey(layout.SessionPK(cred.Token))); end == nil {
+		t.Error("sessions revoke on an MREC table wrote no end record")
+	}
+	// Another Region's refresh, which had not seen the delete, writes the
+	// session back whole: the end record keeps it ended.
+	f.put(written)
+	if f.valid(a2) || !f.valid(a1) {
+		t.Errorf("after revoke and a write from another Region: the revoked session valid %v, the other %v", f.valid(a2), f.valid(a1))
+	}
+
+	// revoke-all, without -mrec: every session of alice ends, bob's not.
+	code, stdout, stderr = f.run("sessions", "revoke-all", alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	if f.valid(a1) || f.valid(old) || !f.valid(b) {
+		t.Errorf("after revoke-all: alice's sessions valid %v and (v0.1.0's format) %v, bob's %v", f.valid(a1), f.valid(old), f.valid(b))
+	}
+	if again := f.login(alice, firefox); !f.valid(again) {
+		t.Error("a login after revoke-all is refused")
+	}
+
+	// A flag that disagrees: refused, and nothing written.
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-mrec=false"}, "-mrec false, and the table records true"},
+		{[]string{"-session-prefix", "S#", "-mrec"}, `-session-prefix "S#", and the table records "SESSION#"`},
+		{[]string{"-credential-attribute", "passwordVersion"}, `-credential-attribute "passwordVersion", and the table records "credentialVersion"`},
+	} {
+		before := f.keys()
+		for _, args := range [][]string{
+			{"sessions", "revoke-all", bob.PK, "-sk", bob.SK},
+			{"sessions", "revoke-everyone", "-yes"},
+			{"sessions", "list", bob.PK, "-sk", bob.SK},
+		} {
+			code, stdout, stderr := f.run(append(args, tc.args...)...)
+			wantCode(t, code, exitSchema, stdout, stderr)
+			for _, want := range []string{tc.says, "Leave the layout flags out"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%v %v: stderr does not say %q:\n%s", args, tc.args, want, stderr)
+				}
+			}
+		}
+		if diff := cmp.Diff(before, f.keys()); diff != "" || !f.valid(b) {
+			t.Errorf("%v: refused, yet the table changed (-before +after):\n%s\nbob's session valid %v", tc.args, diff, f.valid(b))
+		}
+	}
+	// A flag that agrees is taken.
+	code, stdout, stderr = f.run("sessions", "revoke-all", bob.PK, "-sk", bob.SK, "-mrec", "-session-prefix", "SESSION#")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if f.valid(b) {
+		t.Error("bob's session outlived revoke-all -mrec")
+	}
+}
+
+// A table that records no layout (release v0.1.0's): every command that
+// acts on sessions refuses, says how to record it, and writes nothing, the
+// layout record included; table check reports it, and table create
+// records it, after which the commands act.
+func TestCommandsRefuseATableWithoutLayout(t *testing.T) {
+	t.Parallel()
+	f := unrecordedFixture(t)
+	f.probe = &probe{Client: ddbtest.WithTTL(f.engine)}
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	f.put(map[string]types.AttributeValue{"pk": item.Str(alice.PK), "sk": item.Str(alice.SK), "sessionsVersion": item.Num(item.NewVersion())})
+	f.expiredSession(alice, time.Now().Add(-time.Hour), curl)
+	user := []string{alice.PK, "-sk", alice.SK}
+	before := f.keys()
+	for _, args := range [][]string{
+		append([]string{"sessions", "list"}, user...),
+		append([]string{"sessions", "revoke", "019a2b3c4d5e8f0e1d2c3b4a59687766"}, user...),
+		append([]string{"sessions", "revoke-all"}, user...),
+		{"sessions", "revoke-everyone", "-yes"},
+		{"sessions", "expiring", "-within", "1h"},
+		{"sweep", "-max-wcu", "0", "-max-rcu", "0"},
+		{"count", "-yes"},
+		append([]string{"sessions", "revoke-all", "-mrec"}, user...),
+	} {
+		code, stdout, stderr := f.run(args...)
+		wantCode(t, code, exitSchema, stdout, stderr)
+		wantCreate := "ddbsession table create -table " + f.table
+		if slices.Contains(args, "-mrec") {
+			wantCreate += " -mrec"
+		}
+		if !strings.Contains(stderr, "records no layout") || !strings.Contains(stderr, wantCreate+"\n") {
+			t.Errorf("%v: stderr does not say to record the layout with %q:\n%s", args, wantCreate, stderr)
+		}
+	}
+	if diff := cmp.Diff(before, f.keys()); diff != "" {
+		t.Errorf("the refused commands changed the table (-before +after):\n%s", diff)
+	}
+
+	code, stdout, stderr := f.run("table", "check", "-json")
+	wantCode(t, code, exitTTL, stdout, stderr)
+	var checked struct {
+		Problems []problem
+		Layout   any
+	}
+	if err := json.Unmarshal([]byte(stdout), &checked); err != nil || len(checked.Problems) != 2 || checked.Problems[1].Kind != "layout-missing" || checked.Layout != nil {
+		t.Errorf("table check of a table without a layout record: %v\n%s", err, stdout)
+	}
+	code, stdout, stderr = f.run("table", "create", "-json")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var created struct {
+		Layout         map[string]any
+		RecordedLayout *bool
+	}
+	if err := json.Unmarshal([]byte(stdout), &created); err != nil || created.RecordedLayout == nil || !*created.RecordedLayout || created.Layout["sessionPrefix"] != "SESSION#" {
+		t.Errorf("table create on a table without a layout record: %v\n%s", err, stdout)
+	}
+	code, stdout, stderr = f.run(append([]string{"sessions", "revoke-all"}, user...)...)
+	wantCode(t, code, exitOK, stdout, stderr)
+}
+
+// In a hash-only table, a USER needs no -sk and no -hash-only: the table's
+// record says it has no sort key. -sk there is still refused, and so is
+// sessions list, which needs the per-user index.
+func TestHashOnlyTableNeedsNoFlag(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout.HashOnly = true })
+	alice := ddbsession.UserKey{PK: "USER#alice"}
+	if err := f.app.CreateUser(context.Background(), testUser{PK: alice.PK, Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.login(alice, curl)
+	code, stdout, stderr := f.run("sessions", "revoke-all", alice.PK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	if f.valid(a) {
+		t.Error("the session outlived revoke-all")
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"sessions", "revoke-all", alice.PK, "-sk", "PROFILE"}, "-sk is set"},
+		{[]string{"sessions", "list", alice.PK}, "no per-user index"},
+	} {
+		code, stdout, stderr := f.run(tc.args...)
+		wantCode(t, code, exitUsage, stdout, stderr)
+		if !strings.Contains(stderr, tc.says) {
+			t.Errorf("%v: stderr does not say %q:\n%s", tc.args, tc.says, stderr)
+		}
 	}
 }

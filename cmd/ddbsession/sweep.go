@@ -25,10 +25,11 @@ var sweepCommand = &command{
 	path:    "sweep",
 	summary: "delete the library's expired items (TTL's work), paced",
 	help: `Deletes the expired items of the library's own kinds, as TTL would, once
-their TTL attribute is -grace in the past: session items (two-step logins
-waiting for their second factor included), per-user index items, end
-records (-mrec), the records of a two-step login's tries, and scsstore's
-scs sessions and tombstones. For a table whose TTL is off or lagging (TTL
+their TTL attribute is -grace in the past: session items of every format
+the library reads (two-step logins waiting for their second factor
+included), per-user index items, end records (MREC), the records of a
+two-step login's tries, a session limit's voids, and scsstore's scs
+sessions and tombstones. It works in the layout the table records. For a table whose TTL is off or lagging (TTL
 deletes up to 48 hours late), and for global tables in multi-Region strong
 consistency (MRSC), which have no TTL at all.
 
@@ -36,9 +37,10 @@ It scans the table, reads each item with the library's own format, and
 deletes an expired one with a DeleteItem whose condition says it is still
 expired and of its kind, so that a session refreshed after the scan read it
 is kept (counted as "kept"). It never deletes user items, a user's
-revocation or slots item, the global revocation item, or anything else it
-does not recognise as one of the kinds above under that kind's key (items
-of a format version it does not know included).
+revocation or slots item, the global revocation item, the table's layout
+record, or anything else it does not recognise as one of the kinds above
+under that kind's key (items of a format version it does not know
+included).
 
 Pacing: deletes are paced on the write units DynamoDB reports for each
 (-max-wcu per second), the scan on the read units it reports for each page
@@ -105,14 +107,11 @@ type sweeper struct {
 }
 
 func runSweep(ctx context.Context, e *env, c *command, o *options, _ []string) int {
-	client, err := e.connect(ctx, o)
-	if err != nil {
-		return e.fail(c, o, err)
+	client, desc, code := e.open(ctx, c, o)
+	if client == nil {
+		return code
 	}
-	count, size, err := tableSize(ctx, client, o.table)
-	if err != nil {
-		return e.fail(c, o, err)
-	}
+	count, size := tableSize(desc)
 	began := e.now()
 	sw := &sweeper{
 		e: e, o: o, client: client,
@@ -160,7 +159,7 @@ func runSweep(ctx context.Context, e *env, c *command, o *options, _ []string) i
 		return sc.scanned.Load(), fmt.Sprintf("%s expired, %s deleted", thousands(sw.expired.Load()), thousands(sw.deleted.Load()))
 	})
 	sw.progress = prog
-	err = sc.run(ctx)
+	err := sc.run(ctx)
 	prog.done()
 	report := sweepReport{
 		Table: o.table, DryRun: o.dryRun, ExpiredBefore: time.Unix(sw.cutoff+1, 0).UTC(),
@@ -407,12 +406,8 @@ func printSweep(e *env, r sweepReport) {
 
 // tableSize returns DescribeTable's item count and size in bytes, which
 // DynamoDB updates about every six hours.
-func tableSize(ctx context.Context, client Client, table string) (count, bytes int64, err error) {
-	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
-	if err != nil {
-		return 0, 0, fmt.Errorf("describe table %q: %w", table, err)
-	}
-	return aws.ToInt64(out.Table.ItemCount), aws.ToInt64(out.Table.TableSizeBytes), nil
+func tableSize(desc *types.TableDescription) (count, bytes int64) {
+	return aws.ToInt64(desc.ItemCount), aws.ToInt64(desc.TableSizeBytes)
 }
 
 // avg is the average item's size, 0 if unknown.

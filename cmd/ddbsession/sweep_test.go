@@ -36,6 +36,18 @@ func (f *fixture) set(key map[string]types.AttributeValue, update string, values
 	}
 }
 
+// update applies w, an update of the library's, to the item under key.
+func (f *fixture) update(key map[string]types.AttributeValue, w item.Writes) {
+	f.t.Helper()
+	_, err := f.engine.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &f.table, Key: key, UpdateExpression: &w.Update, ConditionExpression: &w.Condition,
+		ExpressionAttributeNames: w.Names, ExpressionAttributeValues: w.Values,
+	})
+	if err != nil {
+		f.t.Fatalf("UpdateItem: %v", err)
+	}
+}
+
 // scsItem writes an scs session expiring at expires, or its tombstone.
 func (f *fixture) scsItem(expires time.Time, tombstone bool) string {
 	f.t.Helper()
@@ -80,13 +92,9 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 
 	// Items that are not the sweep's, each with an expired TTL attribute.
 	f.set(layout.Key(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
-	mrec, err := ddbsession.New(ddbsession.Config[testUser]{Client: f.engine, Table: f.table, Layout: ddbsession.Layout{MREC: true}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mrec.RevokeAll(context.Background(), carol); err != nil { // writes carol's revocation item
-		t.Fatal(err)
-	}
+	// carol's revocation item, as an MREC RevokeAll writes it (on an
+	// MREC table, which this is not: the sweep leaves it all the same).
+	f.update(layout.RevocationKey(carol.PK, carol.SK), layout.ChangeRevocation())
 	revocation := f.item(layout.RevocationKey(carol.PK, carol.SK))
 	if revocation[item.AttrKind].(*types.AttributeValueMemberS).Value != item.KindRevocation {
 		t.Fatalf("carol's revocation item: %v", revocation)
@@ -106,18 +114,18 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 		t.Fatalf("the session limit's slots item: %v, %v", daveSlots, err)
 	}
 	f.set(layout.SlotsKey(dave.PK, dave.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
-	if err := mrec.RevokeEveryone(context.Background()); err != nil { // writes the global item
+	if err := f.app.RevokeEveryone(context.Background()); err != nil { // writes the global item
 		t.Fatal(err)
 	}
 	f.set(layout.GlobalKey(), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
-	// Version 4 is no version the decoder knows (3 is a pending login's
-	// session item: TestSweepDeletesExpiredPendingLogins).
+	// A format after FormatPending is none the decoder knows: a later
+	// release's, which this one leaves alone.
 	future := f.expiredSession(carol, now.Add(-time.Hour), "a release from the future")
 	futureEnd := layout.EncodeEnd(layout.SessionPK(item.NewToken()), item.NewID(now), now.Add(-time.Hour))
 	f.put(futureEnd)
 	for _, k := range append(future, keyString(futureEnd)) {
 		pk, sk, _ := strings.Cut(k, "|")
-		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(4)})
+		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(item.FormatPending + 1)})
 	}
 	app := map[string]types.AttributeValue{"pk": item.Str("ORDER#1"), "sk": item.Str("SESSION"), "kind": item.Str("session"), "expiresAt": past}
 	f.put(app)
@@ -423,7 +431,9 @@ func TestSweepProgress(t *testing.T) {
 	if strings.Count(stderr, "\rsweep [") < 3 || !strings.Contains(stderr, "100%") || !strings.HasSuffix(strings.TrimRight(stderr, " \n"), "12 deleted") {
 		t.Errorf("no progress bar on a terminal:\n%q", stderr)
 	}
-	for _, want := range []string{"scanned      13", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, voids 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
+	// 14: the user item, 6 session and 6 index items, and the layout
+	// record.
+	for _, want := range []string{"scanned      14", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, voids 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the summary does not say %q:\n%s", want, stdout)
 		}
@@ -462,4 +472,79 @@ func TestSweepRateOnTheRealClock(t *testing.T) {
 		t.Errorf("%v write units in %v: faster than -max-wcu 100 allows (%v)", got.WriteUnits, elapsed, min)
 	}
 	t.Logf("deleted %d items (%v write units) in %v: %.1f units/s at -max-wcu 100", got.Deleted, got.WriteUnits, elapsed.Round(time.Millisecond), got.WriteUnits/elapsed.Seconds())
+}
+
+// The sweep deletes the expired sessions of every format the library
+// reads: release v0.1.0's (1 to 3) and this one's (4 to 6), plain,
+// device-bound and pending, with their index items; and never the table's
+// layout record, whatever its TTL attribute says.
+func TestSweepDeletesEveryFormat(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	alice := f.user("alice")
+	var swept []string
+	for _, legacy := range []bool{true, false} {
+		for _, kind := range []string{"plain", "bound", "pending"} {
+			created := now.Add(-25 * time.Hour).Truncate(time.Millisecond)
+			s := item.Session{
+				ID: item.NewID(created), UserPK: alice.PK, UserSK: alice.SK, CreatedAt: created, RefreshedAt: created, AuthAt: created,
+				ExpiresAt: time.Unix(now.Add(-time.Hour).Unix(), 0), Legacy: legacy, DeviceBound: kind == "bound", Pending: kind == "pending",
+			}
+			pk := layout.SessionPK(item.NewToken())
+			session := layout.EncodeSession(pk, s)
+			f.put(session)
+			swept = append(swept, keyString(session))
+			if kind != "pending" { // a pending login has no index item
+				index := layout.EncodeIndex(pk, s)
+				f.put(index)
+				swept = append(swept, keyString(index))
+			}
+		}
+	}
+	f.set(layout.LayoutKey(), "SET expiresAt = :past", map[string]types.AttributeValue{":past": item.Num(now.Add(-time.Hour).Unix())})
+	before := f.keys()
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if got.Deleted != int64(len(swept)) || got.DeletedByKind[item.KindSession] != 6 || got.DeletedByKind[item.KindIndex] != 4 {
+		t.Errorf("sweep: %+v; want the 6 session items and 4 index items", got)
+	}
+	wantLeft := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(swept, k) })
+	if diff := cmp.Diff(wantLeft, f.keys()); diff != "" {
+		t.Errorf("items left (-want +got):\n%s", diff)
+	}
+	if recorded, err := item.DecodeLayout(f.item(layout.LayoutKey())); err != nil || recorded != layout {
+		t.Errorf("after the sweep, the layout record: %+v, %v", recorded, err)
+	}
+}
+
+// The sweep takes the layout from the table: without a layout flag, it
+// finds the expired sessions of a table whose apps keep them under
+// another prefix and their expiry in another attribute.
+func TestSweepTakesTheRecordedLayout(t *testing.T) {
+	t.Parallel()
+	other := ddbsession.Layout{SessionPrefix: "S#", UserSessionsPrefix: "US#", TTLAttribute: "validUntil"}
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout = other })
+	l, err := item.Layout(other).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	f.clock = newFakeClock(now)
+	user := f.user("alice")
+	created := now.Add(-25 * time.Hour).Truncate(time.Millisecond)
+	s := item.Session{ID: item.NewID(created), UserPK: user.PK, UserSK: user.SK, CreatedAt: created, RefreshedAt: created, AuthAt: created, ExpiresAt: time.Unix(now.Add(-time.Hour).Unix(), 0)}
+	pk := l.SessionPK(item.NewToken())
+	f.put(l.EncodeSession(pk, s))
+	f.put(l.EncodeIndex(pk, s))
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	if got.Deleted != 2 || f.item(l.SessionKey(pk)) != nil {
+		t.Errorf("sweep without layout flags on a table of another layout: %+v; want its session and index item deleted", got)
+	}
 }

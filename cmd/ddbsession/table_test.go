@@ -17,7 +17,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/internal/table"
 )
 
@@ -49,7 +51,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 		wantCode(t, code, exitOK, stdout, stderr)
 		var created tableReport
 		decode(t, stdout, &created)
-		if diff := cmp.Diff(tableReport{Table: table, Created: &no, TTL: "on", TTLAttribute: "expiresAt", Problems: []problem{}}, created); diff != "" {
+		if diff := cmp.Diff(tableReport{Table: table, Created: &no, TTL: "on", TTLAttribute: "expiresAt", Problems: []problem{}, Layout: layoutJSONOf(&layout), RecordedLayout: &no}, created); diff != "" {
 			t.Errorf("table create -json (-want +got):\n%s", diff)
 		}
 		if strings.Contains(stderr, "UpdateTimeToLive") {
@@ -76,7 +78,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 		var checked tableReport
 		decode(t, stdout, &checked)
 		ok := true
-		if diff := cmp.Diff(tableReport{Table: table, OK: &ok, Problems: []problem{}}, checked); diff != "" {
+		if diff := cmp.Diff(tableReport{Table: table, OK: &ok, Problems: []problem{}, Layout: layoutJSONOf(&layout)}, checked); diff != "" {
 			t.Errorf("table check -json (-want +got):\n%s", diff)
 		}
 		code, stdout, stderr = f.run("table", "check")
@@ -85,15 +87,34 @@ func TestTableCreateAndCheck(t *testing.T) {
 			t.Errorf("table check:\n%s", stdout)
 		}
 
-		// TTL on another attribute: how to use it, or move it.
+		// TTL on another attribute than the layout's: move it. The table's
+		// record says where its apps keep the expiry, with the flag or
+		// without it.
+		validUntil := layout
+		validUntil.TTLAttribute = "validUntil"
+		f.put(validUntil.EncodeLayout())
+		defer f.put(layout.EncodeLayout())
+		for _, args := range [][]string{nil, {"-ttl-attribute", "validUntil"}} {
+			code, stdout, stderr = f.run(append([]string{"table", "check", "-json"}, args...)...)
+			wantCode(t, code, exitTTL, stdout, stderr)
+			decode(t, stdout, &checked)
+			if len(checked.Problems) != 1 || checked.Problems[0].Kind != "ttl-attribute" ||
+				!strings.Contains(checked.Problems[0].Fix, `move TTL to "validUntil"`) ||
+				!strings.Contains(checked.Problems[0].Command, "Enabled=false,AttributeName=expiresAt") ||
+				!strings.Contains(checked.Problems[0].Command, "Enabled=true,AttributeName=validUntil") {
+				t.Errorf("%v: TTL on another attribute: %+v", args, checked.Problems)
+			}
+		}
+		// Without a record, the flags are the layout: the app's may keep
+		// it where TTL is.
+		f.delete(layout.LayoutKey())
 		code, stdout, stderr = f.run("table", "check", "-ttl-attribute", "validUntil", "-json")
 		wantCode(t, code, exitTTL, stdout, stderr)
 		decode(t, stdout, &checked)
-		if len(checked.Problems) != 1 || checked.Problems[0].Kind != "ttl-attribute" ||
+		if diff := cmp.Diff([]string{"ttl-attribute", "layout-missing"}, kindsOf(checked.Problems)); diff != "" ||
 			!strings.Contains(checked.Problems[0].Fix, "-ttl-attribute expiresAt") ||
-			!strings.Contains(checked.Problems[0].Command, "Enabled=false,AttributeName=expiresAt") ||
-			!strings.Contains(checked.Problems[0].Command, "Enabled=true,AttributeName=validUntil") {
-			t.Errorf("TTL on another attribute: %+v", checked.Problems)
+			!strings.Contains(checked.Problems[1].Command, "ddbsession table create -table "+table+" -ttl-attribute validUntil") {
+			t.Errorf("TTL on another attribute, without a record: %+v", checked.Problems)
 		}
 	})
 
@@ -150,7 +171,7 @@ func wantWithoutTTL(t *testing.T, f *fixture, created *bool) {
 	wantCode(t, code, exitOK, stdout, stderr)
 	var got tableReport
 	decode(t, stdout, &got)
-	if diff := cmp.Diff(tableReport{Table: f.table, Created: created, TTL: "off", Problems: []problem{}}, got); diff != "" {
+	if diff := cmp.Diff(tableReport{Table: f.table, Created: created, TTL: "off", Problems: []problem{}, Layout: layoutJSONOf(&layout), RecordedLayout: created}, got); diff != "" {
 		t.Errorf("table create -json (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(stderr, "does not implement UpdateTimeToLive") {
@@ -165,8 +186,9 @@ func wantWithoutTTL(t *testing.T, f *fixture, created *bool) {
 }
 
 // table check changes nothing: on a table whose TTL is off, where the
-// engine has TTL, it says so each time, and TTL stays off; table create
-// then turns it on.
+// engine has TTL, and which records no layout (release v0.1.0's), it says
+// so each time, and TTL stays off, the layout unrecorded; table create
+// then turns TTL on and records the layout.
 func TestTableCheckChangesNothing(t *testing.T) {
 	t.Parallel()
 	engine := ddbtest.Client(t)
@@ -182,17 +204,27 @@ func TestTableCheckChangesNothing(t *testing.T) {
 		wantCode(t, code, exitTTL, stdout, stderr)
 		var got tableReport
 		decode(t, stdout, &got)
-		if len(got.Problems) != 1 || got.Problems[0].Kind != "ttl-off" || got.Problems[0].Error != fmt.Sprintf("TTL is off on table %q", table) {
-			t.Errorf("table check: %+v", got.Problems)
+		if len(got.Problems) != 2 || got.Problems[0].Kind != "ttl-off" || got.Problems[0].Error != fmt.Sprintf("TTL is off on table %q", table) ||
+			got.Problems[1].Kind != "layout-missing" || got.Problems[1].Command != "ddbsession table create -table "+table || got.Layout != nil {
+			t.Errorf("table check: %+v, layout %+v", got.Problems, got.Layout)
 		}
 	}
 	if _, on, err := describeTTL(ctx, f.probe, table); on || err != nil {
 		t.Fatalf("after table check, TTL on %v, %v; want off", on, err)
 	}
+	if av := f.item(layout.LayoutKey()); av != nil {
+		t.Fatalf("after table check, a layout record: %v", av)
+	}
 	code, stdout, stderr := f.run("table", "create")
 	wantCode(t, code, exitOK, stdout, stderr)
 	if attr, on, err := describeTTL(ctx, f.probe, table); !on || attr != "expiresAt" || err != nil {
 		t.Errorf("after table create, TTL on %v (%q), %v; want on expiresAt", on, attr, err)
+	}
+	if !strings.Contains(stdout, "recorded its layout in the table") {
+		t.Errorf("table create does not say it recorded the layout:\n%s", stdout)
+	}
+	if recorded, err := item.DecodeLayout(f.item(layout.LayoutKey())); err != nil || recorded != layout {
+		t.Errorf("after table create, the layout record: %+v, %v; want %+v", recorded, err, layout)
 	}
 }
 
@@ -241,10 +273,20 @@ func TestTableExpiryIndex(t *testing.T) {
 		t.Errorf("table check of the new table, on an engine with TTL %v: %+v (-want +got kinds):\n%s", ttl, got.Problems, diff)
 	}
 
+	// Without the flag, the table's record names the index.
+	code, stdout, stderr = f.run("table", "check", "-json")
+	wantCode(t, code, want, stdout, stderr)
+	decode(t, stdout, &got)
+	if diff := cmp.Diff(wantKinds(), kindsOf(got.Problems), cmpopts.EquateEmpty()); diff != "" || got.Layout == nil || got.Layout.ExpiryIndex != "expiring" {
+		t.Errorf("table check without -expiry-index: %+v, layout %+v (-want +got kinds):\n%s", got.Problems, got.Layout, diff)
+	}
+
+	// Another index than the record's: the table lacks it, and the flag
+	// disagrees with the record.
 	code, stdout, stderr = f.run("table", "check", "-expiry-index", "other", "-json")
 	wantCode(t, code, exitSchema, stdout, stderr)
 	decode(t, stdout, &got)
-	if !slices.Equal(kindsOf(got.Problems), wantKinds("expiry-index")) || got.Problems[0].Error != fmt.Sprintf("table %q has no expiry index %q", f.table, "other") {
+	if !slices.Equal(kindsOf(got.Problems), append(wantKinds("expiry-index"), "layout-mismatch")) || got.Problems[0].Error != fmt.Sprintf("table %q has no expiry index %q", f.table, "other") {
 		t.Fatalf("table check -expiry-index other, on an engine with TTL %v: %+v", ttl, got.Problems)
 	}
 	command := got.Problems[0].Command
@@ -265,35 +307,51 @@ func TestTableExpiryIndex(t *testing.T) {
 	}
 }
 
-// A global table: MREC without -mrec does not fit (the app needs
-// Config.MREC), and MRSC has no TTL, for which the fix is a sweep. The
-// engine has no global tables: the probe describes the table, and its
-// TTL, as DynamoDB describes them. An MREC table has TTL on or off; an
-// MRSC table cannot have it, and says DISABLED ("Global tables: how it
-// works", consistency modes:
+// A global table: MREC where the table's layout record (or without one,
+// the flags) does not say MREC does not fit (the app needs Config.MREC),
+// and MRSC has no TTL, for which the fix is a sweep. The engine has no
+// global tables: the probe describes the table, and its TTL, as DynamoDB
+// describes them. An MREC table has TTL on or off; an MRSC table cannot
+// have it, and says DISABLED ("Global tables: how it works", consistency
+// modes:
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/V2globaltables_HowItWorks.html).
 func TestTableCheckGlobalTables(t *testing.T) {
 	t.Parallel()
 	off := &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}
 	on := &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusEnabled, AttributeName: aws.String("expiresAt")}
+	const (
+		noRecord = iota
+		recordedPlain
+		recordedMREC
+	)
 	for _, tc := range []struct {
 		name        string
 		consistency types.MultiRegionConsistency
+		record      int
 		ttl         *types.TimeToLiveDescription
 		args        []string
 		exitCode    int
 		kinds       []string
 		says        string
 	}{
-		{"MREC without -mrec", types.MultiRegionConsistencyEventual, off, nil, exitSchema, []string{"mrec", "ttl-off"}, "pass -mrec"},
-		{"MREC without -mrec, TTL on", types.MultiRegionConsistencyEventual, on, nil, exitSchema, []string{"mrec"}, "pass -mrec"},
-		{"MREC with -mrec", types.MultiRegionConsistencyEventual, off, []string{"-mrec"}, exitTTL, []string{"ttl-off"}, "update-time-to-live"},
-		{"MREC with -mrec, TTL on", types.MultiRegionConsistencyEventual, on, []string{"-mrec"}, exitOK, nil, ""},
-		{"MRSC", types.MultiRegionConsistencyStrong, off, nil, exitTTL, []string{"mrsc-no-ttl"}, "ddbsession sweep -table"},
+		{"MREC recorded without MREC", types.MultiRegionConsistencyEventual, recordedPlain, off, nil, exitSchema, []string{"mrec", "ttl-off"}, "must set Config.Layout.MREC"},
+		{"MREC recorded without MREC, TTL on", types.MultiRegionConsistencyEventual, recordedPlain, on, nil, exitSchema, []string{"mrec"}, "must set Config.Layout.MREC"},
+		{"MREC recorded without MREC, -mrec", types.MultiRegionConsistencyEventual, recordedPlain, on, []string{"-mrec"}, exitSchema, []string{"layout-mismatch"}, "Leave the flag out"},
+		{"MREC recorded", types.MultiRegionConsistencyEventual, recordedMREC, off, nil, exitTTL, []string{"ttl-off"}, "update-time-to-live"},
+		{"MREC recorded, TTL on", types.MultiRegionConsistencyEventual, recordedMREC, on, nil, exitOK, nil, ""},
+		{"MREC recorded, TTL on, -mrec", types.MultiRegionConsistencyEventual, recordedMREC, on, []string{"-mrec"}, exitOK, nil, ""},
+		{"MREC without a record, without -mrec", types.MultiRegionConsistencyEventual, noRecord, on, nil, exitSchema, []string{"mrec", "layout-missing"}, "pass -mrec"},
+		{"MREC without a record, with -mrec", types.MultiRegionConsistencyEventual, noRecord, on, []string{"-mrec"}, exitTTL, []string{"layout-missing"}, "ddbsession table create -table"},
+		{"MRSC", types.MultiRegionConsistencyStrong, recordedPlain, off, nil, exitTTL, []string{"mrsc-no-ttl"}, "ddbsession sweep -table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t)
+			var f *fixture
+			if tc.record == noRecord {
+				f = unrecordedFixture(t)
+			} else {
+				f = newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout.MREC = tc.record == recordedMREC })
+			}
 			f.probe.describe = func(d *types.TableDescription) {
 				d.MultiRegionConsistency = tc.consistency
 				d.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("eu-west-1")}}
@@ -312,6 +370,20 @@ func TestTableCheckGlobalTables(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unrecordedFixture is a table of the default layout that records none,
+// as release v0.1.0 made them, and no app on it.
+func unrecordedFixture(t *testing.T) *fixture {
+	t.Helper()
+	engine := ddbtest.Client(t)
+	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine)}
+	f.probe = &probe{Client: engine}
+	if _, err := engine.CreateTable(context.Background(), tableInput(f.table)); err != nil {
+		t.Fatal(err)
+	}
+	ddbtest.WaitActive(t, engine, f.table)
+	return f
 }
 
 // A failure of the library's check is a failure (exit 1), told as
@@ -391,4 +463,54 @@ func withAttribute(av map[string]types.AttributeValue, name, value string) map[s
 	av = maps.Clone(av)
 	av[name] = &types.AttributeValueMemberS{Value: value}
 	return av
+}
+
+// table check and create hold the table to its layout record: a layout
+// flag that disagrees is a problem of its own (exit 5) that names the
+// flag, the table's value and the flag's, in words and in -json's
+// layoutFlags; create then changes nothing. A record the command cannot
+// read refuses every command that acts.
+func TestTableLayoutRecord(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.probe = &probe{Client: ddbtest.WithTTL(f.engine)}
+	code, stdout, stderr := f.run("table", "create") // TTL on, where the engine has none by the emulation
+	wantCode(t, code, exitOK, stdout, stderr)
+	for _, verb := range []string{"check", "create"} {
+		code, stdout, stderr := f.run("table", verb, "-json", "-mrec", "-session-prefix", "S#")
+		wantCode(t, code, exitSchema, stdout, stderr)
+		var got tableReport
+		decode(t, stdout, &got)
+		wantFlags := []flagDiff{{Flag: "-mrec", Table: "false", Given: "true"}, {Flag: "-session-prefix", Table: `"SESSION#"`, Given: `"S#"`}}
+		if diff := cmp.Diff(wantFlags, got.LayoutFlags); diff != "" {
+			t.Errorf("table %s: layoutFlags (-want +got):\n%s", verb, diff)
+		}
+		if diff := cmp.Diff([]string{"layout-mismatch", "layout-mismatch"}, kindsOf(got.Problems)); diff != "" ||
+			!strings.Contains(got.Problems[1].Error, `records -session-prefix "SESSION#" in its layout, and the flag gives "S#"`) {
+			t.Errorf("table %s: problems %+v (-want +got kinds):\n%s", verb, got.Problems, diff)
+		}
+		if diff := cmp.Diff(layoutJSONOf(&layout), got.Layout); diff != "" || verb == "create" && (got.RecordedLayout == nil || *got.RecordedLayout) {
+			t.Errorf("table %s: layout (-want +got):\n%s\nrecorded now %v", verb, diff, got.RecordedLayout)
+		}
+	}
+	if recorded, err := item.DecodeLayout(f.item(layout.LayoutKey())); err != nil || recorded != layout {
+		t.Errorf("after table create with other flags, the record: %+v, %v", recorded, err)
+	}
+	code, stdout, stderr = f.run("table", "create", "-json", "-mrec=false")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got tableReport
+	decode(t, stdout, &got)
+	if got.RecordedLayout == nil || *got.RecordedLayout || len(got.LayoutFlags) != 0 {
+		t.Errorf("table create with a flag that agrees: %+v", got)
+	}
+
+	// A record of a form the command cannot read.
+	odd := layout.EncodeLayout()
+	odd["mrec"] = item.Str("yes")
+	f.put(odd)
+	code, stdout, stderr = f.run("sessions", "revoke-all", "USER#alice", "-sk", "PROFILE")
+	wantCode(t, code, exitSchema, stdout, stderr)
+	if !strings.Contains(stderr, "holds a layout record that this release cannot read") {
+		t.Errorf("a layout record of another form:\n%s", stderr)
+	}
 }
