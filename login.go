@@ -61,6 +61,12 @@ func (c *core) createUser(ctx context.Context, v any) error {
 		return err
 	}
 	created, err := c.store.createUser(ctx, av)
+	if err == nil && created && c.store.MREC {
+		// A revocation item outlives a user item deleted before this one,
+		// with a version that sessions of release v0.1.0, which have no
+		// stamp of the user item's own version, copied: change it.
+		err = c.store.changeRevocation(ctx, key.PK, key.SK)
+	}
 	switch {
 	case err != nil:
 		return err
