@@ -99,21 +99,26 @@ const (
 	tableSK = "sk"
 )
 
-// User is the app's user item: a small profile, as a sign-in app keeps.
+// User is the app's user item: a small profile, as a sign-in app keeps,
+// with the sessions version that ddbsession needs of a user item the app
+// writes itself (docs/item-format.md#user-items).
 type User struct {
-	PK    string `dynamodbav:"pk"`
-	SK    string `dynamodbav:"sk"`
-	Name  string `dynamodbav:"name"`
-	Email string `dynamodbav:"email"`
-	Role  string `dynamodbav:"role"`
+	PK              string `dynamodbav:"pk"`
+	SK              string `dynamodbav:"sk"`
+	Name            string `dynamodbav:"name"`
+	Email           string `dynamodbav:"email"`
+	Role            string `dynamodbav:"role"`
+	SessionsVersion int64  `dynamodbav:"sessionsVersion"`
 }
 
-// putUsers writes n user items.
+// putUsers writes n user items, each with a random non-zero sessions
+// version, as an app that creates its own user items must.
 func (e *env) putUsers(ctx context.Context, n int) ([]User, error) {
 	users := make([]User, n)
 	for i := range users {
 		id := strconv.FormatInt(e.users.Add(1), 10)
-		users[i] = User{PK: "USER#user" + id, SK: "PROFILE", Name: "User " + id, Email: "user" + id + "@example.com", Role: "member"}
+		users[i] = User{PK: "USER#user" + id, SK: "PROFILE", Name: "User " + id, Email: "user" + id + "@example.com", Role: "member",
+			SessionsVersion: rand.Int64N(1<<62) + 1}
 		av, err := attributevalue.MarshalMap(users[i])
 		if err != nil {
 			return nil, err

@@ -144,6 +144,9 @@ var errReplayed = errors.New("the logout token's jti was seen before")
 // sessions lt names. If they do not all end, the jti is forgotten again,
 // so that the provider's retry of the same token is no replay.
 func (p *Provider[U]) logout(ctx context.Context, lt *oidc.LogoutToken) error {
+	if err := p.store.checkLayout(ctx); err != nil {
+		return err
+	}
 	fresh, err := p.store.seeLogoutToken(ctx, lt.Issuer, lt.TokenID, lt.Expiry)
 	if err != nil {
 		return err

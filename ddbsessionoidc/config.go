@@ -28,7 +28,10 @@ type Config[U any] struct {
 	Sessions *ddbsession.Manager[U]
 
 	// Client, Table and Layout are the Manager's: the module keeps its
-	// items beside the sessions, in the same table.
+	// items beside the sessions, in the same table. The Provider's first
+	// call that touches the table checks Layout against the layout that
+	// the table records (a BatchGetItem, once), and refuses a mismatch
+	// with an error that names each field with both values.
 	Client Client
 	Table  string
 	Layout ddbsession.Layout
@@ -200,9 +203,13 @@ func New[U any](ctx context.Context, cfg Config[U]) (*Provider[U], error) {
 			return nil, fmt.Errorf("ddbsessionoidc: Config.Issuer %q: end_session_endpoint %q is not an https URL", cfg.Issuer, meta.EndSession)
 		}
 	}
+	records, err := ddbitem.NewReader(ddbitem.ReaderConfig{Client: cfg.Client, Table: cfg.Table, Layout: layout})
+	if err != nil {
+		return nil, fmt.Errorf("ddbsessionoidc: %w", err)
+	}
 	p := &Provider[U]{
 		sessions: cfg.Sessions,
-		store:    store{client: cfg.Client, table: cfg.Table, layout: layout, prefix: cfg.Prefix},
+		store:    store{client: cfg.Client, table: cfg.Table, layout: layout, prefix: cfg.Prefix, records: records},
 		issuer:   cfg.Issuer,
 		oauth: oauth2.Config{
 			ClientID:     cfg.ClientID,

@@ -2,9 +2,19 @@ package ddbsessionoidc_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessionoidc"
@@ -45,4 +55,126 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Provider whose Layout is not the one the table records, such as one
+// with another SessionPrefix than the Manager's, is refused at its first
+// call that touches the table, a sign-in or a back-channel logout alike,
+// with an error that names the field and both values, and writes nothing.
+// New makes no call. Without the check, its records would be keyed where
+// no session of the Manager is, and a back-channel logout would end
+// nothing.
+func TestProviderRefusesAnotherLayout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const wantField = `Layout.SessionPrefix: the table's "SESSION#", this "S#"`
+	var (
+		mu       sync.Mutex
+		failures []error
+	)
+	logs := &strings.Builder{}
+	newProvider := func() *ddbsessionoidc.Provider[user] {
+		calls := &probe{Client: e.client, calls: map[string]int{}}
+		cfg := e.config(e.a.sessions, calls)
+		cfg.Layout.SessionPrefix = "S#"
+		cfg.SignInFailed = func(w http.ResponseWriter, r *http.Request, err error) {
+			mu.Lock()
+			failures = append(failures, err)
+			mu.Unlock()
+			http.Error(w, "sign-in failed", http.StatusServiceUnavailable)
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: logs}, nil))
+		p, err := ddbsessionoidc.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := calls.take(); len(n) != 0 {
+			t.Errorf("New made calls %v", n)
+		}
+		return p
+	}
+
+	w := httptest.NewRecorder()
+	newProvider().SignIn(w, httptest.NewRequest("GET", e.aURL+"/signin?next=/account", nil))
+	mu.Lock()
+	if w.Code != http.StatusServiceUnavailable || len(failures) != 1 || !strings.Contains(failures[0].Error(), wantField) {
+		t.Errorf("a sign-in: %d, failures %v; want 503 and an error naming %s", w.Code, failures, wantField)
+	}
+	mu.Unlock()
+
+	r := httptest.NewRequest("POST", e.bURL+"/backchannel-logout",
+		strings.NewReader(url.Values{"logout_token": {e.provider.logoutToken(e.provider.logoutClaims("id2", ""))}}.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w = httptest.NewRecorder()
+	newProvider().BackChannelLogout(w, r)
+	mu.Lock()
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "temporarily_unavailable") || !strings.Contains(logs.String(), strings.ReplaceAll(wantField, `"`, `\"`)) {
+		t.Errorf("a back-channel logout: %d %s, log %s; want 400 temporarily_unavailable and a log naming %s", w.Code, w.Body, logs, wantField)
+	}
+	mu.Unlock()
+
+	for _, item := range e.scanTable() {
+		if strings.HasPrefix(pkOf(item), "OIDC#") || strings.HasPrefix(pkOf(item), "S#") {
+			t.Errorf("a Provider of another layout wrote %s", pkOf(item))
+		}
+	}
+}
+
+// A Provider's check of the layout that fails on a store error is tried
+// again by the next call, and once it has agreed it costs nothing more.
+func TestProviderLayoutCheckRetriedAfterAStoreFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	calls := &probe{Client: e.client, calls: map[string]int{}}
+	var failures []error
+	cfg := e.config(e.a.sessions, calls)
+	cfg.SignInFailed = func(w http.ResponseWriter, r *http.Request, err error) {
+		failures = append(failures, err)
+		http.Error(w, "sign-in failed", http.StatusServiceUnavailable)
+	}
+	p, err := ddbsessionoidc.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn := func() int {
+		w := httptest.NewRecorder()
+		p.SignIn(w, httptest.NewRequest("GET", e.aURL+"/signin", nil))
+		return w.Code
+	}
+	outage := errors.New("engine down")
+	calls.setBefore(func(op string, _ map[string]types.AttributeValue) error {
+		if op == "BatchGetItem" {
+			return outage
+		}
+		return nil
+	})
+	if code := signIn(); code != http.StatusServiceUnavailable || len(failures) != 1 || !errors.Is(failures[0], outage) {
+		t.Errorf("a sign-in whose layout check failed: %d, %v; want 503 and the store's error", code, failures)
+	}
+	calls.setBefore(nil)
+	calls.take()
+	if code := signIn(); code != http.StatusSeeOther {
+		t.Errorf("the next sign-in: %d, want 303 to the provider", code)
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "PutItem": 1}, calls.take()); diff != "" {
+		t.Errorf("calls of the sign-in that checked the layout again (-want +got):\n%s", diff)
+	}
+	if code := signIn(); code != http.StatusSeeOther {
+		t.Errorf("a third sign-in: %d, want 303 to the provider", code)
+	}
+	if diff := cmp.Diff(map[string]int{"PutItem": 1}, calls.take()); diff != "" {
+		t.Errorf("calls of a sign-in after the layout agreed (-want +got):\n%s", diff)
+	}
+}
+
+// lockedWriter writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

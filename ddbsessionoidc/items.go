@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbitem"
 )
 
 // This file holds the module's items, the one format it reads and writes
@@ -36,9 +38,11 @@ import (
 
 // Client is the part of the DynamoDB client that a [Provider] uses: the
 // Manager's own client. *dynamodb.Client satisfies it; tests wrap it to
-// count calls or inject faults.
+// count calls or inject faults. BatchGetItem reads the table's layout
+// record, which a Provider checks its Config.Layout against.
 type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -81,6 +85,29 @@ type store struct {
 	table  string
 	layout ddbsession.Layout // resolved: every field set
 	prefix string
+	// records reads the table's layout record, and layoutOK says that it
+	// agreed with layout: checked once, at the first call that touches
+	// the table, since New makes no call.
+	records  *ddbitem.Reader
+	layoutOK atomic.Bool
+}
+
+// checkLayout checks, until it has once agreed, that the table records
+// the layout this store keys its items by, and the Manager its sessions
+// (docs/item-format.md#the-layout-record): a Config.Layout that differs
+// from the Manager's would key the links and records where no session
+// is, and a back-channel logout would end nothing. A mismatch is an error
+// that names each field with both values; a store error is tried again by
+// the next call. A table without a record gets this layout's.
+func (s *store) checkLayout(ctx context.Context) error {
+	if s.layoutOK.Load() {
+		return nil
+	}
+	if err := s.records.CheckLayout(ctx); err != nil {
+		return fmt.Errorf("check the table's layout: %w", err)
+	}
+	s.layoutOK.Store(true)
+	return nil
 }
 
 // digest is base64url(SHA-256) of parts joined by NUL, which no issuer

@@ -32,7 +32,9 @@ func (p *Provider[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 	var readErr error
 	s, signedIn := p.sessions.Session(r.Context())
 	if signedIn && s.ID != "" {
-		rec, found, readErr = p.store.getRecord(ctx, s.ID, p.now())
+		if readErr = p.store.checkLayout(ctx); readErr == nil {
+			rec, found, readErr = p.store.getRecord(ctx, s.ID, p.now())
+		}
 		// Another user's record under this ID is none of this session's.
 		found = found && rec.user == s.User && rec.issuer == p.issuer
 	}

@@ -70,6 +70,10 @@ func (p *Provider[U]) start(w http.ResponseWriter, r *http.Request, fresh bool) 
 	defer cancel()
 	now := p.now()
 	a := attempt{bind: digest(secret), returnTo: ddbsession.ReturnPath(r, "/"), started: now, expires: now.Add(p.attemptLifetime), fresh: fresh}
+	if err := p.store.checkLayout(ctx); err != nil {
+		p.failed(w, r, unavailable("sign in", err))
+		return
+	}
 	if err := p.store.putAttempt(ctx, state, a); err != nil {
 		p.failed(w, r, unavailable("sign in: write the attempt", err))
 		return
@@ -119,6 +123,9 @@ func (p *Provider[U]) callback(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.timeout)
 	defer cancel()
 	now := p.now()
+	if err := p.store.checkLayout(ctx); err != nil {
+		return unavailable("sign in", err)
+	}
 	a, found, err := p.store.takeAttempt(ctx, state, digest(secret), now)
 	if err != nil {
 		return unavailable("sign in: take the attempt", err)

@@ -25,13 +25,14 @@ import (
 // to Live.
 const ttlIdentity = `{"type": "Service", "principalId": "dynamodb.amazonaws.com"}`
 
-// sessionImage is a session item as ddbsession writes it: signed in at
-// 2026-11-30T12:00:00.250Z with a password and a one-time code, refreshed
-// ten minutes later, expiring an hour after that, with the app's data.
+// sessionImage is a session item as ddbsession writes it (format 4):
+// signed in at 2026-11-30T12:00:00.250Z with a password and a one-time
+// code, refreshed ten minutes later, expiring an hour after that, with the
+// app's data.
 const sessionImage = `{
 	"pk": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"},
 	"sk": {"S": "SESSION"},
-	"v": {"N": "1"},
+	"v": {"N": "4"},
 	"kind": {"S": "session"},
 	"sid": {"S": "0123456789abcdef0123456789abcdef"},
 	"userPK": {"S": "USER#alice"},
@@ -40,7 +41,9 @@ const sessionImage = `{
 	"refreshedAt": {"N": "1796040600250"},
 	"expiresAt": {"N": "1796044200"},
 	"userAgent": {"S": "test-agent/1.0"},
-	"gen": {"N": "0"},
+	"gen": {"N": "2718281828459045"},
+	"userGen": {"N": "2718281828459045"},
+	"credGen": {"N": "2"},
 	"globalGen": {"N": "0"},
 	"authAt": {"N": "1796040000250"},
 	"methods": {"L": [{"S": "password"}, {"S": "otp"}]},
@@ -66,7 +69,7 @@ var wantSession = ddbsession.Session{
 const indexImage = `{
 	"pk": {"S": "USERSESSIONS#10#USER#alicePROFILE"},
 	"sk": {"S": "S#0123456789abcdef0123456789abcdef"},
-	"v": {"N": "1"},
+	"v": {"N": "4"},
 	"kind": {"S": "session-index"},
 	"sid": {"S": "0123456789abcdef0123456789abcdef"},
 	"userPK": {"S": "USER#alice"},
@@ -74,7 +77,9 @@ const indexImage = `{
 	"createdAt": {"N": "1796040000250"},
 	"refreshedAt": {"N": "1796040600250"},
 	"expiresAt": {"N": "1796044200"},
-	"gen": {"N": "0"},
+	"gen": {"N": "2718281828459045"},
+	"userGen": {"N": "2718281828459045"},
+	"credGen": {"N": "2"},
 	"globalGen": {"N": "0"},
 	"authAt": {"N": "1796040000250"},
 	"sessionPK": {"S": "SESSION#Yq0oZ5Xb1cW1bq2cR3kOo4mS6vQ7z8H9aJ0bK1lM2nO"}
@@ -166,6 +171,13 @@ func withAttrs(t *testing.T, image string, attrs map[string]string) string {
 		t.Fatalf("image: %v", err)
 	}
 	return string(b)
+}
+
+// legacy is image as release v0.1.0 wrote it, in format version v (1 to
+// 3): without userGen and credGen, which format 4 added.
+func legacy(t *testing.T, image string, v int) string {
+	t.Helper()
+	return withAttrs(t, image, map[string]string{"v": fmt.Sprintf(`{"N": "%d"}`, v), "userGen": "", "credGen": ""})
 }
 
 // recorder is a cleanup function that records its calls and fails for the
@@ -316,9 +328,29 @@ func TestHandler(t *testing.T) {
 			wantLog: "without an old image",
 		},
 		{
-			name: "device-bound session (format version 2)",
+			name: "device-bound session (format version 5)",
 			records: func(t *testing.T) []rec {
-				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "2"}`}), "100")}
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "5"}`}), "100")}
+			},
+			wantCalls: func() []ddbsession.Session {
+				s := wantSession
+				s.DeviceBound = true
+				return []ddbsession.Session{s}
+			}(),
+		},
+		// Sessions that release v0.1.0 wrote, which expire after an
+		// upgrade: formats 1 to 3, without userGen and credGen.
+		{
+			name: "a session of v0.1.0 (format version 1)",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(legacy(t, sessionImage, 1), "100")}
+			},
+			wantCalls: []ddbsession.Session{wantSession},
+		},
+		{
+			name: "a device-bound session of v0.1.0 (format version 2)",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(legacy(t, sessionImage, 2), "100")}
 			},
 			wantCalls: func() []ddbsession.Session {
 				s := wantSession
@@ -329,14 +361,28 @@ func TestHandler(t *testing.T) {
 		{
 			name: "malformed session item: unknown format version",
 			records: func(t *testing.T) []rec {
-				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "4"}`}), "100")}
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "7"}`}), "100")}
 			},
-			wantLog: "format version 4",
+			wantLog: "format 7 is not one",
 		},
 		{
-			name: "a two-step login that expired waiting for its second factor (format version 3) is no session",
+			name: "malformed session item: format version 4 without userGen",
 			records: func(t *testing.T) []rec {
-				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "3"}`, "attempts": `{"N": "2"}`}), "100")}
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"userGen": ""}), "100")}
+			},
+			wantLog: `no \"userGen\"`,
+		},
+		{
+			name: "a two-step login that expired waiting for its second factor (format version 6) is no session",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "6"}`, "attempts": `{"N": "2"}`}), "100")}
+			},
+			wantNoLog: true,
+		},
+		{
+			name: "a two-step login of v0.1.0 (format version 3) is no session",
+			records: func(t *testing.T) []rec {
+				return []rec{ttlDelete(withAttrs(t, legacy(t, sessionImage, 3), map[string]string{"attempts": `{"N": "2"}`}), "100")}
 			},
 			wantNoLog: true,
 		},
@@ -516,6 +562,7 @@ func TestDecode(t *testing.T) {
 		wantErr error
 	}{
 		{"session", func(*testing.T) string { return sessionImage }, wantSession, nil},
+		{"session of v0.1.0", func(t *testing.T) string { return legacy(t, sessionImage, 1) }, wantSession, nil},
 		{"index item", func(*testing.T) string { return indexImage }, ddbsession.Session{}, ddbitem.ErrOtherKind},
 		{"foreign item", func(*testing.T) string { return foreignImage }, ddbsession.Session{}, ddbitem.ErrOtherKind},
 		{"empty image", func(*testing.T) string { return `{}` }, ddbsession.Session{}, ddbitem.ErrOtherKind},
@@ -554,6 +601,12 @@ func TestDecode(t *testing.T) {
 		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 		{"expiry of the wrong type", func(t *testing.T) string {
 			return withAttrs(t, sessionImage, map[string]string{"expiresAt": `{"S": "1796044200"}`})
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
+		{"format 4 without userGen", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"userGen": ""})
+		}, ddbsession.Session{}, ddbitem.ErrMalformed},
+		{"format 4 without credGen", func(t *testing.T) string {
+			return withAttrs(t, sessionImage, map[string]string{"credGen": ""})
 		}, ddbsession.Session{}, ddbitem.ErrMalformed},
 	}
 	h := newHandler(t, ddbstream.Config{Cleanup: (&recorder{}).cleanup})

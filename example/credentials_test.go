@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // These tests are about what a password change does to sessions: after it,
@@ -33,9 +34,9 @@ import (
 // login writes its session. The login succeeds, since it checked the old
 // password against the hash it read, but its session must be dead on
 // arrival. A login that checked the password on one read and took the
-// sessions version from a later one (the hash read apart from Login's
-// verify) would have copied the version after the change's RevokeAll,
-// and kept its session.
+// versions from a later one (the hash read apart from Login's verify)
+// would have copied the credential version after the change, and kept
+// its session.
 func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 	ta := newTestApp(t)
 	second := ta.anotherInstance()
@@ -73,8 +74,9 @@ func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 // after its first write to the user item and lets an attacker's login with
 // the old password run meanwhile on a second instance. With the new hash
 // written first, the login reads it and fails. In the other order
-// (RevokeAll, then hash) the login would read the old hash with the new
-// sessions version, and its session would copy that version and live on.
+// (RevokeAll, then hash) a login between them would read the old hash with
+// the new sessions version, and a session of release v0.1.0, which carries
+// no credential version, would copy that version and live on.
 func TestLoginBetweenPasswordChangeWrites(t *testing.T) {
 	ta := newTestApp(t)
 	second := ta.anotherInstance()
@@ -111,7 +113,8 @@ func TestLoginBetweenPasswordChangeWrites(t *testing.T) {
 
 // TestPasswordChangeFinishesWhenClientHangsUp closes the owner's
 // connection once the new password is written: RevokeAll must still
-// follow, or the sessions on the old password would outlive it.
+// follow, or the sessions that carry no credential version (of release
+// v0.1.0), which only a new sessions version ends, would outlive it.
 func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	ta := newTestApp(t)
 	owner, phone := ta.browser("owner"), ta.browser("owner's phone")
@@ -127,6 +130,7 @@ func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	}))
 	defer front.Close()
 
+	before := ta.sessionsVersionOf("alice")
 	pause := ta.api.pauseAfter("UpdateItem", updatesUser(userKey("alice")))
 	defer pause.release()
 	ctx, hangUp := context.WithCancel(context.Background())
@@ -142,18 +146,59 @@ func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	<-serverSide.Done() // the server saw the client go
 	pause.release()
 
-	// Nothing tells the test when the handler is done; the phone's session
-	// ends once RevokeAll has changed the version.
-	waitUntil(t, "the other sessions to be cut off", func() bool { return phone.meStatus() == http.StatusUnauthorized })
+	// Nothing tells the test when the handler is done, but RevokeAll's
+	// write, which changes the sessions version.
+	waitUntil(t, "RevokeAll to change the sessions version", func() bool { return ta.sessionsVersionOf("alice") != before })
+	if code := phone.meStatus(); code != http.StatusUnauthorized {
+		t.Errorf("the phone after the change: /api/me %d, want 401", code)
+	}
 	if res := ta.browser("C").post("/login", url.Values{"username": {"alice"}, "password": {"old password"}}); res.code != http.StatusUnauthorized {
 		t.Errorf("login with the old password: %d, want 401", res.code)
 	}
 	ta.browser("D").login("alice", "new password")
 }
 
+// TestPasswordChangeEndsOtherSessionsInItsWrite holds the owner's
+// password change right after its write of the new password, before
+// anything else it does: the phone's session, made before the change, is
+// refused already, since the same write gave the user a new credential
+// version (docs/item-format.md#user-items). With RevokeAll alone it lived
+// on until RevokeAll's write, or for good if that write failed.
+func TestPasswordChangeEndsOtherSessionsInItsWrite(t *testing.T) {
+	ta := newTestApp(t)
+	owner, phone := ta.browser("owner"), ta.browser("owner's phone")
+	owner.signup("alice", "old password")
+	phone.login("alice", "old password")
+
+	pause := ta.api.pauseAfter("UpdateItem", func(in any) bool {
+		update := in.(*dynamodb.UpdateItemInput)
+		return keyIs(update.Key, userKey("alice")) && strings.Contains(aws.ToString(update.UpdateExpression), "passwordHash")
+	})
+	defer pause.release()
+	done := make(chan error, 1)
+	go func() {
+		res, err := owner.postForm(context.Background(), ta.srv.URL, "/password", url.Values{"current": {"old password"}, "new": {"new password"}})
+		if err == nil && res.code != http.StatusSeeOther {
+			err = fmt.Errorf("password change: %d %s", res.code, pageMessage(t, res.body))
+		}
+		done <- err
+	}()
+	pause.waitReached(t)
+	if code := phone.meStatus(); code != http.StatusUnauthorized {
+		t.Errorf("the phone's session, once the new password is written: /api/me %d, want 401", code)
+	}
+	pause.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	assertOnlyOwnerSignedIn(t, owner, phone)
+}
+
 // TestPasswordChangeRevokeAllFails fails RevokeAll's write after the new
-// password is written: the user must hear that the other sessions live on,
-// and still be able to end them.
+// password is written. The other sessions ended with that write, which
+// gave the user a new credential version: only those without one (of
+// release v0.1.0) could live on, so the user hears that some may, and is
+// told to log out everywhere; this browser is signed in anew.
 func TestPasswordChangeRevokeAllFails(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t)
@@ -166,16 +211,14 @@ func TestPasswordChangeRevokeAllFails(t *testing.T) {
 		return keyIs(update.Key, userKey("alice")) && !strings.Contains(aws.ToString(update.UpdateExpression), "passwordHash")
 	})
 	res := owner.post("/password", url.Values{"current": {"old password"}, "new": {"new password"}})
-	if msg := pageMessage(t, res.body); res.code != http.StatusServiceUnavailable || !strings.Contains(msg, "could not be signed out") {
-		t.Fatalf("password change whose RevokeAll failed: %d %q; want 503 saying the other sessions live on", res.code, msg)
+	if msg := pageMessage(t, res.body); res.code != http.StatusServiceUnavailable || !strings.Contains(msg, "may not have been signed out") || !strings.Contains(msg, "Log out everywhere") {
+		t.Fatalf("password change whose RevokeAll failed: %d %q; want 503 saying that some sessions may live on", res.code, msg)
 	}
+	assertOnlyOwnerSignedIn(t, owner, phone)
 	if res := ta.browser("C").post("/login", url.Values{"username": {"alice"}, "password": {"old password"}}); res.code != http.StatusUnauthorized {
 		t.Errorf("login with the old password: %d, want 401", res.code)
 	}
 	owner.mustPost(http.StatusSeeOther, "/logout-everywhere", nil)
-	if code := phone.meStatus(); code != http.StatusUnauthorized {
-		t.Errorf("the phone after logging out everywhere: /api/me %d, want 401", code)
-	}
 	ta.browser("D").login("alice", "new password")
 }
 
@@ -266,6 +309,23 @@ func TestLoginsRacingPasswordChanges(t *testing.T) {
 // assertOnlyOwnerSignedIn checks the state after a password change: the
 // browser that changed it is signed in with the only session listed, and
 // the owner's other browser is signed out.
+// sessionsVersionOf is the sessions version of username's user item, as
+// the table holds it.
+func (ta *testApp) sessionsVersionOf(username string) string {
+	ta.t.Helper()
+	out, err := ta.client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: &ta.table, Key: dynamoKey(userKey(username)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	n, ok := out.Item["sessionsVersion"].(*types.AttributeValueMemberN)
+	if !ok {
+		ta.t.Fatalf("%s's user item has no sessionsVersion: %v", username, out.Item)
+	}
+	return n.Value
+}
+
 func assertOnlyOwnerSignedIn(t *testing.T, owner, other *browser) {
 	t.Helper()
 	if code := owner.meStatus(); code != http.StatusOK {

@@ -277,10 +277,11 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 	defer slot.release()
 	// Login (and LoginBearer) reads the user item and checks the
 	// password against the hash it read, in the same call that writes the
-	// session, and the session copies the sessions version of that read.
-	// A login that checked the old password therefore always holds the
-	// version from before a password change's RevokeAll, and ends with the
-	// other sessions, however the two interleave (see changePassword).
+	// session, and the session copies the versions of that read. A login
+	// that checked the old password therefore always holds the credential
+	// version from before a password change, which the new hash's write
+	// changes, and ends with the other sessions, however the two
+	// interleave (see changePassword).
 	err := signIn(userKey(username), func(u User) error {
 		match, err := slot.verify(u.PasswordHash, password)
 		slot.release() // the session writes that follow need no core
@@ -330,6 +331,14 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 // any session the request already carries is ended first, so a token
 // planted in this browser before sign-in is worthless.
 func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash, methods ...string) {
+	if a.loginWith(w, r, user, hash, methods...) {
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
+	}
+}
+
+// loginWith is signInWith's login: it reports whether the browser is
+// signed in, and answers the request itself if not.
+func (a *app) loginWith(w http.ResponseWriter, r *http.Request, user ddbsession.UserKey, hash passwordHash, methods ...string) bool {
 	err := a.sessions.Login(w, r, user, func(u User) error {
 		if subtle.ConstantTimeCompare([]byte(u.PasswordHash), []byte(hash)) != 1 {
 			return errPasswordChanged
@@ -338,13 +347,13 @@ func (a *app) signInWith(w http.ResponseWriter, r *http.Request, user ddbsession
 	}, methods...)
 	if errors.Is(err, errPasswordChanged) || errors.Is(err, ddbsession.ErrUserNotFound) {
 		a.errorPage(w, http.StatusConflict, "The account was changed by another request meanwhile. Log in again.")
-		return
+		return false
 	}
 	if err != nil {
 		a.storeError(w, r, "log in", err)
-		return
+		return false
 	}
-	http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
+	return true
 }
 
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
@@ -438,16 +447,14 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 	newHash := slot.hash(next)
 	slot.release()
 
-	// First the new password, then RevokeAll, which changes the user's
-	// sessions version. The other order leaves a gap: a login that reads
-	// the old hash after RevokeAll but before the write reads the new
-	// version with it, and its session, on the old password, survives. In
-	// this order a login that read the old hash read it before the write,
-	// so before RevokeAll, with the old version, which its session copies:
-	// it dies with the others. A login that reads after the write sees the
-	// new hash and fails.
+	// The new password and a new credential version, in one write: every
+	// session of the user ends with it, this one too, and so does a login
+	// that checked the old password, whenever its session is written,
+	// since it read the old credential version in the same item as the old
+	// hash. A login that reads after the write sees the new hash and
+	// fails.
 	//
-	// Once the new password is written RevokeAll must follow, so from
+	// Once the new password is written the rest must follow, so from
 	// here the work is not cut short by a client that hangs up.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.storeTimeout)
 	defer cancel()
@@ -460,17 +467,25 @@ func (a *app) changePassword(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, "update password", err)
 		return
 	}
-	if err := a.sessions.RevokeAll(ctx, s.User); err != nil {
-		// The old password no longer logs in, but sessions that rest on it
-		// live on until this browser logs out everywhere, which it still
-		// can: its own session is one of them.
-		a.log.ErrorContext(r.Context(), "dynamodb request failed", "op", "revoke all sessions after a password change", "err", err)
-		a.errorPage(w, http.StatusServiceUnavailable, "Your password was changed, but your other sessions could not be signed out. Use \"Log out everywhere\" to sign them out.")
-		return
+	// RevokeAll ends the sessions that carry no credential version, which
+	// ddbsession holds to the sessions version alone: those that release
+	// v0.1.0 made, until they expire. It comes after the write, never
+	// before: a login that read the old password read the sessions version
+	// from before RevokeAll with it, and ends too.
+	revoked := a.sessions.RevokeAll(ctx, s.User)
+	if revoked != nil {
+		a.log.ErrorContext(r.Context(), "dynamodb request failed", "op", "revoke all sessions after a password change", "err", revoked)
 	}
 	// This browser signs in again with a fresh session, which copies the
-	// new version, on the password it has just set.
-	a.signInWith(w, r, s.User, newHash, methodsFor(code)...)
+	// new versions, on the password it has just set.
+	if !a.loginWith(w, r, s.User, newHash, methodsFor(code)...) {
+		return
+	}
+	if revoked != nil {
+		a.errorPage(w, http.StatusServiceUnavailable, "Your password was changed, but some of your other sessions may not have been signed out. Use \"Log out everywhere\" to sign them out.")
+		return
+	}
+	http.Redirect(w, r, ddbsession.ReturnPath(r, "/"), http.StatusSeeOther)
 }
 
 func (a *app) revokeSession(w http.ResponseWriter, r *http.Request) {

@@ -24,7 +24,8 @@ import (
 // succeeds: sign up, add a passkey from the account page, log out, sign
 // in with the passkey alone (no username typed), let -reauth go by on the
 // app's fake clock, remove the passkey and be sent to re-authenticate,
-// do so with the passkey, and remove it from the confirm page. The
+// do so with the passkey, remove it from the confirm page, and be signed
+// out with every session of the account, then sign in with the password. The
 // buttons show only once /passkeys.js runs, so each click also shows that
 // the page's Content-Security-Policy lets the app's script run and fetch.
 // Every page on the way is checked at 1280, 390 and 320 px (checkWidths).
@@ -193,11 +194,21 @@ func TestBrowserPasskey(t *testing.T) {
 	}
 	checkWidths(t, tab, "passkey-remove-confirm")
 
-	// 4. Remove it: the account has none, the session lives on.
-	do(t, tab, "press Remove", chromedp.Click("#confirm"), chromedp.WaitVisible("#passkeys-status"))
+	// 4. Remove it: the account has none, and no session, this one's
+	// included, outlives it: the browser is sent to log in.
+	do(t, tab, "press Remove", chromedp.Click("#confirm"), chromedp.WaitVisible("#login-form"))
 	if u := (&testApp{t: t, client: client, table: table}).userItemOf("alice"); len(u.Passkeys) != 0 {
 		t.Errorf("alice has %d passkeys after removing hers", len(u.Passkeys))
 	}
-	methods("after removing the passkey", methodPasskey)
+	if list, err := a.sessions.List(t.Context(), userKey("alice")); err != nil || len(list) != 0 {
+		t.Errorf("alice's sessions after removing the passkey: %+v, %v; want none", list, err)
+	}
 	checkWidths(t, tab, "passkey-removed")
+	do(t, tab, "log in with the password",
+		chromedp.SendKeys("#login-form input[name=username]", "alice"),
+		chromedp.SendKeys("#login-form input[name=password]", "correct horse battery"),
+		chromedp.Click("#login-form button"),
+		chromedp.WaitVisible("#passkey-add-form"),
+	)
+	methods("after logging in again", methodPassword)
 }

@@ -653,15 +653,18 @@ func (a *app) confirmPasskeyRemove(w http.ResponseWriter, r *http.Request) {
 	}
 	a.render(w, http.StatusOK, confirmTemplate, confirmData{
 		Title: "Remove a passkey", Action: "/passkeys/remove", Fields: map[string]string{"id": id}, Button: "Remove", Danger: true,
-		Text: "This removes the passkey " + quoted(p.Name) + ": it no longer signs you in. The sessions it signed in stay; revoke them in your sessions list, where they say \"passkey\", or log out everywhere.",
+		Text: "This removes the passkey " + quoted(p.Name) + ": it no longer signs you in, and every session of yours ends, this one too, so that none it signed in outlives it. You sign in again after.",
 	})
 }
 
 // quoted is name in quotation marks, for a sentence.
 func quoted(name string) string { return "“" + name + "”" }
 
-// passkeyRemove removes one of the signed-in user's passkeys. It ends no
-// session: those it signed in are in the sessions list, to revoke.
+// passkeyRemove removes one of the signed-in user's passkeys, with a new
+// credential version, which ends every session of the user (see
+// removePasskey), this browser's too: it is signed out here, and sent to
+// sign in again. This request proves nothing that a new session could
+// rest on: its session may be one that the removed passkey signed in.
 func (a *app) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 	if !a.parseForm(w, r) {
 		return
@@ -684,7 +687,15 @@ func (a *app) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.storeError(w, r, "remove a passkey", err)
 	default:
-		http.Redirect(w, r, "/account", http.StatusSeeOther)
+		// Its session ended with the write: Logout clears the cookie and
+		// deletes the session's items. The app's own Logout, not the
+		// logout route's, which would end a single sign-on user's session
+		// at the provider too, and that session rests on no passkey.
+		if err := a.sessions.Logout(w, r); err != nil {
+			a.storeError(w, r, "log out after removing a passkey", err)
+			return
+		}
+		http.Redirect(w, r, "/login?next=%2Faccount", http.StatusSeeOther)
 	}
 }
 

@@ -98,7 +98,8 @@ func (b *browser) passkeySignIn(k *softKey) {
 // credential and user verification), see it listed, sign in with it alone
 // in another browser (Session.Methods "passkey"), rename it, let the
 // authentication age, re-authenticate with it to remove it, and find it
-// signs in no more, while the session it made lives on.
+// signs in no more, and that every session of the user, the one it made
+// and the remover's, ended with it.
 func TestPasskeys(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
@@ -187,9 +188,17 @@ func TestPasskeys(t *testing.T) {
 	if got := sessionOf(b.sessions(), "browser-B").Methods; !slices.Equal(got, []string{methodPasskey}) {
 		t.Errorf("methods after a passkey step-up: %v, want [passkey]", got)
 	}
-	calls("remove", 2, func() { b.mustPost(http.StatusSeeOther, "/passkeys/remove", url.Values{"id": {id}}) })
-	if a.meStatus() != http.StatusOK || b.meStatus() != http.StatusOK {
-		t.Errorf("removing a passkey ended a session: A %d, B %d", a.meStatus(), b.meStatus())
+	// The check, the UpdateItem that removes it with a new credential
+	// version, and Logout's two DeleteItems of browser-B's session.
+	remover := b.token()
+	calls("remove", 4, func() {
+		res = b.post("/passkeys/remove", url.Values{"id": {id}})
+	})
+	if res.code != http.StatusSeeOther || res.header.Get("Location") != "/login?next=%2Faccount" || b.token() != "" {
+		t.Errorf("removing a passkey: %d to %q, cookie %v; want 303 to log in, and the cookie cleared", res.code, res.header.Get("Location"), b.token() != "")
+	}
+	if codeA, codeB := a.meStatus(), ta.withToken(remover).meStatus(); codeA != http.StatusUnauthorized || codeB != http.StatusUnauthorized {
+		t.Errorf("after removing a passkey: browser-A's session /api/me %d, browser-B's %d; want both ended", codeA, codeB)
 	}
 
 	c := ta.browser("browser-C")
@@ -198,9 +207,10 @@ func TestPasskeys(t *testing.T) {
 		t.Errorf("a sign-in with a removed passkey: %d, token %v; want 401 and none", res.code, c.token() != "")
 	}
 
-	// With its last passkey gone, the user adds one again: the map is
-	// there, empty, and the handle stays.
+	// With its last passkey gone, the user signs in again and adds one:
+	// the map is there, empty, and the handle stays.
 	second := newSoftKey(t, testRPID, testOrigin)
+	b.login("alice", "correct horse")
 	b.register(second, "")
 	c.passkeySignIn(second)
 	if !strings.Contains(c.get("/account").body, `value="Passkey"`) {
@@ -410,6 +420,7 @@ func TestPasskeyRemovalGuard(t *testing.T) {
 	}
 
 	a.mustPost(http.StatusSeeOther, "/passkeys/remove", url.Values{"id": {passkeyID(first.credID)}})
+	a.passkeySignIn(second) // the removal signed every session out
 	before := tableItems(t, ta)
 	if res := a.post("/passkeys/remove", url.Values{"id": {passkeyID(second.credID)}}); res.code != http.StatusConflict {
 		t.Errorf("removing the last passkey of a user without a password: %d, want 409", res.code)

@@ -179,23 +179,26 @@ func (s users) renamePasskey(ctx context.Context, user ddbsession.UserKey, id, n
 	return err
 }
 
-// removePasskey removes user's passkey id. The condition keeps a way to
-// sign in: the user has a password, or another passkey, or (viaSSO) signs
-// in through the provider. It fails with
-// errPasskeyChanged if the passkey is not there or it is the last way in,
-// which passkeyRemovalRefused tells apart for the user as the request read
-// it; this condition holds against racing removals too.
+// removePasskey removes user's passkey id, and gives the user a new
+// credential version in the same write, which ends every session of the
+// user: one that the passkey signed in, even one whose login read the
+// passkey just before this write, cannot outlive it. The condition keeps a
+// way to sign in: the user has a password, or another passkey, or (viaSSO)
+// signs in through the provider. It fails with errPasskeyChanged if the
+// passkey is not there or it is the last way in, which
+// passkeyRemovalRefused tells apart for the user as the request read it;
+// this condition holds against racing removals too.
 func (s users) removePasskey(ctx context.Context, user ddbsession.UserKey, id string, viaSSO bool) error {
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       dynamoKey(user),
-		UpdateExpression:          aws.String("REMOVE passkeys.#id"),
+		UpdateExpression:          aws.String("REMOVE passkeys.#id " + bumpCredential),
 		ConditionExpression:       aws.String("attribute_exists(passkeys.#id) AND (attribute_exists(passwordHash) OR size(passkeys) > :one)"),
 		ExpressionAttributeNames:  map[string]string{"#id": id},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": number(1)},
 	}
 	if viaSSO {
-		in.ConditionExpression, in.ExpressionAttributeValues = aws.String("attribute_exists(passkeys.#id)"), nil
+		in.ConditionExpression = aws.String("attribute_exists(passkeys.#id)")
 	}
 	_, err := s.client.UpdateItem(ctx, in)
 	if isConditionFailed(err) {

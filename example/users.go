@@ -53,10 +53,19 @@ func (passwordHash) Format(f fmt.State, verb rune) { io.WriteString(f, "[redacte
 func (passwordHash) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
 
 // userItem is the whole user item: the table's key and the User. It shares
-// the sessions table: pk "USER#<username>", sk "PROFILE".
-// ddbsession.Manager.CreateUser adds the user's sessions version to it
-// (sessionsVersion, ddbsession's Layout.VersionAttribute), and RevokeAll
-// changes it; the app never writes that attribute itself.
+// the sessions table: pk "USER#<username>", sk "PROFILE". It holds two
+// numbers that ddbsession copies into each session at its login, and
+// compares on every request (docs/item-format.md#user-items):
+//
+//	sessionsVersion    ddbsession's Layout.VersionAttribute: a random one
+//	                   that Manager.CreateUser writes when it creates the
+//	                   item, and RevokeAll changes; the app never writes it
+//	credentialVersion  Layout.CredentialAttribute: absent (0) until the
+//	                   first change of a credential that signs the user in
+//	                   alone, the password or a passkey, which adds one to
+//	                   it in the same write (bumpCredential): every session
+//	                   of the user ends, none that the old credential made
+//	                   outlives it, whatever the order of their writes
 type userItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
@@ -104,18 +113,30 @@ type users struct {
 	table  string
 }
 
-// setPasswordHash replaces user's password hash, but only if it is still
-// oldHash: of two racing changes, the one that checked a stale password
-// fails with errPasswordChanged instead of winning silently. ctx bounds it.
+// credentialAttribute is the user item's credential version, ddbsession's
+// default Layout.CredentialAttribute, which this app keeps.
+const credentialAttribute = "credentialVersion"
+
+// bumpCredential is the clause of an UpdateExpression that gives the user
+// a new credential version, in the write that changes the credential: a
+// session that a login made with the old one, read in the same item as
+// the old credential, cannot hold the new version.
+const bumpCredential = "ADD " + credentialAttribute + " :one"
+
+// setPasswordHash replaces user's password hash, and its credential
+// version with it, but only if the hash is still oldHash: of two racing
+// changes, the one that checked a stale password fails with
+// errPasswordChanged instead of winning silently. ctx bounds it.
 func (s users) setPasswordHash(ctx context.Context, user ddbsession.UserKey, oldHash, newHash passwordHash) error {
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.table,
 		Key:                 dynamoKey(user),
-		UpdateExpression:    aws.String("SET passwordHash = :new"),
+		UpdateExpression:    aws.String("SET passwordHash = :new " + bumpCredential),
 		ConditionExpression: aws.String("passwordHash = :old"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":new": &types.AttributeValueMemberS{Value: string(newHash)},
 			":old": &types.AttributeValueMemberS{Value: string(oldHash)},
+			":one": number(1),
 		},
 	})
 	if isConditionFailed(err) {

@@ -79,8 +79,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	}
 	a.startup.newTook = time.Since(began)
 	// The table is the template's: CreateTable only checks it (a
-	// DescribeTable, a DescribeTimeToLive and a GetItem of the global
-	// revocation item), and fails the Init on a table that does not fit.
+	// DescribeTable, a DescribeTimeToLive, and a BatchGetItem of the
+	// global revocation item and the table's layout record, which the
+	// deployment's first start writes), and fails the Init on a table that
+	// does not fit or records another layout.
 	began = time.Now()
 	if err := sessions.CreateTable(ctx); err != nil {
 		return nil, err

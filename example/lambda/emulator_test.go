@@ -362,6 +362,14 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// layoutWrite reports whether c is the write of the table's layout record.
+func layoutWrite(c ddbtest.FrontCall) bool {
+	var in struct {
+		Item struct{ Kind struct{ S string } }
+	}
+	return c.Action == "dynamodb:PutItem" && json.Unmarshal(c.Body, &in) == nil && in.Item.Kind.S == "ddbsession-layout"
+}
+
 // sessionWrite reports whether c is a write of a session item.
 func sessionWrite(c ddbtest.FrontCall) bool {
 	var in struct {
@@ -402,11 +410,15 @@ func runFrozen(t *testing.T, afterResponse bool) {
 	var armed atomic.Bool
 	held, dropped, release := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{})
 	var calls sync.Map // action -> *atomic.Int32
+	var layoutWrites atomic.Int32
 	front := ddbtest.NewFront(t, ddbtest.Policy{Actions: functionActions(t), Resources: []string{ddbtest.TableARN(table)}},
 		ddbtest.FrontTTL(ttl),
 		ddbtest.FrontHold(func(ctx context.Context, c ddbtest.FrontCall) bool {
 			n, _ := calls.LoadOrStore(c.Action, new(atomic.Int32))
 			n.(*atomic.Int32).Add(1)
+			if layoutWrite(c) {
+				layoutWrites.Add(1)
+			}
 			if !sessionWrite(c) || !armed.CompareAndSwap(true, false) {
 				return true
 			}
@@ -456,13 +468,14 @@ func runFrozen(t *testing.T, afterResponse bool) {
 	first := startEnvironment(t, rie, bootstrap, env)
 	b := newClient()
 	// The cold start: the signed-out page needs no call, so every call so
-	// far is the Init's.
+	// far is the Init's. It is the deployment's first, on a table without
+	// a layout record, so the table check writes the record.
 	if r := first.do(b, "GET", "/", nil); r.status != http.StatusOK {
 		t.Fatalf("GET /: %d", r.status)
 	}
 	first.freeze()
-	if used := front.Used(); !slices.Equal(used, []string{"dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive", "dynamodb:GetItem"}) {
-		t.Errorf("the cold start's calls: %v, want the table check's", used)
+	if used := front.Used(); !slices.Equal(used, []string{"dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive", "dynamodb:PutItem"}) || layoutWrites.Load() != 1 {
+		t.Errorf("the cold start's calls: %v, %d of them the layout record's write; want the table check's, and the record's one write", used, layoutWrites.Load())
 	}
 	t.Logf("cold start: %v", first.coldStart())
 
@@ -567,6 +580,9 @@ func runFrozen(t *testing.T, afterResponse bool) {
 	}
 	if n := count("dynamodb:DescribeTable"); n != 2 {
 		t.Errorf("two environments checked the table %d times, want twice", n)
+	}
+	if n := layoutWrites.Load(); n != 1 {
+		t.Errorf("the layout record was written %d times, want once: the second environment's check finds it", n)
 	}
 	t.Logf("second cold start: %v", second.coldStart())
 }

@@ -23,8 +23,8 @@ var variants = []struct {
 	// endings are the ways of ending sessions that the variant tries.
 	endings []ending
 }{
-	{"default", nil, []ending{logout, revoke, revokeAll}},
-	{"MREC", []string{"-mrec"}, []ending{logout, revoke, revokeAll}},
+	{"default", nil, []ending{logout, revoke, revokeAll, recreate}},
+	{"MREC", []string{"-mrec"}, []ending{logout, revoke, revokeAll, recreate}},
 	{"MaxSessions", []string{"-max-sessions=2"}, []ending{logout, revoke, revokeAll, sessionLimit}},
 }
 
@@ -37,9 +37,10 @@ var variants = []struct {
 //   - a session that either version refreshes (a request after
 //     RefreshInterval rewrites its item) stays signed in on both, at the
 //     expiry written;
-//   - no ended session (Logout, Revoke, RevokeAll, RevokeEveryone, and a
-//     session limit's eviction) is accepted by either version, whichever
-//     version ended it and whichever made it.
+//   - no ended session (Logout, Revoke, RevokeAll, RevokeEveryone, a
+//     session limit's eviction, and the deletion of its user item, which
+//     CreateUser then makes anew under the same key) is accepted by either
+//     version, whichever version ended it and whichever made it.
 //
 // The old version may refuse sessions that the new one made, or fail to
 // end them (answer an error); the test records what it did and logs it,
@@ -288,6 +289,16 @@ var (
 	}}
 	revokeAll = ending{"revoke-all", func(t *testing.T, d *deploy, by *instance, c *endingCase) ([]*session, error) {
 		return []*session{c.a, c.b}, by.post(t, "/revoke-all", url.Values{"name": {c.user}}, "")
+	}}
+	// recreate deletes the user item, as an app that closes an account
+	// does, and by's CreateUser makes it anew under the same key: no
+	// session of the account before is one of the account after.
+	recreate = ending{"recreate", func(t *testing.T, d *deploy, by *instance, c *endingCase) ([]*session, error) {
+		if err := by.post(t, "/delete-user", url.Values{"name": {c.user}}, ""); err != nil {
+			return []*session{c.a, c.b}, err
+		}
+		d.createUser(t, by, c.user)
+		return []*session{c.a, c.b}, nil
 	}}
 	// sessionLimit signs the user in once more, over Limits.MaxSessions (2),
 	// which ends the oldest session. The old version may not count sessions

@@ -10,6 +10,7 @@
 // that a test that dies takes it along.
 //
 //	POST /users?name=N           CreateUser           201, or 409 if the user exists
+//	POST /delete-user?name=N     DeleteItem of the user item, as an app that closes an account does
 //	POST /login?name=N           Login, nil verify    200 and the cookie, or 404 for no user
 //	GET  /me                     RequireSession       200 {"name", "id", "expires"}, or the library's answer
 //	POST /logout                 Logout               200
@@ -41,6 +42,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -72,15 +74,16 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	client := dynamodb.NewFromConfig(awsCfg)
 	cfg := ddbsession.Config[user]{
-		Client: dynamodb.NewFromConfig(awsCfg),
+		Client: client,
 		Table:  *table,
 		Layout: ddbsession.Layout{MREC: *mrec},
 		Cookie: ddbsession.Cookie{InsecureDevMode: true}, // plain HTTP on loopback
 		Limits: ddbsession.Limits{MaxSessions: *maxSessions},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
-	a := &app{cfg: cfg}
+	a := &app{cfg: cfg, client: client}
 	a.cfg.Now = func() time.Time { return time.Now().Add(time.Duration(a.ahead.Load())) }
 	if err := a.restart(ctx); err != nil {
 		log.Fatal(err)
@@ -102,6 +105,7 @@ func main() {
 // as a new process would.
 type app struct {
 	cfg     ddbsession.Config[user]
+	client  *dynamodb.Client // the app's own calls
 	current atomic.Pointer[http.ServeMux]
 	ahead   atomic.Int64 // how far the clock is ahead of the machine's
 }
@@ -136,6 +140,17 @@ func (a *app) routes(m *ddbsession.Manager[user]) *http.ServeMux {
 			return
 		}
 		reply(w, err, http.StatusCreated, nil)
+	})
+	mux.HandleFunc("POST /delete-user", func(w http.ResponseWriter, r *http.Request) {
+		k := key(r.FormValue("name"))
+		_, err := a.client.DeleteItem(r.Context(), &dynamodb.DeleteItemInput{
+			TableName: &a.cfg.Table,
+			Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: k.PK},
+				"sk": &types.AttributeValueMemberS{Value: k.SK},
+			},
+		})
+		reply(w, err, http.StatusOK, nil)
 	})
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
 		err := m.Login(w, r, key(r.FormValue("name")), nil)
