@@ -248,6 +248,14 @@ func queryBucket(ctx context.Context, client Client, o *options, bucket string, 
 			return found, fmt.Errorf("query the expiry index %q of table %q: %w", l.ExpiryIndex, o.table, err)
 		}
 		for _, av := range page.Items {
+			// An expiry index made before v0.2.0 projects no userGen and
+			// credGen: this lists expiries, and judges no session, so it
+			// reads the stamp's absence as zeros.
+			for _, attr := range []string{item.AttrUserGen, item.AttrCredGen} {
+				if _, ok := av[attr]; !ok {
+					av[attr] = item.Num(0)
+				}
+			}
 			if s, err := l.Decode(av, item.KindSession); err == nil && !s.Pending {
 				found = append(found, s)
 			}

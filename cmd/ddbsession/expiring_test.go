@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -16,7 +17,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/item"
+	itemtable "github.com/ddbsession/ddbsession/internal/table"
 )
 
 // start is when the expiring tests' app begins: Nov 30, 12:00:00.25 UTC.
@@ -376,5 +379,40 @@ func TestExpiringRejectsBadWindows(t *testing.T) {
 				t.Errorf("stdout %q; stderr does not say %q:\n%s", stdout, tc.says, stderr)
 			}
 		})
+	}
+}
+
+// An expiry index made before v0.2.0 projects neither userGen nor credGen,
+// which sessions of format 4 carry: sessions expiring lists them all the
+// same, since it lists expiries and judges no session.
+func TestExpiringOnAnIndexOfV010(t *testing.T) {
+	t.Parallel()
+	engine := ddbtest.Client(t)
+	table := ddbtest.TableName(t, engine)
+	layout := item.Default
+	layout.ExpiryIndex = "expiry"
+	in := itemtable.Input(table, layout)
+	in.GlobalSecondaryIndexes[0].Projection.NonKeyAttributes = slices.DeleteFunc(
+		slices.Clone(in.GlobalSecondaryIndexes[0].Projection.NonKeyAttributes),
+		func(a string) bool { return a == item.AttrUserGen || a == item.AttrCredGen })
+	if _, err := engine.CreateTable(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	ddbtest.WaitActive(t, engine, table)
+	clock := newFakeClock(start)
+	cfg := ddbsession.Config[testUser]{Client: engine, Table: table, Layout: ddbsession.Layout{ExpiryIndex: "expiry"}, Now: clock.now, Logger: slog.New(slog.DiscardHandler)}
+	app, err := ddbsession.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, engine: engine, table: table, app: app, layout: cfg.Layout, probe: &probe{Client: engine}}
+	alice := f.user("alice")
+	f.login(alice, curl, "password")
+	got := f.expiring(window(start.Add(23*time.Hour), start.Add(25*time.Hour))...)
+	if len(got.Sessions) != 1 {
+		t.Errorf("sessions expiring on an index without userGen and credGen listed %d sessions, want 1: %+v", len(got.Sessions), got)
 	}
 }
