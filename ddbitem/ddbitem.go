@@ -147,7 +147,7 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 		base := time.Now()
 		cfg.Monotonic = func() int64 { return int64(time.Since(base)) + 1 }
 	}
-	return &Reader{decide.New(decide.Calls{Client: cfg.Client, Table: cfg.Table}, layout, cfg.RevokeEveryoneWithin, cfg.Monotonic, time.Now)}, nil
+	return &Reader{decide.New(decide.Calls{Client: cfg.Client, Table: cfg.Table}, layout, cfg.RevokeEveryoneWithin, cfg.Monotonic)}, nil
 }
 
 // CheckLayout checks the Reader's layout against the one the table

@@ -43,9 +43,9 @@ type Reader struct {
 
 // New returns a Reader of calls' table, of layout, whose copy of the
 // shared items is read again once it is within old on mono, the monotonic
-// clock (nanoseconds, never 0); now is the clock of the sessions' times.
-func New(calls Calls, layout item.Layout, within time.Duration, mono func() int64, now func() time.Time) *Reader {
-	return &Reader{Calls: calls, Layout: layout, shared: shared{within: within, mono: mono, now: now}}
+// clock (nanoseconds, never 0).
+func New(calls Calls, layout item.Layout, within time.Duration, mono func() int64) *Reader {
+	return &Reader{Calls: calls, Layout: layout, shared: shared{within: within, mono: mono}}
 }
 
 // Query says what a Read reads.

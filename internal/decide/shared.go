@@ -25,14 +25,12 @@ import (
 // read after its own: one read at a time, whatever the concurrency.
 type shared struct {
 	within time.Duration
-	mono   func() int64     // the monotonic clock, in nanoseconds, never 0
-	now    func() time.Time // the Reader's clock, for the sessions' times
+	mono   func() int64 // the monotonic clock, in nanoseconds, never 0
 
-	mu      sync.Mutex
-	gen     int64
-	began   int64     // mono when the read behind gen began; 0: never read
-	beganAt time.Time // the same instant on now's clock
-	flight  *flight   // the read under way, nil for none
+	mu     sync.Mutex
+	gen    int64
+	began  int64   // mono when the read behind gen began; 0: never read
+	flight *flight // the read under way, nil for none
 	// beyond is the highest generation of a session that a read begun
 	// after the session was seen did not find (see mayBeNewer).
 	beyond int64
@@ -45,10 +43,9 @@ type shared struct {
 // flight is one read of the shared items, which the Reads that found the
 // copy stale while it was under way wait for.
 type flight struct {
-	done    chan struct{}
-	began   int64
-	beganAt time.Time
-	err     error // set before done closes
+	done  chan struct{}
+	began int64
+	err   error // set before done closes
 }
 
 // ticket is what a Read starts from: the copy's generation as it was, and
@@ -61,8 +58,8 @@ type ticket struct {
 }
 
 // take returns a Read's ticket. force takes a flight even for a fresh
-// copy: a session whose generation the copy does not know, made after the
-// copy's read began, may be newer than the copy.
+// copy: for a session whose generation is newer than the copy's (see
+// mayBeNewer).
 func (s *shared) take(force bool) (ticket, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,7 +74,7 @@ func (s *shared) take(force bool) (ticket, error) {
 		t.wait = s.flight
 		return t, nil
 	}
-	s.flight = &flight{done: make(chan struct{}), began: s.mono(), beganAt: s.now()}
+	s.flight = &flight{done: make(chan struct{}), began: s.mono()}
 	t.lead, t.layoutCheck = s.flight, !s.layoutOK
 	return t, nil
 }
@@ -88,7 +85,7 @@ func (s *shared) take(force bool) (ticket, error) {
 func (s *shared) land(f *flight, gen int64, checked bool, layoutErr, err error) {
 	s.mu.Lock()
 	if err == nil {
-		s.gen, s.began, s.beganAt = gen, f.began, f.beganAt
+		s.gen, s.began = gen, f.began
 		if checked {
 			s.layoutOK, s.layoutErr = layoutErr == nil, layoutErr
 		}
@@ -122,7 +119,9 @@ func (s *shared) mayBeNewer(gen int64) bool {
 }
 
 // notFound records that a read begun after a session of generation gen
-// was seen did not find gen: no later read will.
+// was seen did not find gen: a generation that another Region's overtook,
+// which no later read finds, or one still on its way here, which the
+// copy's next read (within RevokeEveryoneWithin) finds.
 func (s *shared) notFound(gen int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
