@@ -280,7 +280,11 @@ func TestSessionsActInTheRecordedLayout(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := f.user("alice"), f.user("bob")
 	a1, a2 := f.login(alice, firefox), f.login(alice, curl)
-	old := f.legacySession(alice, 0) // no RevokeAll yet: the revocation item's version is 0
+	version, err := item.DecodeRevocation(f.item(layout.RevocationKey(alice.PK, alice.SK)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := f.legacySession(alice, version) // as v0.1.0 wrote it: the revocation item's version alone
 	b := f.login(bob, curl)
 	if !f.valid(old) {
 		t.Fatal("alice's session of release v0.1.0's format is refused before any revocation")

@@ -81,8 +81,8 @@ func TestDecodeAuthenticationAndPending(t *testing.T) {
 	}
 	s.Pending = true
 	av = l.EncodeSession(l.SessionPK(NewToken()), s)
-	if v := av[AttrVersion].(*types.AttributeValueMemberN).Value; v != "3" {
-		t.Errorf("pending session item v = %s, want 3", v)
+	if v := av[AttrVersion].(*types.AttributeValueMemberN).Value; v != "6" {
+		t.Errorf("pending session item v = %s, want 6", v)
 	}
 	if got, err := l.Decode(av, KindSession); err != nil || !got.Pending {
 		t.Errorf("pending session item: Pending %v, err %v", got.Pending, err)
@@ -102,7 +102,9 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"other kind", func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindIndex) }, ErrOtherKind},
 		{"no kind", func(av map[string]types.AttributeValue) { delete(av, AttrKind) }, ErrOtherKind},
-		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(4) }, ErrMalformed},
+		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(7) }, ErrMalformed},
+		{"format 4 without userGen", func(av map[string]types.AttributeValue) { delete(av, AttrUserGen) }, ErrMalformed},
+		{"format 4 without credGen", func(av map[string]types.AttributeValue) { delete(av, AttrCredGen) }, ErrMalformed},
 		{"no version", func(av map[string]types.AttributeValue) { delete(av, AttrVersion) }, ErrMalformed},
 		{"no refreshedAt", func(av map[string]types.AttributeValue) { delete(av, AttrRefreshedAt) }, ErrMalformed},
 		{"no TTL", func(av map[string]types.AttributeValue) { delete(av, l.TTLAttribute) }, ErrMalformed},
