@@ -1171,11 +1171,12 @@ func TestFastClockStretchesNoSession(t *testing.T) {
 // A Login whose session write hangs until its deadline has written the
 // index item already: its undo runs in the quarter of StoreTimeout that
 // the work leaves it, so no index item outlives the session that was never
-// written, and List shows nothing.
+// written, and List shows nothing. (StoreTimeout is 4 s, the undo's second
+// ample for a delete on a busy machine; the test waits out the 3 s.)
 func TestLoginUndoesItsIndexItemWithinTheDeadline(t *testing.T) {
 	t.Parallel()
 	var p *probe
-	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 200 * time.Millisecond })
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 4 * time.Second })
 	alice := e.putUser("alice")
 	p.before = func(ctx context.Context, op string, in any) {
 		if put, ok := in.(*dynamodb.PutItemInput); ok && strings.HasPrefix(attrText(put.Item["pk"]), "S:SESSION#") {

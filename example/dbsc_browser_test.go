@@ -147,6 +147,10 @@ func TestBrowserDeviceBinding(t *testing.T) {
 	watch.waitFor(t, "Chromium to register its key, and to load the page after logging in", 30*time.Second, func() bool {
 		return watch.count(ddbsession.EventBound) == 1 && watch.requestsServed("GET /") == 1
 	})
+	// The server has answered the registration; Chromium stores the bound
+	// cookie of the answer on its own time, which a busy machine stretches:
+	// the next page waits for the cookie, or it goes without it.
+	waitForBoundCookie(t, tab, srv.URL)
 
 	// 2. Signed in, with the bound cookie, and listed as device-bound,
 	// unlike the Go client's session.
@@ -372,6 +376,20 @@ func browserCookies(t *testing.T, tab context.Context, base string, required boo
 		t.Fatalf("the browser's cookie store lacks the session or the bound cookie: %d cookies", len(stored.Cookies))
 	}
 	return session, bound
+}
+
+// waitForBoundCookie waits until the browser's cookie store holds the
+// bound cookie for base.
+func waitForBoundCookie(t *testing.T, tab context.Context, base string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, bound := browserCookies(t, tab, base, false); bound != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("waited 30s for the browser to store the bound cookie of its registration")
+		}
+	}
 }
 
 // watcher records what the server sees: each request, with whether it
