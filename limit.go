@@ -262,7 +262,7 @@ func gone(picked []item.Session, slots []item.Slot) []item.Session {
 // the login is about to write: a racing login took its slot. One round
 // trip.
 func (c *core) readSlots(ctx context.Context, user UserKey, sessionPK string) (item.Slots, bool, error) {
-	f, err := c.read.Read(ctx, decide.Query{Sessions: []string{sessionPK}, UserPK: user.PK, UserSK: user.SK, SlotsAlone: true})
+	f, err := c.read.Read(ctx, decide.Query{Session: sessionPK, UserPK: user.PK, UserSK: user.SK, SlotsAlone: true})
 	return f.Slots, f.Voided(sessionPK), err
 }
 

@@ -44,7 +44,7 @@ func (c *core) mayArrive(reason Reason) bool {
 // and for users of Config.LoadUser.
 func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
 	defer recovered(&err)
-	q := decide.Query{Sessions: []string{sessionPK}, Into: user}
+	q := decide.Query{Session: sessionPK, Into: user}
 	if cred.HasUser() && c.users.inTable() {
 		q.UserPK, q.UserSK = cred.UserPK, cred.UserSK
 	} else {

@@ -50,15 +50,17 @@ func New(calls Calls, layout item.Layout, within time.Duration, mono func() int6
 
 // Query says what a Read reads.
 type Query struct {
-	// Sessions are the partition keys of the session items to read, each
-	// with its end record in MREC.
+	// Session, or Sessions, are the partition keys of the session items
+	// to read, each with its end record in MREC: one alone (a request's),
+	// or a list (List's, a session limit's count).
+	Session  string
 	Sessions []string
 	// Ends are the partition keys of sessions whose end records alone to
 	// read (MREC): sessions the caller has read already.
 	Ends []string
 	// UserPK and UserSK name the user to read with them; "" for none.
 	UserPK, UserSK string
-	// OfSession reads, instead, the user of Sessions[0], after it, in a
+	// OfSession reads, instead, the user of Session, after it, in a
 	// second round trip: for a credential that does not name its user,
 	// and users kept outside the table. Then, if set, says whether the
 	// session is worth that read.
@@ -75,10 +77,13 @@ type Query struct {
 
 // Facts are what a Read found, filed by key.
 type Facts struct {
-	// sessions are the sessions the Read asked for, in its order, each
-	// with what was found under its keys.
-	sessions []entry
-	byPK     map[string]int // the index in sessions by partition key, for many
+	// many are the sessions the Read asked for, in its order, each with
+	// what was found under its keys; one is the session of a Read that
+	// asked for one alone (the hot path's), which allocates nothing.
+	many   []entry
+	one    [1]entry
+	single bool
+	byPK   map[string]int // the index in many by partition key, for many
 	// User is the user item (nil for none, or a user of Load), and
 	// UserFound whether the user exists, in the table or to Load.
 	User      map[string]types.AttributeValue
@@ -107,16 +112,25 @@ type entry struct {
 	endAsked, sessAsked bool
 }
 
+// sessions are the entries of the sessions the Read asked for.
+func (f *Facts) sessions() []entry {
+	if f.single {
+		return f.one[:]
+	}
+	return f.many
+}
+
 func (f *Facts) entry(pk string) *entry {
+	all := f.sessions()
 	if f.byPK != nil {
 		if i, ok := f.byPK[pk]; ok {
-			return &f.sessions[i]
+			return &all[i]
 		}
 		return nil
 	}
-	for i := range f.sessions {
-		if f.sessions[i].pk == pk {
-			return &f.sessions[i]
+	for i := range all {
+		if all[i].pk == pk {
+			return &all[i]
 		}
 	}
 	return nil
@@ -140,8 +154,9 @@ func (f *Facts) Voided(pk string) bool {
 // Sessions calls yield with each session the Read found, in the order
 // asked.
 func (f *Facts) Sessions(yield func(pk string, s item.Session) bool) {
-	for i := range f.sessions {
-		if e := &f.sessions[i]; e.found && !yield(e.pk, e.s) {
+	all := f.sessions()
+	for i := range all {
+		if e := &all[i]; e.found && !yield(e.pk, e.s) {
 			return
 		}
 	}
@@ -228,17 +243,22 @@ func (r *Reader) Read(ctx context.Context, q Query) (Facts, error) {
 		return Facts{}, err
 	}
 	f := Facts{Stamp: item.Stamp{Global: t.gen}, mrec: r.Layout.MREC}
-	f.sessions = make([]entry, len(q.Sessions)+len(q.Ends))
-	for i, pk := range q.Sessions {
-		f.sessions[i] = entry{pk: pk, sessAsked: true, endAsked: r.Layout.MREC}
-	}
-	for i, pk := range q.Ends {
-		f.sessions[len(q.Sessions)+i] = entry{pk: pk, endAsked: r.Layout.MREC}
-	}
-	if len(f.sessions) > 8 {
-		f.byPK = make(map[string]int, len(f.sessions))
-		for i, e := range f.sessions {
-			f.byPK[e.pk] = i
+	switch n := len(q.Sessions) + len(q.Ends); {
+	case q.Session != "":
+		f.one[0], f.single = entry{pk: q.Session, sessAsked: true, endAsked: r.Layout.MREC}, true
+	case n > 0:
+		f.many = make([]entry, n)
+		for i, pk := range q.Sessions {
+			f.many[i] = entry{pk: pk, sessAsked: true, endAsked: r.Layout.MREC}
+		}
+		for i, pk := range q.Ends {
+			f.many[len(q.Sessions)+i] = entry{pk: pk, endAsked: r.Layout.MREC}
+		}
+		if n > 8 {
+			f.byPK = make(map[string]int, n)
+			for i, e := range f.many {
+				f.byPK[e.pk] = i
+			}
 		}
 	}
 	u := userRead{pk: q.UserPK, sk: q.UserSK, slots: q.Slots || q.SlotsAlone, item: !q.SlotsAlone && r.Load == nil}
@@ -256,8 +276,8 @@ func (r *Reader) Read(ctx context.Context, q Query) (Facts, error) {
 	if err := r.file(ctx, &f, &u); err != nil {
 		return Facts{}, err
 	}
-	if q.OfSession && len(q.Sessions) > 0 {
-		if s, ok := f.Session(q.Sessions[0]); ok && (q.Then == nil || q.Then(s)) {
+	if q.OfSession {
+		if s, ok := f.Session(q.Session); ok && (q.Then == nil || q.Then(s)) {
 			u = userRead{pk: s.UserPK, sk: s.UserSK, item: r.Load == nil}
 			if u.item {
 				if _, err := r.readRound(ctx, &Facts{}, &u, nil); err != nil {
@@ -285,8 +305,9 @@ func (r *Reader) Read(ctx context.Context, q Query) (Facts, error) {
 	if t.lead != nil {
 		f.global = gen
 	}
-	for i := range f.sessions {
-		if e := &f.sessions[i]; e.found && r.shared.mayBeNewer(e.s.Stamp.Global) {
+	all := f.sessions()
+	for i := range all {
+		if e := &all[i]; e.found && r.shared.mayBeNewer(e.s.Stamp.Global) {
 			if f.global, err = r.Refresh(ctx, true); err != nil {
 				return Facts{}, err
 			}
@@ -314,12 +335,27 @@ type userRead struct {
 func (r *Reader) readRound(ctx context.Context, f *Facts, u *userRead, extra []map[string]types.AttributeValue) (map[string]map[string]types.AttributeValue, error) {
 	l := &r.Layout
 	u.asked = u.item && u.pk != ""
-	if len(f.sessions) == 1 && f.sessions[0].sessAsked && u.asked && !u.slots && extra == nil {
-		return nil, r.readPair(ctx, &f.sessions[0], u)
+	sessions := f.sessions()
+	if len(sessions) == 1 && sessions[0].sessAsked && u.asked && !u.slots && extra == nil {
+		return nil, r.readPair(ctx, &sessions[0], u)
+	}
+	// One item alone, a GetItem: a session of the first of two reads in
+	// turn, or the user of the second.
+	if extra == nil && !u.slots && !l.MREC {
+		switch {
+		case len(sessions) == 1 && sessions[0].sessAsked && !u.asked:
+			var err error
+			sessions[0].item, err = r.Get(ctx, l.SessionKey(sessions[0].pk))
+			return nil, err
+		case len(sessions) == 0 && u.asked:
+			var err error
+			u.user, err = r.Get(ctx, l.Key(u.pk, u.sk))
+			return nil, err
+		}
 	}
 	var w wants
-	for i := range f.sessions {
-		e := &f.sessions[i]
+	for i := range sessions {
+		e := &sessions[i]
 		if e.sessAsked {
 			w.add(l.SessionKey(e.pk), roleSession, i)
 		}
@@ -351,9 +387,9 @@ func (r *Reader) readRound(ctx context.Context, f *Facts, u *userRead, extra []m
 		}
 		switch w.roles[i] {
 		case roleSession:
-			f.sessions[w.at[i]].item = av
+			sessions[w.at[i]].item = av
 		case roleEnd:
-			f.sessions[w.at[i]].end = av
+			sessions[w.at[i]].end = av
 		case roleUser:
 			u.user = av
 		case roleRevocation:
@@ -373,8 +409,9 @@ func (r *Reader) readRound(ctx context.Context, f *Facts, u *userRead, extra []m
 // file decodes what readRound left in f's entries and in u into f: the
 // sessions, their ends, the slots, and the user's stamp.
 func (r *Reader) file(ctx context.Context, f *Facts, u *userRead) error {
-	for i := range f.sessions {
-		e := &f.sessions[i]
+	sessions := f.sessions()
+	for i := range sessions {
+		e := &sessions[i]
 		if av := e.item; av != nil {
 			e.item = nil
 			if attrS(av, item.AttrKind) == item.KindVoid { // a void is no session
