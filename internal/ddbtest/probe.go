@@ -73,6 +73,11 @@ func NewProbe(next Engine) *Probe {
 	return &Probe{next: next, calls: map[string]int{}}
 }
 
+// Engine returns the engine behind the Probe, for a hook that calls it
+// past the Probe, uncounted: the SDK's retry of a write whose answer was
+// lost, a read of what a call is about to change.
+func (p *Probe) Engine() Engine { return p.next }
+
 // Count returns how many calls of op were made.
 func (p *Probe) Count(op string) int {
 	p.mu.Lock()
@@ -89,6 +94,13 @@ func (p *Probe) Total() int {
 		n += c
 	}
 	return n
+}
+
+// Calls returns the calls of each operation counted so far, never nil.
+func (p *Probe) Calls() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.calls)
 }
 
 // Reset forgets the calls counted so far.
