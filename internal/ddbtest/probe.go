@@ -78,14 +78,16 @@ func NewProbe(next Engine) *Probe {
 // lost, a read of what a call is about to change.
 func (p *Probe) Engine() Engine { return p.next }
 
-// Count returns how many calls of op were made.
+// Count returns how many calls of op were made since the last Take or
+// Reset.
 func (p *Probe) Count(op string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls[op]
 }
 
-// Total returns how many calls of every operation were made.
+// Total returns how many calls of every operation were made since the
+// last Take or Reset.
 func (p *Probe) Total() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -96,14 +98,16 @@ func (p *Probe) Total() int {
 	return n
 }
 
-// Calls returns the calls of each operation counted so far, never nil.
+// Calls returns the calls of each operation made since the last Take or
+// Reset, never nil, and forgets nothing.
 func (p *Probe) Calls() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maps.Clone(p.calls)
 }
 
-// Reset forgets the calls counted so far.
+// Reset forgets the calls counted so far; the reads recorded stay, for
+// TakeReads.
 func (p *Probe) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
