@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 func TestReturnPathRefusesOpenRedirects(t *testing.T) {
@@ -89,7 +90,7 @@ func TestRedirect(t *testing.T) {
 // two apart, as Config.Unauthorized's documentation shows.
 func TestAnswersForPagesAndAPI(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	apiOr := func(api, page http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {
@@ -137,7 +138,7 @@ func TestAnswersForPagesAndAPI(t *testing.T) {
 
 	// The store down: JSON for the API, plain text for pages.
 	cookie := e.login(e.putUser("alice"))
-	p.fail = func(context.Context, string) error { return errors.New("down") }
+	p.Fail = func(context.Context, string, any) error { return errors.New("down") }
 	w = httptest.NewRecorder()
 	r := httptest.NewRequest("GET", "/api/me", nil)
 	r.AddCookie(cookie)

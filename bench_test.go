@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // BenchmarkAuthenticatedRequest compares, in one run against one engine, an
@@ -116,7 +117,7 @@ func serveLoop(b *testing.B, m *ddbsession.Manager[User], c *http.Cookie) {
 // replay makes a probe of the engine answer reads with the engine's answers
 // to the benchmark's one session and user, given once, so that a benchmark
 // counts the middleware's own work.
-func replay(b testing.TB, c *dynamodb.Client, batch *dynamodb.BatchGetItemInput, sessionKey, userKey map[string]types.AttributeValue, table string) *probe {
+func replay(b testing.TB, c *dynamodb.Client, batch *dynamodb.BatchGetItemInput, sessionKey, userKey map[string]types.AttributeValue, table string) *ddbtest.Probe {
 	ctx := context.Background()
 	sessionPK := sessionKey["pk"].(*types.AttributeValueMemberS).Value
 	batchOut, err := c.BatchGetItem(ctx, batch)
@@ -131,8 +132,8 @@ func replay(b testing.TB, c *dynamodb.Client, batch *dynamodb.BatchGetItemInput,
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := newProbe(c)
-	p.answer = func(_ context.Context, op string, in any) (any, bool) {
+	p := ddbtest.NewProbe(c)
+	p.Answer = func(_ context.Context, op string, in any) (any, bool) {
 		switch op {
 		case "BatchGetItem":
 			return batchOut, true

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 func TestDeviceBindingConfigRefused(t *testing.T) {
 	t.Parallel()
-	client := &probe{}
+	client := ddbtest.NewProbe(nil)
 	for _, d := range []ddbsession.DeviceBinding{
 		{Enabled: true, RegistrationPath: "/dbsc/régister"},
 		{Enabled: true, RefreshPath: "/dbsc/refresh\x01"},
@@ -124,12 +125,12 @@ func TestBoundCookieCostsNoCall(t *testing.T) {
 		unbound := e.login(alice)
 		b := e.bound(devicesOf(alg)[0], alice)
 		calls := func(cookies ...*http.Cookie) (int, int) {
-			p.reset()
+			p.Reset()
 			code := e.statusWith(cookies...)
-			if p.count("BatchGetItem") != 1 {
-				t.Errorf("%d BatchGetItem calls, want 1", p.count("BatchGetItem"))
+			if p.Count("BatchGetItem") != 1 {
+				t.Errorf("%d BatchGetItem calls, want 1", p.Count("BatchGetItem"))
 			}
-			return code, p.total()
+			return code, p.Total()
 		}
 		code, plain := calls(unbound)
 		if code != http.StatusOK || plain != 1 {

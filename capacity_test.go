@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,8 +250,8 @@ func scenarios() []scenario {
 		scenario{byDefault, "authenticated request, reading the global item (once per RevokeEveryoneWithin per instance)", nil, func(r *capacityRun) {
 			c := r.e.login(r.e.putUser("alice"))
 			m := primed(r.t, r.e.cfg)
-			var stale monoClock // its copy is older than RevokeEveryoneWithin
-			ddbsession.SetMonotonicClock(m, stale.now)
+			var stale ddbtest.Mono // its copy is older than RevokeEveryoneWithin
+			ddbsession.SetMonotonicClock(m, stale.Now)
 			r.measure(func() { r.e.get(m.RequireSession(whoami(m)), c) })
 		}},
 		scenario{byDefault, "authenticated request, an instance's first, which checks the layout record too (no CreateTable at start)", nil, func(r *capacityRun) {
@@ -728,33 +725,6 @@ func buildCLI(t *testing.T) string {
 	return cli.path
 }
 
-// callCounter counts the DynamoDB calls that pass through it, by
-// operation.
-type callCounter struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-// countingProxy is a proxy to the test engine that counts calls.
-func countingProxy(t *testing.T) (string, *callCounter) {
-	t.Helper()
-	target, err := url.Parse(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &callCounter{calls: map[string]int{}}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
-		counter.mu.Lock()
-		counter.calls[op]++
-		counter.mu.Unlock()
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, counter
-}
-
 // sweepScenario sweeps a table where one user's 10 sessions expired a day
 // ago, made on a clock two days behind the machine's: the session items
 // go, their index items (which live as long as a session could) stay.
@@ -790,9 +760,11 @@ func sweepScenario(r *capacityRun) {
 	scan := max(1, math.Ceil(float64(scanned)/4096)) / 2
 	bill := cost{Read: 1 + scan, Write: deleted}
 
-	endpoint, counter := countingProxy(t)
+	// The CLI is another process: a front that allows every call counts
+	// them on their way to the engine.
+	front := ddbtest.NewFront(t, ddbtest.Policy{Actions: []string{"dynamodb:*"}, Resources: []string{"*"}})
 	cmd := exec.Command(buildCLI(t), "sweep", "-table", e.table, "-json", "-grace", "1m", "-max-wcu", "0", "-max-rcu", "0")
-	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+endpoint)
+	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+front.URL)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("ddbsession sweep: %v\n%s", err, out)
@@ -810,9 +782,7 @@ func sweepScenario(r *capacityRun) {
 	if r.billing.SizeBased && (report.ReadUnits != scan || report.WriteUnits != bill.Write) {
 		t.Errorf("the sweep reports the engine's %v read and %v write units for its scan and deletes; the bill from the items' sizes is %v and %v", report.ReadUnits, report.WriteUnits, scan, bill.Write)
 	}
-	counter.mu.Lock()
-	bill.Calls = costOf(ddbtest.Usage{Calls: counter.calls}).Calls
-	counter.mu.Unlock()
+	bill.Calls = costOf(ddbtest.Usage{Calls: front.Calls()}).Calls
 	r.got = &bill
 }
 

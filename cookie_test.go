@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // withUser returns c with its value's user key replaced by key's.
@@ -34,7 +35,7 @@ func tokenOnly(c *http.Cookie) *http.Cookie {
 // setting asks for.
 func TestCookieFormsAcrossReleases(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
@@ -54,11 +55,11 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 		{"token-only cookie, HideUserKey", hidden, old, map[string]int{"GetItem": 2}},
 		{"cookie with user key, HideUserKey", hidden, cookie, map[string]int{"BatchGetItem": 1}},
 	} {
-		p.reset()
+		p.Reset()
 		if w := e.get(tc.m.RequireSession(whoami(tc.m)), tc.cookie); w.Code != http.StatusOK || w.Body.String() != "user:alice" {
 			t.Errorf("%s: %d %q, want 200 user:alice", tc.name, w.Code, w.Body)
 		}
-		if diff := cmp.Diff(tc.calls, p.calls); diff != "" {
+		if diff := cmp.Diff(tc.calls, p.Calls()); diff != "" {
 			t.Errorf("%s: calls (-want +got):\n%s", tc.name, diff)
 		}
 	}
@@ -81,7 +82,7 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 // the two-read path.
 func TestLongUserKeyStaysOutOfCookie(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	long := ddbsession.UserKey{PK: "USER#" + strings.Repeat("x", 1000), SK: "PROFILE" + strings.Repeat("y", 100)}
 	e.putUserAt(long, "long")
@@ -89,11 +90,11 @@ func TestLongUserKeyStaysOutOfCookie(t *testing.T) {
 	if strings.Contains(cookie.Value, ".") || len(cookie.Value) != 26 {
 		t.Errorf("cookie for a %d-byte user key = %q, want the token alone", len(long.PK)+len(long.SK), cookie.Value)
 	}
-	p.reset()
+	p.Reset()
 	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || w.Body.String() != "user:long" {
 		t.Errorf("status %d %q", w.Code, w.Body)
 	}
-	if diff := cmp.Diff(map[string]int{"GetItem": 2}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": 2}, p.Calls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
@@ -223,7 +224,7 @@ func TestTokensAreUnique(t *testing.T) {
 // values that arrived some other way. FuzzAuthenticate found this.
 func TestCredentialWithLineBreaksIsMalformed(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	token, user, _ := strings.Cut(cookie.Value, ".")
@@ -233,10 +234,10 @@ func TestCredentialWithLineBreaksIsMalformed(t *testing.T) {
 		"CRLF in the partition key":     token + "." + pk[:4] + "\r\n" + pk[4:] + "." + sk,
 		"a newline before the sort key": token + "." + pk + ".\n" + sk,
 	} {
-		p.reset()
+		p.Reset()
 		s, _, err := e.m.Authenticate(context.Background(), value)
-		if !errors.Is(err, ddbsession.ErrNoSession) || p.total() != 0 {
-			t.Errorf("%s (%q): Authenticate = session %q, %v after %d calls; want ErrNoSession after 0", name, value, s.ID, err, p.total())
+		if !errors.Is(err, ddbsession.ErrNoSession) || p.Total() != 0 {
+			t.Errorf("%s (%q): Authenticate = session %q, %v after %d calls; want ErrNoSession after 0", name, value, s.ID, err, p.Total())
 		}
 	}
 }
@@ -278,7 +279,7 @@ func (e *env) bearerGet(authorization string, cookies ...*http.Cookie) *httptest
 
 func TestBearerValid(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), withBearer)
 	alice := e.putUser("alice")
 	tok := e.bearerLogin(alice)
@@ -286,12 +287,12 @@ func TestBearerValid(t *testing.T) {
 		t.Errorf("ExpiresAt = %v, want %v", tok.ExpiresAt, want)
 	}
 	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
-		p.reset()
+		p.Reset()
 		w := e.bearerGet(scheme + tok.Token)
 		if w.Code != http.StatusOK || w.Body.String() != "user:alice" {
 			t.Errorf("%q: %d %q, want 200 user:alice", scheme, w.Code, w.Body)
 		}
-		if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.calls); diff != "" {
+		if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.Calls()); diff != "" {
 			t.Errorf("calls (-want +got):\n%s", diff)
 		}
 		if c := w.Header().Values("Set-Cookie"); len(c) != 0 {
@@ -330,17 +331,17 @@ func TestBearerOffByDefault(t *testing.T) {
 
 func TestBearerRejected(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), withBearer) // IdleTimeout 1h
 	alice := e.putUser("alice")
 	tok := e.bearerLogin(alice)
 
 	// Malformed: 401, no DynamoDB call, WWW-Authenticate says why.
 	for _, bad := range []string{"Bearer ", "Bearer x", "Bearer " + strings.ToLower(tok.Token), "Bearer " + tok.Token + ".x", "Bearer  " + tok.Token} {
-		p.reset()
+		p.Reset()
 		w := e.bearerGet(bad)
-		if w.Code != http.StatusUnauthorized || p.total() != 0 {
-			t.Errorf("%q: status %d after %d calls, want 401 after 0", bad, w.Code, p.total())
+		if w.Code != http.StatusUnauthorized || p.Total() != 0 {
+			t.Errorf("%q: status %d after %d calls, want 401 after 0", bad, w.Code, p.Total())
 		}
 		if got := w.Header().Get("WWW-Authenticate"); got != `Bearer error="invalid_token"` {
 			t.Errorf("%q: WWW-Authenticate %q", bad, got)
@@ -349,9 +350,9 @@ func TestBearerRejected(t *testing.T) {
 
 	// A cookie and a bearer token: 400, never a guess.
 	cookie := e.login(alice)
-	p.reset()
-	if w := e.bearerGet("Bearer "+tok.Token, cookie); w.Code != http.StatusBadRequest || p.total() != 0 {
-		t.Errorf("cookie and bearer: status %d after %d calls, want 400 after 0", w.Code, p.total())
+	p.Reset()
+	if w := e.bearerGet("Bearer "+tok.Token, cookie); w.Code != http.StatusBadRequest || p.Total() != 0 {
+		t.Errorf("cookie and bearer: status %d after %d calls, want 400 after 0", w.Code, p.Total())
 	}
 
 	// Revoked one by one, as from the browser's list.
@@ -497,15 +498,15 @@ func TestSecureCookieOverPlainHTTPWarns(t *testing.T) {
 // says so: RequireSession would refuse every token it issued.
 func TestLoginBearerNeedsBearerTokens(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
-	p.reset()
+	p.Reset()
 	token, _, err := e.m.LoginBearer(newRequest(), alice, nil)
 	if err == nil || token != "" || !strings.Contains(err.Error(), "BearerTokens") {
 		t.Errorf("LoginBearer without BearerTokens = %q, %v; want an error naming BearerTokens", token, err)
 	}
-	if n := p.total(); n != 0 {
+	if n := p.Total(); n != 0 {
 		t.Errorf("the refused LoginBearer made %d calls", n)
 	}
 }

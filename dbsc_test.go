@@ -23,6 +23,7 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/dbsc/dbsctest"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // withDeviceBinding turns device binding on, with a bound cookie of
@@ -293,9 +294,9 @@ func otherAlg(alg string) string {
 // newBoundEnv is an env with device binding on (bound cookies of 10
 // minutes, sessions idle for an hour) and a probe that counts its calls.
 // The store is patient: the tests time nothing.
-func newBoundEnv(t *testing.T, mutate ...func(*ddbsession.Config[User])) (*env, *probe) {
+func newBoundEnv(t *testing.T, mutate ...func(*ddbsession.Config[User])) (*env, *ddbtest.Probe) {
 	t.Helper()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, append([]func(*ddbsession.Config[User]){withProbe(&p), withDeviceBinding(10 * time.Minute)}, mutate...)...)
 	return e, p
 }
@@ -671,13 +672,13 @@ func TestDeviceRegistrationRefused(t *testing.T) {
 					b.session = nil
 				}
 				before := e.snapshot()
-				p.reset()
+				p.Reset()
 				w := b.registerWith(jwt)
 				if w.Code != c.status {
 					t.Errorf("status %d (%q), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
 				}
-				if got := p.total(); got != c.reads || p.count("BatchGetItem") != c.reads {
-					t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", got, p.count("BatchGetItem"), c.reads)
+				if got := p.Total(); got != c.reads || p.Count("BatchGetItem") != c.reads {
+					t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", got, p.Count("BatchGetItem"), c.reads)
 				}
 				assertNoBoundCookie(t, w, "refused registration")
 				if w.Header().Get("Secure-Session-Challenge") != "" {
@@ -707,10 +708,10 @@ func TestDeviceRegistrationChallengeExpired(t *testing.T) {
 		jwt := b.device.Registration(offer.Challenge)
 		e.clock.Advance(11 * time.Minute)
 		before := e.snapshot()
-		p.reset()
+		p.Reset()
 		w := b.registerWith(jwt)
-		if w.Code != http.StatusBadRequest || p.total() != 1 {
-			t.Errorf("status %d after %d DynamoDB calls, want 400 after 1", w.Code, p.total())
+		if w.Code != http.StatusBadRequest || p.Total() != 1 {
+			t.Errorf("status %d after %d DynamoDB calls, want 400 after 1", w.Code, p.Total())
 		}
 		assertNoBoundCookie(t, w, "registration with an expired challenge")
 		e.assertUnchanged(before, "registration with an expired challenge")
@@ -732,10 +733,10 @@ func TestDeviceRegistrationOnce(t *testing.T) {
 		first, second := devicesOf(alg)[0], devicesOf(alg)[1]
 		b, offer := e.loginOffered(first, alice)
 		jwt := first.Registration(offer.Challenge)
-		p.reset()
+		p.Reset()
 		b.take(b.registerWith(jwt))
-		if p.count("BatchGetItem") != 1 || p.count("UpdateItem") != 1 || p.total() != 2 {
-			t.Errorf("registration: %d calls (%d BatchGetItem, %d UpdateItem), want one read and one write", p.total(), p.count("BatchGetItem"), p.count("UpdateItem"))
+		if p.Count("BatchGetItem") != 1 || p.Count("UpdateItem") != 1 || p.Total() != 2 {
+			t.Errorf("registration: %d calls (%d BatchGetItem, %d UpdateItem), want one read and one write", p.Total(), p.Count("BatchGetItem"), p.Count("UpdateItem"))
 		}
 		stored := attrText(e.itemOf(kindSession, b.id)["boundKey"])
 
@@ -907,7 +908,7 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 
 		// The challenge that came with the bound cookie is open.
 		before := e.snapshot()
-		p.reset()
+		p.Reset()
 		w := b.refreshWith("")
 		if w.Code != http.StatusForbidden {
 			t.Fatalf("status %d, want 403", w.Code)
@@ -915,14 +916,14 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 		if got := challengeOf(t, w, b.id); got != b.challenge {
 			t.Errorf("the 403 sent %q, not the open challenge %q", got, b.challenge)
 		}
-		if p.count("GetItem") != 1 || p.total() != 2 {
-			t.Errorf("%d DynamoDB calls (%d GetItem), want the failed conditional write and one read", p.total(), p.count("GetItem"))
+		if p.Count("GetItem") != 1 || p.Total() != 2 {
+			t.Errorf("%d DynamoDB calls (%d GetItem), want the failed conditional write and one read", p.Total(), p.Count("GetItem"))
 		}
 		e.assertUnchanged(before, "403 with a challenge open")
 
 		// Once it has expired, a new one is written.
 		e.clock.Advance(e.cfg.DeviceBinding.CookieLifetime + time.Minute)
-		p.reset()
+		p.Reset()
 		w = b.refreshWith("")
 		if w.Code != http.StatusForbidden {
 			t.Fatalf("status %d, want 403", w.Code)
@@ -931,8 +932,8 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 			t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
 		}
 		challenge := challengeOf(t, w, b.id)
-		if p.count("UpdateItem") != 1 || p.total() != 1 {
-			t.Errorf("%d DynamoDB calls (%d UpdateItem), want one write", p.total(), p.count("UpdateItem"))
+		if p.Count("UpdateItem") != 1 || p.Total() != 1 {
+			t.Errorf("%d DynamoDB calls (%d UpdateItem), want one write", p.Total(), p.Count("UpdateItem"))
 		}
 		if got := w.Header().Get("Secure-Session-Challenge"); !strings.HasPrefix(got, `"`) || !strings.HasSuffix(got, `";id="`+b.id+`"`) {
 			t.Errorf("Secure-Session-Challenge %q, want \"<challenge>\";id=%q", got, b.id)
@@ -947,11 +948,11 @@ func TestDeviceRefreshChallenge(t *testing.T) {
 			t.Errorf("the 403 re-sent the cached challenge")
 		}
 		// The signed answer costs one read and one write.
-		p.reset()
+		p.Reset()
 		b.take(b.refreshWith(b.device.Refresh(challenge)))
-		if p.count("BatchGetItem") != 1 || p.count("UpdateItem") != 1 || p.total() != 2 {
+		if p.Count("BatchGetItem") != 1 || p.Count("UpdateItem") != 1 || p.Total() != 2 {
 			t.Errorf("signed refresh: %d DynamoDB calls (%d BatchGetItem, %d UpdateItem), want one read and one write",
-				p.total(), p.count("BatchGetItem"), p.count("UpdateItem"))
+				p.Total(), p.Count("BatchGetItem"), p.Count("UpdateItem"))
 		}
 	})
 }
@@ -993,13 +994,13 @@ func TestDeviceRefreshRefused(t *testing.T) {
 					h[k] = v
 				}
 				before := e.snapshot()
-				p.reset()
+				p.Reset()
 				w := b.post("/dbsc/refresh", h)
 				if w.Code != c.status {
 					t.Errorf("status %d (%q), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
 				}
-				if p.total() != c.reads || p.count("BatchGetItem") != c.reads {
-					t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", p.total(), p.count("BatchGetItem"), c.reads)
+				if p.Total() != c.reads || p.Count("BatchGetItem") != c.reads {
+					t.Errorf("%d DynamoDB calls (%d BatchGetItem), want %d BatchGetItem only", p.Total(), p.Count("BatchGetItem"), c.reads)
 				}
 				assertNoBoundCookie(t, w, c.name)
 				e.assertUnchanged(before, c.name)
@@ -1189,11 +1190,11 @@ func TestDeviceRefreshEndedSession(t *testing.T) {
 			b.session = nil
 			for _, jwt := range []string{b.device.Refresh(b.challenge), ""} {
 				before := e.snapshot()
-				p.reset()
+				p.Reset()
 				w := b.refreshWith(jwt)
 				assertEnded(t, w, b.id, "refresh without a session cookie")
-				if p.total() != 0 {
-					t.Errorf("%d DynamoDB calls, want 0", p.total())
+				if p.Total() != 0 {
+					t.Errorf("%d DynamoDB calls, want 0", p.Total())
 				}
 				e.assertUnchanged(before, "refresh without a session cookie")
 			}
@@ -1232,7 +1233,7 @@ func TestDeviceBindingStoreFailure(t *testing.T) {
 				before := e.snapshot()
 				failOn(p, c.op, down)
 				w := c.send()
-				p.fail = nil
+				p.Fail = nil
 				if w.Code != http.StatusServiceUnavailable {
 					t.Errorf("status %d, want 503", w.Code)
 				}
@@ -1270,7 +1271,7 @@ func updateSets(sets string) func(in any) bool {
 // refuse every request. A refresh likewise.
 func TestDeviceBindingWriteWhoseAnswerIsLost(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withDeviceBinding(10*time.Minute), withProbe(&p))
 	alice := e.putUser("alice")
 	b, offer := e.loginOffered(dbsctest.NewES256(), alice)
@@ -1303,15 +1304,15 @@ func TestDeviceBindingWriteWhoseAnswerIsLost(t *testing.T) {
 // or a connection reset: the caller sees the retry's answer,
 // ConditionalCheckFailed, since its own write landed already. It returns
 // the number of such retries so far.
-func retryOnce(p *probe, match func(in any) bool) func() int {
+func retryOnce(p *ddbtest.Probe, match func(in any) bool) func() int {
 	var hits atomic.Int32
 	var done atomic.Bool
-	p.after = func(ctx context.Context, op string, in, _ any, err error) error {
+	p.After = func(ctx context.Context, op string, in, _ any, err error) error {
 		if op != "UpdateItem" || err != nil || !match(in) || !done.CompareAndSwap(false, true) {
 			return nil
 		}
 		hits.Add(1)
-		_, err = p.next.UpdateItem(ctx, in.(*dynamodb.UpdateItemInput))
+		_, err = p.Engine().UpdateItem(ctx, in.(*dynamodb.UpdateItemInput))
 		return err
 	}
 	return func() int { return int(hits.Load()) }
@@ -1323,7 +1324,7 @@ func retryOnce(p *probe, match func(in any) bool) func() int {
 // session bound to a key whose browser gave up.
 func TestDeviceBindingWriteRetriedAfterItLanded(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withDeviceBinding(10*time.Minute), withProbe(&p))
 	alice := e.putUser("alice")
 	b, offer := e.loginOffered(dbsctest.NewES256(), alice)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // recorder collects events as "kind reason" lines, with the session's
@@ -122,11 +123,11 @@ func TestEventsOfASessionsLife(t *testing.T) {
 func TestEventsOfAStoreFailure(t *testing.T) {
 	t.Parallel()
 	log := &eventLog{}
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.OnEvent = log.record })
 	cookie := e.login(e.putUser("alice"))
 	log.take()
-	p.fail = func(context.Context, string) error { return errors.New("down") }
+	p.Fail = func(context.Context, string, any) error { return errors.New("down") }
 	e.status(cookie)
 	if diff := cmp.Diff([]string{"store-failed"}, log.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

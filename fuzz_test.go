@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // FuzzRequireSessionCookie feeds arbitrary cookie values to the middleware.
@@ -31,8 +32,8 @@ func FuzzRequireSessionCookie(f *testing.F) {
 		"AAAAAAAAAAAAAAAAAAAAAAAAAA.U0VTU0lPTiN4.eA"} {
 		f.Add(seed)
 	}
-	p := newProbe(nil)
-	p.fail = func(context.Context, string) error { return errors.New("store down") }
+	p := ddbtest.NewProbe(nil)
+	p.Fail = func(context.Context, string, any) error { return errors.New("store down") }
 	m, err := ddbsession.New(ddbsession.Config[User]{Client: p, Table: "fuzz"})
 	if err != nil {
 		f.Fatal(err)
@@ -41,7 +42,7 @@ func FuzzRequireSessionCookie(f *testing.F) {
 		panic("request let through")
 	}))
 	f.Fuzz(func(t *testing.T, value string) {
-		p.reset()
+		p.Reset()
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Cookie", cookieName+"="+value)
 		w := httptest.NewRecorder()
@@ -52,10 +53,10 @@ func FuzzRequireSessionCookie(f *testing.F) {
 			wellFormed = wellFormed || wellFormedCookie(c.Value)
 		}
 		switch {
-		case wellFormed && (w.Code != http.StatusServiceUnavailable || p.total() != 1):
-			t.Errorf("well-formed %q: status %d after %d calls, want 503 after 1", value, w.Code, p.total())
-		case !wellFormed && (w.Code != http.StatusUnauthorized || p.total() != 0):
-			t.Errorf("malformed %q: status %d after %d calls, want 401 after 0", value, w.Code, p.total())
+		case wellFormed && (w.Code != http.StatusServiceUnavailable || p.Total() != 1):
+			t.Errorf("well-formed %q: status %d after %d calls, want 503 after 1", value, w.Code, p.Total())
+		case !wellFormed && (w.Code != http.StatusUnauthorized || p.Total() != 0):
+			t.Errorf("malformed %q: status %d after %d calls, want 401 after 0", value, w.Code, p.Total())
 		}
 	})
 }
@@ -120,8 +121,8 @@ func FuzzRequestHeaders(f *testing.F) {
 	} {
 		f.Add(seed.cookies, seed.agent, seed.load)
 	}
-	p := newProbe(nil)
-	p.fail = func(context.Context, string) error { return errors.New("store down") }
+	p := ddbtest.NewProbe(nil)
+	p.Fail = func(context.Context, string, any) error { return errors.New("store down") }
 	m, err := ddbsession.New(ddbsession.Config[User]{Client: p, Table: "fuzz"})
 	if err != nil {
 		f.Fatal(err)
@@ -137,7 +138,7 @@ func FuzzRequestHeaders(f *testing.F) {
 	required, optional := m.RequireSession(next), m.LoadSession(next)
 
 	f.Fuzz(func(t *testing.T, cookies, agent string, load bool) {
-		p.reset()
+		p.Reset()
 		mu.Lock()
 		through, withUser = false, false
 		mu.Unlock()
@@ -167,12 +168,12 @@ func FuzzRequestHeaders(f *testing.F) {
 		}
 		switch {
 		case wellFormed:
-			if w.Code != http.StatusServiceUnavailable || through || p.total() != 1 || len(set) != 0 {
+			if w.Code != http.StatusServiceUnavailable || through || p.Total() != 1 || len(set) != 0 {
 				t.Errorf("well-formed %q: status %d, through %v, %d calls, Set-Cookie %q; want 503, not through, 1 call, none",
-					cookies, w.Code, through, p.total(), set)
+					cookies, w.Code, through, p.Total(), set)
 			}
-		case p.total() != 0:
-			t.Errorf("malformed %q cost %d calls, want 0", cookies, p.total())
+		case p.Total() != 0:
+			t.Errorf("malformed %q cost %d calls, want 0", cookies, p.Total())
 		case !load && (w.Code != http.StatusUnauthorized || through):
 			t.Errorf("malformed %q through RequireSession: status %d, through %v; want 401", cookies, w.Code, through)
 		case load && (w.Code != http.StatusOK || !through):
@@ -214,14 +215,14 @@ func FuzzLogin(f *testing.F) {
 	} {
 		f.Add(seed.cookies, seed.agent, seed.name, seed.carry)
 	}
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(f, withProbe(&p))
 	var mu sync.Mutex
 	// The partition keys of the session items read and deleted: Login
 	// reads each carried credential's item (deleting needs its index key)
 	// and deletes those it finds.
 	var sessionReads, sessionDeletes []string
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		var key map[string]types.AttributeValue
 		list := &sessionReads
 		switch in := in.(type) {
@@ -376,7 +377,7 @@ func storedAgentProblem(sent, stored string) string {
 // other value gets ErrNoSession, and a malformed one costs no call. Authenticate
 // never writes. The table is created once for the target.
 func FuzzAuthenticate(f *testing.F) {
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(f, withProbe(&p))
 	ctx := context.Background()
 	type holder struct {
@@ -423,10 +424,10 @@ func FuzzAuthenticate(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, prefix uint8, value string) {
 		cred := prefixes[int(prefix)%len(prefixes)] + value
-		p.reset()
+		p.Reset()
 		s, u, err := e.m.Authenticate(ctx, cred)
-		calls := p.total()
-		writes := p.count("PutItem") + p.count("UpdateItem") + p.count("DeleteItem")
+		calls := p.Total()
+		writes := p.Count("PutItem") + p.Count("UpdateItem") + p.Count("DeleteItem")
 		if writes != 0 {
 			t.Errorf("Authenticate(%q) made %d writes", cred, writes)
 		}

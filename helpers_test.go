@@ -62,33 +62,7 @@ type User struct {
 	Name string `dynamodbav:"name"`
 }
 
-// clock is an injected, manually advanced time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // syncBuffer collects log output from concurrent requests.
-// monoClock is a Manager's monotonic clock (ddbsession.SetMonotonicClock),
-// which the test advances.
-type monoClock struct{ ns atomic.Int64 }
-
-func (c *monoClock) now() int64 { return c.ns.Load() + 1 }
-
-func (c *monoClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -119,7 +93,7 @@ type env struct {
 	t      testing.TB
 	client *dynamodb.Client
 	table  string
-	clock  *clock
+	clock  *ddbtest.Clock
 	logs   *syncBuffer
 	cfg    ddbsession.Config[User]
 	m      *ddbsession.Manager[User]
@@ -134,7 +108,7 @@ var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
 func newEnv(t testing.TB, mutate ...func(*ddbsession.Config[User])) *env {
 	t.Helper()
 	client := ddbtest.Client(t)
-	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), clock: &clock{t: start}, logs: &syncBuffer{}}
+	e := &env{t: t, client: client, table: ddbtest.TableName(t, client), clock: ddbtest.NewClock(start), logs: &syncBuffer{}}
 	e.cfg = ddbsession.Config[User]{
 		Client: client,
 		Table:  e.table,
@@ -183,9 +157,10 @@ func primed[U any](t testing.TB, cfg ddbsession.Config[U]) *ddbsession.Manager[U
 // Config options and injected faults.
 
 // withProbe installs a probe in front of the engine and stores it in *p.
-func withProbe(p **probe) func(*ddbsession.Config[User]) {
+func withProbe(p **ddbtest.Probe) func(*ddbsession.Config[User]) {
 	return func(c *ddbsession.Config[User]) {
-		*p = newProbe(c.Client)
+		engine, _ := c.Client.(ddbtest.Engine) // nil for nil: a probe never called
+		*p = ddbtest.NewProbe(engine)
 		c.Client = *p
 	}
 }
@@ -193,8 +168,8 @@ func withProbe(p **probe) func(*ddbsession.Config[User]) {
 func withExpiryIndex(c *ddbsession.Config[User]) { c.Layout.ExpiryIndex = "expiry" }
 
 // failOn makes the probe answer op with err, and leaves the rest alone.
-func failOn(p *probe, op string, err error) {
-	p.fail = func(_ context.Context, o string) error {
+func failOn(p *ddbtest.Probe, op string, err error) {
+	p.Fail = func(_ context.Context, o string, _ any) error {
 		if o == op {
 			return err
 		}
@@ -205,10 +180,10 @@ func failOn(p *probe, op string, err error) {
 // failNth makes the probe answer the nth call of op from now on with err,
 // and lets every other call through: a fault in the middle of a flow, such
 // as the second of Login's two PutItems.
-func failNth(p *probe, op string, n int, err error) {
+func failNth(p *ddbtest.Probe, op string, n int, err error) {
 	var mu sync.Mutex
 	seen := 0
-	p.fail = func(_ context.Context, o string) error {
+	p.Fail = func(_ context.Context, o string, _ any) error {
 		if o != op {
 			return nil
 		}
@@ -684,85 +659,23 @@ func needsSortKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "need a table with a sort key")
 }
 
-// probe is the one fake client of these tests: it wraps a real client (or
-// none) to count the calls a Manager makes and, for fault paths only, to act
-// on chosen calls through its hooks. Everything a hook does not take goes to
-// the real engine. The hooks, each optional:
-//
-//   - fail answers a call with an error instead of the engine;
-//   - before runs before a call reaches the engine, and may block it there
-//     (a pause, for races);
-//   - answer answers a call with a canned output instead of the engine
-//     (unprocessed keys, a TTL the engine lacks, a replayed read);
-//   - after runs once the engine answered, and may replace the answer with
-//     an error: an applied write whose answer is lost.
-type probe struct {
-	next engine
-
-	mu     sync.Mutex
-	calls  map[string]int
-	fail   func(ctx context.Context, op string) error
-	before func(ctx context.Context, op string, in any)
-	answer func(ctx context.Context, op string, in any) (out any, ok bool)
-	after  func(ctx context.Context, op string, in, out any, err error) error
-}
-
-func newProbe(next ddbsession.Client) *probe {
-	e, _ := next.(engine) // nil for nil: a probe never called
-	return &probe{next: e, calls: map[string]int{}}
-}
-
-// engine is a client with the table methods that CreateTable needs
-// besides a Client's: *dynamodb.Client, or a wrapper of one.
-type engine interface {
-	ddbsession.Client
-	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
-	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
-}
-
-// count returns how many calls of op were made, and resets nothing.
-func (p *probe) count(op string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.calls[op]
-}
-
-// total returns the number of calls of every operation.
-func (p *probe) total() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.calls {
-		n += c
-	}
-	return n
-}
-
-func (p *probe) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	clear(p.calls)
-}
-
 // errLost is the error of an applied write whose answer was lost.
 var errLost = errors.New("InternalServerError: the answer was lost")
 
 // loseAnswer makes the probe lose the answer of the calls of op that match
 // says, once the engine has applied them: for the n-th matching call only,
 // or every one for n 0. It returns how many it lost so far.
-func loseAnswer(p *probe, op string, n int, match func(in any) bool) func() int {
+func loseAnswer(p *ddbtest.Probe, op string, n int, match func(in any) bool) func() int {
 	return answerApplied(p, op, n, match, errLost)
 }
 
 // answerApplied is loseAnswer with the answer the caller gets instead:
 // errLost, or ConditionalCheckFailed where the SDK's retry of a lost
 // answer meets its own write.
-func answerApplied(p *probe, op string, n int, match func(in any) bool, answer error) func() int {
+func answerApplied(p *ddbtest.Probe, op string, n int, match func(in any) bool, answer error) func() int {
 	var mu sync.Mutex
 	seen, lost := 0, 0
-	p.after = func(_ context.Context, o string, in, _ any, err error) error {
+	p.After = func(_ context.Context, o string, in, _ any, err error) error {
 		if o != op || err != nil || (match != nil && !match(in)) {
 			return nil
 		}
@@ -784,9 +697,9 @@ func answerApplied(p *probe, op string, n int, match func(in any) bool, answer e
 // unprocessedKeys makes the probe answer BatchGetItems with all their keys
 // unprocessed, as DynamoDB may under throttling: the next one only, if
 // once, or every one.
-func unprocessedKeys(p *probe, once bool) {
+func unprocessedKeys(p *ddbtest.Probe, once bool) {
 	var done atomic.Bool
-	p.answer = func(_ context.Context, op string, in any) (any, bool) {
+	p.Answer = func(_ context.Context, op string, in any) (any, bool) {
 		if op != "BatchGetItem" || (once && !done.CompareAndSwap(false, true)) {
 			return nil, false
 		}
@@ -797,13 +710,13 @@ func unprocessedKeys(p *probe, once bool) {
 // queriesRead makes the probe add up the items that Queries read
 // (ScannedCount, which is what DynamoDB bills), before any filter. The
 // function it returns gives the items and Queries since its last call.
-func queriesRead(p *probe) func() (items int32, queries int) {
+func queriesRead(p *ddbtest.Probe) func() (items int32, queries int) {
 	var (
 		mu      sync.Mutex
 		scanned int32
 		n       int
 	)
-	p.after = func(_ context.Context, op string, _, out any, err error) error {
+	p.After = func(_ context.Context, op string, _, out any, err error) error {
 		if op == "Query" && err == nil {
 			mu.Lock()
 			scanned += out.(*dynamodb.QueryOutput).ScannedCount
@@ -821,85 +734,15 @@ func queriesRead(p *probe) func() (items int32, queries int) {
 	}
 }
 
-type opts = func(*dynamodb.Options)
-
-// call is every operation's way through the probe: count, hooks, engine.
-func call[I, O any](p *probe, ctx context.Context, op string, in *I, engine func() (*O, error)) (*O, error) {
-	p.mu.Lock()
-	p.calls[op]++
-	fail, before, answer, after := p.fail, p.before, p.answer, p.after
-	p.mu.Unlock()
-	if fail != nil {
-		if err := fail(ctx, op); err != nil {
-			return nil, err
-		}
-	}
-	if before != nil {
-		before(ctx, op, in)
-	}
-	if answer != nil {
-		if out, ok := answer(ctx, op, in); ok {
-			return out.(*O), nil
-		}
-	}
-	out, err := engine()
-	if after != nil {
-		if lost := after(ctx, op, in, out, err); lost != nil {
-			return nil, lost
-		}
-	}
-	return out, err
-}
-
-func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opts) (*dynamodb.GetItemOutput, error) {
-	return call(p, ctx, "GetItem", in, func() (*dynamodb.GetItemOutput, error) { return p.next.GetItem(ctx, in, o...) })
-}
-
-func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opts) (*dynamodb.BatchGetItemOutput, error) {
-	return call(p, ctx, "BatchGetItem", in, func() (*dynamodb.BatchGetItemOutput, error) { return p.next.BatchGetItem(ctx, in, o...) })
-}
-
-func (p *probe) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...opts) (*dynamodb.PutItemOutput, error) {
-	return call(p, ctx, "PutItem", in, func() (*dynamodb.PutItemOutput, error) { return p.next.PutItem(ctx, in, o...) })
-}
-
-func (p *probe) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...opts) (*dynamodb.UpdateItemOutput, error) {
-	return call(p, ctx, "UpdateItem", in, func() (*dynamodb.UpdateItemOutput, error) { return p.next.UpdateItem(ctx, in, o...) })
-}
-
-func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...opts) (*dynamodb.DeleteItemOutput, error) {
-	return call(p, ctx, "DeleteItem", in, func() (*dynamodb.DeleteItemOutput, error) { return p.next.DeleteItem(ctx, in, o...) })
-}
-
-func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...opts) (*dynamodb.QueryOutput, error) {
-	return call(p, ctx, "Query", in, func() (*dynamodb.QueryOutput, error) { return p.next.Query(ctx, in, o...) })
-}
-
-func (p *probe) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...opts) (*dynamodb.CreateTableOutput, error) {
-	return call(p, ctx, "CreateTable", in, func() (*dynamodb.CreateTableOutput, error) { return p.next.CreateTable(ctx, in, o...) })
-}
-
-func (p *probe) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...opts) (*dynamodb.DescribeTableOutput, error) {
-	return call(p, ctx, "DescribeTable", in, func() (*dynamodb.DescribeTableOutput, error) { return p.next.DescribeTable(ctx, in, o...) })
-}
-
-func (p *probe) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...opts) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	return call(p, ctx, "UpdateTimeToLive", in, func() (*dynamodb.UpdateTimeToLiveOutput, error) { return p.next.UpdateTimeToLive(ctx, in, o...) })
-}
-
-func (p *probe) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, o ...opts) (*dynamodb.DescribeTimeToLiveOutput, error) {
-	return call(p, ctx, "DescribeTimeToLive", in, func() (*dynamodb.DescribeTimeToLiveOutput, error) { return p.next.DescribeTimeToLive(ctx, in, o...) })
-}
-
 // Device binding's races, made deterministic: the probe pauses one side
 // just before a write reaches the engine and runs the other side to the
 // end there, so that the paused write meets the table the other left.
 
 // pauseBefore runs other, once, when the first UpdateItem of an item whose
 // partition key starts with prefix is about to reach the engine.
-func pauseBefore(p *probe, prefix string, other func()) *atomic.Bool {
+func pauseBefore(p *ddbtest.Probe, prefix string, other func()) *atomic.Bool {
 	var fired atomic.Bool
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		if op == "UpdateItem" && strings.HasPrefix(updateKey(in), prefix) && fired.CompareAndSwap(false, true) {
 			other()
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -51,7 +52,7 @@ func slotsWrite(in any) bool {
 // forgetting to end the session it had taken the slot of.
 func TestSessionLimitLostSlotsAnswer(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
 	alice := e.putUser("alice")
 	old := e.login(alice)
@@ -60,7 +61,7 @@ func TestSessionLimitLostSlotsAnswer(t *testing.T) {
 	if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.after = nil
+	p.After = nil
 	if got := e.status(sessionCookie(t, w.Result(), cookieName)); got != http.StatusOK {
 		t.Errorf("the login whose slots answer was lost: status %d, want 200", got)
 	}
@@ -77,13 +78,13 @@ func TestSessionLimitLostSlotsAnswer(t *testing.T) {
 // The void stays under the key, and the retry fails on it.
 func TestSessionLimitVoidStopsARetriedWrite(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
 	alice := e.putUser("alice")
 	aAtPut, bAtVoid, aApplied, bDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var aOnce, bOnce sync.Once
 	var retried atomic.Bool
-	p.before = func(_ context.Context, _ string, in any) {
+	p.Before = func(_ context.Context, _ string, in any) {
 		switch putKind(in) {
 		case item.KindSession: // A's write waits for B to reach its void
 			aOnce.Do(func() { close(aAtPut); <-bAtVoid })
@@ -91,13 +92,13 @@ func TestSessionLimitVoidStopsARetriedWrite(t *testing.T) {
 			bOnce.Do(func() { close(bAtVoid); <-aApplied })
 		}
 	}
-	p.after = func(ctx context.Context, _ string, in, _ any, err error) error {
+	p.After = func(ctx context.Context, _ string, in, _ any, err error) error {
 		if putKind(in) != item.KindSession || err != nil || !retried.CompareAndSwap(false, true) {
 			return nil
 		}
 		close(aApplied) // A's write is made; its answer is lost
 		<-bDone         // while the SDK backs off, B's login ends
-		_, err = p.next.PutItem(ctx, in.(*dynamodb.PutItemInput))
+		_, err = p.Engine().PutItem(ctx, in.(*dynamodb.PutItemInput))
 		return err // the retry's answer
 	}
 	var a, b *http.Cookie
@@ -114,7 +115,7 @@ func TestSessionLimitVoidStopsARetriedWrite(t *testing.T) {
 	go func() { defer close(bDone); b = e.login(alice) }()
 	<-aDone
 	<-bDone
-	p.before, p.after = nil, nil
+	p.Before, p.After = nil, nil
 	if !retried.Load() {
 		t.Fatal("the staged race did not run")
 	}
@@ -164,13 +165,13 @@ func TestSessionDataNeverLandsInAVoid(t *testing.T) {
 // 1 after the next login.
 func TestSessionLimitLostSlotsAnswerThenRacer(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
 	alice := e.putUser("alice")
 	old := e.login(alice)
 	var once atomic.Bool
 	var racer *http.Cookie
-	p.after = func(_ context.Context, _ string, in, _ any, err error) error {
+	p.After = func(_ context.Context, _ string, in, _ any, err error) error {
 		if err != nil || !slotsWrite(in) || !once.CompareAndSwap(false, true) {
 			return nil
 		}
@@ -181,7 +182,7 @@ func TestSessionLimitLostSlotsAnswerThenRacer(t *testing.T) {
 	if err := e.m.Login(w, newRequest(), alice, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.after = nil
+	p.After = nil
 	first := sessionCookie(t, w.Result(), cookieName)
 	if got := e.status(old); got != http.StatusUnauthorized {
 		t.Errorf("the session the first login's write took the slot of: status %d, want 401", got)
@@ -205,18 +206,18 @@ func TestSessionLimitLostSlotsAnswerThenRacer(t *testing.T) {
 // that no write of it in another Region outlives its slot.
 func TestSessionLimitEndsALoginOnItsWayInMREC(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions, c.Layout.MREC = 1, true })
 	alice := e.putUser("alice")
 	var once atomic.Bool
 	var racer *http.Cookie
-	p.before = func(_ context.Context, _ string, in any) {
+	p.Before = func(_ context.Context, _ string, in any) {
 		if putKind(in) == item.KindSession && once.CompareAndSwap(false, true) {
 			racer = e.login(alice)
 		}
 	}
 	first := e.login(alice)
-	p.before = nil
+	p.Before = nil
 	if e.status(first) != http.StatusUnauthorized || e.status(racer) != http.StatusOK {
 		t.Error("of a login on its way and the racer that took its slot, the racer is not the one alive")
 	}
@@ -232,12 +233,12 @@ func TestSessionLimitEndsALoginOnItsWayInMREC(t *testing.T) {
 // failing once is tried again.
 func TestSessionLimitFailedLoginEndsWhatItTook(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 1 })
 	alice := e.putUser("alice")
 	old := e.login(alice)
 	var slotsOnce, voidOnce atomic.Bool
-	p.after = func(_ context.Context, _ string, in, _ any, err error) error {
+	p.After = func(_ context.Context, _ string, in, _ any, err error) error {
 		if err != nil {
 			return nil
 		}
@@ -252,7 +253,7 @@ func TestSessionLimitFailedLoginEndsWhatItTook(t *testing.T) {
 	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the login whose slots write was answered with an error: %v", err)
 	}
-	p.after = nil
+	p.After = nil
 	if !voidOnce.Load() {
 		t.Fatal("the failed login wrote no void")
 	}
@@ -276,14 +277,14 @@ func TestSessionLimitFailedLoginEndsWhatItTook(t *testing.T) {
 // user's next login is not refused, as it was, until the orphan expired.
 func TestSessionLimitRefuseLeavesNoOrphan(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), withMaxSessions(1), func(c *ddbsession.Config[User]) { c.Limits.RefuseAtMaxSessions = true })
 	alice := e.putUser("alice")
 	answerApplied(p, "PutItem", 0, func(in any) bool { return putKind(in) == item.KindSession }, errLost)
 	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); err == nil {
 		t.Fatal("the login whose session write's answer was lost succeeded")
 	}
-	p.after = nil
+	p.After = nil
 	if list := e.mustList(alice); len(list) != 0 {
 		t.Errorf("List after the failed login = %+v, want none", list)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // Signing out and closing the tab at once must still sign out.
@@ -39,15 +40,15 @@ func TestLogoutSurvivesClientHangUp(t *testing.T) {
 // Login's undo of a half-written session is bounded by StoreTimeout too.
 func TestLoginUndoIsBounded(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
 		c.Limits.StoreTimeout = 100 * time.Millisecond
 	})
 	alice := e.putUser("alice")
-	p.fail = func(ctx context.Context, op string) error {
+	p.Fail = func(ctx context.Context, op string, _ any) error {
 		switch {
-		case op == "PutItem" && p.count("PutItem") == 2:
+		case op == "PutItem" && p.Count("PutItem") == 2:
 			return errors.New("session write failed")
 		case op == "DeleteItem":
 			select {
@@ -70,7 +71,7 @@ func TestLoginUndoIsBounded(t *testing.T) {
 
 func TestLoginAndLogoutReportStoreFailure(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
@@ -88,7 +89,7 @@ func TestLoginAndLogoutReportStoreFailure(t *testing.T) {
 
 	// The failed Login deleted the carried session: Logout gets a live one,
 	// which it reads and then deletes.
-	p.fail = nil
+	p.Fail = nil
 	cookie = e.login(alice)
 	for _, op := range []string{"GetItem", "DeleteItem"} {
 		failOn(p, op, errors.New("down"))
@@ -208,10 +209,10 @@ func TestLogoutKillsToken(t *testing.T) {
 // the engine must fail.
 func TestLoginNeverOverwritesASession(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	var puts []*dynamodb.PutItemInput
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		if op == "PutItem" {
 			puts = append(puts, in.(*dynamodb.PutItemInput))
 		}
@@ -242,16 +243,16 @@ func TestLoginRejectsKeyThatDoesNotFitTable(t *testing.T) {
 // A request stuffed with session cookies must not multiply Login's writes.
 func TestLoginBoundsCarriedCookies(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	var carried []*http.Cookie
 	for range 50 {
 		carried = append(carried, &http.Cookie{Name: cookieName, Value: rand.Text()})
 	}
-	p.reset()
+	p.Reset()
 	e.login(alice, carried...)
-	if n := p.count("DeleteItem"); n > 4 {
+	if n := p.Count("DeleteItem"); n > 4 {
 		t.Errorf("Login with 50 carried cookies made %d DeleteItems, want at most 4", n)
 	}
 }
@@ -261,17 +262,17 @@ func TestLoginBoundsCarriedCookies(t *testing.T) {
 // Login leaves neither item behind.
 func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	failNth(p, "PutItem", 2, errors.New("session write failed"))
 	indexItemsAtUndo := -1
-	p.before = func(_ context.Context, op string, _ any) {
+	p.Before = func(_ context.Context, op string, _ any) {
 		if op == "DeleteItem" {
 			indexItemsAtUndo = len(e.itemsOf(kindIndex, ""))
 		}
 	}
-	p.reset()
+	p.Reset()
 	w := newRecorder()
 	if err := e.m.Login(w, newRequest(), alice, nil); err == nil {
 		t.Fatal("Login succeeded though its session write failed")
@@ -287,7 +288,7 @@ func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
 	// revocation generation is fresh. The undo puts a void over the
 	// session's key, lest the failed write have landed or be on its way,
 	// and deletes the index item.
-	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 3, "DeleteItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 3, "DeleteItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("calls of the failed Login (-want +got):\n%s", diff)
 	}
 	if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
@@ -358,7 +359,7 @@ func TestLoginAndLogoutEndEveryCarriedSession(t *testing.T) {
 // old session, which it could not end, still works.
 func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	old := e.login(alice)
@@ -366,7 +367,7 @@ func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	before := itemsText(e.scanAll())
 
 	failOn(p, "DeleteItem", errors.New("down"))
-	p.reset()
+	p.Reset()
 	w := newRecorder()
 	if err := e.m.Login(w, newRequest(old), alice, nil); err == nil {
 		t.Fatal("Login succeeded though deleting the carried session failed")
@@ -374,17 +375,17 @@ func TestLoginStopsWhenEndingCarriedSessionFails(t *testing.T) {
 	if c := sessionCookie(t, w.Result(), cookieName); c != nil && c.Value != "" {
 		t.Errorf("failed Login sent a new session cookie: %v", c)
 	}
-	if n := p.count("DeleteItem"); n != 1 {
+	if n := p.Count("DeleteItem"); n != 1 {
 		t.Errorf("%d DeleteItems, want 1 (the carried session's)", n)
 	}
-	if n := p.count("PutItem"); n != 0 {
+	if n := p.Count("PutItem"); n != 0 {
 		t.Errorf("failed Login made %d PutItems, want none", n)
 	}
 	if diff := cmp.Diff(before, itemsText(e.scanAll())); diff != "" {
 		t.Errorf("table after the failed Login (-before +after):\n%s", diff)
 	}
 
-	p.fail = nil
+	p.Fail = nil
 	if got := e.status(old); got != http.StatusOK {
 		t.Errorf("old session after the failed Login: status %d, want 200", got)
 	}
@@ -520,11 +521,11 @@ func TestCreateUserEndsSessionsOfAnEarlierUser(t *testing.T) {
 // Login and Login with verify refuse a user without an item, and write nothing.
 func TestLoginWithoutUserItem(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	m := e.members()
 	ghost := ddbsession.UserKey{PK: "USER#ghost", SK: "PROFILE"}
-	p.reset()
+	p.Reset()
 	w := newRecorder()
 	if err := e.m.Login(w, newRequest(), ghost, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {
 		t.Errorf("Login = %v, want ErrUserNotFound", err)
@@ -532,15 +533,15 @@ func TestLoginWithoutUserItem(t *testing.T) {
 	if _, err := loginWith(m, ghost, "x"); !errors.Is(err, ddbsession.ErrUserNotFound) {
 		t.Errorf("Login with verify = %v, want ErrUserNotFound", err)
 	}
-	if len(w.Header().Values("Set-Cookie")) != 0 || p.count("PutItem") != 0 || len(e.scanAll()) != 0 {
-		t.Errorf("a refused Login wrote: cookies %q, %d PutItems, items %v", w.Header().Values("Set-Cookie"), p.count("PutItem"), itemsText(e.scanAll()))
+	if len(w.Header().Values("Set-Cookie")) != 0 || p.Count("PutItem") != 0 || len(e.scanAll()) != 0 {
+		t.Errorf("a refused Login wrote: cookies %q, %d PutItems, items %v", w.Header().Values("Set-Cookie"), p.Count("PutItem"), itemsText(e.scanAll()))
 	}
 }
 
 // A wrong password writes nothing and ends no carried session.
 func TestLoginWithRefusalWritesNothing(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	m := e.members()
 	alice := e.createMember(m, "alice", "pw")
@@ -548,13 +549,13 @@ func TestLoginWithRefusalWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.reset()
+	p.Reset()
 	w := newRecorder()
 	if err := m.Login(w, newRequest(c), alice, checkPassword("guess")); !errors.Is(err, errWrongPassword) {
 		t.Errorf("Login with verify with a wrong password = %v, want errWrongPassword", err)
 	}
-	if p.count("PutItem")+p.count("DeleteItem")+p.count("UpdateItem") != 0 || len(w.Header().Values("Set-Cookie")) != 0 {
-		t.Errorf("a refused Login with verify wrote: calls %v, cookies %q", p.calls, w.Header().Values("Set-Cookie"))
+	if p.Count("PutItem")+p.Count("DeleteItem")+p.Count("UpdateItem") != 0 || len(w.Header().Values("Set-Cookie")) != 0 {
+		t.Errorf("a refused Login with verify wrote: calls %v, cookies %q", p.Calls(), w.Header().Values("Set-Cookie"))
 	}
 	if got := statusOf(m, c); got != http.StatusOK {
 		t.Errorf("the carried session after a refused login: %d, want 200", got)
@@ -603,7 +604,7 @@ func TestLoginWhoseWriteIsLostLeavesNoListedSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// The put is applied, but its answer lost.
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p))
 			answerApplied(p, "PutItem", tc.put, nil, tc.answer)
 			alice := e.putUser("alice")
@@ -641,13 +642,13 @@ func TestSessionDeleteWhoseAnswerIsLostLeavesNoListedSession(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p))
 			alice := e.putUser("alice")
 			cookie := e.login(alice)
 			old := e.sessionFor(cookie)
 			var lost atomic.Int32
-			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+			p.Answer = func(ctx context.Context, op string, in any) (any, bool) {
 				del, ok := in.(*dynamodb.DeleteItemInput)
 				if !ok || !strings.HasPrefix(del.Key["pk"].(*types.AttributeValueMemberS).Value, "SESSION#") || !lost.CompareAndSwap(0, 1) {
 					return nil, false
@@ -672,7 +673,7 @@ func TestSessionDeleteWhoseAnswerIsLostLeavesNoListedSession(t *testing.T) {
 				h = e.m.RequireSession(flow)
 			}
 			var reads atomic.Int32
-			p.before = func(_ context.Context, op string, in any) {
+			p.Before = func(_ context.Context, op string, in any) {
 				if get, ok := in.(*dynamodb.GetItemInput); ok && strings.HasPrefix(attrText(get.Key["pk"]), "S:SESSION#") {
 					reads.Add(1)
 				}
@@ -767,7 +768,7 @@ func TestLogoutClearSiteData(t *testing.T) {
 // beyond their bounds are refused before any call.
 func TestLoginRecordsAuthentication(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	e.clock.Advance(time.Minute)
@@ -777,27 +778,27 @@ func TestLoginRecordsAuthentication(t *testing.T) {
 	}
 	c := sessionCookie(t, w.Result(), cookieName)
 	at := time.UnixMilli(e.clock.Now().UnixMilli())
-	p.reset()
+	p.Reset()
 	e.inRequest(c, func(ctx context.Context) {
 		s, _ := e.m.Session(ctx)
 		if !s.AuthenticatedAt.Equal(at) || !slices.Equal(s.Methods, []string{"password", "otp"}) {
 			t.Errorf("session: AuthenticatedAt %v Methods %q, want %v [password otp]", s.AuthenticatedAt, s.Methods, at)
 		}
 	})
-	if p.total() != 1 {
-		t.Errorf("the request made %v, want one BatchGetItem", p.calls)
+	if p.Total() != 1 {
+		t.Errorf("the request made %v, want one BatchGetItem", p.Calls())
 	}
 	if list := e.mustList(alice); len(list) != 1 || !slices.Equal(list[0].Methods, []string{"password", "otp"}) {
 		t.Errorf("List = %+v, want the session with its methods", list)
 	}
-	p.reset()
+	p.Reset()
 	for _, methods := range [][]string{{""}, {"pass word"}, {strings.Repeat("x", 33)}, {"a", "b", "c", "d", "e"}, {"café"}} {
 		if err := e.m.Login(newRecorder(), newRequest(), alice, nil, methods...); err == nil || !strings.Contains(err.Error(), "method") {
 			t.Errorf("Login with methods %q = %v, want it refused", methods, err)
 		}
 	}
-	if p.total() != 0 {
-		t.Errorf("refused logins made %v", p.calls)
+	if p.Total() != 0 {
+		t.Errorf("refused logins made %v", p.Calls())
 	}
 }
 
@@ -806,10 +807,10 @@ func TestLoginRecordsAuthentication(t *testing.T) {
 // RequireSession.
 func TestMalformedUserKeysAreRefused(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	ctx := context.Background()
-	p.reset()
+	p.Reset()
 	for _, tc := range []struct {
 		key  ddbsession.UserKey
 		want string
@@ -831,8 +832,8 @@ func TestMalformedUserKeysAreRefused(t *testing.T) {
 			}
 		}
 	}
-	if p.total() != 0 {
-		t.Errorf("malformed keys reached DynamoDB: %v", p.calls)
+	if p.Total() != 0 {
+		t.Errorf("malformed keys reached DynamoDB: %v", p.Calls())
 	}
 }
 
@@ -1175,10 +1176,10 @@ func TestFastClockStretchesNoSession(t *testing.T) {
 // ample for a delete on a busy machine; the test waits out the 3 s.)
 func TestLoginUndoesItsIndexItemWithinTheDeadline(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 4 * time.Second })
 	alice := e.putUser("alice")
-	p.before = func(ctx context.Context, op string, in any) {
+	p.Before = func(ctx context.Context, op string, in any) {
 		if put, ok := in.(*dynamodb.PutItemInput); ok && strings.HasPrefix(attrText(put.Item["pk"]), "S:SESSION#") {
 			<-ctx.Done() // the session write hangs past the deadline
 		}
@@ -1186,7 +1187,7 @@ func TestLoginUndoesItsIndexItemWithinTheDeadline(t *testing.T) {
 	if err := e.m.Login(newRecorder(), newRequest(), alice, nil); err == nil {
 		t.Fatal("a Login whose session write hung past its deadline succeeded")
 	}
-	p.before = nil
+	p.Before = nil
 	if items := e.itemsOf(kindIndex, ""); len(items) != 0 {
 		t.Errorf("index items left by the failed Login: %v", itemsText(items))
 	}

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	client := newProbe(nil)
+	client := ddbtest.NewProbe(nil)
 	cases := []struct {
 		name   string
 		mutate func(*ddbsession.Config[User])

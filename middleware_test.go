@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // The two read paths: by default the cookie names the user and a request
@@ -40,7 +41,7 @@ func TestRequireSessionLetsValidSessionThrough(t *testing.T) {
 }
 
 func testValidSessionThrough(t *testing.T, mutate func(*ddbsession.Config[User]), calls map[string]int) {
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), mutate)
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
@@ -57,13 +58,13 @@ func testValidSessionThrough(t *testing.T, mutate func(*ddbsession.Config[User])
 		got, _ = e.m.Session(r.Context())
 		w.Write([]byte("ok"))
 	}))
-	p.reset()
+	p.Reset()
 	w := e.get(h, cookie)
 	if w.Code != http.StatusOK {
 		t.Fatalf("status %d, body %q; want 200", w.Code, w.Body)
 	}
 	// The hot path: strongly consistent reads of session and user, no writes.
-	if diff := cmp.Diff(calls, p.calls); diff != "" {
+	if diff := cmp.Diff(calls, p.Calls()); diff != "" {
 		t.Errorf("DynamoDB calls per request (-want +got):\n%s", diff)
 	}
 	if got.User != alice || len(got.ID) != 32 || got.UserAgent != "test-agent/1.0" {
@@ -85,11 +86,11 @@ func TestRequireSessionReadsConsistently(t *testing.T) {
 	for _, path := range readPaths {
 		t.Run(path.name, func(t *testing.T) {
 			t.Parallel()
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p), path.mutate)
 			cookie := e.login(e.putUser("alice"))
 			var reads []bool
-			p.before = func(_ context.Context, op string, in any) {
+			p.Before = func(_ context.Context, op string, in any) {
 				switch in := in.(type) {
 				case *dynamodb.GetItemInput:
 					reads = append(reads, in.ConsistentRead != nil && *in.ConsistentRead)
@@ -113,7 +114,7 @@ func TestRequireSessionReadsConsistently(t *testing.T) {
 
 func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice")).Value
 	valid, user, _ := strings.Cut(cookie, ".") // the token, and the user key that follows it
@@ -152,7 +153,7 @@ func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 	}
 	for name, value := range cases {
 		t.Run(name, func(t *testing.T) {
-			p.reset()
+			p.Reset()
 			r := httptest.NewRequest("GET", "/", nil)
 			r.Header.Set("Cookie", cookieName+"="+value)
 			w := httptest.NewRecorder()
@@ -160,7 +161,7 @@ func TestRequireSessionRejectsMalformedCookieWithoutDynamoDB(t *testing.T) {
 			if w.Code != http.StatusUnauthorized {
 				t.Errorf("status %d, want 401", w.Code)
 			}
-			if n := p.total(); n != 0 {
+			if n := p.Total(); n != 0 {
 				t.Errorf("malformed cookie cost %d DynamoDB calls, want 0", n)
 			}
 		})
@@ -247,7 +248,7 @@ func TestRequireSessionCustomRejection(t *testing.T) {
 
 func TestLoadSessionLetsAnonymousThrough(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	h := e.m.LoadSession(whoami(e.m))
@@ -313,7 +314,7 @@ func TestCheckWithoutHTTP(t *testing.T) {
 // a valid session behind an unknown token is not looked up.
 func TestRequireSessionWithSeveralCookies(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	valid := e.login(e.putUser("alice"))
 	malformed := &http.Cookie{Name: cookieName, Value: "nope"}
@@ -334,7 +335,7 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 		{"two malformed", []*http.Cookie{malformed, malformed}, http.StatusUnauthorized, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p.reset()
+			p.Reset()
 			w := e.get(h, tc.cookies...)
 			if w.Code != tc.want {
 				t.Errorf("status %d, want %d", w.Code, tc.want)
@@ -342,8 +343,8 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 			if tc.want == http.StatusOK && w.Body.String() != "user:alice" {
 				t.Errorf("body %q, want user:alice", w.Body)
 			}
-			if reads := p.count("GetItem") + p.count("BatchGetItem"); reads != tc.reads || p.total() != reads {
-				t.Errorf("%d DynamoDB calls, %d of them reads; want %d reads only", p.total(), reads, tc.reads)
+			if reads := p.Count("GetItem") + p.Count("BatchGetItem"); reads != tc.reads || p.Total() != reads {
+				t.Errorf("%d DynamoDB calls, %d of them reads; want %d reads only", p.Total(), reads, tc.reads)
 			}
 			c := sessionCookie(t, w.Result(), cookieName)
 			if cleared := c != nil && c.MaxAge < 0; cleared != (tc.want != http.StatusOK) {
@@ -357,7 +358,7 @@ func TestRequireSessionWithSeveralCookies(t *testing.T) {
 // no write of any kind, the stored expiry unchanged.
 func TestCheckNeverWrites(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
@@ -365,7 +366,7 @@ func TestCheckNeverWrites(t *testing.T) {
 	before := itemsText(e.scanAll())
 
 	e.clock.Advance(30 * time.Minute)
-	p.reset()
+	p.Reset()
 	s, u, err := e.m.Authenticate(context.Background(), cookie.Value)
 	if err != nil || u.Name != "alice" {
 		t.Fatalf("Authenticate of a live session = %+v, %v", u, err)
@@ -374,7 +375,7 @@ func TestCheckNeverWrites(t *testing.T) {
 		t.Errorf("session from Authenticate (-want +got):\n%s", diff)
 	}
 	for _, op := range []string{"PutItem", "UpdateItem", "DeleteItem"} {
-		if n := p.count(op); n != 0 {
+		if n := p.Count(op); n != 0 {
 			t.Errorf("Authenticate made %d %s calls, want none", n, op)
 		}
 	}
@@ -386,9 +387,9 @@ func TestCheckNeverWrites(t *testing.T) {
 	}
 
 	// The session was due: a request through the middleware refreshes it.
-	p.reset()
-	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || p.count("UpdateItem") == 0 {
-		t.Errorf("request after Authenticate: status %d, %d UpdateItems; want 200 and a refresh", w.Code, p.count("UpdateItem"))
+	p.Reset()
+	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || p.Count("UpdateItem") == 0 {
+		t.Errorf("request after Authenticate: status %d, %d UpdateItems; want 200 and a refresh", w.Code, p.Count("UpdateItem"))
 	}
 }
 
@@ -397,18 +398,18 @@ func TestCheckNeverWrites(t *testing.T) {
 // exist, and it costs the one read.
 func TestCookieUserMustBeTheSessions(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice, bob := e.putUser("alice"), e.putUser("bob")
 	cookie := e.login(alice)
 	e.login(bob)
 
-	p.reset()
+	p.Reset()
 	w := e.get(e.m.RequireSession(whoami(e.m)), withUser(cookie, bob))
 	if w.Code != http.StatusUnauthorized {
 		t.Errorf("alice's token with bob's key: status %d %q, want 401", w.Code, w.Body)
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 	if c := sessionCookie(t, w.Result(), cookieName); c == nil || c.MaxAge >= 0 {
@@ -439,17 +440,17 @@ func TestCookieUserMustBeTheSessions(t *testing.T) {
 // key or without; a user item alone grants nothing.
 func TestUnknownCredentialCostsOneCall(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	unknown := &http.Cookie{Name: cookieName, Value: strings.Repeat("A", 26)}
 	for _, c := range []*http.Cookie{unknown, withUser(unknown, alice), withUser(unknown, ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"})} {
-		p.reset()
+		p.Reset()
 		if got := e.status(c); got != http.StatusUnauthorized {
 			t.Errorf("%q: status %d, want 401", c.Value, got)
 		}
-		if p.total() != 1 {
-			t.Errorf("%q: %d calls %v, want 1", c.Value, p.total(), p.calls)
+		if p.Total() != 1 {
+			t.Errorf("%q: %d calls %v, want 1", c.Value, p.Total(), p.Calls())
 		}
 	}
 }
@@ -518,18 +519,18 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 	cases := []struct {
 		name   string
 		path   string // the read path it applies to; both if empty
-		break_ func(p *probe, cfg *ddbsession.Config[User])
+		break_ func(p *ddbtest.Probe, cfg *ddbsession.Config[User])
 	}{
-		{"session read fails", twoReads, func(p *probe, _ *ddbsession.Config[User]) { failOn(p, "GetItem", boom) }},
-		{"user read fails", twoReads, func(p *probe, _ *ddbsession.Config[User]) { failNth(p, "GetItem", 2, boom) }},
-		{"batch read fails", oneTrip, func(p *probe, _ *ddbsession.Config[User]) { failOn(p, "BatchGetItem", boom) }},
-		{"keys left unprocessed past StoreTimeout", oneTrip, func(p *probe, cfg *ddbsession.Config[User]) {
+		{"session read fails", twoReads, func(p *ddbtest.Probe, _ *ddbsession.Config[User]) { failOn(p, "GetItem", boom) }},
+		{"user read fails", twoReads, func(p *ddbtest.Probe, _ *ddbsession.Config[User]) { failNth(p, "GetItem", 2, boom) }},
+		{"batch read fails", oneTrip, func(p *ddbtest.Probe, _ *ddbsession.Config[User]) { failOn(p, "BatchGetItem", boom) }},
+		{"keys left unprocessed past StoreTimeout", oneTrip, func(p *ddbtest.Probe, cfg *ddbsession.Config[User]) {
 			cfg.Limits.StoreTimeout = 50 * time.Millisecond
 			unprocessedKeys(p, false)
 		}},
-		{"store hangs past StoreTimeout", "", func(p *probe, cfg *ddbsession.Config[User]) {
+		{"store hangs past StoreTimeout", "", func(p *ddbtest.Probe, cfg *ddbsession.Config[User]) {
 			cfg.Limits.StoreTimeout = 50 * time.Millisecond
-			p.fail = func(ctx context.Context, op string) error {
+			p.Fail = func(ctx context.Context, op string, _ any) error {
 				if op != "GetItem" && op != "BatchGetItem" {
 					return nil
 				}
@@ -541,12 +542,12 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 				}
 			}
 		}},
-		{"custom loader fails", oneTrip, func(_ *probe, cfg *ddbsession.Config[User]) {
+		{"custom loader fails", oneTrip, func(_ *ddbtest.Probe, cfg *ddbsession.Config[User]) {
 			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, int64, error) {
 				return User{}, 0, boom
 			}
 		}},
-		{"custom loader panics", oneTrip, func(_ *probe, cfg *ddbsession.Config[User]) {
+		{"custom loader panics", oneTrip, func(_ *ddbtest.Probe, cfg *ddbsession.Config[User]) {
 			cfg.LoadUser = func(context.Context, ddbsession.UserKey) (User, int64, error) {
 				panic("loader bug")
 			}
@@ -567,17 +568,17 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 	}
 }
 
-func testStoreFailure(t *testing.T, path func(*ddbsession.Config[User]), break_ func(*probe, *ddbsession.Config[User]), mw string) {
-	var p *probe
+func testStoreFailure(t *testing.T, path func(*ddbsession.Config[User]), break_ func(*ddbtest.Probe, *ddbsession.Config[User]), mw string) {
+	var p *ddbtest.Probe
 	var cfg *ddbsession.Config[User]
 	e := newEnv(t, path, func(c *ddbsession.Config[User]) { withProbe(&p)(c); cfg = c })
 	cookie := e.login(e.putUser("alice"))
 	broken := *cfg
 	break_(p, &broken)
-	fail, answer := p.fail, p.answer
-	p.fail, p.answer = nil, nil
+	fail, answer := p.Fail, p.Answer
+	p.Fail, p.Answer = nil, nil
 	m := primed(t, broken) // read the global generation before the store breaks
-	p.fail, p.answer = fail, answer
+	p.Fail, p.Answer = fail, answer
 	called := false
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
 	h := m.RequireSession(next)
@@ -612,7 +613,7 @@ func testStoreFailure(t *testing.T, path func(*ddbsession.Config[User]), break_ 
 
 func TestStoreFailureCustomResponse(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
 		c.StoreUnavailable = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -621,7 +622,7 @@ func TestStoreFailureCustomResponse(t *testing.T) {
 		})
 	})
 	cookie := e.login(e.putUser("alice"))
-	p.fail = func(context.Context, string) error { return errors.New("down") }
+	p.Fail = func(context.Context, string, any) error { return errors.New("down") }
 	w := e.get(e.m.RequireSession(whoami(e.m)), cookie)
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "5" {
 		t.Errorf("got %d Retry-After %q, want the custom 503", w.Code, w.Header().Get("Retry-After"))
@@ -632,7 +633,7 @@ func TestStoreFailureCustomResponse(t *testing.T) {
 // without DynamoDB.
 func TestNewContextForHandlerTests(t *testing.T) {
 	t.Parallel()
-	m, err := ddbsession.New(ddbsession.Config[User]{Client: newProbe(nil), Table: "unused"})
+	m, err := ddbsession.New(ddbsession.Config[User]{Client: ddbtest.NewProbe(nil), Table: "unused"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,7 +712,7 @@ func TestAuthenticatedResponsesAreNotCached(t *testing.T) {
 // time, the old token dead, the user's other sessions untouched.
 func TestRequireAuthentication(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	log := &eventLog{}
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
 		c.StepUp, c.BearerTokens, c.OnEvent = ddbsession.Redirect("/reauth"), true, log.record
@@ -743,12 +744,12 @@ func TestRequireAuthentication(t *testing.T) {
 		return w
 	}
 
-	p.reset()
+	p.Reset()
 	if w := serve(httptest.NewRequest("GET", "https://example.test/account", nil), browser); w.Code != http.StatusOK {
 		t.Fatalf("a fresh session: %d %q", w.Code, w.Body)
 	}
-	if calls := p.total(); calls != 1 {
-		t.Errorf("a guarded request made %d DynamoDB calls (%v), want RequireSession's one", calls, p.calls)
+	if calls := p.Total(); calls != 1 {
+		t.Errorf("a guarded request made %d DynamoDB calls (%v), want RequireSession's one", calls, p.Calls())
 	}
 	if w := serve(httptest.NewRequest("GET", "/", nil), browser); w.Code != http.StatusOK {
 		t.Fatalf("a fresh session again: %d", w.Code)
@@ -887,18 +888,18 @@ func TestRequireAuthenticationAnswers(t *testing.T) {
 // logs a warning that says so; the user is in the context all the same.
 func TestRequireSessionTwice(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	c := e.login(e.putUser("alice"))
 	h := e.m.RequireSession(e.m.RequireSession(whoami(e.m)))
 	for range 2 {
-		p.reset()
+		p.Reset()
 		w := e.get(h, c)
 		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "alice") {
 			t.Errorf("a request through RequireSession twice: status %d, body %q", w.Code, w.Body)
 		}
-		if p.total() != 1 {
-			t.Errorf("a request through RequireSession twice made %v calls, want one BatchGetItem", p.calls)
+		if p.Total() != 1 {
+			t.Errorf("a request through RequireSession twice made %v calls, want one BatchGetItem", p.Calls())
 		}
 	}
 	if n := strings.Count(e.logs.String(), "wrapped in RequireSession or LoadSession twice"); n != 1 {

@@ -35,14 +35,14 @@ import (
 // case: every timestamp is the same millisecond.
 func TestLoginWithRacingPasswordChange(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	m := e.members()
 	alice := e.createMember(m, "alice", "old")
 
 	read, resume := make(chan struct{}), make(chan struct{})
 	var paused atomic.Bool
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		if op == "PutItem" && paused.CompareAndSwap(false, true) { // the attacker's first session write
 			close(read)
 			<-resume
@@ -56,7 +56,7 @@ func TestLoginWithRacingPasswordChange(t *testing.T) {
 		attacker, loginErr = loginWith(m, alice, "old")
 	}()
 	<-read
-	p.before = nil
+	p.Before = nil
 	e.changePassword(m, alice, "new")
 	close(resume)
 	<-done
@@ -482,7 +482,7 @@ func TestDeviceRefreshesRacingOneChallenge(t *testing.T) {
 		var inner *httptest.ResponseRecorder
 		fired := pauseBefore(p, "SESSION#", func() { inner = b.refreshWith(jwt) })
 		outer := b.refreshWith(jwt)
-		p.before = nil
+		p.Before = nil
 		if !fired.Load() {
 			t.Fatal("the race did not run")
 		}
@@ -521,7 +521,7 @@ func TestDeviceRegistrationRacingEnd(t *testing.T) {
 					id := e.mustList(alice)[0].ID
 					fired := pauseBefore(p, point.prefix, func() { end.run(t, e, alice, b, id) })
 					w := b.registerWith(b.device.Registration(offer.Challenge))
-					p.before = nil
+					p.Before = nil
 					if !fired.Load() {
 						t.Fatal("the race did not run")
 					}
@@ -563,7 +563,7 @@ func TestDeviceRegistrationsRacing(t *testing.T) {
 				var inner *httptest.ResponseRecorder
 				fired := pauseBefore(p, "SESSION#", func() { inner = second.registerWith(second.device.Registration(offer.Challenge)) })
 				outer := first.registerWith(first.device.Registration(offer.Challenge))
-				p.before = nil
+				p.Before = nil
 				if !fired.Load() {
 					t.Fatal("the race did not run")
 				}
@@ -607,7 +607,7 @@ func TestDeviceRefreshRacingEnd(t *testing.T) {
 				b := e.bound(devicesOf(alg)[0], alice)
 				fired := pauseBefore(p, "SESSION#", func() { end.run(t, e, alice, b, b.id) })
 				w := b.refreshWith(b.device.Refresh(b.challenge))
-				p.before = nil
+				p.Before = nil
 				if !fired.Load() {
 					t.Fatal("the race did not run")
 				}
@@ -660,8 +660,8 @@ type regions struct {
 	t     *testing.T
 	g     *ddbtest.Regions
 	table string
-	clock *clock
-	mono  *monoClock // every instance's monotonic clock, which ages its copy of the global generation
+	clock *ddbtest.Clock
+	mono  *ddbtest.Mono // every instance's monotonic clock, which ages its copy of the global generation
 	a, b  *ddbsession.Manager[Member]
 	logs  *syncBuffer
 	// mutate adjusts each Manager's Config before New.
@@ -671,7 +671,7 @@ type regions struct {
 func newRegions(t *testing.T, skewA, skewB time.Duration, mutate ...func(*ddbsession.Config[Member])) *regions {
 	t.Helper()
 	g := ddbtest.NewRegions(t, ddbtest.Client(t), ddbtest.SecondClient(t))
-	rs := &regions{t: t, g: g, table: g.TableName(t), clock: &clock{t: start}, mono: &monoClock{}, logs: &syncBuffer{}, mutate: mutate}
+	rs := &regions{t: t, g: g, table: g.TableName(t), clock: ddbtest.NewClock(start), mono: &ddbtest.Mono{}, logs: &syncBuffer{}, mutate: mutate}
 	rs.a, rs.b = rs.manager(g.A, skewA), rs.manager(g.B, skewB)
 	return rs
 }
@@ -693,7 +693,7 @@ func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbses
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddbsession.SetMonotonicClock(m, rs.mono.now)
+	ddbsession.SetMonotonicClock(m, rs.mono.Now)
 	if err := m.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -704,7 +704,7 @@ func (rs *regions) manager(client ddbsession.Client, skew time.Duration) *ddbses
 // copiesStale makes every instance's copy of the global generation stale,
 // as RevokeEveryoneWithin passing does: each reads it again with its next
 // request.
-func (rs *regions) copiesStale() { rs.mono.advance(time.Minute) }
+func (rs *regions) copiesStale() { rs.mono.Advance(time.Minute) }
 
 // changePassword is the documented credential change in Region r: the new
 // password and a new credential version in one write of the user item
@@ -873,7 +873,7 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 		t.Run(map[bool]string{false: "index delete applied", true: "index delete fails"}[indexFails], func(t *testing.T) {
 			t.Parallel()
 			rs := newRegions(t, 0, 0)
-			p := newProbe(rs.g.A)
+			p := ddbtest.NewProbe(rs.g.A)
 			lossy := rs.manager(p, 0) // an instance in Region A
 			alice := rs.alice()
 			c, err := loginWith(rs.a, alice, "pw")
@@ -884,7 +884,7 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 			rs.clock.Advance(20 * time.Minute) // a refresh is due
 
 			var lost atomic.Int32
-			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+			p.Answer = func(ctx context.Context, op string, in any) (any, bool) {
 				del, ok := in.(*dynamodb.DeleteItemInput)
 				if !ok || !strings.HasPrefix(del.Key["pk"].(*types.AttributeValueMemberS).Value, "SESSION#") {
 					return nil, false // not the session item
@@ -896,7 +896,7 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 				return &dynamodb.DeleteItemOutput{}, true // ...and the retry's answer: nothing was there
 			}
 			if indexFails {
-				p.fail = func(_ context.Context, op string) error {
+				p.Fail = func(_ context.Context, op string, _ any) error {
 					if op == "DeleteItem" && lost.Load() > 0 { // the index item's, after
 						return errors.New("down")
 					}
@@ -1073,7 +1073,7 @@ func TestMRSCWriteConflicts(t *testing.T) {
 	conflict := func() error {
 		return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
 	}
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 300 * time.Millisecond })
 	regionB, err := ddbsession.New(e.cfg) // the other Region: the same table, strongly consistent
 	if err != nil {
@@ -1084,7 +1084,7 @@ func TestMRSCWriteConflicts(t *testing.T) {
 
 	var conflicts atomic.Int32
 	conflicts.Store(3)
-	p.fail = func(_ context.Context, op string) error {
+	p.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "UpdateItem" && conflicts.Add(-1) >= 0 {
 			return conflict()
 		}
@@ -1097,7 +1097,7 @@ func TestMRSCWriteConflicts(t *testing.T) {
 		t.Errorf("B right after A's RevokeAll: status %d, want 401", got)
 	}
 
-	p.fail = func(_ context.Context, op string) error {
+	p.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "UpdateItem" || op == "PutItem" || op == "DeleteItem" {
 			return conflict()
 		}
@@ -1425,7 +1425,7 @@ func TestLoginRacingRevokeEveryone(t *testing.T) {
 	for _, where := range []string{"same instance", "another instance, then a read here", "between the two steps"} {
 		t.Run(where, func(t *testing.T) {
 			t.Parallel()
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p))
 			other := primed(t, e.cfg)
 			alice := e.putUser("alice")
@@ -1462,12 +1462,12 @@ func TestLoginRacingRevokeEveryone(t *testing.T) {
 				c = sessionCookie(t, w.Result(), cookieName)
 			}
 			if c != nil {
-				p.reset()
+				p.Reset()
 				if got := e.status(c); got != http.StatusUnauthorized {
 					t.Errorf("the session of a login racing RevokeEveryone: status %d, want 401", got)
 				}
-				if p.total() != 1 || p.count("BatchGetItem") != 1 {
-					t.Errorf("the request: %v calls, want 1 BatchGetItem", p.calls)
+				if p.Total() != 1 || p.Count("BatchGetItem") != 1 {
+					t.Errorf("the request: %v calls, want 1 BatchGetItem", p.Calls())
 				}
 			}
 			if got := e.status(e.login(alice)); got != http.StatusOK {
@@ -1486,10 +1486,10 @@ func TestLoginRacingRevokeEveryone(t *testing.T) {
 // write in the other Region are retried through its conflicts.
 func TestMRSCRevokeAllWithWritesInTheOtherRegion(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	conflicts := atomic.Int32{}
-	p.fail = func(_ context.Context, op string) error {
+	p.Fail = func(_ context.Context, op string, _ any) error {
 		if (op == "UpdateItem" || op == "PutItem" || op == "DeleteItem") && conflicts.Add(1)%3 == 0 {
 			return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
 		}
@@ -1737,10 +1737,10 @@ func ttlRuns(t *testing.T, r *ddbtest.Region, table string, now time.Time) {
 // other Region (ReplicatedWriteConflictException) and retried.
 func mrsc(t *testing.T) (e *env, a, b *ddbsession.Manager[Member], alice ddbsession.UserKey) {
 	t.Helper()
-	var p *probe
+	var p *ddbtest.Probe
 	e = newEnv(t, withProbe(&p))
 	var writes atomic.Int32
-	p.fail = func(_ context.Context, op string) error {
+	p.Fail = func(_ context.Context, op string, _ any) error {
 		if (op == "UpdateItem" || op == "PutItem" || op == "DeleteItem") && writes.Add(1)%3 == 0 {
 			return &types.ReplicatedWriteConflictException{Message: ptr("the item is being modified in another Region")}
 		}
@@ -1870,13 +1870,13 @@ func TestMRSCPasswordChangeOutlivesTheAttackersRevokeAll(t *testing.T) {
 // StoreTimeout in all.
 func TestMRSCLoginFailsWithinStoreTimeout(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.StoreTimeout = 200 * time.Millisecond })
 	alice := e.putUser("alice")
 	var mu sync.Mutex
 	var deadlines []time.Time
 	var began time.Time // the first call's start: the Login's deadline is at most StoreTimeout after it
-	p.fail = func(ctx context.Context, op string) error {
+	p.Fail = func(ctx context.Context, op string, _ any) error {
 		d, ok := ctx.Deadline()
 		if !ok {
 			t.Errorf("%s without a deadline", op)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // A refresh writes the session item alone: List reads the session items,
@@ -24,14 +25,14 @@ import (
 // session is live and listed with its new one.
 func TestRefreshWritesTheSessionItemAlone(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
 	id := e.sessionFor(cookie).ID
 	indexBefore := itemText(e.itemOf(kindIndex, id))
 	e.clock.Advance(30 * time.Minute)
-	p.reset()
+	p.Reset()
 	w := e.get(e.m.RequireSession(whoami(e.m)), cookie)
 	if w.Code != http.StatusOK || sessionCookie(t, w.Result(), cookieName) == nil {
 		t.Fatalf("refresh: status %d, Set-Cookie %q; want 200 and the cookie re-sent", w.Code, w.Header().Get("Set-Cookie"))
@@ -39,7 +40,7 @@ func TestRefreshWritesTheSessionItemAlone(t *testing.T) {
 	if err := e.m.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("calls of a due refresh (-want +got):\n%s", diff)
 	}
 	refreshed := time.Unix(e.clock.Now().Add(time.Hour).Unix(), 0)
@@ -60,7 +61,7 @@ func TestRefreshWritesTheSessionItemAlone(t *testing.T) {
 // logs an error.
 func TestRefreshWithLostResponse(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	cookie := e.login(alice)
@@ -87,29 +88,29 @@ func TestRefreshWithLostResponse(t *testing.T) {
 
 func TestRefreshIsThrottled(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
 	cookie := e.login(e.putUser("alice"))
 	h := e.m.RequireSession(whoami(e.m))
 
 	// Requests inside the interval cost no writes and send no cookie.
-	p.reset()
+	p.Reset()
 	for range 5 {
 		e.clock.Advance(time.Minute)
 		if w := e.get(h, cookie); w.Code != http.StatusOK || w.Header().Get("Set-Cookie") != "" {
 			t.Fatalf("status %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 5}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 5}, p.Calls()); diff != "" {
 		t.Errorf("calls between refreshes (-want +got):\n%s", diff)
 	}
 
 	// The first request past the interval writes once: the session and its
 	// index item, and re-sends the cookie with the new Max-Age.
 	e.clock.Advance(5 * time.Minute) // 10m after login
-	p.reset()
+	p.Reset()
 	w := e.get(h, cookie)
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "UpdateItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("calls of the refreshing request (-want +got):\n%s", diff)
 	}
 	now := e.clock.Now()
@@ -124,10 +125,10 @@ func TestRefreshIsThrottled(t *testing.T) {
 	assertPersonal(t, w.Header())
 
 	// And the next requests are quiet again.
-	p.reset()
+	p.Reset()
 	e.clock.Advance(9 * time.Minute)
 	e.get(h, cookie)
-	if n := p.count("UpdateItem"); n != 0 {
+	if n := p.Count("UpdateItem"); n != 0 {
 		t.Errorf("%d writes right after a refresh, want 0", n)
 	}
 }
@@ -156,19 +157,19 @@ func TestRefreshKeepsActiveSessionAlive(t *testing.T) {
 // that each request read the old expiry and found the session due.
 func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	h := e.m.RequireSession(whoami(e.m))
 	e.clock.Advance(30 * time.Minute)
 
 	hold := make(chan struct{})
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		if op == "UpdateItem" && strings.HasPrefix(updateKey(in), "SESSION#") {
 			<-hold
 		}
 	}
-	p.reset()
+	p.Reset()
 	const n = 100
 	var (
 		wg      sync.WaitGroup
@@ -194,7 +195,7 @@ func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 	wg.Wait()
 	close(hold)
 	e.settle()
-	if got := p.count("UpdateItem"); got != 1 {
+	if got := p.Count("UpdateItem"); got != 1 {
 		t.Errorf("%d UpdateItems for %d concurrent requests, want 1 (the session once)", got, n)
 	}
 	if cookies != 1 {
@@ -209,7 +210,7 @@ func TestRefreshConcurrentRequestsWriteOnce(t *testing.T) {
 // expiry: each tries its write, and the condition lets exactly one through.
 func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	e.clock.Advance(30 * time.Minute)
@@ -220,7 +221,7 @@ func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
 	var mu sync.Mutex
 	arrived := 0
 	gate := make(chan struct{})
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		if op != "UpdateItem" || !strings.HasPrefix(updateKey(in), "SESSION#") {
 			return
 		}
@@ -246,7 +247,7 @@ func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
 		}
 		instances[i] = m
 	}
-	p.reset()
+	p.Reset()
 	var wg sync.WaitGroup
 	for _, m := range instances {
 		wg.Go(func() {
@@ -261,7 +262,7 @@ func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
 	wg.Wait()
 	// Every instance tried the session write; the condition let one
 	// through, which then updated the index item too.
-	if got := p.count("UpdateItem"); got != n {
+	if got := p.Count("UpdateItem"); got != n {
 		t.Errorf("%d UpdateItems, want %d (one per instance, of which one lands)", got, n)
 	}
 	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
@@ -275,12 +276,12 @@ func TestRefreshConcurrentInstancesWriteOnce(t *testing.T) {
 // A refresh that races a Logout must not bring the session back.
 func TestRefreshNeverRevivesDeletedSession(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	e.clock.Advance(30 * time.Minute)
 	var once sync.Once
-	p.before = func(_ context.Context, op string, _ any) {
+	p.Before = func(_ context.Context, op string, _ any) {
 		if op == "UpdateItem" {
 			once.Do(func() {
 				r := httptest.NewRequest("POST", "/logout", nil)
@@ -303,7 +304,7 @@ func TestRefreshNeverRevivesDeletedSession(t *testing.T) {
 	if items := e.scanAll(); len(items) != 1 {
 		t.Errorf("%d items after Logout raced a refresh, want only the user item: %v", len(items), items)
 	}
-	p.before = nil
+	p.Before = nil
 	if got := e.status(cookie); got != http.StatusUnauthorized {
 		t.Errorf("after Logout: status %d, want 401", got)
 	}
@@ -313,12 +314,12 @@ func TestRefreshNeverRevivesDeletedSession(t *testing.T) {
 // the condition checks the stored expiry, not the one the request read.
 func TestRefreshNeverExtendsExpiredItem(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	e.clock.Advance(30 * time.Minute)
 	var once sync.Once
-	p.before = func(ctx context.Context, op string, in any) {
+	p.Before = func(ctx context.Context, op string, in any) {
 		if op != "UpdateItem" {
 			return
 		}
@@ -343,12 +344,12 @@ func TestRefreshNeverExtendsExpiredItem(t *testing.T) {
 
 func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	before := itemExpiry(t, e.itemOf(kindSession, "")).Unix()
 	e.clock.Advance(30 * time.Minute)
-	p.fail = func(_ context.Context, op string) error {
+	p.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "UpdateItem" {
 			return errors.New("throttled")
 		}
@@ -370,7 +371,7 @@ func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 		t.Errorf("expiresAt moved to %d despite the failure", got)
 	}
 	// A failed write is not remembered: the next request tries again.
-	p.fail = nil
+	p.Fail = nil
 	e.get(e.m.RequireSession(whoami(e.m)), cookie)
 	if got, want := itemExpiry(t, e.itemOf(kindSession, "")).Unix(), e.clock.Now().Add(time.Hour).Unix(); got != want {
 		t.Errorf("expiresAt after the next request = %d, want %d", got, want)
@@ -381,12 +382,12 @@ func TestRefreshFailureDoesNotFailRequest(t *testing.T) {
 // and no sooner, or when its context ends.
 func TestWaitForRefreshWrites(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	e.clock.Advance(30 * time.Minute)
 	hold := make(chan struct{})
-	p.before = func(_ context.Context, op string, _ any) {
+	p.Before = func(_ context.Context, op string, _ any) {
 		if op == "UpdateItem" {
 			<-hold
 		}
@@ -434,14 +435,14 @@ func TestRefreshRacingLogoutLeavesNoListedSession(t *testing.T) {
 	} {
 		t.Run(end.name, func(t *testing.T) {
 			t.Parallel()
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p)) // IdleTimeout 1h, RefreshInterval 10m
 			alice := e.putUser("alice")
 			cookie := e.login(alice)
 			id := e.sessionFor(cookie).ID
 			e.clock.Advance(30 * time.Minute) // a refresh is due
 			var once sync.Once
-			p.before = func(_ context.Context, _ string, in any) {
+			p.Before = func(_ context.Context, _ string, in any) {
 				if _, ok := in.(*dynamodb.UpdateItemInput); ok && strings.HasPrefix(updateKey(in), "SESSION#") {
 					// The refresh's write is on its way.
 					once.Do(func() {
@@ -457,7 +458,7 @@ func TestRefreshRacingLogoutLeavesNoListedSession(t *testing.T) {
 			if err := e.m.Wait(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			p.before = nil
+			p.Before = nil
 			if got := e.status(cookie); got != http.StatusUnauthorized {
 				t.Errorf("after %s: status %d, want 401", end.name, got)
 			}
@@ -492,14 +493,14 @@ func TestWriteBeforeResponse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "") // as this test's own environment says
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { tc.set(t, c) }) // RefreshInterval 10m
 			cookie := e.login(e.putUser("alice"))
 			e.clock.Advance(10 * time.Minute)
 
 			handled := make(chan struct{})
 			var readDeadline, writeDeadline time.Time
-			p.before = func(ctx context.Context, op string, _ any) {
+			p.Before = func(ctx context.Context, op string, _ any) {
 				switch op {
 				case "BatchGetItem":
 					readDeadline, _ = ctx.Deadline()
@@ -525,7 +526,7 @@ func TestWriteBeforeResponse(t *testing.T) {
 			}
 			h := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { close(handled) }))
 			e.get(h, cookie)
-			if got := p.count("UpdateItem"); got != 1 {
+			if got := p.Count("UpdateItem"); got != 1 {
 				t.Fatalf("%d refresh writes, want 1", got)
 			}
 			if got, want := itemExpiry(t, e.itemOf(kindSession, "")), e.clock.Now().Add(time.Hour).Truncate(time.Second); !got.Equal(want) {

@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // RevokeAll ends the sessions of its own millisecond too, and a login right
@@ -207,7 +208,7 @@ func TestRevokeSessionItemAlreadyGone(t *testing.T) {
 // milliseconds before it die, a login right after it lives.
 func TestRevokeAllWithinOneSecond(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	bob := e.putUser("bob")
@@ -220,12 +221,12 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 	bobs := e.login(bob)
 	e.clock.Advance(time.Millisecond)
 
-	p.reset()
+	p.Reset()
 	if err := e.m.RevokeAll(context.Background(), alice); err != nil { // 12:00:01.000
 		t.Fatal(err)
 	}
 	// No scan, no query: one conditional write.
-	if diff := cmp.Diff(map[string]int{"UpdateItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"UpdateItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("RevokeAll's DynamoDB calls (-want +got):\n%s", diff)
 	}
 	sameMillisecond := e.login(alice) // 12:00:01.000
@@ -254,11 +255,11 @@ func TestRevokeAllWithinOneSecond(t *testing.T) {
 		return storedNumber(t, e, userItemKey(alice), "sessionsVersion")
 	}
 	before := version()
-	p.reset()
+	p.Reset()
 	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]int{"UpdateItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"UpdateItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("second RevokeAll's DynamoDB calls (-want +got):\n%s", diff)
 	}
 	if after := version(); after == before {
@@ -295,12 +296,12 @@ func TestRevokeAllNeverMovesTheVersionBack(t *testing.T) {
 // would outlive a RevokeAll that returned after it.
 func TestRevokeAllsRacingToStartTheVersion(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUnversionedUser("alice")
 	var writes atomic.Int32
 	var between *http.Cookie
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		if op != "UpdateItem" || updateKey(in) != alice.PK || writes.Add(1) != 2 {
 			return
 		}
@@ -592,7 +593,7 @@ func TestListAndRevokeNeedASortKey(t *testing.T) {
 // first. Each List is two calls: the Query and one BatchGetItem.
 func TestListAfterRevokeAllDropsRevokedSessions(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	read := queriesRead(p)
 	alice := e.putUser("alice")
@@ -620,7 +621,7 @@ func TestListAfterRevokeAllDropsRevokedSessions(t *testing.T) {
 
 	for round, wantItems := range []int32{revoked + 2, 2} {
 		read()
-		p.reset()
+		p.Reset()
 		list := e.mustList(alice)
 		if len(list) != 2 || list[0].ID != second.ID || list[1].ID != first.ID {
 			t.Fatalf("List %d after RevokeAll = %v, want the two new sessions, newest first", round+1, list)
@@ -629,8 +630,8 @@ func TestListAfterRevokeAllDropsRevokedSessions(t *testing.T) {
 		if items != wantItems {
 			t.Errorf("List %d after RevokeAll of %d sessions read %d index items, want %d", round+1, revoked, items, wantItems)
 		}
-		if queries != 1 || p.count("BatchGetItem") != 1 {
-			t.Errorf("List %d made %d Queries and %d BatchGetItems, want 1 and 1", round+1, queries, p.count("BatchGetItem"))
+		if queries != 1 || p.Count("BatchGetItem") != 1 {
+			t.Errorf("List %d made %d Queries and %d BatchGetItems, want 1 and 1", round+1, queries, p.Count("BatchGetItem"))
 		}
 	}
 }
@@ -645,7 +646,7 @@ func TestListAfterRevokeAllDropsRevokedSessions(t *testing.T) {
 func TestRevokeEveryone(t *testing.T) {
 	t.Parallel()
 	const within = time.Second
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
 		c.Limits.RevokeEveryoneWithin = within
 		c.Now = func() time.Time { return start.Add(5 * time.Second) }
@@ -653,8 +654,8 @@ func TestRevokeEveryone(t *testing.T) {
 	otherCfg := e.cfg
 	otherCfg.Now = func() time.Time { return start.Add(-5 * time.Second) }
 	other := primed(t, otherCfg)
-	var otherClock monoClock
-	ddbsession.SetMonotonicClock(other, otherClock.now)
+	var otherClock ddbtest.Mono
+	ddbsession.SetMonotonicClock(other, otherClock.Now)
 	alice, bob := e.putUser("alice"), e.putUser("bob")
 	sessions := []*http.Cookie{e.login(alice), e.login(bob)}
 	status := func(m *ddbsession.Manager[User], c *http.Cookie) int {
@@ -666,12 +667,12 @@ func TestRevokeEveryone(t *testing.T) {
 		}
 	}
 
-	p.reset()
+	p.Reset()
 	if err := e.m.RevokeEveryone(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if p.count("UpdateItem") != 1 || p.total() != 2 {
-		t.Errorf("RevokeEveryone: %d calls (%d UpdateItem), want one write and its read back", p.total(), p.count("UpdateItem"))
+	if p.Count("UpdateItem") != 1 || p.Total() != 2 {
+		t.Errorf("RevokeEveryone: %d calls (%d UpdateItem), want one write and its read back", p.Total(), p.Count("UpdateItem"))
 	}
 	for _, c := range sessions {
 		if got := status(e.m, c); got != http.StatusUnauthorized {
@@ -682,23 +683,23 @@ func TestRevokeEveryone(t *testing.T) {
 	// through, reading nothing but each request's session and user, until
 	// the copy is within old.
 	for range 3 {
-		p.reset()
+		p.Reset()
 		if got := status(other, sessions[0]); got != http.StatusOK {
 			t.Fatalf("the other instance within its bound: status %d, want 200 until its copy is %v old", got, within)
 		}
-		if p.total() != 1 || p.count("BatchGetItem") != 1 {
-			t.Errorf("a request between re-reads: %v, want one BatchGetItem", p.calls)
+		if p.Total() != 1 || p.Count("BatchGetItem") != 1 {
+			t.Errorf("a request between re-reads: %v, want one BatchGetItem", p.Calls())
 		}
-		otherClock.advance(within / 4)
+		otherClock.Advance(within / 4)
 	}
-	otherClock.advance(within / 4) // the copy is within old
+	otherClock.Advance(within / 4) // the copy is within old
 	for i, c := range sessions {
-		p.reset()
+		p.Reset()
 		if got := status(other, c); got != http.StatusUnauthorized {
 			t.Errorf("the other instance past its bound, session %d: status %d, want 401", i, got)
 		}
-		if i == 0 && p.total() != 1 {
-			t.Errorf("the request that read the generation anew: %v, want one call", p.calls)
+		if i == 0 && p.Total() != 1 {
+			t.Errorf("the request that read the generation anew: %v, want one call", p.Calls())
 		}
 	}
 	fresh := e.login(alice)
@@ -718,11 +719,11 @@ func TestRevokeEveryone(t *testing.T) {
 func TestLoginBesideAFreshCopy(t *testing.T) {
 	t.Parallel()
 	const within = time.Second
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.RevokeEveryoneWithin = within })
 	other := primed(t, e.cfg)
-	var otherClock monoClock
-	ddbsession.SetMonotonicClock(other, otherClock.now)
+	var otherClock ddbtest.Mono
+	ddbsession.SetMonotonicClock(other, otherClock.Now)
 	alice := e.putUser("alice")
 	loginOn := func(m *ddbsession.Manager[User]) *http.Cookie {
 		t.Helper()
@@ -742,9 +743,9 @@ func TestLoginBesideAFreshCopy(t *testing.T) {
 	if err := e.m.RevokeEveryone(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p.reset()
+	p.Reset()
 	early := loginOn(other)
-	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 2}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 2}, p.Calls()); diff != "" {
 		t.Errorf("a login beside a fresh copy: calls (-want +got):\n%s", diff)
 	}
 	if got := status(other, early); got != http.StatusOK {
@@ -753,7 +754,7 @@ func TestLoginBesideAFreshCopy(t *testing.T) {
 	if got := status(e.m, early); got != http.StatusUnauthorized {
 		t.Errorf("the early login, on the revoking instance: status %d, want 401", got)
 	}
-	otherClock.advance(within)
+	otherClock.Advance(within)
 	if got := status(other, early); got != http.StatusUnauthorized {
 		t.Errorf("the early login, once its instance's copy is stale: status %d, want 401", got)
 	}
@@ -765,11 +766,11 @@ func TestLoginBesideAFreshCopy(t *testing.T) {
 	}
 
 	// A login beside a stale copy reads the global item with the user.
-	otherClock.advance(within)
-	p.reset()
+	otherClock.Advance(within)
+	p.Reset()
 	late := loginOn(other)
-	if p.count("BatchGetItem") != 1 || p.count("GetItem") != 0 {
-		t.Errorf("a login beside a stale copy: calls %v, want the user and the global item in one BatchGetItem", p.calls)
+	if p.Count("BatchGetItem") != 1 || p.Count("GetItem") != 0 {
+		t.Errorf("a login beside a stale copy: calls %v, want the user and the global item in one BatchGetItem", p.Calls())
 	}
 	if got := status(e.m, late); got != http.StatusOK {
 		t.Errorf("a login beside a stale copy, on the revoking instance: status %d, want 200", got)
@@ -782,12 +783,12 @@ func TestLoginBesideAFreshCopy(t *testing.T) {
 // through.
 func TestRevokeEveryoneFailsClosed(t *testing.T) {
 	t.Parallel()
-	var clock monoClock
+	var clock ddbtest.Mono
 	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.RevokeEveryoneWithin = time.Second })
-	ddbsession.SetMonotonicClock(e.m, clock.now)
+	ddbsession.SetMonotonicClock(e.m, clock.Now)
 	c := e.login(e.putUser("alice"))
 	e.putItem(map[string]types.AttributeValue{"pk": attrS("SESSION#GLOBAL"), "sk": attrS("STATE"), "v": attrN(9), "kind": attrS("sessions-global"), "gen": attrN(1)})
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	called := false
 	w := e.get(e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })), c)
 	if w.Code != http.StatusServiceUnavailable || called {
@@ -801,13 +802,13 @@ func TestRevokeEveryoneFailsClosed(t *testing.T) {
 // that dropped it would leave a live session out of every List after.)
 func TestListRacingALogin(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	alice := e.putUser("alice")
 	first := e.sessionFor(e.login(alice)).ID
 	var between []string
 	var fired atomic.Bool
-	p.before = func(_ context.Context, op string, in any) {
+	p.Before = func(_ context.Context, op string, in any) {
 		put, ok := in.(*dynamodb.PutItemInput)
 		if !ok || !strings.HasPrefix(attrText(put.Item["pk"]), "S:SESSION#") || !fired.CompareAndSwap(false, true) {
 			return
@@ -838,22 +839,22 @@ func TestListRacingALogin(t *testing.T) {
 func TestRevokeEveryoneCopyIsReadOnceAtATime(t *testing.T) {
 	t.Parallel()
 	const inFlight = 32
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
-	var mono monoClock
-	ddbsession.SetMonotonicClock(e.m, mono.now)
+	var mono ddbtest.Mono
+	ddbsession.SetMonotonicClock(e.m, mono.Now)
 	e.status(e.login(e.putUser("warm-up"))) // the copy, read on the test's clock
 	var cookies []*http.Cookie
 	for i := range inFlight {
 		cookies = append(cookies, e.login(e.putUser(fmt.Sprintf("user%d", i))))
 	}
-	mono.advance(time.Minute) // past RevokeEveryoneWithin: the copy is stale
+	mono.Advance(time.Minute) // past RevokeEveryoneWithin: the copy is stale
 
 	globalPK := "SESSION#GLOBAL"
 	var mu sync.Mutex
 	reads, globalReads := 0, 0
 	allIn := make(chan struct{})
-	p.before = func(ctx context.Context, op string, in any) {
+	p.Before = func(ctx context.Context, op string, in any) {
 		keys := readKeys(in)
 		if keys == nil {
 			return

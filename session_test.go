@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // Lowering AbsoluteLifetime ends older sessions at once, not at their
@@ -40,7 +41,7 @@ func TestAbsoluteLifetimeCheckedOnRead(t *testing.T) {
 
 func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
 		c.Limits.AbsoluteLifetime = 90 * time.Minute
@@ -60,10 +61,10 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 		t.Errorf("expiresAt = %d, want capped at %d", got, limit)
 	}
 	// At the cap a due refresh has nothing to move: no write.
-	p.reset()
+	p.Reset()
 	e.clock.Advance(50 * time.Second)
 	e.status(cookie)
-	if n := p.count("UpdateItem"); n != 0 {
+	if n := p.Count("UpdateItem"); n != 0 {
 		t.Errorf("%d writes at the cap, want 0", n)
 	}
 	e.clock.Advance(70 * time.Second) // 90m0.25s: past created+90m
@@ -105,13 +106,13 @@ func (e *env) dataIn(c *http.Cookie) string {
 // the session item stays within one read unit.
 func TestSessionData(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	c := e.login(e.putUser("alice"))
 	if got := e.dataIn(c); got != "" {
 		t.Errorf("a new session's data = %q, want none", got)
 	}
-	p.reset()
+	p.Reset()
 	e.inRequest(c, func(ctx context.Context) {
 		if err := e.m.UpdateData(ctx, increment); err != nil {
 			t.Fatal(err)
@@ -123,18 +124,18 @@ func TestSessionData(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if got := p.count("UpdateItem"); got != 2 {
+	if got := p.Count("UpdateItem"); got != 2 {
 		t.Errorf("two changes and one non-change made %d UpdateItems, want 2", got)
 	}
-	p.reset()
+	p.Reset()
 	if got := e.dataIn(c); got != `{"n":2}` {
 		t.Errorf("data = %q, want {\"n\":2}", got)
 	}
-	if p.total() != 1 {
-		t.Errorf("reading the data made %v, want the session's one BatchGetItem", p.calls)
+	if p.Total() != 1 {
+		t.Errorf("reading the data made %v, want the session's one BatchGetItem", p.Calls())
 	}
 
-	p.reset()
+	p.Reset()
 	e.inRequest(c, func(ctx context.Context) {
 		full := json.RawMessage(`"` + strings.Repeat("x", 2046) + `"`) // 2048 bytes
 		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return full, nil }); err != nil {
@@ -149,7 +150,7 @@ func TestSessionData(t *testing.T) {
 			t.Error("data that is not JSON was written")
 		}
 	})
-	if got := p.count("UpdateItem"); got != 1 {
+	if got := p.Count("UpdateItem"); got != 1 {
 		t.Errorf("refused data made writes: %d UpdateItems, want the one of 2048 bytes", got)
 	}
 	e.inRequest(c, func(ctx context.Context) {
@@ -171,7 +172,7 @@ func TestSessionData(t *testing.T) {
 // and whose retry met its own result counts once.
 func TestSessionDataRacingWriters(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	other := primed(t, e.cfg)
 	c := e.login(e.putUser("alice"))

@@ -23,15 +23,15 @@ import (
 // request's deadline.
 func TestOneRoundTripRetriesUnprocessedKeys(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
 	cookie := e.login(e.putUser("alice"))
 	unprocessedKeys(p, true)
-	p.reset()
+	p.Reset()
 	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || w.Body.String() != "user:alice" {
 		t.Errorf("status %d %q, want 200 after the retry", w.Code, w.Body)
 	}
-	if got := p.count("BatchGetItem"); got != 2 {
+	if got := p.Count("BatchGetItem"); got != 2 {
 		t.Errorf("%d BatchGetItems, want 2 (the first left its keys unprocessed)", got)
 	}
 }

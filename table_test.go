@@ -75,7 +75,7 @@ func TestCreateTable(t *testing.T) {
 		warned := strings.Contains(e.logs.String(), "level=WARN") && strings.Contains(e.logs.String(), "UpdateTimeToLive")
 		if ttl {
 			// TTL is on, on the configured attribute, and nothing warned.
-			out, err := e.cfg.Client.(engine).DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: &e.table})
+			out, err := e.cfg.Client.(ddbtest.Engine).DescribeTimeToLive(context.Background(), &dynamodb.DescribeTimeToLiveInput{TableName: &e.table})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,14 +182,14 @@ func TestCreateTableNumberKey(t *testing.T) {
 
 // ttlEngine answers the TTL operations the way DynamoDB does, for the paths
 // that dynalite cannot show.
-func ttlEngine(p *probe, attr string, status types.TimeToLiveStatus, updateErr error) {
-	p.fail = func(_ context.Context, op string) error {
+func ttlEngine(p *ddbtest.Probe, attr string, status types.TimeToLiveStatus, updateErr error) {
+	p.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "UpdateTimeToLive" {
 			return updateErr
 		}
 		return nil
 	}
-	p.answer = func(_ context.Context, op string, _ any) (any, bool) {
+	p.Answer = func(_ context.Context, op string, _ any) (any, bool) {
 		switch op {
 		case "DescribeTimeToLive":
 			return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{
@@ -222,7 +222,7 @@ func TestTTLChecksAgainstDynamoDBAnswers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p))
 			ttlEngine(p, tc.attr, tc.status, tc.updateErr)
 			for range 2 { // once more, on the table as the first call left it
@@ -325,9 +325,9 @@ func TestGlobalTables(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var p *probe
+			var p *ddbtest.Probe
 			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Layout.MREC = tc.mrec })
-			p.answer = func(ctx context.Context, op string, in any) (any, bool) {
+			p.Answer = func(ctx context.Context, op string, in any) (any, bool) {
 				if op == "DescribeTimeToLive" { // as DynamoDB has it: an MRSC table cannot have TTL
 					d := &types.TimeToLiveDescription{AttributeName: aws.String("expiresAt"), TimeToLiveStatus: types.TimeToLiveStatusEnabled}
 					if tc.consistency == types.MultiRegionConsistencyStrong {
@@ -338,7 +338,7 @@ func TestGlobalTables(t *testing.T) {
 				if op != "DescribeTable" {
 					return nil, false
 				}
-				out, err := p.next.DescribeTable(ctx, in.(*dynamodb.DescribeTableInput))
+				out, err := p.Engine().DescribeTable(ctx, in.(*dynamodb.DescribeTableInput))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -357,9 +357,9 @@ func TestGlobalTables(t *testing.T) {
 				e.logs.Reset()
 			}
 			e.logs.Reset()
-			p.reset()
+			p.Reset()
 			says("CreateTable on the existing table", e.m.CreateTable(context.Background()), tc.says)
-			if tc.consistency == types.MultiRegionConsistencyStrong && p.count("UpdateTimeToLive") != 0 {
+			if tc.consistency == types.MultiRegionConsistencyStrong && p.Count("UpdateTimeToLive") != 0 {
 				t.Error("CreateTable tried to enable TTL on an MRSC table, which cannot have it")
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // A service whose users live elsewhere plugs in its own loader: its user is
@@ -26,7 +27,7 @@ func TestCustomLoadUser(t *testing.T) {
 		"EXT#carol": {User{Name: "carol from the directory"}, 7},
 		"EXT#dave":  {User{Name: "dave"}, 8}, // revoked after login, below
 	}
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, func(c *ddbsession.Config[User]) {
 		withProbe(&p)(c)
 		c.LoadUser = func(_ context.Context, key ddbsession.UserKey) (User, int64, error) {
@@ -60,12 +61,12 @@ func TestCustomLoadUser(t *testing.T) {
 	erin := &http.Cookie{Name: cookieName, Value: carol.Value[:25] + last}
 	h := e.m.RequireSession(whoami(e.m))
 
-	p.reset()
+	p.Reset()
 	if w := e.get(h, carol); w.Code != http.StatusOK || w.Body.String() != "user:carol from the directory" {
 		t.Errorf("carol: %d %q", w.Code, w.Body)
 	}
 	// The table is read for the session only; the user comes from the loader.
-	if diff := cmp.Diff(map[string]int{"GetItem": 1}, p.calls); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("calls with a custom loader (-want +got):\n%s", diff)
 	}
 	if w := e.get(h, dave); w.Code != http.StatusUnauthorized {
@@ -129,10 +130,10 @@ func TestUserItemThatDoesNotDecode(t *testing.T) {
 // its key, whose sessions would then be the new user's.
 func TestLoginRefusesAUserItemWithoutAVersion(t *testing.T) {
 	t.Parallel()
-	var p *probe
+	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p), withBearer)
 	alice := e.putUnversionedUser("alice")
-	p.reset()
+	p.Reset()
 	w := newRecorder()
 	err := e.m.Login(w, newRequest(), alice, nil)
 	if err == nil || errors.Is(err, ddbsession.ErrUserNotFound) || !strings.Contains(err.Error(), "sessionsVersion") || !strings.Contains(err.Error(), "item-format.md#user-items") {
@@ -141,8 +142,8 @@ func TestLoginRefusesAUserItemWithoutAVersion(t *testing.T) {
 	if _, _, err := e.m.LoginBearer(newRequest(), alice, nil); err == nil {
 		t.Error("LoginBearer of a user item without a version succeeded")
 	}
-	if c := w.Header().Values("Set-Cookie"); len(c) != 0 || p.count("PutItem") != 0 {
-		t.Errorf("the refused Login sent Set-Cookie %q and made %d PutItems", c, p.count("PutItem"))
+	if c := w.Header().Values("Set-Cookie"); len(c) != 0 || p.Count("PutItem") != 0 {
+		t.Errorf("the refused Login sent Set-Cookie %q and made %d PutItems", c, p.Count("PutItem"))
 	}
 	if logs := e.logs.String(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "sessionsVersion") {
 		t.Errorf("the refusal is not in the log at Error:\n%s", logs)

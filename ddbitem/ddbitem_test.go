@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,9 +130,8 @@ func TestReaderHoldsStamps(t *testing.T) {
 		if err := m.CreateTable(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var mono atomic.Int64
-		mono.Store(1)
-		r, err := ddbitem.NewReader(ddbitem.ReaderConfig{Client: client, Table: table, Layout: layout, Monotonic: mono.Load})
+		var mono ddbtest.Mono
+		r, err := ddbitem.NewReader(ddbitem.ReaderConfig{Client: client, Table: table, Layout: layout, Monotonic: mono.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +144,7 @@ func TestReaderHoldsStamps(t *testing.T) {
 		}
 		read := func() ddbitem.User {
 			t.Helper()
-			mono.Add(int64(time.Minute)) // the copy is stale: read the global item again
+			mono.Advance(time.Minute) // the copy is stale: read the global item again
 			u, err := r.User(ctx, alice)
 			if err != nil || u.Item() == nil {
 				t.Fatalf("User = %+v, %v", u, err)

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
 )
@@ -60,7 +61,7 @@ func TestBackChannelLogoutEndsTheProviderSession(t *testing.T) {
 	s := e.signInAll()
 	late := s.firstOIDC.startSignIn(e, "test-user2") // the same provider session, not yet back
 	sid := e.provider.sidOf(s.firstOIDC)
-	e.b.calls.take()
+	e.b.calls.Reset()
 	answer := e.backChannel(e.bURL, e.provider.logoutToken(e.provider.logoutClaims("id2", sid)))
 	if diff := cmp.Diff(logoutAnswer{Status: http.StatusOK, CacheControl: "no-store"}, answer); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
@@ -71,7 +72,7 @@ func TestBackChannelLogoutEndsTheProviderSession(t *testing.T) {
 	// call of instance b's Provider and of its Manager, which has read
 	// nothing yet, their checks of the layout record, one each.
 	want := map[string]int{"BatchGetItem": 2, "PutItem": 1, "UpdateItem": 1, "GetItem": 1, "DeleteItem": 3}
-	if diff := cmp.Diff(want, e.b.calls.take()); diff != "" {
+	if diff := cmp.Diff(want, e.b.calls.Take()); diff != "" {
 		t.Errorf("calls of a back-channel logout of one session (-want +got):\n%s", diff)
 	}
 	wantAlive := map[string]bool{"first provider session": false, "second provider session": true, "password session": true, "another user": true}
@@ -93,7 +94,7 @@ func TestBackChannelLogoutEndsTheSubjectsSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := e.signInAll()
-	e.b.calls.take()
+	e.b.calls.Reset()
 	answer := e.backChannel(e.bURL, e.provider.logoutToken(e.provider.logoutClaims("id2", "")))
 	if diff := cmp.Diff(logoutAnswer{Status: http.StatusOK, CacheControl: "no-store"}, answer); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
@@ -104,7 +105,7 @@ func TestBackChannelLogoutEndsTheSubjectsSessions(t *testing.T) {
 	// b's Provider and of its Manager, their checks of the layout record,
 	// one each.
 	want := map[string]int{"BatchGetItem": 2, "PutItem": 1, "UpdateItem": 2, "GetItem": 2, "DeleteItem": 6}
-	if diff := cmp.Diff(want, e.b.calls.take()); diff != "" {
+	if diff := cmp.Diff(want, e.b.calls.Take()); diff != "" {
 		t.Errorf("calls of a back-channel logout of two sessions (-want +got):\n%s", diff)
 	}
 	wantAlive := map[string]bool{"first provider session": false, "second provider session": false, "password session": true, "another user": true}
@@ -136,13 +137,12 @@ func TestSignInRacingALogout(t *testing.T) {
 	sid := e.provider.sidOf(b)
 	user := keyOf(e.provider.issuer, "id2")
 	var answer logoutAnswer
-	e.a.calls.setBefore(func(op string, key map[string]types.AttributeValue) error {
-		if op == "UpdateItem" && strings.HasPrefix(pkOf(key), "OIDC#SID#") {
-			e.a.calls.setBefore(nil)
+	var paused atomic.Bool
+	e.a.calls.Before = func(_ context.Context, op string, in any) {
+		if op == "UpdateItem" && strings.HasPrefix(pkOf(in.(*dynamodb.UpdateItemInput).Key), "OIDC#SID#") && paused.CompareAndSwap(false, true) {
 			answer = e.backChannel(e.bURL, e.provider.logoutToken(e.provider.logoutClaims("id2", sid)))
 		}
-		return nil
-	})
+	}
 	resp := b.get(callback)
 	body(t, resp)
 	if answer.Status != http.StatusOK {
@@ -199,12 +199,12 @@ func TestBadLogoutTokensEndNothing(t *testing.T) {
 		{"not a JWT", "not-a-token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e.b.calls.take()
+			e.b.calls.Reset()
 			answer := e.backChannel(e.bURL, tc.token)
 			if diff := cmp.Diff(logoutAnswer{Status: http.StatusBadRequest, Error: "invalid_request", CacheControl: "no-store"}, answer); diff != "" {
 				t.Errorf("answer (-want +got):\n%s", diff)
 			}
-			if calls := e.b.calls.take(); len(calls) != 0 {
+			if calls := e.b.calls.Take(); len(calls) != 0 {
 				t.Errorf("a token that does not verify made calls %v", calls)
 			}
 		})
@@ -232,7 +232,7 @@ func TestBadLogoutTokensEndNothing(t *testing.T) {
 				t.Errorf("%s: %s, Cache-Control %q; want %d, no-store", tc.name, resp.Status, resp.Header.Get("Cache-Control"), tc.status)
 			}
 		}
-		if calls := e.b.calls.take(); len(calls) != 0 {
+		if calls := e.b.calls.Take(); len(calls) != 0 {
 			t.Errorf("requests that are no logout made calls %v", calls)
 		}
 	})
@@ -254,12 +254,12 @@ func TestBadLogoutTokensEndNothing(t *testing.T) {
 	}
 	again := e.newBrowser()
 	again.signIn(e, "test-user2")
-	e.a.calls.take()
+	e.a.calls.Reset()
 	answer := e.backChannel(e.aURL, token)
 	if diff := cmp.Diff(logoutAnswer{Status: http.StatusBadRequest, Error: "invalid_request", CacheControl: "no-store"}, answer); diff != "" {
 		t.Errorf("replay answer (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]int{"PutItem": 1}, e.a.calls.take()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"PutItem": 1}, e.a.calls.Take()); diff != "" {
 		t.Errorf("calls of a replay (-want +got):\n%s", diff)
 	}
 	if !again.signedIn(e.aURL) {
@@ -291,12 +291,12 @@ func TestBackChannelLogoutRetriedAfterAStoreFailure(t *testing.T) {
 	s := e.signInAll()
 	token := e.provider.logoutToken(e.provider.logoutClaims("id2", e.provider.sidOf(s.firstOIDC)))
 	outage := errors.New("injected outage")
-	e.b.calls.setBefore(func(op string, key map[string]types.AttributeValue) error {
+	e.b.calls.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "GetItem" { // Revoke's read of the index item
 			return outage
 		}
 		return nil
-	})
+	}
 	answer := e.backChannel(e.bURL, token)
 	if diff := cmp.Diff(logoutAnswer{Status: http.StatusBadRequest, Error: "temporarily_unavailable", CacheControl: "no-store"}, answer); diff != "" {
 		t.Errorf("answer in an outage (-want +got):\n%s", diff)
@@ -304,7 +304,7 @@ func TestBackChannelLogoutRetriedAfterAStoreFailure(t *testing.T) {
 	if !s.firstOIDC.signedIn(e.aURL) {
 		t.Fatalf("the session ended in an outage that kept Revoke from running")
 	}
-	e.b.calls.setBefore(nil)
+	e.b.calls.Fail = nil
 	if answer := e.backChannel(e.bURL, token); answer.Status != http.StatusOK {
 		t.Errorf("the retry: %+v, want 200", answer)
 	}
@@ -331,12 +331,12 @@ func TestBackChannelLogoutRefusesAnOldToken(t *testing.T) {
 		return e.provider.logoutToken(c)
 	}
 	for _, age := range []time.Duration{30 * 24 * time.Hour, 7*time.Minute + 5*time.Second} {
-		e.b.calls.take()
+		e.b.calls.Reset()
 		answer := e.backChannel(e.bURL, issuedAgo(age))
 		if diff := cmp.Diff(logoutAnswer{Status: http.StatusBadRequest, Error: "invalid_request", CacheControl: "no-store"}, answer); diff != "" {
 			t.Errorf("a logout token issued %v ago: answer (-want +got):\n%s", age, diff)
 		}
-		if calls := e.b.calls.take(); len(calls) != 0 {
+		if calls := e.b.calls.Take(); len(calls) != 0 {
 			t.Errorf("a logout token issued %v ago made calls %v", age, calls)
 		}
 	}

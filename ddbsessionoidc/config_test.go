@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessionoidc"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // New refuses a Config that cannot work, naming the field, before it
@@ -74,7 +74,7 @@ func TestProviderRefusesAnotherLayout(t *testing.T) {
 	)
 	logs := &strings.Builder{}
 	newProvider := func() *ddbsessionoidc.Provider[user] {
-		calls := &probe{Client: e.client, calls: map[string]int{}}
+		calls := ddbtest.NewProbe(e.client)
 		cfg := e.config(e.a.sessions, calls)
 		cfg.Layout.SessionPrefix = "S#"
 		cfg.SignInFailed = func(w http.ResponseWriter, r *http.Request, err error) {
@@ -88,7 +88,7 @@ func TestProviderRefusesAnotherLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := calls.take(); len(n) != 0 {
+		if n := calls.Take(); len(n) != 0 {
 			t.Errorf("New made calls %v", n)
 		}
 		return p
@@ -125,7 +125,7 @@ func TestProviderRefusesAnotherLayout(t *testing.T) {
 func TestProviderLayoutCheckRetriedAfterAStoreFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	calls := &probe{Client: e.client, calls: map[string]int{}}
+	calls := ddbtest.NewProbe(e.client)
 	var failures []error
 	cfg := e.config(e.a.sessions, calls)
 	cfg.SignInFailed = func(w http.ResponseWriter, r *http.Request, err error) {
@@ -142,27 +142,27 @@ func TestProviderLayoutCheckRetriedAfterAStoreFailure(t *testing.T) {
 		return w.Code
 	}
 	outage := errors.New("engine down")
-	calls.setBefore(func(op string, _ map[string]types.AttributeValue) error {
+	calls.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "BatchGetItem" {
 			return outage
 		}
 		return nil
-	})
+	}
 	if code := signIn(); code != http.StatusServiceUnavailable || len(failures) != 1 || !errors.Is(failures[0], outage) {
 		t.Errorf("a sign-in whose layout check failed: %d, %v; want 503 and the store's error", code, failures)
 	}
-	calls.setBefore(nil)
-	calls.take()
+	calls.Fail = nil
+	calls.Reset()
 	if code := signIn(); code != http.StatusSeeOther {
 		t.Errorf("the next sign-in: %d, want 303 to the provider", code)
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "PutItem": 1}, calls.take()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "PutItem": 1}, calls.Take()); diff != "" {
 		t.Errorf("calls of the sign-in that checked the layout again (-want +got):\n%s", diff)
 	}
 	if code := signIn(); code != http.StatusSeeOther {
 		t.Errorf("a third sign-in: %d, want 303 to the provider", code)
 	}
-	if diff := cmp.Diff(map[string]int{"PutItem": 1}, calls.take()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"PutItem": 1}, calls.Take()); diff != "" {
 		t.Errorf("calls of a sign-in after the layout agreed (-want +got):\n%s", diff)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessionoidc"
 	"github.com/ddbsession/ddbsession/ddbsessiontest"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
@@ -50,25 +51,6 @@ type user struct {
 // keyOf is the app's mapping: one user item per subject of the issuer.
 func keyOf(issuer, subject string) ddbsession.UserKey {
 	return ddbsession.UserKey{PK: "USER#" + issuer + "|" + subject, SK: "PROFILE"}
-}
-
-// clock is the tests' clock, which they advance. It starts at the real
-// time, which the provider's tokens are issued on.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // provider is a real OpenID provider, zitadel/oidc's op package with its
@@ -281,83 +263,6 @@ func (p *provider) sidOf(b *browser) string {
 	return p.sids[b.lastAuthRequest]
 }
 
-// probe is the DynamoDB client of one instance: it counts the calls by
-// operation and can run a hook before each.
-type probe struct {
-	*dynamodb.Client
-	mu     sync.Mutex
-	calls  map[string]int
-	before func(op string, key map[string]types.AttributeValue) error
-}
-
-func (p *probe) call(op string, key map[string]types.AttributeValue) error {
-	p.mu.Lock()
-	p.calls[op]++
-	hook := p.before
-	p.mu.Unlock()
-	if hook != nil {
-		return hook(op, key)
-	}
-	return nil
-}
-
-// take returns the calls counted since the last take, and starts again.
-func (p *probe) take() map[string]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	calls := p.calls
-	p.calls = map[string]int{}
-	return calls
-}
-
-func (p *probe) setBefore(hook func(op string, key map[string]types.AttributeValue) error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.before = hook
-}
-
-func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := p.call("GetItem", in.Key); err != nil {
-		return nil, err
-	}
-	return p.Client.GetItem(ctx, in, opts...)
-}
-
-func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if err := p.call("BatchGetItem", nil); err != nil {
-		return nil, err
-	}
-	return p.Client.BatchGetItem(ctx, in, opts...)
-}
-
-func (p *probe) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := p.call("PutItem", in.Item); err != nil {
-		return nil, err
-	}
-	return p.Client.PutItem(ctx, in, opts...)
-}
-
-func (p *probe) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := p.call("UpdateItem", in.Key); err != nil {
-		return nil, err
-	}
-	return p.Client.UpdateItem(ctx, in, opts...)
-}
-
-func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := p.call("DeleteItem", in.Key); err != nil {
-		return nil, err
-	}
-	return p.Client.DeleteItem(ctx, in, opts...)
-}
-
-func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := p.call("Query", nil); err != nil {
-		return nil, err
-	}
-	return p.Client.Query(ctx, in, opts...)
-}
-
 // pkOf returns the partition key of an item or key.
 func pkOf(key map[string]types.AttributeValue) string {
 	s, _ := key["pk"].(*types.AttributeValueMemberS)
@@ -372,7 +277,7 @@ func pkOf(key map[string]types.AttributeValue) string {
 type instance struct {
 	sessions *ddbsession.Manager[user]
 	oidc     *ddbsessionoidc.Provider[user]
-	calls    *probe
+	calls    *ddbtest.Probe // counts its calls by operation
 	mux      *http.ServeMux
 }
 
@@ -383,7 +288,7 @@ type env struct {
 	t        *testing.T
 	client   *dynamodb.Client
 	table    string
-	clock    *clock
+	clock    *ddbtest.Clock // starts at the real time, which the provider's tokens are issued on
 	provider *provider
 	a, b     *instance
 	aURL     string
@@ -393,7 +298,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	client := ddbsessiontest.Client(t)
-	e := &env{t: t, client: client, table: ddbsessiontest.TableName(t, client), clock: &clock{now: time.Now()}}
+	e := &env{t: t, client: client, table: ddbsessiontest.TableName(t, client), clock: ddbtest.NewClock(time.Now())}
 	quiet := slog.New(slog.DiscardHandler) // dynalite has no TTL; the warning is expected
 	setup, err := ddbsession.New(ddbsession.Config[user]{Client: client, Table: e.table, Logger: quiet})
 	if err != nil {
@@ -415,7 +320,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // config is the Provider's Config of an instance, on calls.
-func (e *env) config(sessions *ddbsession.Manager[user], calls *probe) ddbsessionoidc.Config[user] {
+func (e *env) config(sessions *ddbsession.Manager[user], calls *ddbtest.Probe) ddbsessionoidc.Config[user] {
 	return ddbsessionoidc.Config[user]{
 		Sessions:              sessions,
 		Client:                calls,
@@ -441,7 +346,7 @@ func (e *env) config(sessions *ddbsession.Manager[user], calls *probe) ddbsessio
 
 func (e *env) newInstance() *instance {
 	e.t.Helper()
-	calls := &probe{Client: e.client, calls: map[string]int{}}
+	calls := ddbtest.NewProbe(e.client)
 	sessions, err := ddbsession.New(ddbsession.Config[user]{
 		Client: calls, Table: e.table, Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler),
 		WriteBeforeResponse: true, // a refresh's write is a call of the request, not one after it

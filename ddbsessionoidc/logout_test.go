@@ -40,7 +40,7 @@ func TestLogoutEndsTheProvidersSession(t *testing.T) {
 		}
 		return nil
 	}
-	e.a.calls.take()
+	e.a.calls.Reset()
 	resp := b.post(e.aURL+"/logout", nil)
 	text := body(t, resp)
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != e.aURL+"/signed-out" {
@@ -60,7 +60,7 @@ func TestLogoutEndsTheProvidersSession(t *testing.T) {
 	// record's DeleteItem; then, from the provider, the back-channel
 	// logout at instance b.
 	want := map[string]int{"BatchGetItem": 1, "GetItem": 1, "DeleteItem": 3}
-	if diff := cmp.Diff(want, e.a.calls.take()); diff != "" {
+	if diff := cmp.Diff(want, e.a.calls.Take()); diff != "" {
 		t.Errorf("calls of the logout (-want +got):\n%s", diff)
 	}
 	e.provider.mu.Lock()

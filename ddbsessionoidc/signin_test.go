@@ -29,7 +29,7 @@ func TestSignInThroughTheProvider(t *testing.T) {
 	if state == "" || secret == "" {
 		t.Fatalf("state %q, attempt cookie %q", state, secret)
 	}
-	e.a.calls.take()
+	e.a.calls.Reset()
 	resp := b.get(callback)
 	text := body(t, resp)
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/account" {
@@ -43,7 +43,7 @@ func TestSignInThroughTheProvider(t *testing.T) {
 	// checks the layout record first, in a BatchGetItem with the global
 	// item, so that Login reads the user alone, in a GetItem.
 	want := map[string]int{"DeleteItem": 1, "BatchGetItem": 3, "GetItem": 1, "PutItem": 4, "UpdateItem": 2}
-	if diff := cmp.Diff(want, e.a.calls.take()); diff != "" {
+	if diff := cmp.Diff(want, e.a.calls.Take()); diff != "" {
 		t.Errorf("calls of the callback and the account page (-want +got):\n%s", diff)
 	}
 	// The user logged in at the provider's login page for this sign-in:
@@ -136,13 +136,13 @@ func TestCallbackRefusals(t *testing.T) {
 	t.Run("malformed", func(t *testing.T) {
 		for _, query := range []string{"", "?state=x&code=y", "?state=" + strings.Repeat("A", 43) + "&code=y"} {
 			b := e.newBrowser()
-			e.a.calls.take()
+			e.a.calls.Reset()
 			resp := b.get(e.aURL + "/callback" + query)
 			body(t, resp)
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Errorf("callback%s: %s, want 400", query, resp.Status)
 			}
-			if calls := e.a.calls.take(); len(calls) != 0 {
+			if calls := e.a.calls.Take(); len(calls) != 0 {
 				t.Errorf("callback%s without an attempt cookie made calls %v", query, calls)
 			}
 		}
@@ -198,15 +198,15 @@ func TestSignInStoreFailures(t *testing.T) {
 	outage := errors.New("injected outage")
 	b := e.newBrowser()
 	callback := b.startSignIn(e, "test-user2")
-	e.a.calls.setBefore(func(op string, key map[string]types.AttributeValue) error {
-		if op == "PutItem" && strings.HasPrefix(pkOf(key), "OIDC#SESSION#") {
+	e.a.calls.Fail = func(_ context.Context, op string, in any) error {
+		if op == "PutItem" && strings.HasPrefix(pkOf(in.(*dynamodb.PutItemInput).Item), "OIDC#SESSION#") {
 			return outage
 		}
 		return nil
-	})
+	}
 	resp := b.get(callback)
 	body(t, resp)
-	e.a.calls.setBefore(nil)
+	e.a.calls.Fail = nil
 	if resp.StatusCode != http.StatusServiceUnavailable || cookieValue(t, b, e.aURL, "__Host-session") != "" {
 		t.Errorf("a sign-in whose record failed: %s, session cookie %q; want 503 and none", resp.Status, cookieValue(t, b, e.aURL, "__Host-session"))
 	}
@@ -218,10 +218,10 @@ func TestSignInStoreFailures(t *testing.T) {
 		t.Errorf("%d sessions live after the failed sign-in, want none", len(list))
 	}
 
-	e.a.calls.setBefore(func(string, map[string]types.AttributeValue) error { return outage })
+	e.a.calls.Fail = func(context.Context, string, any) error { return outage }
 	resp = e.newBrowser().get(e.aURL + "/signin")
 	body(t, resp)
-	e.a.calls.setBefore(nil)
+	e.a.calls.Fail = nil
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("SignIn in an outage: %s, want 503", resp.Status)
 	}
@@ -279,11 +279,11 @@ func TestReauthenticate(t *testing.T) {
 			defer e.provider.setAuthTime(nil)
 			b := e.newBrowser()
 			callback := b.startAt(e, "/reauth", "test-user2")
-			e.a.calls.take()
+			e.a.calls.Reset()
 			resp := b.get(callback)
 			body(t, resp)
 			// The attempt's delete alone: no session, no link, no record.
-			if diff := cmp.Diff(map[string]int{"DeleteItem": 1}, e.a.calls.take()); diff != "" {
+			if diff := cmp.Diff(map[string]int{"DeleteItem": 1}, e.a.calls.Take()); diff != "" {
 				t.Errorf("calls of the refused callback (-want +got):\n%s", diff)
 			}
 			if resp.StatusCode != http.StatusBadRequest || b.signedIn(e.aURL) {

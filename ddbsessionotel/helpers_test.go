@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessionotel"
 	"github.com/ddbsession/ddbsession/ddbsessiontest"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
@@ -50,7 +50,7 @@ type env struct {
 	metrics *sdkmetric.ManualReader
 	spans   *tracetest.SpanRecorder
 	tracer  trace.Tracer // the test's own, for the server and handler spans
-	clock   *clock
+	clock   *ddbtest.Clock
 }
 
 // newEnv creates the table and the env. The table and the users are
@@ -68,7 +68,7 @@ func newEnv(t *testing.T, edit ...func(*ddbsession.Config[User])) *env {
 		t.Fatal(err)
 	}
 
-	e := &env{t: t, table: table, setup: setup, metrics: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder(), clock: &clock{now: time.Now()}}
+	e := &env{t: t, table: table, setup: setup, metrics: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder(), clock: ddbtest.NewClock(time.Now())}
 	tracers := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.spans))
 	e.tracer = tracers.Tracer("test")
 	e.tel, err = ddbsessionotel.New(ddbsessionotel.Config{
@@ -287,22 +287,4 @@ func labels(set attribute.Set) string {
 		return ""
 	}
 	return "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
-}
-
-// clock is the Manager's clock, which tests move on.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

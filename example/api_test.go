@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -124,7 +125,7 @@ func TestAPILogin(t *testing.T) {
 
 func TestAPILoginRefusals(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 2}
@@ -208,12 +209,12 @@ func TestBearerRequests(t *testing.T) {
 			if err := ta.app.shutdown(t.Context()); err != nil { // no refresh in flight
 				t.Fatal(err)
 			}
-			before := ta.api.callCount()
+			before := ta.api.Total()
 			res := garbage.request("GET", "/api/me", "")
 			if res.code != http.StatusUnauthorized || strings.TrimSpace(res.body) != `{"error":"unauthorized"}` {
 				t.Errorf("bearer %q: %d %s, want 401 JSON", token, res.code, res.body)
 			}
-			if n := ta.api.callCount() - before; n != 0 {
+			if n := ta.api.Total() - before; n != 0 {
 				t.Errorf("bearer %q: %d DynamoDB calls, want none", token, n)
 			}
 		}
@@ -266,7 +267,7 @@ func TestBearerRequests(t *testing.T) {
 
 func TestBearerExpiryAndRefresh(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.IdleTimeout = time.Hour

@@ -334,7 +334,7 @@ func TestListDuringLogin(t *testing.T) {
 	a := ta.browser("browser-A")
 	a.signup("alice", "correct horse")
 
-	pause := ta.api.pauseAfter("PutItem", putsPK("USERSESSIONS#"))
+	pause := ta.faults.pauseAfter("PutItem", putsPK("USERSESSIONS#"))
 	defer pause.release()
 	b := ta.browser("browser-B")
 	done := make(chan error, 1)
@@ -480,8 +480,8 @@ func TestStoreOutage(t *testing.T) {
 	token := a.token()
 
 	t.Run("sessions index only", func(t *testing.T) {
-		ta.api.setDown("Query")
-		defer ta.api.setDown()
+		ta.faults.setDown("Query")
+		defer ta.faults.setDown()
 		for _, path := range []string{"/", "/api/sessions"} {
 			if res := a.get(path); res.code != http.StatusServiceUnavailable {
 				t.Errorf("GET %s with Query failing: %d, want 503", path, res.code)
@@ -498,16 +498,16 @@ func TestStoreOutage(t *testing.T) {
 	t.Run("user reads only", func(t *testing.T) {
 		// The failure count is written, but the login cannot read the user
 		// (with the table's global revocation item, in one BatchGetItem).
-		ta.api.setDown("GetItem", "BatchGetItem")
-		defer ta.api.setDown()
+		ta.faults.setDown("GetItem", "BatchGetItem")
+		defer ta.faults.setDown()
 		if res := ta.browser("B").post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}}); res.code != http.StatusServiceUnavailable {
 			t.Errorf("POST /login with reads failing: %d, want 503", res.code)
 		}
 	})
 
 	t.Run("everything", func(t *testing.T) {
-		ta.api.setDown("*")
-		defer ta.api.setDown()
+		ta.faults.setDown("*")
+		defer ta.faults.setDown()
 		if res := ta.browser("anon").get("/"); res.code != http.StatusOK {
 			t.Errorf("GET / with no cookie needs no DynamoDB: %d, want 200", res.code)
 		}

@@ -44,7 +44,7 @@ func TestLoginPausedAcrossPasswordChange(t *testing.T) {
 	owner.signup("alice", "old password")
 	phone.login("alice", "old password")
 
-	pause := second.api.pauseAfter("*", readsUser(userKey("alice")))
+	pause := second.faults.pauseAfter("*", readsUser(userKey("alice")))
 	defer pause.release()
 	attacker := second.browser("attacker")
 	done := make(chan error, 1)
@@ -84,7 +84,7 @@ func TestLoginBetweenPasswordChangeWrites(t *testing.T) {
 	owner.signup("alice", "old password")
 	phone.login("alice", "old password")
 
-	pause := ta.api.pauseAfter("UpdateItem", updatesUser(userKey("alice")))
+	pause := ta.faults.pauseAfter("UpdateItem", updatesUser(userKey("alice")))
 	defer pause.release()
 	done := make(chan error, 1)
 	go func() {
@@ -131,7 +131,7 @@ func TestPasswordChangeFinishesWhenClientHangsUp(t *testing.T) {
 	defer front.Close()
 
 	before := ta.sessionsVersionOf("alice")
-	pause := ta.api.pauseAfter("UpdateItem", updatesUser(userKey("alice")))
+	pause := ta.faults.pauseAfter("UpdateItem", updatesUser(userKey("alice")))
 	defer pause.release()
 	ctx, hangUp := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -170,7 +170,7 @@ func TestPasswordChangeEndsOtherSessionsInItsWrite(t *testing.T) {
 	owner.signup("alice", "old password")
 	phone.login("alice", "old password")
 
-	pause := ta.api.pauseAfter("UpdateItem", func(in any) bool {
+	pause := ta.faults.pauseAfter("UpdateItem", func(in any) bool {
 		update := in.(*dynamodb.UpdateItemInput)
 		return keyIs(update.Key, userKey("alice")) && strings.Contains(aws.ToString(update.UpdateExpression), "passwordHash")
 	})
@@ -206,7 +206,7 @@ func TestPasswordChangeRevokeAllFails(t *testing.T) {
 	owner.signup("alice", "old password")
 	phone.login("alice", "old password")
 
-	ta.api.failNext("UpdateItem", func(in any) bool {
+	ta.faults.failNext("UpdateItem", func(in any) bool {
 		update := in.(*dynamodb.UpdateItemInput)
 		return keyIs(update.Key, userKey("alice")) && !strings.Contains(aws.ToString(update.UpdateExpression), "passwordHash")
 	})

@@ -41,7 +41,8 @@ type testApp struct {
 	t      *testing.T
 	app    *app
 	srv    *httptest.Server
-	api    *faultyClient
+	api    *ddbtest.Probe // the app's DynamoDB client, which counts its calls
+	faults *faults
 	client *dynamodb.Client
 	table  string
 	logs   *syncBuffer
@@ -65,7 +66,8 @@ func (ta *testApp) anotherInstance(options ...func(*appConfig)) *testApp {
 func startApp(t *testing.T, client *dynamodb.Client, table string, options ...func(*appConfig)) *testApp {
 	t.Helper()
 	ta := &testApp{t: t, client: client, table: table, logs: &syncBuffer{}}
-	ta.api = &faultyClient{engine: client}
+	ta.api = ddbtest.NewProbe(client)
+	ta.faults = newFaults(ta.api)
 	cfg := appConfig{
 		Client: ta.api,
 		Table:  ta.table,
@@ -264,41 +266,28 @@ func (ta *testApp) withToken(token string) *browser {
 	return b
 }
 
-// engine is a client with the table methods that the app's start-up
-// (ddbsession's CreateTable) needs besides a ddbsession.Client's:
-// *dynamodb.Client.
-type engine interface {
-	ddbsession.Client
-	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
-	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
-}
-
-// faultyClient passes calls on to DynamoDB unless a test has taken the
-// operation down, to show how the app behaves in an outage. The table
-// methods of start-up pass through untouched.
-type faultyClient struct {
-	engine
+// faults are the outages and pauses a test sets on the app's DynamoDB
+// calls, to show how the app behaves in an outage or a race: they act
+// through the hooks of the app's ddbtest.Probe, which counts the calls.
+type faults struct {
 	mu       sync.Mutex
 	down     map[string]bool // operation name, or "*" for all
 	pauses   []*pausePoint
 	failures []callMatch
-	calls    int // made through the methods below, failed ones included
 }
 
-// callCount is how many DynamoDB calls of the request path were made.
-func (f *faultyClient) callCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
+// newFaults returns the faults of p's calls, none yet.
+func newFaults(p *ddbtest.Probe) *faults {
+	f := &faults{}
+	p.Fail, p.After = f.fail, f.paused
+	return f
 }
 
 var errOutage = errors.New("injected DynamoDB outage")
 
 // setDown takes the named operations down, or brings all back up if none
 // are named.
-func (f *faultyClient) setDown(ops ...string) {
+func (f *faults) setDown(ops ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = map[string]bool{}
@@ -319,7 +308,7 @@ type pausePoint struct {
 
 // pauseAfter arms a pause after the next call of op whose input match
 // accepts. Release it, or the caller stays held until its context ends.
-func (f *faultyClient) pauseAfter(op string, match func(in any) bool) *pausePoint {
+func (f *faults) pauseAfter(op string, match func(in any) bool) *pausePoint {
 	p := &pausePoint{call: callMatch{op, match}, reached: make(chan struct{}), resume: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -329,7 +318,7 @@ func (f *faultyClient) pauseAfter(op string, match func(in any) bool) *pausePoin
 
 // failNext makes the next call of op whose input match accepts fail with
 // errOutage, without reaching DynamoDB.
-func (f *faultyClient) failNext(op string, match func(in any) bool) {
+func (f *faults) failNext(op string, match func(in any) bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures = append(f.failures, callMatch{op, match})
@@ -355,8 +344,9 @@ func (p *pausePoint) waitReached(t *testing.T) {
 
 func (p *pausePoint) release() { p.once.Do(func() { close(p.resume) }) }
 
-// paused holds the caller if an armed pause point matches this call.
-func (f *faultyClient) paused(ctx context.Context, op string, in any) {
+// paused holds the caller if an armed pause point matches this call: the
+// probe's After hook, once the engine has answered.
+func (f *faults) paused(ctx context.Context, op string, in, _ any, _ error) error {
 	f.mu.Lock()
 	var p *pausePoint
 	for i, c := range f.pauses {
@@ -368,13 +358,14 @@ func (f *faultyClient) paused(ctx context.Context, op string, in any) {
 	}
 	f.mu.Unlock()
 	if p == nil {
-		return
+		return nil
 	}
 	close(p.reached)
 	select {
 	case <-p.resume:
 	case <-ctx.Done():
 	}
+	return nil
 }
 
 // readsUser matches a read of user's item: a GetItem, or a BatchGetItem
@@ -423,10 +414,11 @@ func keyIs(key map[string]types.AttributeValue, user ddbsession.UserKey) bool {
 	return pk != nil && sk != nil && pk.Value == user.PK && sk.Value == user.SK
 }
 
-func (f *faultyClient) fail(op string, in any) error {
+// fail answers a call with errOutage if its operation is down or an armed
+// failure matches it: the probe's Fail hook.
+func (f *faults) fail(_ context.Context, op string, in any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
 	if f.down[op] || f.down["*"] {
 		return errOutage
 	}
@@ -437,56 +429,6 @@ func (f *faultyClient) fail(op string, in any) error {
 		}
 	}
 	return nil
-}
-
-func (f *faultyClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := f.fail("GetItem", in); err != nil {
-		return nil, err
-	}
-	out, err := f.engine.GetItem(ctx, in, opts...)
-	f.paused(ctx, "GetItem", in)
-	return out, err
-}
-
-func (f *faultyClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if err := f.fail("BatchGetItem", in); err != nil {
-		return nil, err
-	}
-	out, err := f.engine.BatchGetItem(ctx, in, opts...)
-	f.paused(ctx, "BatchGetItem", in)
-	return out, err
-}
-
-func (f *faultyClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := f.fail("PutItem", in); err != nil {
-		return nil, err
-	}
-	out, err := f.engine.PutItem(ctx, in, opts...)
-	f.paused(ctx, "PutItem", in)
-	return out, err
-}
-
-func (f *faultyClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := f.fail("UpdateItem", in); err != nil {
-		return nil, err
-	}
-	out, err := f.engine.UpdateItem(ctx, in, opts...)
-	f.paused(ctx, "UpdateItem", in)
-	return out, err
-}
-
-func (f *faultyClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := f.fail("DeleteItem", in); err != nil {
-		return nil, err
-	}
-	return f.engine.DeleteItem(ctx, in, opts...)
-}
-
-func (f *faultyClient) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := f.fail("Query", in); err != nil {
-		return nil, err
-	}
-	return f.engine.Query(ctx, in, opts...)
 }
 
 // syncBuffer collects log output from concurrent requests.

@@ -7,30 +7,11 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
-
-// fakeClock is a clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func TestFailureLimiter(t *testing.T) {
 	t.Parallel()
@@ -148,7 +129,7 @@ func creds(username, password string) url.Values {
 
 func TestLoginLimitPerUsername(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 3}
@@ -208,7 +189,7 @@ func TestLoginLimitPerUsername(t *testing.T) {
 
 func TestLoginLimitPerAddress(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 100}
@@ -302,7 +283,7 @@ func TestTrustedProxies(t *testing.T) {
 // not stop the owner from changing it.
 func TestPasswordChangeLimit(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 2}
@@ -338,7 +319,7 @@ func TestPasswordChangeLimit(t *testing.T) {
 // buckets stop them, each at its own limit, and leave the neighbours alone.
 func TestLoginLimitPerIPv6Prefix(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 1000}

@@ -143,7 +143,8 @@ func newSSOApp(t *testing.T, options ...func(*appConfig)) (*testApp, *testProvid
 	t.Cleanup(srv.Close)
 	p := newTestProvider(t, srv.URL+oidcCallbackPath, srv.URL+"/")
 	ta := &testApp{t: t, client: client, table: ddbtest.TableName(t, client), logs: &syncBuffer{}, srv: srv}
-	ta.api = &faultyClient{engine: client}
+	ta.api = ddbtest.NewProbe(client)
+	ta.faults = newFaults(ta.api)
 	cfg := appConfig{
 		Client: ta.api, Table: ta.table, Logger: slog.New(slog.NewTextHandler(ta.logs, nil)), StoreTimeout: 15 * time.Second,
 		HashCost: testCost,
@@ -239,7 +240,7 @@ func TestOIDCSignIn(t *testing.T) {
 		t.Errorf("the link does not carry next: %s", page.body)
 	}
 
-	before := ta.api.callCount()
+	before := ta.api.Total()
 	page, at := b.ssoSignIn(p, "test-user2", "/account")
 	if page.code != http.StatusOK || at != ta.srv.URL+"/account" {
 		t.Fatalf("the sign-in ended with %d at %s: %s", page.code, at, page.body)
@@ -248,7 +249,7 @@ func TestOIDCSignIn(t *testing.T) {
 	// ddbsessionoidc's SignIn (1) and Callback (8), the app's CreateUser
 	// (1), and the account page (its session's read and List); and, the
 	// Provider's first call, its check of the table's layout record (1).
-	if got := ta.api.callCount() - before; got != 1+8+1+2+1 {
+	if got := ta.api.Total() - before; got != 1+8+1+2+1 {
 		t.Errorf("a first sign-in and the account page made %d DynamoDB calls, want 13", got)
 	}
 	if want := "Signed in as <strong>test-user2@zitadel.ch (" + testProviderName + ")</strong>"; !strings.Contains(page.body, want) {
@@ -369,11 +370,11 @@ func TestOIDCLogout(t *testing.T) {
 	if page, _ := b.ssoSignIn(p, "test-user2", "/account"); page.code != http.StatusOK {
 		t.Fatalf("sign-in: %d %s", page.code, page.body)
 	}
-	before := ta.api.callCount()
+	before := ta.api.Total()
 	res := b.post("/logout", nil)
 	// LoadSession's read, and ddbsessionoidc's Logout: the record's
 	// GetItem, the Manager's 2 DeleteItem, the record's DeleteItem.
-	if got := ta.api.callCount() - before; got != 1+4 {
+	if got := ta.api.Total() - before; got != 1+4 {
 		t.Errorf("the logout made %d DynamoDB calls, want 5", got)
 	}
 	loc, err := url.Parse(res.header.Get("Location"))
@@ -533,7 +534,7 @@ func TestOIDCBrowser(t *testing.T) {
 // whose key is no password user's.
 func TestOIDCUserPasskey(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta, p := newSSOApp(t, passkeyApp(clock))
 	b := ta.browser("sso/1.0")
 	if page, _ := b.ssoSignIn(p, "test-user2", "/account"); page.code != http.StatusOK {

@@ -51,7 +51,7 @@ func TestBrowserPasskey(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "https://localhost:" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	client := ddbtest.Client(t)
 	table := ddbtest.TableName(t, client)
 	var logs syncBuffer

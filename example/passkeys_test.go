@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -27,7 +28,7 @@ const (
 
 // passkeyApp is a newTestApp option: the tests' relying party, and a fake
 // clock, which the option returns too.
-func passkeyApp(clock *fakeClock) func(*appConfig) {
+func passkeyApp(clock *ddbtest.Clock) func(*appConfig) {
 	return func(cfg *appConfig) {
 		cfg.PasskeyOrigin = testOrigin
 		cfg.Now = clock.Now
@@ -102,15 +103,15 @@ func (b *browser) passkeySignIn(k *softKey) {
 // and the remover's, ended with it.
 func TestPasskeys(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, passkeyApp(clock))
 	calls := func(step string, want int, do func()) {
 		t.Helper()
 		ta.app.sessions.Wait(context.Background())
-		before := ta.api.callCount()
+		before := ta.api.Total()
 		do()
 		ta.app.sessions.Wait(context.Background())
-		if got := ta.api.callCount() - before; got != want {
+		if got := ta.api.Total() - before; got != want {
 			t.Errorf("%s: %d DynamoDB calls, want %d", step, got, want)
 		}
 	}
@@ -263,7 +264,7 @@ func tableItems(t *testing.T, ta *testApp) map[string]map[string]any {
 // browser holds no new session.
 func TestPasskeyRefusals(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, passkeyApp(clock), unlimited)
 	alice, bob := ta.browser("alice-1"), ta.browser("bob-1")
 	alice.signup("alice", "correct horse")
@@ -386,7 +387,7 @@ func TestPasskeyRefusals(t *testing.T) {
 // by removing the hash from the item.
 func TestPasskeyRemovalGuard(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, passkeyApp(clock))
 	a := ta.browser("browser")
 	a.signup("alice", "correct horse")
@@ -443,7 +444,7 @@ func TestPasskeyRemovalGuard(t *testing.T) {
 // session.
 func TestPasskeyCeremonyRace(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, passkeyApp(clock))
 	a := ta.browser("browser")
 	a.signup("alice", "correct horse")
@@ -454,7 +455,7 @@ func TestPasskeyCeremonyRace(t *testing.T) {
 	o := parseOptions(t, first.mustJSON("/passkeys/login/begin", nil).body)
 	second.setCeremonyID(first.ceremonyID())
 	assertion := key.get(t, o)
-	held := ta.api.pauseAfter("GetItem", func(in any) bool {
+	held := ta.faults.pauseAfter("GetItem", func(in any) bool {
 		get, ok := in.(*dynamodb.GetItemInput)
 		pk, _ := get.Key["pk"].(*types.AttributeValueMemberS)
 		return ok && pk != nil && strings.HasPrefix(pk.Value, passkeyHandlePrefix)
@@ -486,7 +487,7 @@ func TestPasskeyCeremonyRace(t *testing.T) {
 // characters of base32) is refused with 400 before any DynamoDB call.
 func TestPasskeyMalformedCeremonyCookie(t *testing.T) {
 	t.Parallel()
-	ta := newTestApp(t, passkeyApp(newFakeClock()))
+	ta := newTestApp(t, passkeyApp(ddbtest.NewClock(time.Now())))
 	owner := ta.browser("owner")
 	owner.signup("alice", "correct horse")
 	key := newSoftKey(t, testRPID, testOrigin)
@@ -496,11 +497,11 @@ func TestPasskeyMalformedCeremonyCookie(t *testing.T) {
 	assertion := key.get(t, o)
 	for _, id := range []string{strings.Repeat("a", 26), strings.Repeat("A", 27), strings.Repeat("A", 25) + "!", strings.Repeat("A", 64)} {
 		b.setCeremonyID(id)
-		before := ta.api.callCount()
+		before := ta.api.Total()
 		if res := b.postJSON("/passkeys/login/finish", json.RawMessage(assertion)); res.code != http.StatusBadRequest {
 			t.Errorf("passkey cookie %q: %d, want 400", id, res.code)
 		}
-		if n := ta.api.callCount() - before; n != 0 {
+		if n := ta.api.Total() - before; n != 0 {
 			t.Errorf("passkey cookie %q: %d DynamoDB calls, want none", id, n)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -33,7 +34,7 @@ func reauthFor(next string) string {
 // alive) and lands on the confirm page, where one press does it.
 func TestStepUpPages(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.Reauth = time.Minute
@@ -141,7 +142,7 @@ func TestStepUpPages(t *testing.T) {
 // one press of its form does the action.
 func TestEveryStepUpResumes(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.Reauth = time.Minute
@@ -369,7 +370,7 @@ func TestReauthSignedOut(t *testing.T) {
 // sensitive action works on a session whose login was long ago.
 func TestPasswordChangeReauthenticates(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.Reauth = time.Minute
@@ -398,7 +399,7 @@ func TestPasswordChangeReauthenticates(t *testing.T) {
 // and ends the old one; the new one revokes.
 func TestAPIStepUp(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.Reauth = 90 * time.Second

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // sessionCookie returns the session cookie that res sets, or fails.
@@ -66,7 +68,7 @@ func TestKeepMeSignedIn(t *testing.T) {
 
 func TestSessionEventsAreLogged(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	var logs syncBuffer
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // TestBrowserStepUp walks issue 17 in headless Chromium: set up one-time
@@ -19,7 +20,7 @@ import (
 // skips, without it.
 func TestBrowserStepUp(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.Reauth = 2 * time.Second

@@ -50,8 +50,8 @@ func TestErrorPages(t *testing.T) {
 			return signedIn.post("/sessions/revoke", url.Values{"id": {"0123456789abcdef0123456789abcdef"}})
 		}, http.StatusNotFound, "Not found", "No such session."},
 		{"the session store down", func() response {
-			ta.api.setDown("BatchGetItem")
-			defer ta.api.setDown()
+			ta.faults.setDown("BatchGetItem")
+			defer ta.faults.setDown()
 			return outage.get("/")
 		}, http.StatusServiceUnavailable, "Please try again shortly", "The session store is unavailable."},
 	} {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -65,7 +66,7 @@ func (b *browser) loginTwoSteps(username, password, code string) response {
 
 func TestTOTPSetup(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := ta.browser("browser-A")
 	a.signup("alice", "correct horse")
@@ -139,7 +140,7 @@ func TestTOTPSetup(t *testing.T) {
 // works once.
 func TestTwoStepLogin(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := ta.browser("browser-A")
 	a.signup("alice", "correct horse")
@@ -232,7 +233,7 @@ func parseSetCookies(res response) []*http.Cookie {
 // code form that names another user gets no code checked.
 func TestTwoStepLoginTries(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 6}
@@ -287,7 +288,7 @@ func TestTwoStepLoginTries(t *testing.T) {
 // the password's own bucket is untouched, so logging in still works.
 func TestOneCodeBudgetPerUser(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 4}
@@ -335,7 +336,7 @@ func TestOneCodeBudgetPerUser(t *testing.T) {
 // and voids a login waiting for its code.
 func TestTOTPRemoval(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := ta.browser("browser-A")
 	a.signup("alice", "correct horse")
@@ -362,7 +363,7 @@ func TestTOTPRemoval(t *testing.T) {
 // code.
 func TestStepUpTOTP(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.Reauth = time.Minute
@@ -435,7 +436,7 @@ func TestStepUpTOTP(t *testing.T) {
 // needs the code in the same request; POST /api/reauth too.
 func TestAPILoginWithCode(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := ta.browser("browser-A")
 	a.signup("alice", "correct horse")
@@ -498,7 +499,7 @@ func TestAPILoginWithCode(t *testing.T) {
 // password with a code too, and the new session has both methods.
 func TestPasswordChangeWithCode(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := ta.browser("browser-A")
 	a.signup("alice", "old password")
@@ -534,7 +535,7 @@ func TestPasswordChangeWithCode(t *testing.T) {
 // step lets one of them sign in, not both.
 func TestCodeOnceAcrossInstances(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	first := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	second := first.anotherInstance(func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := first.browser("browser-A")
@@ -546,7 +547,7 @@ func TestCodeOnceAcrossInstances(t *testing.T) {
 	// The first instance's login is held after it read the user, with the
 	// code unused: in a BatchGetItem with the global revocation item, or a
 	// GetItem of the user alone while the instance's copy of that is fresh.
-	pause := first.api.pauseAfter("*", readsUser(userKey("alice")))
+	pause := first.faults.pauseAfter("*", readsUser(userKey("alice")))
 	defer pause.release()
 	var wg sync.WaitGroup
 	var held response
@@ -591,7 +592,7 @@ func rawAPIRequest(ta *testApp, method, path, body string) (response, error) {
 // one-time codes, once they are on, looking for the secret.
 func TestTOTPSecretReachesNoResponse(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	ta := newTestApp(t, func(cfg *appConfig) { cfg.Now = clock.Now })
 	a := ta.browser("browser-A")
 	a.signup("alice", "correct horse")

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // TestLoginLimitAcrossInstances races wrong passwords for one username
@@ -20,7 +21,7 @@ import (
 // both refuse what follows.
 func TestLoginLimitAcrossInstances(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := ddbtest.NewClock(time.Now())
 	limits := func(cfg *appConfig) {
 		cfg.Now = clock.Now
 		cfg.UserLimit = rateLimit{Every: time.Minute, Burst: 3}

@@ -164,7 +164,7 @@ func TestLookAlikeUsernames(t *testing.T) {
 func TestSignupAfterFailedCreateUser(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t)
-	ta.api.failNext("PutItem", putsPK("USER#"))
+	ta.faults.failNext("PutItem", putsPK("USER#"))
 	if res := ta.browser("carol").post("/signup", creds("carol", "carol's password")); res.code != http.StatusServiceUnavailable {
 		t.Fatalf("sign-up whose user item could not be written: %d, want 503", res.code)
 	}
@@ -186,7 +186,7 @@ func TestLookAlikeSignupsRacing(t *testing.T) {
 	ta := newTestApp(t, unlimited)
 	second := ta.anotherInstance(unlimited)
 
-	pause := ta.api.pauseAfter("PutItem", putsPK(skeletonPrefix))
+	pause := ta.faults.pauseAfter("PutItem", putsPK(skeletonPrefix))
 	defer pause.release()
 	done := make(chan response, 1)
 	go func() {

@@ -113,7 +113,7 @@ func TestUnknownIDCostsNoWrite(t *testing.T) {
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
-				in.calls.counts()
+				in.calls.Reset()
 				body := ""
 				if method == http.MethodPost {
 					body = callEcho
@@ -125,7 +125,7 @@ func TestUnknownIDCostsNoWrite(t *testing.T) {
 				if err := in.sessions.Sessions().Wait(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(tc.wantReads, in.calls.counts()); diff != "" {
+				if diff := cmp.Diff(tc.wantReads, in.calls.Take()); diff != "" {
 					t.Errorf("DynamoDB calls (-want +got):\n%s", diff)
 				}
 			})
@@ -155,8 +155,8 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 	// expiresAt is start+idle in whole seconds: at that instant the
 	// session is over.
 	e.clock.Advance(idle - 250*time.Millisecond)
-	one.calls.counts()
-	two.calls.counts()
+	one.calls.Reset()
+	two.calls.Reset()
 	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 		for _, in := range []*instance{one, two} {
 			body := ""
@@ -180,7 +180,7 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 		if err := tc.in.sessions.Sessions().Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(tc.want, tc.in.calls.counts()); diff != "" {
+		if diff := cmp.Diff(tc.want, tc.in.calls.Take()); diff != "" {
 			t.Errorf("DynamoDB calls (-want +got):\n%s", diff)
 		}
 	}
@@ -230,7 +230,7 @@ func TestSlidingTouch(t *testing.T) {
 
 	lb.to(two)
 	for step := range 5 {
-		two.calls.counts()
+		two.calls.Reset()
 		e.clock.Advance(refresh - time.Minute) // due at the second step, and every other after it
 		if _, err := callTool(c, "echo", map[string]any{"text": "hi"}); err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -248,7 +248,7 @@ func TestSlidingTouch(t *testing.T) {
 		if step%2 == 1 {
 			want["UpdateItem"] = 1 // the session item; List reads its expiry there
 		}
-		if diff := cmp.Diff(want, two.calls.counts()); diff != "" {
+		if diff := cmp.Diff(want, two.calls.Take()); diff != "" {
 			t.Errorf("step %d: DynamoDB calls (-want +got):\n%s", step, diff)
 		}
 	}
@@ -277,12 +277,12 @@ func TestCallsPerRequest(t *testing.T) {
 	// then logs in as every initialize after it does. The copies of the
 	// global generation and of the server's version spare the initializes
 	// after it those reads.
-	in.calls.counts()
+	in.calls.Reset()
 	code, _ := post(t, in, "", initializeV)
 	if code != http.StatusOK {
 		t.Fatalf("initialize: status %d", code)
 	}
-	if diff := cmp.Diff(map[string]int{"BatchGetItem": 2, "GetItem": 2, "PutItem": 3, "UpdateItem": 1}, in.calls.counts()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 2, "GetItem": 2, "PutItem": 3, "UpdateItem": 1}, in.calls.Take()); diff != "" {
 		t.Errorf("first initialize: DynamoDB calls (-want +got):\n%s", diff)
 	}
 
@@ -292,7 +292,7 @@ func TestCallsPerRequest(t *testing.T) {
 	// the write of its state, which ddbsession checks against the same
 	// copies.
 	id := initializeRaw(t, in)
-	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 2, "UpdateItem": 1}, in.calls.counts()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 2, "UpdateItem": 1}, in.calls.Take()); diff != "" {
 		t.Errorf("initialize: DynamoDB calls (-want +got):\n%s", diff)
 	}
 	// Any request with a session reads its session item alone.
@@ -310,14 +310,14 @@ func TestCallsPerRequest(t *testing.T) {
 		{"logging/setLevel, unchanged", http.MethodPost, setLevelInfo, http.StatusOK, map[string]int{"GetItem": 1}},
 		{"DELETE", http.MethodDelete, "", http.StatusOK, map[string]int{"GetItem": 1, "DeleteItem": 2}},
 	} {
-		in.calls.counts()
+		in.calls.Reset()
 		if code, body := send(t, in, tc.method, id, tc.body); code != tc.status {
 			t.Fatalf("%s: status %d %q, want %d", tc.name, code, body, tc.status)
 		}
 		if err := in.sessions.Sessions().Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(tc.want, in.calls.counts()); diff != "" {
+		if diff := cmp.Diff(tc.want, in.calls.Take()); diff != "" {
 			t.Errorf("%s: DynamoDB calls (-want +got):\n%s", tc.name, diff)
 		}
 	}
@@ -327,7 +327,7 @@ func TestCallsPerRequest(t *testing.T) {
 // in.calls counts the initialize's calls alone.
 func initializeRaw(t *testing.T, in *instance) string {
 	t.Helper()
-	in.calls.counts()
+	in.calls.Reset()
 	r, err := http.NewRequest(http.MethodPost, in.url, strings.NewReader(initializeV))
 	if err != nil {
 		t.Fatal(err)
@@ -370,11 +370,11 @@ func TestRequestsWithoutSessions(t *testing.T) {
 		{"no body", http.MethodPost, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in.calls.counts()
+			in.calls.Reset()
 			if code, body := send(t, in, tc.method, "", tc.body); code != http.StatusBadRequest || body != "Bad Request: Mcp-Session-Id header required\n" {
 				t.Errorf("status %d %q, want 400 and that the header is required", code, body)
 			}
-			if calls := in.calls.counts(); len(calls) != 0 {
+			if calls := in.calls.Take(); len(calls) != 0 {
 				t.Errorf("DynamoDB calls %v, want none", calls)
 			}
 		})
@@ -385,7 +385,7 @@ func TestRequestsWithoutSessions(t *testing.T) {
 	if code, body := post(t, in, "", modern); code != http.StatusBadRequest || !strings.Contains(body, "does not match") {
 		t.Errorf("a 2026-07-28 message under a 2025-11-25 header: status %d %q, want mcp-go's 400", code, body)
 	}
-	if calls := in.calls.counts(); len(calls) != 0 {
+	if calls := in.calls.Take(); len(calls) != 0 {
 		t.Errorf("a 2026-07-28 message: DynamoDB calls %v, want none", calls)
 	}
 	// The body of an initialize that the check read goes on to mcp-go
@@ -396,18 +396,18 @@ func TestRequestsWithoutSessions(t *testing.T) {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(initializeV))
 	r.Body = http.MaxBytesReader(w, r.Body, int64(len(initializeV)-1))
-	in.calls.counts()
+	in.calls.Reset()
 	in.sessions.Handler(in.transport).ServeHTTP(w, r)
 	if w.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("an initialize past http.MaxBytesReader's limit: status %d %q, want 413", w.Code, w.Body)
 	}
-	if calls := in.calls.counts(); len(calls) != 0 {
+	if calls := in.calls.Take(); len(calls) != 0 {
 		t.Errorf("an initialize past the limit: DynamoDB calls %v, want none", calls)
 	}
 	// A request of 2026-07-28 with an ID: the header means nothing there,
 	// and this server, pinned to the versions with sessions, refuses it.
 	id := initializeRaw(t, in)
-	in.calls.counts()
+	in.calls.Reset()
 	r, err := http.NewRequest(http.MethodPost, in.url, strings.NewReader(listTools))
 	if err != nil {
 		t.Fatal(err)
@@ -424,7 +424,7 @@ func TestRequestsWithoutSessions(t *testing.T) {
 	if res.StatusCode == http.StatusOK {
 		t.Errorf("a 2026-07-28 request on a server pinned to earlier versions: status %d, want a refusal", res.StatusCode)
 	}
-	if calls := in.calls.counts(); len(calls) != 0 {
+	if calls := in.calls.Take(); len(calls) != 0 {
 		t.Errorf("a 2026-07-28 request: DynamoDB calls %v, want none", calls)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessiontest"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/mcpsession"
 )
 
@@ -48,7 +49,7 @@ type env struct {
 	client *dynamodb.Client
 	table  string
 	layout ddbsession.Layout
-	clock  *clock
+	clock  *ddbtest.Clock
 }
 
 // newEnv creates a table of ddbsession's default layout.
@@ -61,7 +62,7 @@ func newEnv(t *testing.T) *env {
 func newEnvWith(t *testing.T, layout ddbsession.Layout) *env {
 	t.Helper()
 	client := ddbsessiontest.Client(t)
-	e := &env{t: t, client: client, table: ddbsessiontest.TableName(t, client), layout: layout, clock: &clock{now: start}}
+	e := &env{t: t, client: client, table: ddbsessiontest.TableName(t, client), layout: layout, clock: ddbtest.NewClock(start)}
 	m, err := ddbsession.New(ddbsession.Config[struct{}]{
 		Client: client, Table: e.table, Layout: layout,
 		Logger: slog.New(slog.DiscardHandler), // dynalite has no TTL; the warning is expected
@@ -77,7 +78,7 @@ func newEnvWith(t *testing.T, layout ddbsession.Layout) *env {
 
 // config is the Config of the tests' MCP server, "notes", on e's table
 // through calls.
-func (e *env) config(calls *probe) mcpsession.Config {
+func (e *env) config(calls *ddbtest.Probe) mcpsession.Config {
 	return mcpsession.Config{
 		Sessions: ddbsession.Config[struct{}]{
 			Client: calls, Table: e.table, Layout: e.layout,
@@ -123,7 +124,7 @@ type instance struct {
 	url       string
 	sessions  *mcpsession.Manager
 	transport *server.StreamableHTTPServer
-	calls     *probe
+	calls     *ddbtest.Probe
 	logs      *logBuffer
 
 	mu         sync.Mutex
@@ -406,180 +407,26 @@ const (
 	initializeV  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"raw","version":"1"},"capabilities":{}}}`
 )
 
-// clock is the tests' injected time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// newProbe is the one test client before c: it counts the calls of each
+// operation and records the reads, with the read units they consumed.
+func newProbe(c *dynamodb.Client) *ddbtest.Probe {
+	p := ddbtest.NewProbe(c)
+	p.RecordReads = true
+	return p
 }
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// probe is the one test client: it counts the calls of each operation and
-// fails them on demand.
-type probe struct {
-	*dynamodb.Client
-
-	mu     sync.Mutex
-	calls  map[string]int
-	reads  [][]string                      // the partition keys each GetItem or BatchGetItem read
-	units  float64                         // the read units the engine reports those reads consumed
-	fail   func(op string) error           // nil, or an error for the calls to fail
-	before func(op string, reads []string) // nil, or run before each call goes out
-}
-
-// takeReads returns the partition keys of each read since the last call,
-// in the order the reads went out, and forgets them.
-func (p *probe) takeReads() [][]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := p.reads
-	p.reads = nil
-	return out
-}
-
-// takeUnits returns the read units of the reads since the last call, and
-// forgets them.
-func (p *probe) takeUnits() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	units := p.units
-	p.units = 0
-	return units
-}
-
-// consumed adds the read units that c reports.
-func (p *probe) consumed(c ...types.ConsumedCapacity) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, cc := range c {
-		p.units += aws.ToFloat64(cc.CapacityUnits)
+// takeReads returns the partition keys of each read that p recorded since
+// the last call, in the order the reads went out, and the read units
+// they consumed, and forgets them.
+func takeReads(p *ddbtest.Probe) (pks [][]string, units float64) {
+	for _, r := range p.TakeReads() {
+		pks = append(pks, r.PKs)
+		units += r.Units
 	}
-}
-
-// read records the partition keys of a read, and returns them.
-func (p *probe) read(keys ...map[string]types.AttributeValue) []string {
-	var pks []string
-	for _, k := range keys {
-		pks = append(pks, k["pk"].(*types.AttributeValueMemberS).Value)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.reads = append(p.reads, pks)
-	return pks
-}
-
-func newProbe(c *dynamodb.Client) *probe { return &probe{Client: c, calls: map[string]int{}} }
-
-// counts returns the calls of each operation since the last reset, and
-// resets them.
-func (p *probe) counts() map[string]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := p.calls
-	p.calls = map[string]int{}
-	return out
-}
-
-// failing makes the calls that fail returns an error for fail.
-func (p *probe) failing(fail func(op string) error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fail = fail
-}
-
-// pausing makes before run ahead of each call, which may block it: with
-// the partition keys it reads, for a read.
-func (p *probe) pausing(before func(op string, reads []string)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.before = before
-}
-
-func (p *probe) enter(op string, reads ...string) error {
-	p.mu.Lock()
-	p.calls[op]++
-	fail, before := p.fail, p.before
-	p.mu.Unlock()
-	if before != nil {
-		before(op, reads)
-	}
-	if fail != nil {
-		return fail(op)
-	}
-	return nil
+	return pks, units
 }
 
 var errOutage = errors.New("injected DynamoDB outage")
-
-type opt = func(*dynamodb.Options)
-
-func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt) (*dynamodb.GetItemOutput, error) {
-	if err := p.enter("GetItem", p.read(in.Key)...); err != nil {
-		return nil, err
-	}
-	counted := *in
-	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := p.Client.GetItem(ctx, &counted, o...)
-	if err == nil && out.ConsumedCapacity != nil {
-		p.consumed(*out.ConsumedCapacity)
-	}
-	return out, err
-}
-
-func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opt) (*dynamodb.BatchGetItemOutput, error) {
-	var reads []string
-	for _, ka := range in.RequestItems {
-		reads = append(reads, p.read(ka.Keys...)...)
-	}
-	if err := p.enter("BatchGetItem", reads...); err != nil {
-		return nil, err
-	}
-	counted := *in
-	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := p.Client.BatchGetItem(ctx, &counted, o...)
-	if err == nil {
-		p.consumed(out.ConsumedCapacity...)
-	}
-	return out, err
-}
-
-func (p *probe) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...opt) (*dynamodb.PutItemOutput, error) {
-	if err := p.enter("PutItem"); err != nil {
-		return nil, err
-	}
-	return p.Client.PutItem(ctx, in, o...)
-}
-
-func (p *probe) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...opt) (*dynamodb.UpdateItemOutput, error) {
-	if err := p.enter("UpdateItem"); err != nil {
-		return nil, err
-	}
-	return p.Client.UpdateItem(ctx, in, o...)
-}
-
-func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...opt) (*dynamodb.DeleteItemOutput, error) {
-	if err := p.enter("DeleteItem"); err != nil {
-		return nil, err
-	}
-	return p.Client.DeleteItem(ctx, in, o...)
-}
-
-func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...opt) (*dynamodb.QueryOutput, error) {
-	if err := p.enter("Query"); err != nil {
-		return nil, err
-	}
-	return p.Client.Query(ctx, in, o...)
-}
 
 // logBuffer collects log lines.
 type logBuffer struct {

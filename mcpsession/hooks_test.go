@@ -24,19 +24,19 @@ func TestStateStoreFailureEndsSession(t *testing.T) {
 	e := newEnv(t)
 	one, two := e.start(), e.start()
 	initializeRaw(t, one) // the server's user item exists
-	one.calls.failing(func(op string) error {
+	one.calls.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "UpdateItem" {
 			return errOutage
 		}
 		return nil
-	})
+	}
 	c, _ := mcpClient(t, &balancer{target: one})
 	var req mcp.InitializeRequest
 	req.Params.ClientInfo = mcp.Implementation{Name: "tester", Version: "2.0"}
 	if _, err := c.Initialize(context.Background(), req); !errors.Is(err, transport.ErrSessionTerminated) {
 		t.Errorf("initialize whose state was not stored: %v, want transport.ErrSessionTerminated", err)
 	}
-	one.calls.failing(nil)
+	one.calls.Fail = nil
 	if logs := one.logs.String(); !strings.Contains(logs, "store a new session's state") {
 		t.Errorf("log:\n%s\nwant the failed store", logs)
 	}
@@ -60,17 +60,17 @@ func TestSetLevelStoreFailure(t *testing.T) {
 	lb := &balancer{target: one}
 	c, _ := mcpClient(t, lb)
 	initialize(t, c)
-	one.calls.failing(func(op string) error {
+	one.calls.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "UpdateItem" {
 			return errOutage
 		}
 		return nil
-	})
+	}
 	//lint:ignore SA1019 logging/setLevel is part of the protocol versions that have sessions.
 	if err := c.SetLevel(context.Background(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelWarning}}); err != nil {
 		t.Fatalf("setLevel: %v", err)
 	}
-	one.calls.failing(nil)
+	one.calls.Fail = nil
 	if got := callWhoami(t, c).LogLevel; got != mcp.LoggingLevelWarning {
 		t.Errorf("log level on instance 1: %q, want warning", got)
 	}
@@ -111,7 +111,7 @@ func TestHooksLeaveOtherTransportsAlone(t *testing.T) {
 	if err := c.SetLevel(context.Background(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
 		t.Fatalf("setLevel in process: %v", err)
 	}
-	if got := calls.counts(); len(got) != 0 {
+	if got := calls.Take(); len(got) != 0 {
 		t.Errorf("DynamoDB calls %v, want none", got)
 	}
 }
@@ -126,14 +126,14 @@ func TestSetLevelRacingDelete(t *testing.T) {
 	id := initializeRaw(t, one)
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	two.calls.pausing(func(op string, _ []string) {
+	two.calls.Before = func(_ context.Context, op string, _ any) {
 		if op == "UpdateItem" {
 			once.Do(func() {
 				close(paused)
 				<-resume
 			})
 		}
-	})
+	}
 	done := make(chan int)
 	go func() {
 		code, _ := send(t, two, http.MethodPost, id, setLevelInfo)

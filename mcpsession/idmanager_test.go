@@ -67,12 +67,12 @@ func TestGenerateFailsClosed(t *testing.T) {
 	e := newEnv(t)
 	in := e.start()
 	initializeRaw(t, in) // the server's user item exists
-	in.calls.failing(func(op string) error {
+	in.calls.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "PutItem" {
 			return errOutage
 		}
 		return nil
-	})
+	}
 	c, trans := mcpClient(t, &balancer{target: in})
 	var req mcp.InitializeRequest
 	req.Params.ClientInfo = mcp.Implementation{Name: "tester", Version: "2.0"}
@@ -85,7 +85,7 @@ func TestGenerateFailsClosed(t *testing.T) {
 	if logs := in.logs.String(); !strings.Contains(logs, "issue a session at initialize") || strings.Contains(logs, "ERROR msg=\"mcpsession: mcp-go") {
 		t.Errorf("log:\n%s\nwant the failed issue, and nothing about mcp-go's own IDs", logs)
 	}
-	in.calls.failing(nil)
+	in.calls.Fail = nil
 	c2, _ := mcpClient(t, &balancer{target: in})
 	initialize(t, c2)
 	if _, err := callTool(c2, "echo", map[string]any{"text": "hi"}); err != nil {
@@ -99,17 +99,17 @@ func TestTerminateFailure(t *testing.T) {
 	e := newEnv(t)
 	in := e.start()
 	id := initializeRaw(t, in)
-	in.calls.failing(func(op string) error {
+	in.calls.Fail = func(_ context.Context, op string, _ any) error {
 		if op == "DeleteItem" {
 			return errOutage
 		}
 		return nil
-	})
+	}
 	code, body := send(t, in, http.MethodDelete, id, "")
 	if code != http.StatusInternalServerError || strings.Contains(body, id[:26]) || !strings.Contains(body, "unavailable") {
 		t.Errorf("DELETE during an outage: status %d %q; want 500, saying the store is unavailable, without the ID", code, body)
 	}
-	in.calls.failing(nil)
+	in.calls.Fail = nil
 	if code, body := post(t, in, id, callEcho); code != http.StatusOK {
 		t.Errorf("after the failed DELETE: status %d %q, want the session alive", code, body)
 	}
@@ -128,13 +128,13 @@ func TestShutdownLeavesSessionsToOtherInstances(t *testing.T) {
 	lb := &balancer{target: one}
 	c, _ := mcpClient(t, lb)
 	initialize(t, c)
-	one.calls.counts()
+	one.calls.Reset()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := one.transport.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if calls := one.calls.counts(); len(calls) != 0 {
+	if calls := one.calls.Take(); len(calls) != 0 {
 		t.Errorf("Shutdown made DynamoDB calls %v, want none", calls)
 	}
 	lb.to(two)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,12 +16,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/mcpsession"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	e := &env{t: t, table: "t", clock: &clock{now: start}}
+	e := &env{t: t, table: "t", clock: ddbtest.NewClock(start)}
 	for _, tc := range []struct {
 		name string
 		edit func(*mcpsession.Config)
@@ -68,9 +68,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestRevokeAndRevokeAll(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	var clock1 atomic.Int64
-	clock1.Store(1)
-	one, two := e.startWith(wiring{mono: clock1.Load}), e.start()
+	var clock1 ddbtest.Mono
+	one, two := e.startWith(wiring{mono: clock1.Now}), e.start()
 	if err := one.sessions.RevokeAll(context.Background()); err != nil {
 		t.Errorf("RevokeAll before any initialize: %v, want nil", err)
 	}
@@ -107,7 +106,7 @@ func TestRevokeAndRevokeAll(t *testing.T) {
 	if code := status(second); code != http.StatusNotFound {
 		t.Errorf("after RevokeAll: status %d, want 404", code)
 	}
-	clock1.Add(int64(within)) // instance 1's copy of the server's version is stale
+	clock1.Advance(within) // instance 1's copy of the server's version is stale
 	if code := status(initializeRaw(t, one)); code != http.StatusOK {
 		t.Errorf("a session initialized after RevokeAll: status %d, want 200", code)
 	}
@@ -146,7 +145,7 @@ func TestSharedTableRefusesOthersSessions(t *testing.T) {
 		{"a web session on notes", notes, webToken},
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodDelete} {
-			tc.in.calls.counts()
+			tc.in.calls.Reset()
 			body := ""
 			if method == http.MethodPost {
 				body = callEcho
@@ -154,7 +153,7 @@ func TestSharedTableRefusesOthersSessions(t *testing.T) {
 			if code, answer := send(t, tc.in, method, tc.id, body); code != http.StatusNotFound {
 				t.Errorf("%s, %s: status %d %q, want 404", tc.name, method, code, answer)
 			}
-			if diff := cmp.Diff(map[string]int{"GetItem": 1}, tc.in.calls.counts()); diff != "" {
+			if diff := cmp.Diff(map[string]int{"GetItem": 1}, tc.in.calls.Take()); diff != "" {
 				t.Errorf("%s, %s: DynamoDB calls (-want +got):\n%s", tc.name, method, diff)
 			}
 		}

@@ -39,14 +39,6 @@ func serverReadPKs(layout ddbsession.Layout) []string {
 	return pks
 }
 
-// newClock returns a monotonic clock for an instance's copy of the
-// server's version, at 1.
-func newClock() *atomic.Int64 {
-	var c atomic.Int64
-	c.Store(1)
-	return &c
-}
-
 // An MCP request reads its session item alone (on MREC with the session's
 // end record, in one BatchGetItem): never the server's user item, which
 // every MCP session shares, while the instance's copy of the server's
@@ -74,8 +66,8 @@ func TestRequestReadsItsSessionAlone(t *testing.T) {
 			if !bySize {
 				t.Log("this engine does not report capacity by item size: the calls are compared, the units not")
 			}
-			clock := newClock()
-			in := e.startWith(wiring{mono: clock.Load})
+			clock := new(ddbtest.Mono)
+			in := e.startWith(wiring{mono: clock.Now})
 			id := initializeRaw(t, in)
 			session := []string{sessionPK(id)}
 			op := "GetItem"
@@ -91,28 +83,28 @@ func TestRequestReadsItsSessionAlone(t *testing.T) {
 					want[op]++
 					wantReads = append(wantReads, serverReadPKs(tc.layout))
 				}
-				in.calls.counts()
-				in.calls.takeReads()
-				in.calls.takeUnits()
+				in.calls.Reset()
+				takeReads(in.calls)
 				if code, body := post(t, in, id, callEcho); code != http.StatusOK {
 					t.Fatalf("tools/call: status %d %q", code, body)
 				}
-				if units := in.calls.takeUnits(); bySize && !tc.layout.MREC && !withCopy && units != 1 {
+				reads, units := takeReads(in.calls)
+				if bySize && !tc.layout.MREC && !withCopy && units != 1 {
 					t.Errorf("a request consumed %v read units, want 1", units)
 				}
-				if diff := cmp.Diff(want, in.calls.counts()); diff != "" {
+				if diff := cmp.Diff(want, in.calls.Take()); diff != "" {
 					t.Errorf("DynamoDB calls (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff(wantReads, in.calls.takeReads()); diff != "" {
+				if diff := cmp.Diff(wantReads, reads); diff != "" {
 					t.Errorf("the partition keys of each read (-want +got):\n%s", diff)
 				}
 			}
 			for range 5 {
 				request(false)
 			}
-			clock.Add(int64(within) - 1)
+			clock.Advance(within - 1)
 			request(false)
-			clock.Add(1)
+			clock.Advance(1)
 			request(true)
 			request(false)
 
@@ -122,19 +114,18 @@ func TestRequestReadsItsSessionAlone(t *testing.T) {
 			old := e.startWith(wiring{readServerPerRequest: true})
 			oldID := initializeRaw(t, old)
 			for range 3 {
-				old.calls.counts()
-				old.calls.takeReads()
-				old.calls.takeUnits()
+				old.calls.Reset()
+				takeReads(old.calls)
 				if code, body := post(t, old, oldID, callEcho); code != http.StatusOK {
 					t.Fatalf("tools/call, the wiring before: status %d %q", code, body)
 				}
-				if units := old.calls.takeUnits(); bySize && !tc.layout.MREC && units != 2 {
+				reads, units := takeReads(old.calls)
+				if bySize && !tc.layout.MREC && units != 2 {
 					t.Errorf("the wiring before: a request consumed %v read units, want 2", units)
 				}
-				if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, old.calls.counts()); diff != "" {
+				if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, old.calls.Take()); diff != "" {
 					t.Errorf("the wiring before: DynamoDB calls (-want +got):\n%s", diff)
 				}
-				reads := old.calls.takeReads()
 				if len(reads) != 1 || !contains(reads[0], serverKey.PK) {
 					t.Errorf("the wiring before: reads %q, want one with the server's user item %q", reads, serverKey.PK)
 				}
@@ -160,44 +151,46 @@ func TestStaleCopyIsReadOnce(t *testing.T) {
 	t.Parallel()
 	const requests = 32
 	e := newEnv(t)
-	clock := newClock()
-	in := e.startWith(wiring{mono: clock.Load})
+	clock := new(ddbtest.Mono)
+	in := e.startWith(wiring{mono: clock.Now})
 	id := initializeRaw(t, in)
-	clock.Add(int64(within))
+	clock.Advance(within)
 
 	// The copy's read waits until every request has read its session, and
 	// so found the copy stale, or is waiting for that read.
 	var sessionReads sync.WaitGroup
 	sessionReads.Add(requests)
 	var first atomic.Bool
-	in.calls.pausing(func(_ string, reads []string) {
+	in.calls.Before = func(_ context.Context, _ string, in any) {
+		reads, _ := ddbtest.ReadPKs(in)
 		switch {
 		case contains(reads, sessionPK(id)):
 			sessionReads.Done()
 		case contains(reads, serverKey.PK) && first.CompareAndSwap(false, true):
 			sessionReads.Wait()
 		}
-	})
-	in.calls.counts()
-	in.calls.takeReads()
+	}
+	in.calls.Reset()
+	takeReads(in.calls)
 	var wg sync.WaitGroup
 	codes := make([]int, requests)
 	for i := range requests {
 		wg.Go(func() { codes[i], _ = post(t, in, id, callEcho) })
 	}
 	wg.Wait()
-	in.calls.pausing(nil)
+	in.calls.Before = nil
 	for i, code := range codes {
 		if code != http.StatusOK {
 			t.Errorf("request %d: status %d, want 200", i, code)
 		}
 	}
 	// On the plain table each read is of one item: a GetItem.
-	if diff := cmp.Diff(map[string]int{"GetItem": requests + 1}, in.calls.counts()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": requests + 1}, in.calls.Take()); diff != "" {
 		t.Errorf("DynamoDB calls of %d requests that find the copy stale (-want +got):\n%s", requests, diff)
 	}
 	reads := map[string]int{}
-	for _, pks := range in.calls.takeReads() {
+	taken, _ := takeReads(in.calls)
+	for _, pks := range taken {
 		for _, pk := range pks {
 			reads[pk]++
 		}
@@ -228,13 +221,13 @@ func TestCopyLeavesTheGlobalItemToTheManager(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnvWith(t, tc.layout)
-			clock := newClock()
-			in := e.startWith(wiring{mono: clock.Load})
+			clock := new(ddbtest.Mono)
+			in := e.startWith(wiring{mono: clock.Now})
 			id := initializeRaw(t, in)
-			in.calls.takeReads()
+			takeReads(in.calls)
 			const stale = 5
 			for range stale {
-				clock.Add(int64(within))
+				clock.Advance(within)
 				for range 3 {
 					if code, body := post(t, in, id, callEcho); code != http.StatusOK {
 						t.Fatalf("tools/call: status %d %q", code, body)
@@ -242,7 +235,8 @@ func TestCopyLeavesTheGlobalItemToTheManager(t *testing.T) {
 				}
 			}
 			reads := map[string]int{}
-			for _, pks := range in.calls.takeReads() {
+			taken, _ := takeReads(in.calls)
+			for _, pks := range taken {
 				for _, pk := range pks {
 					reads[pk]++
 				}
@@ -273,8 +267,8 @@ func TestServerUserMadeAnewServesNoOldSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnvWith(t, tc.layout)
-			clock := newClock()
-			x := e.startWith(wiring{mono: clock.Load})
+			clock := new(ddbtest.Mono)
+			x := e.startWith(wiring{mono: clock.Now})
 			initializeRaw(t, x)
 			// A RevokeAll gives the server a revocation item on MREC,
 			// which the deletion of its user item leaves behind.
@@ -290,7 +284,7 @@ func TestServerUserMadeAnewServesNoOldSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock.Add(int64(within)) // X reads its copy again
+			clock.Advance(within) // X reads its copy again
 			if code, _ := post(t, x, old, callEcho); code != http.StatusNotFound {
 				t.Errorf("once the server's user item is gone, on instance X: status %d, want 404", code)
 			}
@@ -327,8 +321,8 @@ func TestServerUserWithoutVersionIsRefused(t *testing.T) {
 	if _, err := e.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: unversioned}); err != nil {
 		t.Fatal(err)
 	}
-	clock := newClock()
-	in := e.startWith(wiring{mono: clock.Load})
+	clock := new(ddbtest.Mono)
+	in := e.startWith(wiring{mono: clock.Now})
 	if code, body := post(t, in, "", initializeV); !strings.Contains(body, `"error"`) {
 		t.Errorf("initialize with a server's user item without a sessions version: status %d %q, want an error", code, body)
 	}
@@ -340,7 +334,7 @@ func TestServerUserWithoutVersionIsRefused(t *testing.T) {
 	if _, err := e.client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &e.table, Key: key}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(int64(within))
+	clock.Advance(within)
 	if code, body := post(t, in, initializeRaw(t, in), callEcho); code != http.StatusOK {
 		t.Errorf("a session initialized once the item is deleted: status %d %q, want 200", code, body)
 	}
@@ -355,8 +349,8 @@ func TestServerUserWithoutVersionIsRefused(t *testing.T) {
 func TestRevokeAllAcrossInstances(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	clockX, clockY := newClock(), newClock()
-	x, y := e.startWith(wiring{mono: clockX.Load}), e.startWith(wiring{mono: clockY.Load})
+	clockX, clockY := new(ddbtest.Mono), new(ddbtest.Mono)
+	x, y := e.startWith(wiring{mono: clockX.Now}), e.startWith(wiring{mono: clockY.Now})
 	status := func(in *instance, id string) int {
 		t.Helper()
 		code, _ := post(t, in, id, callEcho)
@@ -370,11 +364,11 @@ func TestRevokeAllAcrossInstances(t *testing.T) {
 	if err := x.sessions.RevokeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	x.calls.counts()
+	x.calls.Reset()
 	if code := status(x, before); code != http.StatusNotFound {
 		t.Errorf("on instance X, right after its RevokeAll: status %d, want 404", code)
 	}
-	if diff := cmp.Diff(map[string]int{"GetItem": 1}, x.calls.counts()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"GetItem": 1}, x.calls.Take()); diff != "" {
 		t.Errorf("instance X refused from its copy, renewed by RevokeAll; DynamoDB calls (-want +got):\n%s", diff)
 	}
 	if code := status(e.start(), before); code != http.StatusNotFound {
@@ -386,7 +380,7 @@ func TestRevokeAllAcrossInstances(t *testing.T) {
 		t.Errorf("on instance Y, its copy younger than RevokeEveryoneWithin: status %d, want 200 (the window)", code)
 	}
 
-	clockY.Add(int64(within))
+	clockY.Advance(within)
 	for _, tc := range []struct {
 		name string
 		id   string

@@ -12,13 +12,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -63,8 +61,9 @@ type testUser struct {
 	Name string `dynamodbav:"name"`
 }
 
-// newStore returns a Store on table through a counting client.
-func newStore(t *testing.T, client *dynamodb.Client, table string, edit ...func(*scsstore.Config)) (*scsstore.Store, *countingClient) {
+// newStore returns a Store on table through a probe that records its
+// reads.
+func newStore(t *testing.T, client *dynamodb.Client, table string, edit ...func(*scsstore.Config)) (*scsstore.Store, *ddbtest.Probe) {
 	t.Helper()
 	return newStoreOn(t, client, table, nil, edit...)
 }
@@ -72,10 +71,11 @@ func newStore(t *testing.T, client *dynamodb.Client, table string, edit ...func(
 // newStoreOn is newStore with the Store's copy of the global revocation
 // generation aged on mono, the test's monotonic clock (nil for the
 // machine's).
-func newStoreOn(t *testing.T, client *dynamodb.Client, table string, mono func() int64, edit ...func(*scsstore.Config)) (*scsstore.Store, *countingClient) {
+func newStoreOn(t *testing.T, client *dynamodb.Client, table string, mono func() int64, edit ...func(*scsstore.Config)) (*scsstore.Store, *ddbtest.Probe) {
 	t.Helper()
-	counting := &countingClient{Client: client}
-	cfg := scsstore.Config{Client: counting, Table: table}
+	probe := ddbtest.NewProbe(client)
+	probe.RecordReads = true
+	cfg := scsstore.Config{Client: probe, Table: table}
 	for _, e := range edit {
 		e(&cfg)
 	}
@@ -86,156 +86,30 @@ func newStoreOn(t *testing.T, client *dynamodb.Client, table string, mono func()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store, counting
+	return store, probe
 }
 
-// countingClient counts the store's calls, records its reads, and fails
-// or pauses them on demand.
-type countingClient struct {
-	*dynamodb.Client
-
-	mu                  sync.Mutex
-	gets, puts, updates int
-	batchGets           int
-	reads               []*read
-	failGet, failPut    error
-	failUpdate          error
-	afterGet            func() // called with GetItem's answer in hand, if set
-	// beforeRead, if set, is called with the partition keys of each
-	// GetItem and BatchGetItem before it is made.
-	beforeRead func(pks []string)
-}
-
+// counts are the store's calls of each operation through a probe.
 type counts struct{ gets, puts, updates, batchGets int }
 
-// read is one GetItem or BatchGetItem: the partition keys it asked for,
-// in the order asked, and the read units the engine reports it consumed.
-type read struct {
-	op    string
-	pks   []string
-	units float64
+func countsOf(p *ddbtest.Probe) counts {
+	return counts{p.Count("GetItem"), p.Count("PutItem"), p.Count("UpdateItem"), p.Count("BatchGetItem")}
 }
 
-func (c *countingClient) counts() counts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return counts{c.gets, c.puts, c.updates, c.batchGets}
-}
-
-// takeReads returns the reads since the last call, in the order made.
-func (c *countingClient) takeReads() []*read {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reads := c.reads
-	c.reads = nil
-	return reads
-}
-
-// readHooks are what to do about a read: the failure to inject, and what
-// to call before and after it.
-type readHooks struct {
-	fail         error
-	before       func(pks []string)
-	afterGetItem func()
-}
-
-// record counts and records a read of keys, and returns its record and
-// what to do about it.
-func (c *countingClient) record(op string, keys ...map[string]types.AttributeValue) (*read, readHooks) {
-	r := &read{op: op}
-	for _, k := range keys {
-		pk, _ := k["pk"].(*types.AttributeValueMemberS)
-		if pk != nil {
-			r.pks = append(r.pks, pk.Value)
+// failOps makes the store's reads (GetItem and BatchGetItem), PutItems
+// and UpdateItems fail with get, put and update, where not nil.
+func failOps(p *ddbtest.Probe, get, put, update error) {
+	p.Fail = func(_ context.Context, op string, _ any) error {
+		switch op {
+		case "GetItem", "BatchGetItem":
+			return get
+		case "PutItem":
+			return put
+		case "UpdateItem":
+			return update
 		}
+		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if op == "GetItem" {
-		c.gets++
-	} else {
-		c.batchGets++
-	}
-	c.reads = append(c.reads, r)
-	return r, readHooks{c.failGet, c.beforeRead, c.afterGet}
-}
-
-// consumed adds the read units of cc to r.
-func (c *countingClient) consumed(r *read, cc ...types.ConsumedCapacity) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cc := range cc {
-		r.units += aws.ToFloat64(cc.CapacityUnits)
-	}
-}
-
-func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	var keys []map[string]types.AttributeValue
-	for _, ka := range in.RequestItems {
-		keys = append(keys, ka.Keys...)
-	}
-	r, hooks := c.record("BatchGetItem", keys...)
-	if hooks.before != nil {
-		hooks.before(r.pks)
-	}
-	if hooks.fail != nil {
-		return nil, hooks.fail
-	}
-	counted := *in
-	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.BatchGetItem(ctx, &counted, opts...)
-	if err == nil {
-		c.consumed(r, out.ConsumedCapacity...)
-	}
-	return out, err
-}
-
-func (c *countingClient) fail(get, put, update error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.failGet, c.failPut, c.failUpdate = get, put, update
-}
-
-func (c *countingClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	r, hooks := c.record("GetItem", in.Key)
-	if hooks.before != nil {
-		hooks.before(r.pks)
-	}
-	if hooks.fail != nil {
-		return nil, hooks.fail
-	}
-	counted := *in
-	counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.Client.GetItem(ctx, &counted, opts...)
-	if err == nil && out.ConsumedCapacity != nil {
-		c.consumed(r, *out.ConsumedCapacity)
-	}
-	if hooks.afterGetItem != nil {
-		hooks.afterGetItem()
-	}
-	return out, err
-}
-
-func (c *countingClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.mu.Lock()
-	c.puts++
-	fail := c.failPut
-	c.mu.Unlock()
-	if fail != nil {
-		return nil, fail
-	}
-	return c.Client.PutItem(ctx, in, opts...)
-}
-
-func (c *countingClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.mu.Lock()
-	c.updates++
-	fail := c.failUpdate
-	c.mu.Unlock()
-	if fail != nil {
-		return nil, fail
-	}
-	return c.Client.UpdateItem(ctx, in, opts...)
 }
 
 var errOutage = errors.New("injected DynamoDB outage")

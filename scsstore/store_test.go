@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,15 +213,15 @@ func TestIdleTimeoutWrites(t *testing.T) {
 
 	b.expect(one, "POST", "/put", msg("m"), http.StatusNoContent, "")
 	b.expect(one, "POST", "/put2", nil, http.StatusNoContent, "")
-	if c := count1.counts(); c.puts != 2 {
+	if c := countsOf(count1); c.puts != 2 {
 		t.Fatalf("two requests that change the data: %d PutItems, want 2", c.puts)
 	}
-	before1, before2 := count1.counts(), count2.counts()
+	before1, before2 := countsOf(count1), countsOf(count2)
 	for range 5 {
 		b.expect(one, "GET", "/get", nil, http.StatusOK, "m")
 		b.expect(two, "GET", "/get", nil, http.StatusOK, "m")
 	}
-	for i, c := range []struct{ before, after counts }{{before1, count1.counts()}, {before2, count2.counts()}} {
+	for i, c := range []struct{ before, after counts }{{before1, countsOf(count1)}, {before2, countsOf(count2)}} {
 		if writes := c.after.puts - c.before.puts + c.after.updates - c.before.updates; writes != 0 {
 			t.Errorf("instance %d: 5 GETs within the interval made %d writes, want 0", i+1, writes)
 		}
@@ -232,7 +233,7 @@ func TestIdleTimeoutWrites(t *testing.T) {
 	// A change within the interval is written at once, and seen by the
 	// other instance.
 	b.expect(two, "POST", "/put", msg("new"), http.StatusNoContent, "")
-	if c := count2.counts(); c.puts != before2.puts+1 {
+	if c := countsOf(count2); c.puts != before2.puts+1 {
 		t.Errorf("a change within the interval: %d PutItems, want 1", c.puts-before2.puts)
 	}
 	b.expect(one, "GET", "/get", nil, http.StatusOK, "new")
@@ -263,11 +264,11 @@ func TestIdleTimeoutWritesOncePerInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := count.counts()
+	before := countsOf(count)
 	for range 3 {
 		b.expect(in, "GET", "/get", nil, http.StatusOK, "m")
 	}
-	if c := count.counts(); c.puts-before.puts != 1 {
+	if c := countsOf(count); c.puts-before.puts != 1 {
 		t.Errorf("3 GETs, the first due: %d PutItems, want 1", c.puts-before.puts)
 	}
 	out, err = client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: aws.Bool(true)})
@@ -303,7 +304,7 @@ func TestMalformedTokens(t *testing.T) {
 			t.Errorf("%s: Delete: %v", name, err)
 		}
 	}
-	if c := count.counts(); c != (counts{}) {
+	if c := countsOf(count); c != (counts{}) {
 		t.Errorf("calls for malformed tokens: %+v, want none", c)
 	}
 }
@@ -352,9 +353,9 @@ func TestStoreErrorsReachErrorFunc(t *testing.T) {
 		{name: "delete on destroy", update: errOutage, method: "POST", path: "/destroy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			count.fail(tc.get, tc.put, tc.update)
+			failOps(count, tc.get, tc.put, tc.update)
 			status, body := b.do(in, tc.method, tc.path, msg(tc.msg))
-			count.fail(nil, nil, nil)
+			count.Fail = nil
 			if status != http.StatusInternalServerError {
 				t.Errorf("%s %s with DynamoDB failing: %d %q, want 500", tc.method, tc.path, status, body)
 			}
@@ -453,13 +454,13 @@ func TestSkipKeepsOtherInstancesChange(t *testing.T) {
 	}()
 	<-loaded
 	b.expect(two, "POST", "/put", msg("second"), http.StatusNoContent, "")
-	before := count1.counts()
+	before := countsOf(count1)
 	close(proceed)
 	if body := <-done; body != "first" {
 		t.Errorf("the paused GET read %q, want first", body)
 	}
 	one.hold = nil
-	if c := count1.counts(); c.puts != before.puts {
+	if c := countsOf(count1); c.puts != before.puts {
 		t.Errorf("the unchanged request wrote (%d PutItems)", c.puts-before.puts)
 	}
 	b.expect(one, "GET", "/get", nil, http.StatusOK, "second")
@@ -482,15 +483,14 @@ func TestOverlappingFindsForgetTheRecord(t *testing.T) {
 
 	// The first Find has its answer ("old") but is held before returning.
 	answered, release := make(chan struct{}), make(chan struct{})
-	count1.mu.Lock()
-	count1.afterGet = func() {
-		count1.mu.Lock()
-		count1.afterGet = nil
-		count1.mu.Unlock()
-		close(answered)
-		<-release
+	var held atomic.Bool
+	count1.After = func(_ context.Context, op string, _, _ any, _ error) error {
+		if op == "GetItem" && held.CompareAndSwap(false, true) {
+			close(answered)
+			<-release
+		}
+		return nil
 	}
-	count1.mu.Unlock()
 	first := make(chan string)
 	go func() {
 		b, _, _ := store1.Find(token)
@@ -509,11 +509,11 @@ func TestOverlappingFindsForgetTheRecord(t *testing.T) {
 	}
 
 	// A request that read "new" changes the data back to "old".
-	before := count1.counts()
+	before := countsOf(count1)
 	if err := store1.Commit(token, []byte("old"), expiry); err != nil {
 		t.Fatal(err)
 	}
-	if c := count1.counts(); c.puts != before.puts+1 {
+	if c := countsOf(count1); c.puts != before.puts+1 {
 		t.Errorf("a change back to an older state was skipped")
 	}
 	if b, _, _ := store2.Find(token); string(b) != "old" {

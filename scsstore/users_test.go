@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/scsstore"
 )
@@ -199,12 +200,11 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice, bob, carol)
 			// Each instance's monotonic clock, which the test advances.
-			newInstanceAt := func(clock *atomic.Int64) *instance {
-				clock.Store(1)
-				store, _ := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			newInstanceAt := func(clock *ddbtest.Mono) *instance {
+				store, _ := newStoreOn(t, client, table, clock.Now, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 				return newInstance(t, store, 0)
 			}
-			var clock1, clock2, clock3 atomic.Int64
+			var clock1, clock2, clock3 ddbtest.Mono
 			one, two := newInstanceAt(&clock1), newInstanceAt(&clock2)
 			laptop, tablet, desktop := newBrowser(t), newBrowser(t), newBrowser(t)
 			laptop.expect(one, "POST", "/login", login(alice), http.StatusNoContent, "")
@@ -225,7 +225,7 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 			// Instance 1's copy is fresh: the session passes there until the
 			// copy is RevokeEveryoneWithin old, and not after.
 			laptop.expect(one, "GET", "/me", nil, http.StatusOK, me(alice))
-			clock1.Add(int64(within))
+			clock1.Advance(within)
 			laptop.expect(one, "GET", "/me", nil, http.StatusUnauthorized, "")
 
 			// Instance 2's copy is fresh too, and a login there copies it
@@ -236,7 +236,7 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 			early := newBrowser(t)
 			early.expect(two, "POST", "/login", login(carol), http.StatusNoContent, "")
 			early.expect(two, "GET", "/me", nil, http.StatusOK, me(carol))
-			clock2.Add(int64(within))
+			clock2.Advance(within)
 			tablet.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
 			early.expect(two, "GET", "/me", nil, http.StatusUnauthorized, "")
 
@@ -249,8 +249,8 @@ func TestRevokeEveryoneEndsAllSessions(t *testing.T) {
 					laptop.expect(in, "GET", "/me", nil, http.StatusOK, me(alice))
 					desktop.expect(in, "GET", "/me", nil, http.StatusOK, me(bob))
 				}
-				for _, c := range []*atomic.Int64{&clock1, &clock2, &clock3} {
-					c.Add(int64(within))
+				for _, c := range []*ddbtest.Mono{&clock1, &clock2, &clock3} {
+					c.Advance(within)
 				}
 			}
 		})
@@ -269,9 +269,8 @@ func TestLoginRacingRevocation(t *testing.T) {
 			t.Parallel()
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
-			var clock atomic.Int64
-			clock.Store(1)
-			store, _ := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			var clock ddbtest.Mono
+			store, _ := newStoreOn(t, client, table, clock.Now, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 
 			for _, revoke := range []struct {
@@ -287,7 +286,7 @@ func TestLoginRacingRevocation(t *testing.T) {
 				attacker.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
 				in.verify.Store(nil)
 				if revoke.name == "RevokeEveryone" {
-					clock.Add(int64(within))
+					clock.Advance(within)
 				}
 				attacker.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
 				owner := newBrowser(t)
@@ -323,38 +322,37 @@ func TestSignedInCosts(t *testing.T) {
 				t.Fatal(err)
 			}
 			keys := keysOf(t, tc.layout, alice)
-			userRead := read{op: "GetItem", pks: keys.user}
+			userRead := ddbtest.Read{Op: "GetItem", PKs: keys.user}
 			if tc.layout.MREC {
-				userRead.op = "BatchGetItem"
+				userRead.Op = "BatchGetItem"
 			}
-			withGlobal := read{op: "BatchGetItem", pks: append(slices.Clone(keys.user), keys.global)}
-			var clock atomic.Int64
-			clock.Store(1)
-			store, count := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			withGlobal := ddbtest.Read{Op: "BatchGetItem", PKs: append(slices.Clone(keys.user), keys.global)}
+			var clock ddbtest.Mono
+			store, count := newStoreOn(t, client, table, clock.Now, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 
 			// Every item is small: one read unit each, strongly consistent.
-			step := func(name string, do func(), wantSCSGets int, want ...read) {
+			step := func(name string, do func(), wantSCSGets int, want ...ddbtest.Read) {
 				t.Helper()
-				count.takeReads()
+				count.TakeReads()
 				do()
 				var scsGets int
-				var got []read
-				for _, r := range count.takeReads() {
-					if len(r.pks) == 1 && strings.HasPrefix(r.pks[0], "SCS#") {
+				var got []ddbtest.Read
+				for _, r := range count.TakeReads() {
+					if len(r.PKs) == 1 && strings.HasPrefix(r.PKs[0], "SCS#") {
 						scsGets++
 						continue
 					}
-					got = append(got, *r)
+					got = append(got, r)
 				}
 				if scsGets != wantSCSGets {
 					t.Errorf("%s: scs read %d sessions, want %d", name, scsGets, wantSCSGets)
 				}
 				for i := range want {
-					want[i].units = float64(len(want[i].pks))
+					want[i].Units = float64(len(want[i].PKs))
 				}
-				if diff := cmp.Diff(want, got, cmp.AllowUnexported(read{})); diff != "" {
+				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s: the reads of the user (-want +got):\n%s", name, diff)
 				}
 			}
@@ -364,9 +362,9 @@ func TestSignedInCosts(t *testing.T) {
 				b.expect(in, "GET", "/me", nil, http.StatusUnauthorized, "")
 			}, 1)
 			step("the first login", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1,
-				read{op: "BatchGetItem", pks: append(slices.Clone(withGlobal.pks), keys.layoutRecord)})
+				ddbtest.Read{Op: "BatchGetItem", PKs: append(slices.Clone(withGlobal.PKs), keys.layoutRecord)})
 			step("a signed-in request", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, userRead)
-			clock.Add(int64(within))
+			clock.Advance(within)
 			step("once the copy is stale", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, withGlobal)
 			step("and then", func() { b.expect(in, "GET", "/me", nil, http.StatusOK, me(alice)) }, 1, userRead)
 			step("a login while the copy is fresh", func() { b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "") }, 1, userRead)
@@ -698,17 +696,16 @@ func TestRevokeEveryoneCopyIsReadOnce(t *testing.T) {
 			client, table, core := newTableWith(t, tc.layout)
 			createUsers(t, core, alice)
 			keys := keysOf(t, tc.layout, alice)
-			var clock atomic.Int64
-			clock.Store(1)
-			store, count := newStoreOn(t, client, table, clock.Load, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
+			var clock ddbtest.Mono
+			store, count := newStoreOn(t, client, table, clock.Now, func(c *scsstore.Config) { c.Layout, c.RevokeEveryoneWithin = tc.layout, within })
 			in := newInstance(t, store, 0)
 			b := newBrowser(t)
 			b.expect(in, "POST", "/login", login(alice), http.StatusNoContent, "")
 
 			globalReads := func() int {
 				n := 0
-				for _, r := range count.takeReads() {
-					if slices.Contains(r.pks, keys.global) {
+				for _, r := range count.TakeReads() {
+					if slices.Contains(r.PKs, keys.global) {
 						n++
 					}
 				}
@@ -729,11 +726,11 @@ func TestRevokeEveryoneCopyIsReadOnce(t *testing.T) {
 				}
 			}
 
-			clock.Add(int64(within))
+			clock.Advance(within)
 			var started atomic.Int32
 			allStarted := make(chan struct{})
-			count.mu.Lock()
-			count.beforeRead = func(pks []string) {
+			count.Before = func(_ context.Context, _ string, in any) {
+				pks, _ := ddbtest.ReadPKs(in)
 				if !slices.Contains(pks, alice.PK) {
 					return
 				}
@@ -748,21 +745,18 @@ func TestRevokeEveryoneCopyIsReadOnce(t *testing.T) {
 					}
 				}
 			}
-			count.mu.Unlock()
 			globalReads()
 			wave()
 			if n := globalReads(); n != 1 {
 				t.Errorf("%d LoadUsers in flight on a stale copy read the global item %d times, want 1", inFlight, n)
 			}
-			count.mu.Lock()
-			count.beforeRead = nil
-			count.mu.Unlock()
+			count.Before = nil
 
 			wave()
 			if n := globalReads(); n != 0 {
 				t.Errorf("%d LoadUsers on a fresh copy read the global item %d times, want 0", inFlight, n)
 			}
-			clock.Add(int64(within))
+			clock.Advance(within)
 			wave()
 			if n := globalReads(); n != 1 {
 				t.Errorf("%d LoadUsers once the copy is stale again read the global item %d times, want 1", inFlight, n)

@@ -71,9 +71,9 @@ func TestCountAsksFirst(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.login(f.user("alice"), curl)
-	f.probe.describe = func(d *types.TableDescription) {
+	describeAs(f.probe, func(d *types.TableDescription) {
 		d.ItemCount, d.TableSizeBytes = aws.Int64(2000), aws.Int64(2000*4096)
-	}
+	})
 	estimate := []string{"about 2,000 items, 7.8 MiB", "about 1,000 read units, half the 2,000 of strongly consistent reads", "at -max-rcu 100, about 10s"}
 
 	code, stdout, stderr := f.run("count", "-max-rcu", "100")
@@ -86,14 +86,14 @@ func TestCountAsksFirst(t *testing.T) {
 	f.terminal, f.stdin = true, "n\n"
 	code, stdout, stderr = f.run("count", "-max-rcu", "100")
 	wantCode(t, code, exitDeclined, stdout, stderr)
-	if !strings.Contains(stderr, "Go on? [y/N]") || f.probe.callsOf("Scan") != 0 {
-		t.Fatalf("declined: %d Scans; stderr:\n%s", f.probe.callsOf("Scan"), stderr)
+	if !strings.Contains(stderr, "Go on? [y/N]") || f.probe.Count("Scan") != 0 {
+		t.Fatalf("declined: %d Scans; stderr:\n%s", f.probe.Count("Scan"), stderr)
 	}
 	f.stdin = "y\n"
 	code, stdout, stderr = f.run("count", "-max-rcu", "100")
 	wantCode(t, code, exitOK, stdout, stderr)
-	if f.probe.callsOf("Scan") == 0 || !strings.Contains(stdout, "live sessions        1") || !strings.Contains(stderr, "\rcount [") {
-		t.Errorf("accepted: %d Scans; stdout:\n%s\nstderr:\n%q", f.probe.callsOf("Scan"), stdout, stderr)
+	if f.probe.Count("Scan") == 0 || !strings.Contains(stdout, "live sessions        1") || !strings.Contains(stderr, "\rcount [") {
+		t.Errorf("accepted: %d Scans; stdout:\n%s\nstderr:\n%q", f.probe.Count("Scan"), stdout, stderr)
 	}
 }
 
@@ -169,11 +169,11 @@ func TestCountLeavesOutRevoked(t *testing.T) {
 			args = []string{"count", "-yes", "-json"}
 			count("without -mrec", 1, 5, 1)
 			// Besides its scan, a run reads the table's layout record.
-			if n := f.probe.callsOf("GetItem"); n != runs {
+			if n := f.probe.Count("GetItem"); n != runs {
 				t.Errorf("%d runs of count made %d GetItem calls, want one each: the layout record", runs, n)
 			}
 			for _, op := range []string{"BatchGetItem", "Query"} {
-				if n := f.probe.callsOf(op); n != 0 {
+				if n := f.probe.Count(op); n != 0 {
 					t.Errorf("count made %d %s calls: it reads with its scan alone", n, op)
 				}
 			}

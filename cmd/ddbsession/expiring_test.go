@@ -27,13 +27,13 @@ var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
 
 // expiringFixture is a table with the expiry index "expiry", and an app on
 // it whose clock starts at start and whose sessions idle out after idle.
-func expiringFixture(t *testing.T, idle time.Duration) (*fixture, *fakeClock) {
+func expiringFixture(t *testing.T, idle time.Duration) (*fixture, *ddbtest.Clock) {
 	t.Helper()
-	clock := newFakeClock(start)
+	clock := ddbtest.NewClock(start)
 	f := newFixture(t, func(c *ddbsession.Config[testUser]) {
 		c.Layout.ExpiryIndex = "expiry"
 		c.Limits.IdleTimeout = idle
-		c.Now = clock.now
+		c.Now = clock.Now
 	})
 	return f, clock
 }
@@ -96,7 +96,7 @@ func TestExpiringWindow(t *testing.T) {
 	base := time.Unix(start.Add(24*time.Hour).Unix(), 0)
 	offsets := []time.Duration{0, 20 * time.Minute, 40 * time.Minute, 70 * time.Minute, 100 * time.Minute}
 	for i, offset := range offsets {
-		clock.set(start.Add(offset))
+		clock.Set(start.Add(offset))
 		user := alice
 		if i%2 == 1 {
 			user = bob
@@ -142,7 +142,7 @@ func TestExpiringWindow(t *testing.T) {
 
 	t.Run("within", func(t *testing.T) {
 		now := base.Add(10 * time.Minute)
-		f.clock = newFakeClock(now)
+		f.clock = newSleeper(now)
 		got := f.expiring("-within", "35m")
 		want := expiringJSON{Table: f.table, From: now, To: now.Add(35 * time.Minute), Sessions: []expiringSessionJSON{listed(sessions[1]), listed(sessions[2])}}
 		if diff := cmp.Diff(want, got, seeEmbedded); diff != "" {
@@ -251,7 +251,7 @@ func TestExpiringFollowsRefresh(t *testing.T) {
 	t.Parallel()
 	f, clock := expiringFixture(t, time.Hour) // RefreshInterval 2.5m
 	alice := f.user("alice")
-	clock.set(start.Add(50 * time.Minute)) // 12:50:00.25
+	clock.Set(start.Add(50 * time.Minute)) // 12:50:00.25
 	cookie := f.login(alice, curl)
 	at := func(h, m int) time.Time { return time.Date(2026, 11, 30, h, m, 0, 0, time.UTC) }
 	before := window(at(13, 45), at(13, 55))
@@ -265,7 +265,7 @@ func TestExpiringFollowsRefresh(t *testing.T) {
 		t.Fatalf("sessions expiring before the refresh (-want +got):\n%s", diff)
 	}
 
-	clock.set(start.Add(70 * time.Minute)) // 13:10:00.25
+	clock.Set(start.Add(70 * time.Minute)) // 13:10:00.25
 	r := httptest.NewRequest("GET", "https://app.test/", nil)
 	r.AddCookie(cookie)
 	w := httptest.NewRecorder()
@@ -331,7 +331,12 @@ func TestExpiringWithoutIndex(t *testing.T) {
 
 	// The same where the engine answers ResourceNotFoundException for the
 	// missing index, as DynamoDB may.
-	f.probe.indexNotFound = true
+	f.probe.Fail = func(_ context.Context, op string, in any) error {
+		if op == "Query" && in.(*dynamodb.QueryInput).IndexName != nil {
+			return &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+		}
+		return nil
+	}
 	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h", "-expiry-index", "expiry")
 	wantCode(t, code, exitFailure, stdout, stderr)
 	if !strings.Contains(stderr, `has no expiry index "expiry"`) || strings.Contains(stderr, "does not exist") {
@@ -399,8 +404,8 @@ func TestExpiringOnAnIndexOfV010(t *testing.T) {
 		t.Fatal(err)
 	}
 	ddbtest.WaitActive(t, engine, table)
-	clock := newFakeClock(start)
-	cfg := ddbsession.Config[testUser]{Client: engine, Table: table, Layout: ddbsession.Layout{ExpiryIndex: "expiry"}, Now: clock.now, Logger: slog.New(slog.DiscardHandler)}
+	clock := ddbtest.NewClock(start)
+	cfg := ddbsession.Config[testUser]{Client: engine, Table: table, Layout: ddbsession.Layout{ExpiryIndex: "expiry"}, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}
 	app, err := ddbsession.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +413,7 @@ func TestExpiringOnAnIndexOfV010(t *testing.T) {
 	if err := app.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, engine: engine, table: table, app: app, layout: cfg.Layout, probe: &probe{Client: engine}}
+	f := &fixture{t: t, engine: engine, table: table, app: app, layout: cfg.Layout, probe: ddbtest.NewProbe(engine)}
 	alice := f.user("alice")
 	f.login(alice, curl, "password")
 	got := f.expiring(window(start.Add(23*time.Hour), start.Add(25*time.Hour))...)

@@ -41,7 +41,7 @@ type testUser struct {
 type fixture struct {
 	t      *testing.T
 	engine *dynamodb.Client
-	probe  *probe // the client the command gets
+	probe  *ddbtest.Probe // the client the command gets
 	table  string
 	app    *ddbsession.Manager[testUser]
 	layout ddbsession.Layout // the app's
@@ -49,7 +49,7 @@ type fixture struct {
 	// What the command's env gets.
 	stdin    string
 	terminal bool
-	clock    *fakeClock // nil: the real clock
+	clock    *sleeper // nil: the real clock
 }
 
 // newFixture creates a table with the library's CreateTable and a Manager
@@ -58,7 +58,7 @@ func newFixture(t *testing.T, mutate ...func(*ddbsession.Config[testUser])) *fix
 	t.Helper()
 	engine := ddbtest.Client(t)
 	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine)}
-	f.probe = &probe{Client: engine}
+	f.probe = ddbtest.NewProbe(engine)
 	cfg := ddbsession.Config[testUser]{Client: engine, Table: f.table, Limits: ddbsession.Limits{StoreTimeout: time.Minute}, Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&cfg)
@@ -89,7 +89,7 @@ func (f *fixture) runBare(args ...string) (int, string, string) {
 	e := newEnv(stdin, &stdout, &stderr)
 	e.isTerminal = func(s any) bool { return f.terminal && (s == stdin || s == &stderr || s == &stdout) }
 	if f.clock != nil {
-		e.now, e.sleep = f.clock.now, f.clock.sleep
+		e.now, e.sleep = f.clock.Now, f.clock.sleep
 	}
 	e.connect = func(context.Context, *options) (Client, error) { return f.probe, nil }
 	code := e.run(context.Background(), args)
@@ -304,128 +304,111 @@ func (f *fixture) legacySession(user ddbsession.UserKey, gen int64) *http.Cookie
 	return &http.Cookie{Name: "session", Value: layout.Credential(token, user.PK, user.SK, true)}
 }
 
-// probe is the client the command gets: the engine's, recording what it
-// answers, with hooks.
-type probe struct {
-	Client
+// The client the command gets is a ddbtest.Probe before the engine; the
+// helpers below give it what an engine other than the test's has, or
+// record what the engine answers.
 
-	mu       sync.Mutex
-	calls    map[string]int
-	deleted  []float64 // each DeleteItem's reported write units
-	scanned  []float64 // each Scan page's reported read units
-	describe func(*types.TableDescription)
-	// beforeDelete, if set, runs before each DeleteItem.
-	beforeDelete func(in *dynamodb.DeleteItemInput)
-	// getItemErr, if set, is every GetItem's answer.
-	getItemErr error
-	// lacksTTL makes the probe an engine without TTL, whatever the engine
-	// has: UpdateTimeToLive is an UnknownOperationException, and
-	// DescribeTimeToLive says DISABLED, as dynalite answers them.
-	lacksTTL bool
-	// ttl, if set, is every DescribeTimeToLive's answer: DynamoDB's, for a
-	// table the engine cannot make (a global table's).
-	ttl *types.TimeToLiveDescription
-	// billDeletes makes each DeleteItem report the write units DynamoDB
-	// bills for it, from the deleted item's size, in place of the engine's
-	// figure: for engines that report a fixed one (moto).
-	billDeletes bool
-	// indexNotFound makes a Query of any index a ResourceNotFoundException,
-	// which DynamoDB may answer for an index the table lacks (moto does).
-	indexNotFound bool
-}
-
-func (p *probe) count(op string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.calls == nil {
-		p.calls = map[string]int{}
-	}
-	p.calls[op]++
-}
-
-func (p *probe) callsOf(op string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.calls[op]
-}
-
-func (p *probe) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	p.count("DeleteItem")
-	if p.beforeDelete != nil {
-		p.beforeDelete(in)
-	}
-	var size int
-	if p.billDeletes {
-		size = p.itemSize(ctx, in.TableName, in.Key)
-	}
-	out, err := p.Client.DeleteItem(ctx, in, o...)
-	if err == nil && out.ConsumedCapacity != nil && p.billDeletes {
-		out.ConsumedCapacity.CapacityUnits = aws.Float64(writeUnits(size))
-	}
-	if err == nil && out.ConsumedCapacity != nil {
-		p.mu.Lock()
-		p.deleted = append(p.deleted, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
-		p.mu.Unlock()
-	}
-	return out, err
-}
-
-func (p *probe) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	p.count("GetItem")
-	if p.getItemErr != nil {
-		return nil, p.getItemErr
-	}
-	return p.Client.GetItem(ctx, in, o...)
-}
-
-func (p *probe) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	p.count("BatchGetItem")
-	return p.Client.BatchGetItem(ctx, in, o...)
-}
-
-func (p *probe) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	p.count("Query")
-	if p.indexNotFound && in.IndexName != nil {
-		return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
-	}
-	return p.Client.Query(ctx, in, o...)
-}
-
-func (p *probe) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	p.count("Scan")
-	out, err := p.Client.Scan(ctx, in, o...)
-	if err == nil && out.ConsumedCapacity != nil {
-		p.mu.Lock()
-		p.scanned = append(p.scanned, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
-		p.mu.Unlock()
-	}
-	return out, err
-}
-
-func (p *probe) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	p.count("UpdateTimeToLive")
-	if p.lacksTTL {
-		return nil, &smithy.OperationError{ServiceID: dynamodb.ServiceID, OperationName: "UpdateTimeToLive",
+// withoutTTL makes p an engine without TTL, whatever the engine has:
+// UpdateTimeToLive is an UnknownOperationException, and DescribeTimeToLive
+// says DISABLED, as dynalite answers them.
+func withoutTTL(p *ddbtest.Probe) *ddbtest.Probe {
+	p.Fail = func(_ context.Context, op string, _ any) error {
+		if op != "UpdateTimeToLive" {
+			return nil
+		}
+		return &smithy.OperationError{ServiceID: dynamodb.ServiceID, OperationName: "UpdateTimeToLive",
 			Err: &smithy.GenericAPIError{Code: "UnknownOperationException", Fault: smithy.FaultClient}}
 	}
-	return p.Client.UpdateTimeToLive(ctx, in, o...)
+	answerTTL(p, &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled})
+	return p
 }
 
-func (p *probe) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
-	p.count("DescribeTimeToLive")
-	switch {
-	case p.ttl != nil:
-		return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: p.ttl}, nil
-	case p.lacksTTL:
-		return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: &types.TimeToLiveDescription{TimeToLiveStatus: types.TimeToLiveStatusDisabled}}, nil
+// answerTTL makes ttl every DescribeTimeToLive's answer: DynamoDB's, for
+// a table the engine cannot make (a global table's).
+func answerTTL(p *ddbtest.Probe, ttl *types.TimeToLiveDescription) {
+	p.Answer = func(_ context.Context, op string, _ any) (any, bool) {
+		if op != "DescribeTimeToLive" {
+			return nil, false
+		}
+		return &dynamodb.DescribeTimeToLiveOutput{TimeToLiveDescription: ttl}, true
 	}
-	return p.Client.DescribeTimeToLive(ctx, in, o...)
+}
+
+// describeAs runs describe on the description of each DescribeTable's
+// answer, which it may change: a table the engine cannot make.
+func describeAs(p *ddbtest.Probe, describe func(*types.TableDescription)) {
+	p.After = func(_ context.Context, op string, _, out any, err error) error {
+		if op == "DescribeTable" && err == nil {
+			describe(out.(*dynamodb.DescribeTableOutput).Table)
+		}
+		return nil
+	}
+}
+
+// reportedUnits are the capacity units the engine reported for each
+// DeleteItem and each Scan page through a probe, which the command paces
+// itself on.
+type reportedUnits struct {
+	mu      sync.Mutex
+	deleted []float64 // each DeleteItem's reported write units
+	scanned []float64 // each Scan page's reported read units
+}
+
+// recordUnits records the units that p's engine reports. With bill, each
+// DeleteItem reports the write units DynamoDB bills for it, from the
+// deleted item's size, in place of the engine's figure: for engines that
+// report a fixed one (moto).
+func recordUnits(p *ddbtest.Probe, bill bool) *reportedUnits {
+	u := &reportedUnits{}
+	var sizes sync.Map // a DeleteItem's input: the size of the item it deletes
+	if bill {
+		p.Before = func(ctx context.Context, _ string, in any) {
+			if del, ok := in.(*dynamodb.DeleteItemInput); ok {
+				sizes.Store(del, itemSize(ctx, p.Engine(), del.TableName, del.Key))
+			}
+		}
+	}
+	p.After = func(_ context.Context, _ string, in, out any, err error) error {
+		if err != nil {
+			return nil
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		switch out := out.(type) {
+		case *dynamodb.DeleteItemOutput:
+			size, billed := sizes.LoadAndDelete(in)
+			if out.ConsumedCapacity != nil && billed {
+				out.ConsumedCapacity.CapacityUnits = aws.Float64(writeUnits(size.(int)))
+			}
+			if out.ConsumedCapacity != nil {
+				u.deleted = append(u.deleted, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
+			}
+		case *dynamodb.ScanOutput:
+			if out.ConsumedCapacity != nil {
+				u.scanned = append(u.scanned, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
+			}
+		}
+		return nil
+	}
+	return u
+}
+
+func (u *reportedUnits) deletes() []float64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.deleted)
+}
+
+func (u *reportedUnits) scans() []float64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.scanned)
 }
 
 // itemSize is the size of the item under key as DynamoDB counts it, read
-// strongly consistently and uncounted; 0 if there is none.
-func (p *probe) itemSize(ctx context.Context, table *string, key map[string]types.AttributeValue) int {
-	out, err := p.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
+// strongly consistently past the probe, uncounted; 0 if there is none.
+func itemSize(ctx context.Context, engine ddbtest.Engine, table *string, key map[string]types.AttributeValue) int {
+	out, err := engine.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return 0
 	}
@@ -480,47 +463,27 @@ func engineHasTTL(t *testing.T) bool {
 	return supported
 }
 
-func (p *probe) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	out, err := p.Client.DescribeTable(ctx, in, o...)
-	if err == nil && p.describe != nil {
-		p.describe(out.Table)
-	}
-	return out, err
-}
+// sleeper is the command's sleep in tests, on a ddbtest.Clock: each sleep
+// moves the clock on by its length at once, and is recorded.
+type sleeper struct {
+	*ddbtest.Clock
 
-// fakeClock is a clock that moves only when the command sleeps, and
-// records each sleep.
-type fakeClock struct {
 	mu     sync.Mutex
-	t      time.Time
 	sleeps []time.Duration
 }
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
+func newSleeper(t time.Time) *sleeper { return &sleeper{Clock: ddbtest.NewClock(t)} }
 
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	c.t = c.t.Add(d)
+func (s *sleeper) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sleeps = append(s.sleeps, d)
+	s.Advance(d)
 	return ctx.Err()
 }
 
-func (c *fakeClock) slept() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.sleeps)
-}
-
-// set moves the clock to t.
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
+func (s *sleeper) slept() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sleeps)
 }

@@ -84,7 +84,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := &fixture{t: t, probe: &probe{}} // a nil client: any call panics
+			f := &fixture{t: t, probe: ddbtest.NewProbe(nil)} // a nil client: any call panics
 			code, stdout, stderr := f.runBare(tc.args...)
 			wantCode(t, code, exitUsage, stdout, stderr)
 			if !strings.Contains(stderr, tc.says) {
@@ -283,8 +283,8 @@ func TestConfirmNeedsATerminal(t *testing.T) {
 			t.Errorf("%v with stdin /dev/null: stderr:\n%s", args, stderr.String())
 		}
 	}
-	if !f.valid(a) || f.probe.callsOf("Scan") != 0 {
-		t.Errorf("declined, yet the session is valid %v, %d Scans", f.valid(a), f.probe.callsOf("Scan"))
+	if !f.valid(a) || f.probe.Count("Scan") != 0 {
+		t.Errorf("declined, yet the session is valid %v, %d Scans", f.valid(a), f.probe.Count("Scan"))
 	}
 }
 

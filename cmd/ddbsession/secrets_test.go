@@ -269,7 +269,7 @@ func noSecretInCLIOutput(t *testing.T, mrec bool, defaultLog *lockedBuffer) {
 	serve(fresh, "revoked", http.StatusUnauthorized)
 	// Everything has expired by the sweep's clock: each form deletes what
 	// it finds of the sessions, index items, end records and tries.
-	f.clock = newFakeClock(time.Now().Add(400 * 24 * time.Hour))
+	f.clock = newSleeper(time.Now().Add(400 * 24 * time.Hour))
 	for form := range forms {
 		run(form, exitOK, "sweep", "-dry-run", "-max-wcu", "0", "-max-rcu", "0")
 	}

@@ -361,7 +361,7 @@ func TestSessionsActInTheRecordedLayout(t *testing.T) {
 func TestCommandsRefuseATableWithoutLayout(t *testing.T) {
 	t.Parallel()
 	f := unrecordedFixture(t)
-	f.probe = &probe{Client: ddbtest.WithTTL(f.engine)}
+	f.probe = ddbtest.NewProbe(ddbtest.WithTTL(f.engine))
 	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
 	f.put(map[string]types.AttributeValue{"pk": item.Str(alice.PK), "sk": item.Str(alice.SK), "sessionsVersion": item.Num(item.NewVersion())})
 	f.expiredSession(alice, time.Now().Add(-time.Hour), curl)

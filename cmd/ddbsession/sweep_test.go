@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
@@ -68,7 +68,7 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	now := time.Now()
-	f.clock = newFakeClock(now)
+	f.clock = newSleeper(now)
 	past := item.Num(now.Add(-time.Hour).Unix())
 	alice, bob, carol := f.user("alice"), f.user("bob"), f.user("carol")
 	f.login(alice, firefox)
@@ -183,8 +183,8 @@ func TestSweepDryRun(t *testing.T) {
 	wantCode(t, code, exitOK, stdout, stderr)
 	var got sweepReport
 	decode(t, stdout, &got)
-	if !got.DryRun || got.Expired != 2 || got.Deleted != 0 || f.probe.callsOf("DeleteItem") != 0 {
-		t.Errorf("dry run: %+v, %d DeleteItems", got, f.probe.callsOf("DeleteItem"))
+	if !got.DryRun || got.Expired != 2 || got.Deleted != 0 || f.probe.Count("DeleteItem") != 0 {
+		t.Errorf("dry run: %+v, %d DeleteItems", got, f.probe.Count("DeleteItem"))
 	}
 	if diff := cmp.Diff(before, f.keys()); diff != "" {
 		t.Errorf("a dry run changed the table (-before +after):\n%s", diff)
@@ -195,7 +195,7 @@ func TestSweepDryRun(t *testing.T) {
 // each: after a delete of n units, the next waits n/rate. An item over
 // 1 KB reports 2, and its wait doubles. The units are the engine's where
 // it reports them by size, as DynamoDB does (dynalite), and, on every
-// engine, DynamoDB's bill from the items' sizes (the probe's billDeletes),
+// engine, DynamoDB's bill from the items' sizes (recordUnits's bill),
 // which is all there is where the engine reports a fixed figure (moto).
 func TestSweepPacesWrites(t *testing.T) {
 	t.Parallel()
@@ -207,9 +207,9 @@ func TestSweepPacesWrites(t *testing.T) {
 		t.Run(map[bool]string{false: "the engine's reports", true: "DynamoDB's bill"}[bill], func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.probe.billDeletes = bill
+			units := recordUnits(f.probe, bill)
 			now := time.Now()
-			f.clock = newFakeClock(now)
+			f.clock = newSleeper(now)
 			alice := f.user("alice")
 			for range 4 {
 				f.expiredSession(alice, now.Add(-time.Hour), curl)
@@ -221,7 +221,7 @@ func TestSweepPacesWrites(t *testing.T) {
 			var got sweepReport
 			decode(t, stdout, &got)
 
-			reported := f.probe.deleted
+			reported := units.deletes()
 			if len(reported) != 10 || !slices.Contains(reported, 2) {
 				t.Fatalf("the deletes reported %v write units, want 10 deletes and a 2 among them", reported)
 			}
@@ -256,8 +256,9 @@ func TestScanPacesReads(t *testing.T) {
 		t.Run(args[0], func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
+			units := recordUnits(f.probe, false)
 			now := time.Now()
-			f.clock = newFakeClock(now)
+			f.clock = newSleeper(now)
 			alice := f.user("alice")
 			for range 70 { // 141 items: pages of 64 KB are 64 items of a guessed 1 KB
 				f.expiredSession(alice, now.Add(-time.Hour), curl)
@@ -265,7 +266,7 @@ func TestScanPacesReads(t *testing.T) {
 			const rate = 2
 			code, stdout, stderr := f.run(append(args, "-json", "-max-rcu", "2")...)
 			wantCode(t, code, exitOK, stdout, stderr)
-			reported := f.probe.scanned
+			reported := units.scans()
 			if len(reported) < 3 {
 				t.Fatalf("%d Scan pages (%v), want several", len(reported), reported)
 			}
@@ -285,11 +286,10 @@ func TestScanPacesReads(t *testing.T) {
 func TestSweepRacingRefresh(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now().Truncate(time.Second)
-	var appNow atomic.Pointer[time.Time]
-	appNow.Store(&t0)
+	appClock := ddbtest.NewClock(t0)
 	f := newFixture(t, func(c *ddbsession.Config[testUser]) {
 		c.Limits.IdleTimeout = time.Hour
-		c.Now = func() time.Time { return *appNow.Load() }
+		c.Now = appClock.Now
 	})
 	alice := f.user("alice")
 	cookie := f.login(alice, firefox)
@@ -299,15 +299,14 @@ func TestSweepRacingRefresh(t *testing.T) {
 
 	// The sweep runs after the session's expiry by its own clock; the
 	// app's lags by two minutes, and refreshes the session meanwhile.
-	f.clock = newFakeClock(t0.Add(61 * time.Minute))
+	f.clock = newSleeper(t0.Add(61 * time.Minute))
 	var refreshed sync.Once
-	f.probe.beforeDelete = func(in *dynamodb.DeleteItemInput) {
-		if in.Key["pk"].(*types.AttributeValueMemberS).Value != raced {
+	f.probe.Before = func(_ context.Context, op string, in any) {
+		if op != "DeleteItem" || in.(*dynamodb.DeleteItemInput).Key["pk"].(*types.AttributeValueMemberS).Value != raced {
 			return
 		}
 		refreshed.Do(func() {
-			lag := t0.Add(59 * time.Minute)
-			appNow.Store(&lag)
+			appClock.Set(t0.Add(59 * time.Minute))
 			r := httptest.NewRequest("GET", "https://app.test/", nil)
 			r.AddCookie(cookie)
 			w := httptest.NewRecorder()
@@ -335,8 +334,7 @@ func TestSweepRacingRefresh(t *testing.T) {
 			t.Errorf("the other expired item %s is still there", k)
 		}
 	}
-	after := t0.Add(61 * time.Minute)
-	appNow.Store(&after)
+	appClock.Set(t0.Add(61 * time.Minute))
 	if _, _, err := f.app.Authenticate(context.Background(), cookie.Value); err != nil {
 		t.Errorf("the refreshed session after the sweep, past its old expiry: %v", err)
 	}
@@ -393,7 +391,7 @@ func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
 		{time.Minute, 0, 0, before},
 		{20 * time.Minute, 2, 2, slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(pending, k) || slices.Contains(tries, k) })},
 	} {
-		f.clock = newFakeClock(now.Add(tc.after))
+		f.clock = newSleeper(now.Add(tc.after))
 		code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
 		wantCode(t, code, exitOK, stdout, stderr)
 		var got sweepReport
@@ -420,7 +418,7 @@ func TestSweepProgress(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	now := time.Now()
-	f.clock = newFakeClock(now)
+	f.clock = newSleeper(now)
 	alice := f.user("alice")
 	for range 6 {
 		f.expiredSession(alice, now.Add(-time.Hour), curl)
@@ -482,7 +480,7 @@ func TestSweepDeletesEveryFormat(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	now := time.Now()
-	f.clock = newFakeClock(now)
+	f.clock = newSleeper(now)
 	alice := f.user("alice")
 	var swept []string
 	for _, legacy := range []bool{true, false} {
@@ -533,7 +531,7 @@ func TestSweepTakesTheRecordedLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	f.clock = newFakeClock(now)
+	f.clock = newSleeper(now)
 	user := f.user("alice")
 	created := now.Add(-25 * time.Hour).Truncate(time.Millisecond)
 	s := item.Session{ID: item.NewID(created), UserPK: user.PK, UserSK: user.SK, CreatedAt: created, RefreshedAt: created, AuthAt: created, ExpiresAt: time.Unix(now.Add(-time.Hour).Unix(), 0)}

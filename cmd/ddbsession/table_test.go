@@ -36,12 +36,12 @@ func TestTableCreateAndCheck(t *testing.T) {
 	yes, no := true, false
 
 	t.Run("on an engine without TTL", func(t *testing.T) {
-		f.probe = &probe{Client: engine, lacksTTL: true}
+		f.probe = withoutTTL(ddbtest.NewProbe(engine))
 		wantWithoutTTL(t, f, &yes)
 	})
 
 	t.Run("on the engine as it is", func(t *testing.T) {
-		f.probe = &probe{Client: engine}
+		f.probe = ddbtest.NewProbe(engine)
 		if !engineHasTTL(t) {
 			wantWithoutTTL(t, f, &no)
 			return
@@ -67,7 +67,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 	t.Run("with TTL", func(t *testing.T) {
 		// The engine's TTL, or where it has none, TTLClient's emulation
 		// of DynamoDB's.
-		f.probe = &probe{Client: ddbtest.WithTTL(engine)}
+		f.probe = ddbtest.NewProbe(ddbtest.WithTTL(engine))
 		code, stdout, stderr := f.run("table", "create")
 		wantCode(t, code, exitOK, stdout, stderr)
 		if !strings.Contains(stdout, "exists and fits") || !strings.Contains(stdout, `TTL on "expiresAt"`) {
@@ -119,7 +119,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 	})
 
 	t.Run("with another layout", func(t *testing.T) {
-		f.probe = &probe{Client: engine}
+		f.probe = ddbtest.NewProbe(engine)
 		for _, tc := range []struct {
 			args     []string
 			kind     string
@@ -147,7 +147,7 @@ func TestTableCreateAndCheck(t *testing.T) {
 	})
 
 	t.Run("missing", func(t *testing.T) {
-		f.probe = &probe{Client: engine}
+		f.probe = ddbtest.NewProbe(engine)
 		code, stdout, stderr := f.runBare("table", "check", "-table", table+"-missing", "-hash-only")
 		wantCode(t, code, exitNotFound, stdout, stderr)
 		if !strings.Contains(stderr, "ddbsession table create -table "+table+"-missing -hash-only") {
@@ -198,7 +198,7 @@ func TestTableCheckChangesNothing(t *testing.T) {
 	if _, err := engine.CreateTable(ctx, tableInput(table)); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, engine: engine, table: table, probe: &probe{Client: withTTL}}
+	f := &fixture{t: t, engine: engine, table: table, probe: ddbtest.NewProbe(withTTL)}
 	for range 2 {
 		code, stdout, stderr := f.run("table", "check", "-json")
 		wantCode(t, code, exitTTL, stdout, stderr)
@@ -246,7 +246,7 @@ func tableInput(name string) *dynamodb.CreateTableInput { return table.Input(nam
 func TestTableExpiryIndex(t *testing.T) {
 	t.Parallel()
 	engine := ddbtest.Client(t)
-	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine), probe: &probe{Client: engine}}
+	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine), probe: ddbtest.NewProbe(engine)}
 	code, stdout, stderr := f.run("table", "create", "-expiry-index", "expiring")
 	wantCode(t, code, exitOK, stdout, stderr)
 	if !strings.Contains(stdout, `created table`) || !strings.Contains(stdout, `expiry index "expiring"`) {
@@ -352,11 +352,11 @@ func TestTableCheckGlobalTables(t *testing.T) {
 			} else {
 				f = newFixture(t, func(c *ddbsession.Config[testUser]) { c.Layout.MREC = tc.record == recordedMREC })
 			}
-			f.probe.describe = func(d *types.TableDescription) {
+			describeAs(f.probe, func(d *types.TableDescription) {
 				d.MultiRegionConsistency = tc.consistency
 				d.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("eu-west-1")}}
-			}
-			f.probe.ttl = tc.ttl
+			})
+			answerTTL(f.probe, tc.ttl)
 			code, stdout, stderr := f.run(append([]string{"table", "check", "-json"}, tc.args...)...)
 			wantCode(t, code, tc.exitCode, stdout, stderr)
 			var got tableReport
@@ -378,7 +378,7 @@ func unrecordedFixture(t *testing.T) *fixture {
 	t.Helper()
 	engine := ddbtest.Client(t)
 	f := &fixture{t: t, engine: engine, table: ddbtest.TableName(t, engine)}
-	f.probe = &probe{Client: engine}
+	f.probe = ddbtest.NewProbe(engine)
 	if _, err := engine.CreateTable(context.Background(), tableInput(f.table)); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,13 @@ func unrecordedFixture(t *testing.T) *fixture {
 func TestTableCheckFailure(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.probe.getItemErr = &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}
+	denied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}
+	f.probe.Fail = func(_ context.Context, op string, _ any) error {
+		if op == "GetItem" {
+			return denied
+		}
+		return nil
+	}
 	for _, verb := range []string{"check", "create"} {
 		code, stdout, stderr := f.run("table", verb, "-json")
 		wantCode(t, code, exitFailure, stdout, stderr)
@@ -408,7 +414,7 @@ func TestTableCheckFailure(t *testing.T) {
 // DynamoDB's here: an eventually consistent Scan of one small item is half
 // a read unit, the delete of a small item one write unit, of a 1.5 KB one
 // two (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
-// Where it reports fixed figures (moto), the probe's billDeletes stands
+// Where it reports fixed figures (moto), recordUnits's bill stands
 // in with DynamoDB's bill for deletes, which must be the same; it is
 // checked on every engine.
 func TestEngineReportsConsumedCapacity(t *testing.T) {
@@ -439,7 +445,8 @@ func TestEngineReportsConsumedCapacity(t *testing.T) {
 		})
 	}
 	t.Run("DynamoDB's bill for deletes", func(t *testing.T) {
-		billed := &probe{Client: f.engine, billDeletes: true}
+		billed := ddbtest.NewProbe(f.engine)
+		recordUnits(billed, true)
 		small := f.user("bob")
 		large := layout.Key("USER#carol", "PROFILE")
 		f.put(withAttribute(large, "pad", strings.Repeat("x", 1500)))
@@ -473,7 +480,7 @@ func withAttribute(av map[string]types.AttributeValue, name, value string) map[s
 func TestTableLayoutRecord(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.probe = &probe{Client: ddbtest.WithTTL(f.engine)}
+	f.probe = ddbtest.NewProbe(ddbtest.WithTTL(f.engine))
 	code, stdout, stderr := f.run("table", "create") // TTL on, where the engine has none by the emulation
 	wantCode(t, code, exitOK, stdout, stderr)
 	for _, verb := range []string{"check", "create"} {

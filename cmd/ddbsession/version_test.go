@@ -4,13 +4,15 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // version, -version and --version print the build's version on stdout and
 // exit 0. A test binary is a development build: no release, no commit.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	f := &fixture{t: t, probe: &probe{}} // a nil client: any call panics
+	f := &fixture{t: t, probe: ddbtest.NewProbe(nil)} // a nil client: any call panics
 	for _, arg := range []string{"version", "-version", "--version"} {
 		t.Run(arg, func(t *testing.T) {
 			code, stdout, stderr := f.runBare(arg)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // BenchmarkGuardedRequest measures a guarded request's latency through the
@@ -62,7 +64,7 @@ func benchFunction(b *testing.B, onLambda bool) *function {
 		defer os.Setenv("AWS_LAMBDA_FUNCTION_NAME", "ddbsession-example-test")
 	}
 	name, ttl := deployTemplate(b, "")
-	f := &function{t: b, table: name, admin: ttl.Client, clock: &clock{t: start}}
+	f := &function{t: b, table: name, admin: ttl.Client, clock: ddbtest.NewClock(start)}
 	a, err := newApp(context.Background(), appConfig{Client: ttl, Settings: testSettings(name), Now: f.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

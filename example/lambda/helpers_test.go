@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,23 +27,6 @@ const domain = "abcdefghijklmnopqrstuvwxyz012345.lambda-url.us-east-1.on.aws"
 // start is the fake clock's starting time.
 var start = time.Date(2026, 11, 30, 12, 0, 0, 250_000_000, time.UTC)
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // function is one execution environment of the function in this process:
 // newApp as main calls it, on the template's table, with every DynamoDB
 // call through a front that allows only the function's documented policy.
@@ -54,7 +36,7 @@ type function struct {
 	admin  *dynamodb.Client // the test's own, unrestricted
 	front  *ddbtest.Front
 	app    *app
-	clock  *clock
+	clock  *ddbtest.Clock
 	handle func(context.Context, *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error)
 }
 
@@ -67,7 +49,7 @@ func testSettings(table string) settings {
 func newFunction(t *testing.T) *function {
 	t.Helper()
 	name, ttl := deployTemplate(t, "")
-	f := &function{t: t, table: name, admin: ttl.Client, clock: &clock{t: start}}
+	f := &function{t: t, table: name, admin: ttl.Client, clock: ddbtest.NewClock(start)}
 	f.front = ddbtest.NewFront(t, ddbtest.Policy{Actions: functionActions(t), Resources: []string{ddbtest.TableARN(name)}}, ddbtest.FrontTTL(ttl))
 	a, err := newApp(context.Background(), appConfig{
 		Client:   f.front.Client(),

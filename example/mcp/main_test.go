@@ -28,6 +28,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/ddbsession/ddbsession/ddbsessiontest"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddbsessiontest.Main(m)) }
@@ -182,7 +183,7 @@ func TestTwoInstances(t *testing.T) {
 // item is still in the table.
 func TestExpiredSessionIsRefused(t *testing.T) {
 	t.Parallel()
-	clock := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clock := ddbtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	client := ddbsessiontest.Client(t)
 	table := ddbsessiontest.TableName(t, client)
 	url := serve(t, appConfig{Client: client, Table: table, IdleTimeout: 20 * time.Minute, Now: clock.Now})
@@ -213,8 +214,9 @@ func TestExpiredSessionIsRefused(t *testing.T) {
 // method; a malformed one costs nothing.
 func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 	t.Parallel()
-	calls := &countingClient{Client: ddbsessiontest.Client(t), calls: map[string]int{}}
-	url := serve(t, appConfig{Client: calls, Table: ddbsessiontest.TableName(t, calls.Client), IdleTimeout: time.Hour})
+	client := ddbsessiontest.Client(t)
+	calls := ddbtest.NewProbe(client)
+	url := serve(t, appConfig{Client: calls, Table: ddbsessiontest.TableName(t, client), IdleTimeout: time.Hour})
 	c, _ := connect(t, url, "")
 	initialize(t, c)
 
@@ -227,7 +229,7 @@ func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 		{"malformed", "mcp-session-0b4e8f0a-not-ours", map[string]int{}},
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-			calls.reset()
+			calls.Reset()
 			r, err := http.NewRequest(method, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
 			if err != nil {
 				t.Fatal(err)
@@ -243,7 +245,7 @@ func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 			if res.StatusCode != http.StatusNotFound {
 				t.Errorf("%s, %s: status %d, want 404", tc.name, method, res.StatusCode)
 			}
-			if diff := cmp.Diff(tc.want, calls.reset()); diff != "" {
+			if diff := cmp.Diff(tc.want, calls.Take()); diff != "" {
 				t.Errorf("%s, %s: DynamoDB calls (-want +got):\n%s", tc.name, method, diff)
 			}
 		}
@@ -254,10 +256,11 @@ func TestNeverIssuedIDCostsNoWrite(t *testing.T) {
 // unless it is an initialize: 404 is for an ID that is not a session.
 func TestMissingIDCostsNothing(t *testing.T) {
 	t.Parallel()
-	calls := &countingClient{Client: ddbsessiontest.Client(t), calls: map[string]int{}}
-	url := serve(t, appConfig{Client: calls, Table: ddbsessiontest.TableName(t, calls.Client), IdleTimeout: time.Hour})
+	client := ddbsessiontest.Client(t)
+	calls := ddbtest.NewProbe(client)
+	url := serve(t, appConfig{Client: calls, Table: ddbsessiontest.TableName(t, client), IdleTimeout: time.Hour})
 	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-		calls.reset()
+		calls.Reset()
 		r, err := http.NewRequest(method, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +275,7 @@ func TestMissingIDCostsNothing(t *testing.T) {
 		if res.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s without an ID: status %d, want 400", method, res.StatusCode)
 		}
-		if got := calls.reset(); len(got) != 0 {
+		if got := calls.Take(); len(got) != 0 {
 			t.Errorf("%s without an ID: DynamoDB calls %v, want none", method, got)
 		}
 	}
@@ -475,77 +478,4 @@ func serve(t *testing.T, cfg appConfig) string {
 		}
 	})
 	return srv.URL + "/mcp"
-}
-
-// clock is the tests' injected time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// countingClient counts the DynamoDB calls of each operation.
-type countingClient struct {
-	*dynamodb.Client
-
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-// reset returns the counts so far, and starts again.
-func (c *countingClient) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.calls
-	c.calls = map[string]int{}
-	return out
-}
-
-func (c *countingClient) count(op string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[op]++
-}
-
-type opt = func(*dynamodb.Options)
-
-func (c *countingClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...opt) (*dynamodb.GetItemOutput, error) {
-	c.count("GetItem")
-	return c.Client.GetItem(ctx, in, o...)
-}
-
-func (c *countingClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...opt) (*dynamodb.BatchGetItemOutput, error) {
-	c.count("BatchGetItem")
-	return c.Client.BatchGetItem(ctx, in, o...)
-}
-
-func (c *countingClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...opt) (*dynamodb.PutItemOutput, error) {
-	c.count("PutItem")
-	return c.Client.PutItem(ctx, in, o...)
-}
-
-func (c *countingClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...opt) (*dynamodb.UpdateItemOutput, error) {
-	c.count("UpdateItem")
-	return c.Client.UpdateItem(ctx, in, o...)
-}
-
-func (c *countingClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...opt) (*dynamodb.DeleteItemOutput, error) {
-	c.count("DeleteItem")
-	return c.Client.DeleteItem(ctx, in, o...)
-}
-
-func (c *countingClient) Query(ctx context.Context, in *dynamodb.QueryInput, o ...opt) (*dynamodb.QueryOutput, error) {
-	c.count("Query")
-	return c.Client.Query(ctx, in, o...)
 }

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,31 +28,13 @@ const (
 	refreshInterval = 10 * time.Minute
 )
 
-// clock is the Manager's clock, moved on by the test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // serve starts newHandler's router around a Manager on a table of its own,
 // behind TLS (the cookie is __Host-, so Secure), and returns a browser for
 // it: a client with a cookie jar that does not follow redirects.
-func serve(t *testing.T, newHandler func(*ddbsession.Manager[User]) http.Handler) (*browser, *clock, *ddbsession.Manager[User]) {
+func serve(t *testing.T, newHandler func(*ddbsession.Manager[User]) http.Handler) (*browser, *ddbtest.Clock, *ddbsession.Manager[User]) {
 	t.Helper()
 	client := ddbtest.Client(t)
-	clk := &clock{now: time.Now()}
+	clk := ddbtest.NewClock(time.Now())
 	sessions, err := newSessions(t.Context(), ddbsession.Config[User]{
 		Client: client,
 		Table:  ddbtest.TableName(t, client),
@@ -173,7 +154,7 @@ func TestLoginRoundTrip(t *testing.T) {
 
 			// Past RefreshInterval the expiry moves: the cookie goes out
 			// again at once, and the table is written after the response.
-			clk.Add(refreshInterval + time.Minute)
+			clk.Advance(refreshInterval + time.Minute)
 			a = b.do("GET", "/me", nil, nil)
 			c, ok := sessionCookie(a, cookie)
 			if a.status != http.StatusOK || !ok || c.MaxAge < int((idleTimeout-time.Minute).Seconds()) {
@@ -184,7 +165,7 @@ func TestLoginRoundTrip(t *testing.T) {
 			}
 			// Past the expiry the login set, the session lives on only if
 			// the refresh reached the table.
-			clk.Add(idleTimeout - refreshInterval)
+			clk.Advance(idleTimeout - refreshInterval)
 			if a := b.do("GET", "/me", nil, nil); a.status != http.StatusOK {
 				t.Fatalf("GET /me past the login's expiry, after a refresh: %d %q, want 200", a.status, a.body)
 			}

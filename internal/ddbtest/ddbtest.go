@@ -49,6 +49,14 @@
 // DynamoDB does, from item sizes ([ItemSize]), indexes included, and
 // throttles each partition key at those limits scaled down, on a virtual
 // clock, as DynamoDB throttles it.
+//
+// # Clocks and the counting client
+//
+// Every test of the project moves time with one [Clock] (the wall clock a
+// config's Now reads) and one [Mono] (the monotonic clock that ages an
+// instance's copy of the shared items), and counts or fails calls with one
+// [Probe]: one of each, shared by every module's tests, rather than a copy
+// per file that drifts from the others.
 package ddbtest
 
 import (

@@ -54,7 +54,8 @@ func IndexARN(table, index string) string { return TableARN(table) + "/index/" +
 // client of its own ([Front.Client]) or another process
 // (AWS_ENDPOINT_URL_DYNAMODB=[Front.URL]) reaches the engine only through
 // it. It records each action it let through and each call it refused, for
-// a test to check that a documented policy is exactly what its code uses.
+// a test to check that a documented policy is exactly what its code uses,
+// and counts the calls it let through.
 //
 // The resources of a call are those IAM checks for it: the table (or, for
 // a Query or Scan with IndexName, the index) that TableName names, each
@@ -70,7 +71,7 @@ type Front struct {
 	hold     func(context.Context, FrontCall) bool
 
 	mu      sync.Mutex
-	used    map[string]bool // actions let through
+	used    map[string]int // calls let through, by action
 	refused []FrontCall
 }
 
@@ -112,7 +113,7 @@ func NewFront(t testing.TB, p Policy, opts ...FrontOption) *Front {
 		t.Fatalf("ddbtest: %v", err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	f := &Front{policy: p, upstream: strings.TrimSuffix(upstream, "/"), http: &http.Client{Transport: transport}, used: map[string]bool{}}
+	f := &Front{policy: p, upstream: strings.TrimSuffix(upstream, "/"), http: &http.Client{Transport: transport}, used: map[string]int{}}
 	for _, o := range opts {
 		o(f)
 	}
@@ -139,6 +140,19 @@ func (f *Front) Used() []string {
 	}
 	slices.Sort(used)
 	return used
+}
+
+// Calls returns how many calls of each operation ("GetItem") the front
+// let through: what a [Probe] counts, for calls that another process (the
+// CLI) makes.
+func (f *Front) Calls() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	calls := make(map[string]int, len(f.used))
+	for action, n := range f.used {
+		calls[strings.TrimPrefix(action, "dynamodb:")] = n
+	}
+	return calls
 }
 
 // Refused returns the calls the front refused, in order.
@@ -184,7 +198,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	f.used[c.Action] = true
+	f.used[c.Action]++
 	f.mu.Unlock()
 	if f.hold != nil && !f.hold(r.Context(), c) || r.Context().Err() != nil {
 		// Lost on its way: a caller still there sees its connection close.

@@ -78,6 +78,10 @@ func TestFrontAllowsOnlyThePolicy(t *testing.T) {
 	if diff := cmp.Diff([]string{"dynamodb:GetItem", "dynamodb:PutItem"}, front.Used()); diff != "" {
 		t.Errorf("Used (-want +got):\n%s", diff)
 	}
+	// The calls it let through, counted; the refused ones are not.
+	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 1}, front.Calls()); diff != "" {
+		t.Errorf("Calls (-want +got):\n%s", diff)
+	}
 	var refused []string
 	for _, c := range front.Refused() {
 		refused = append(refused, c.Action+" "+strings.Join(c.Resources, ","))
