@@ -73,14 +73,14 @@ func TestRefreshStopsAtAbsoluteLifetime(t *testing.T) {
 	}
 }
 
-// counter is session data that tests change.
-type counter struct {
+// visits is session data that tests change: a number of visits.
+type visits struct {
 	N int `json:"n"`
 }
 
-// increment is an UpdateData update that adds one to a counter.
+// increment is an UpdateData update that adds one to the visits.
 func increment(old json.RawMessage) (any, error) {
-	var c counter
+	var c visits
 	if old != nil {
 		if err := json.Unmarshal(old, &c); err != nil {
 			return nil, err
