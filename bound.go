@@ -185,9 +185,3 @@ func challengeFor(now time.Time, lifetime time.Duration) item.Challenge {
 func (d *DeviceBinding) offer(w http.ResponseWriter, s item.Session) {
 	w.Header().Set(headerRegistration, fmt.Sprintf("(ES256 RS256);path=%q;challenge=%q", d.RegistrationPath, s.Challenge.Value))
 }
-
-func setDefault(field *string, value string) {
-	if *field == "" {
-		*field = value
-	}
-}

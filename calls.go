@@ -15,49 +15,85 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file makes the store's DynamoDB calls: the reads go through
-// internal/decide's Calls, the one place that reads, and the writes and the
-// table's own calls are here. Each names the table in its error.
+// Client is the part of the DynamoDB client that a [Manager] uses for its
+// items. *dynamodb.Client satisfies it; tests may wrap it to count calls or
+// inject faults. [Manager.CreateTable] needs the table methods of
+// *dynamodb.Client besides.
+type Client interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// tableClient is what CreateTable needs of a Client besides.
+type tableClient interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+}
+
+// calls makes the DynamoDB calls of one table, in its layout: the reads go
+// through internal/decide's Calls (reads), the one place that reads, and
+// the writes and the table's own calls are here. Each names the table in
+// its error. The store builds its operations on them.
+type calls struct {
+	item.Layout
+	client Client
+	reads  decide.Calls
+	table  string
+}
+
+func newCalls(client Client, table string, layout item.Layout) calls {
+	return calls{Layout: layout, client: client, reads: decide.Calls{Client: client, Table: table}, table: table}
+}
+
+// consistent asks for a strongly consistent read; shared, since the SDK
+// only reads it.
+var consistent = aws.Bool(true)
 
 // get reads the item under key with one strongly consistent GetItem; nil
 // if there is none.
-func (st *store) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	return st.calls.Get(ctx, key)
+func (cl *calls) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	return cl.reads.Get(ctx, key)
 }
 
 // named wraps a call's error, if any, with the name of the table.
-func (st *store) named(err error) error { return st.calls.Named(err) }
+func (cl *calls) named(err error) error { return cl.reads.Named(err) }
 
 // putNew writes an item that must not exist yet; taken reports that one
 // did.
-func (st *store) putNew(ctx context.Context, av map[string]types.AttributeValue) (taken bool, err error) {
+func (cl *calls) putNew(ctx context.Context, av map[string]types.AttributeValue) (taken bool, err error) {
 	err = retryConflicts(ctx, func() error {
-		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                &st.table,
+		_, err := cl.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                &cl.table,
 			Item:                     av,
 			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey},
+			ExpressionAttributeNames: map[string]string{"#pk": cl.PartitionKey},
 		})
 		return err
 	})
-	return st.failed(err)
+	return cl.failed(err)
 }
 
 // put writes an item whatever is under its key.
-func (st *store) put(ctx context.Context, av map[string]types.AttributeValue) error {
-	return st.named(retryConflicts(ctx, func() error {
-		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: av})
+func (cl *calls) put(ctx context.Context, av map[string]types.AttributeValue) error {
+	return cl.named(retryConflicts(ctx, func() error {
+		_, err := cl.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &cl.table, Item: av})
 		return err
 	}))
 }
 
 // putOver writes av over the item under its key if cond holds, and returns
 // what the item held before; refused reports that cond did not hold.
-func (st *store) putOver(ctx context.Context, av map[string]types.AttributeValue, w item.Writes) (old map[string]types.AttributeValue, refused bool, err error) {
+func (cl *calls) putOver(ctx context.Context, av map[string]types.AttributeValue, w item.Writes) (old map[string]types.AttributeValue, refused bool, err error) {
 	var out *dynamodb.PutItemOutput
 	err = retryConflicts(ctx, func() (err error) {
-		out, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                 &st.table,
+		out, err = cl.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 &cl.table,
 			Item:                      av,
 			ConditionExpression:       &w.Condition,
 			ExpressionAttributeNames:  w.Names,
@@ -66,7 +102,7 @@ func (st *store) putOver(ctx context.Context, av map[string]types.AttributeValue
 		})
 		return err
 	})
-	if refused, err = st.failed(err); refused || err != nil {
+	if refused, err = cl.failed(err); refused || err != nil {
 		return nil, refused, err
 	}
 	return out.Attributes, false, nil
@@ -74,10 +110,10 @@ func (st *store) putOver(ctx context.Context, av map[string]types.AttributeValue
 
 // update makes the conditional UpdateItem w of the item under key and
 // reports a failed condition as failed, apart from other errors.
-func (st *store) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
+func (cl *calls) update(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (failed bool, err error) {
 	err = retryConflicts(ctx, func() error {
-		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 &st.table,
+		_, err := cl.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &cl.table,
 			Key:                       key,
 			UpdateExpression:          &w.Update,
 			ConditionExpression:       &w.Condition,
@@ -86,22 +122,22 @@ func (st *store) update(ctx context.Context, key map[string]types.AttributeValue
 		})
 		return err
 	})
-	return st.failed(err)
+	return cl.failed(err)
 }
 
 // delete deletes the item under key and, if old, returns what it held.
-func (st *store) delete(ctx context.Context, key map[string]types.AttributeValue, old bool) (map[string]types.AttributeValue, error) {
-	in := &dynamodb.DeleteItemInput{TableName: &st.table, Key: key}
+func (cl *calls) delete(ctx context.Context, key map[string]types.AttributeValue, old bool) (map[string]types.AttributeValue, error) {
+	in := &dynamodb.DeleteItemInput{TableName: &cl.table, Key: key}
 	if old {
 		in.ReturnValues = types.ReturnValueAllOld
 	}
 	var out *dynamodb.DeleteItemOutput
 	err := retryConflicts(ctx, func() (err error) {
-		out, err = st.client.DeleteItem(ctx, in)
+		out, err = cl.client.DeleteItem(ctx, in)
 		return err
 	})
 	if err != nil {
-		return nil, st.named(err)
+		return nil, cl.named(err)
 	}
 	return out.Attributes, nil
 }
@@ -129,17 +165,17 @@ func retryConflicts(ctx context.Context, write func() error) error {
 
 // query runs in through every page and decodes the items of kind; items it
 // cannot read are left out.
-func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput) ([]item.Session, error) {
-	in.TableName = &st.table
+func (cl *calls) query(ctx context.Context, kind string, in *dynamodb.QueryInput) ([]item.Session, error) {
+	in.TableName = &cl.table
 	var found []item.Session
-	pages := dynamodb.NewQueryPaginator(st.client, in)
+	pages := dynamodb.NewQueryPaginator(cl.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return found, st.named(err)
+			return found, cl.named(err)
 		}
 		for _, av := range page.Items {
-			if s, err := st.Decode(av, kind); err == nil {
+			if s, err := cl.Decode(av, kind); err == nil {
 				found = append(found, s)
 			}
 		}
@@ -148,30 +184,30 @@ func (st *store) query(ctx context.Context, kind string, in *dynamodb.QueryInput
 }
 
 // failed tells a write's failed condition apart from other errors.
-func (st *store) failed(err error) (bool, error) {
+func (cl *calls) failed(err error) (bool, error) {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return true, nil
 	}
-	return false, st.named(err)
+	return false, cl.named(err)
 }
 
 // The table's own calls, which CreateTable makes. They name the table in
 // their errors, as the calls above do.
 
 // admin is the client's table methods, or an error saying it has none.
-func (st *store) admin() (tableClient, error) {
-	if c, ok := st.client.(tableClient); ok {
+func (cl *calls) admin() (tableClient, error) {
+	if c, ok := cl.client.(tableClient); ok {
 		return c, nil
 	}
-	return nil, fmt.Errorf("Config.Client (%T) lacks the table methods of *dynamodb.Client (DescribeTable, CreateTable, DescribeTimeToLive, UpdateTimeToLive)", st.client)
+	return nil, fmt.Errorf("Config.Client (%T) lacks the table methods of *dynamodb.Client (DescribeTable, CreateTable, DescribeTimeToLive, UpdateTimeToLive)", cl.client)
 }
 
 // createTable asks for the table in. A table of that name that another
 // instance made meanwhile is no error; created says whether this call made
 // it.
-func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
-	admin, err := st.admin()
+func (cl *calls) createTable(ctx context.Context, in *dynamodb.CreateTableInput) (created bool, err error) {
+	admin, err := cl.admin()
 	if err != nil {
 		return false, err
 	}
@@ -180,54 +216,54 @@ func (st *store) createTable(ctx context.Context, in *dynamodb.CreateTableInput)
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("table %q does not exist, and creating it failed: %w%s", st.table, err, decide.NoEngineHint(err))
+		return false, fmt.Errorf("table %q does not exist, and creating it failed: %w%s", cl.table, err, decide.NoEngineHint(err))
 	}
 	return true, nil
 }
 
 // waitForTable waits until the table is ACTIVE and returns its description.
-func (st *store) waitForTable(ctx context.Context) (*types.TableDescription, error) {
-	admin, err := st.admin()
+func (cl *calls) waitForTable(ctx context.Context) (*types.TableDescription, error) {
+	admin, err := cl.admin()
 	if err != nil {
 		return nil, err
 	}
 	waiter := dynamodb.NewTableExistsWaiter(admin, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
 	})
-	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: &st.table}, 5*time.Minute)
+	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: &cl.table}, 5*time.Minute)
 	if err != nil {
-		return nil, fmt.Errorf("table %q: wait until ACTIVE: %w", st.table, err)
+		return nil, fmt.Errorf("table %q: wait until ACTIVE: %w", cl.table, err)
 	}
 	return out.Table, nil
 }
 
 // describeTable describes the table; a missing one is a
 // *types.ResourceNotFoundException.
-func (st *store) describeTable(ctx context.Context) (*types.TableDescription, error) {
-	admin, err := st.admin()
+func (cl *calls) describeTable(ctx context.Context) (*types.TableDescription, error) {
+	admin, err := cl.admin()
 	if err != nil {
 		return nil, err
 	}
-	out, err := admin.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	out, err := admin.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &cl.table})
 	if err != nil {
-		return nil, fmt.Errorf("table %q: %w%s", st.table, err, decide.NoEngineHint(err))
+		return nil, fmt.Errorf("table %q: %w%s", cl.table, err, decide.NoEngineHint(err))
 	}
 	return out.Table, nil
 }
 
 // describeTTL returns the table's TTL attribute and whether TTL is enabled
 // (or being enabled); off on an engine without DescribeTimeToLive.
-func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
-	admin, err := st.admin()
+func (cl *calls) describeTTL(ctx context.Context) (string, bool, error) {
+	admin, err := cl.admin()
 	if err != nil {
 		return "", false, err
 	}
-	out, err := admin.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &st.table})
+	out, err := admin.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &cl.table})
 	if unsupported(err) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("table %q: describe TTL: %w", st.table, err)
+		return "", false, fmt.Errorf("table %q: describe TTL: %w", cl.table, err)
 	}
 	d := out.TimeToLiveDescription
 	if d == nil {
@@ -239,15 +275,15 @@ func (st *store) describeTTL(ctx context.Context) (string, bool, error) {
 
 // enableTTL turns TTL on for the layout's TTL attribute. It reports false,
 // with no error, on an engine that lacks UpdateTimeToLive.
-func (st *store) enableTTL(ctx context.Context) (bool, error) {
-	admin, err := st.admin()
+func (cl *calls) enableTTL(ctx context.Context) (bool, error) {
+	admin, err := cl.admin()
 	if err != nil {
 		return false, err
 	}
 	_, err = admin.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: &st.table,
+		TableName: &cl.table,
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: &st.TTLAttribute,
+			AttributeName: &cl.TTLAttribute,
 			Enabled:       aws.Bool(true),
 		},
 	})
@@ -256,7 +292,7 @@ func (st *store) enableTTL(ctx context.Context) (bool, error) {
 	}
 	if err != nil {
 		return false, fmt.Errorf("table %q: TTL is off, and turning it on failed: %w; turn it on with: aws dynamodb update-time-to-live --table-name %s --time-to-live-specification Enabled=true,AttributeName=%s",
-			st.table, err, st.table, st.TTLAttribute)
+			cl.table, err, cl.table, cl.TTLAttribute)
 	}
 	return true, nil
 }

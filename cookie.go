@@ -70,6 +70,13 @@ func (c *Cookie) withDefaults(custom bool) error {
 	return nil
 }
 
+// setDefault sets an unset setting (a cookie's name, a path) to value.
+func setDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}
+
 // cookies reads the session credential of a request, from its cookie or
 // its bearer token, and writes the session cookie.
 type cookies struct {

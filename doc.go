@@ -172,12 +172,13 @@
 //	internal/decide  every read that decides whether a session stands, and the one rule
 //	internal/item    the item format: one encoder, one decoder
 //
-// Beside the path: login.go and twostep.go sign users in and out, limit.go
-// keeps a user's sessions under a limit, ends.go ends sessions, revoke.go
-// lists and revokes them, dbsc.go serves device binding, table.go creates
-// and checks the table, data.go writes a session's data. At the bottom,
-// the words they share: session.go, events.go, errors.go, layout.go,
-// answers.go, headers.go, clock.go and panics.go. Tests follow the files.
+// Beside the path: login.go and twostep.go sign users in and out, slots.go
+// keeps a user's sessions under Limits.MaxSessions, ends.go ends sessions,
+// revoke.go lists and revokes them, dbsc.go serves device binding, table.go
+// creates and checks the table, data.go writes a session's data. At the
+// bottom, the words they share: session.go, events.go, errors.go,
+// layout.go, limit.go, answers.go, headers.go, clock.go and panics.go.
+// Tests follow the files.
 //
 // # Engines
 //

@@ -176,7 +176,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	life := lifetimes{idle: lim.IdleTimeout, refresh: lim.RefreshInterval, absolute: lim.AbsoluteLifetime, pending: lim.PendingLifetime}
 	m := &Manager[U]{core{
 		store: st,
-		read:  decide.New(st.calls, layout, lim.RevokeEveryoneWithin, mono),
+		read:  decide.New(st.reads, layout, lim.RevokeEveryoneWithin, mono),
 		users: users{store: st, decoder: attributevalue.NewDecoder(), custom: cfg.LoadUser != nil, newUser: func() any { return new(U) }},
 		cookies: cookies{
 			name:     cfg.Cookie.Name,

@@ -12,30 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
 )
-
-// Client is the part of the DynamoDB client that a [Manager] uses for its
-// items. *dynamodb.Client satisfies it; tests may wrap it to count calls or
-// inject faults. [Manager.CreateTable] needs the table methods of
-// *dynamodb.Client besides.
-type Client interface {
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
-// tableClient is what CreateTable needs of a Client besides.
-type tableClient interface {
-	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
-	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
-}
 
 // store is every write of the library's items, and the reads that serve a
 // write rather than decide whether a session stands (those are
@@ -69,15 +47,12 @@ type tableClient interface {
 // TransactWriteItems): writes that touch two items are ordered so that a
 // failure in between leaves nothing live that should not be.
 type store struct {
-	item.Layout
-	client Client
-	calls  decide.Calls
-	table  string
+	calls
 	logger *slog.Logger
 }
 
 func newStore(client Client, table string, layout item.Layout, logger *slog.Logger) *store {
-	return &store{Layout: layout, client: client, calls: decide.Calls{Client: client, Table: table}, table: table, logger: logger}
+	return &store{calls: newCalls(client, table, layout), logger: logger}
 }
 
 // Failed conditions that callers act on.
@@ -104,10 +79,6 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
-
-// consistent asks for a strongly consistent read; shared, since the SDK
-// only reads it.
-var consistent = aws.Bool(true)
 
 // createSession writes a new session: first its per-user index item, and
 // beside it whatever alongside does (a session limit's evictions), then the
@@ -187,7 +158,7 @@ func (st *store) takeTry(ctx context.Context, sessionPK string, max int, now tim
 	for n := 1; n <= max; n++ {
 		keys = append(keys, st.TryKey(sessionPK, n))
 	}
-	items, err := st.calls.BatchGet(ctx, keys)
+	items, err := st.reads.BatchGet(ctx, keys)
 	if err != nil {
 		return item.Session{}, 0, false, err
 	}

@@ -1,7 +1,6 @@
 package ddbsession
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 
@@ -68,28 +67,6 @@ func (u *users) decode(f *decide.Facts, out any) error {
 		return &userDecodeError{typ: fmt.Sprintf("%T", out)[1:], attr: u.failingAttribute(f.User, out), err: err}
 	}
 	return nil
-}
-
-// versioned refuses, loudly, a login of a user without a sessions version:
-// nothing tells a user item made anew under the same key from the one
-// before it, so every session of it would be the new one's too. It is the
-// app's bug, which the error (and the log, where an app might show it as a
-// wrong password) says how to fix.
-func (c *core) versioned(ctx context.Context, key UserKey, f *decide.Facts) error {
-	if f.Stamp.User != 0 {
-		return nil
-	}
-	var err error
-	if c.users.inTable() {
-		err = fmt.Errorf("the user item %s has no %s (Layout.VersionAttribute), a Number the library needs: "+
-			"CreateUser writes one; an app that writes its own user items writes a random non-zero one when it creates an item "+
-			"(see https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#user-items)", keyString(key), c.store.VersionAttribute)
-	} else {
-		err = fmt.Errorf("Config.LoadUser returned version 0 for user %s: return the user's sessions version, non-zero, "+
-			"which the app's store changes whenever the user is made anew, changes their credential, or ends their sessions", keyString(key))
-	}
-	c.logger.ErrorContext(ctx, "ddbsession: a login failed for a user without a sessions version", "err", err)
-	return err
 }
 
 // keyString shows a user key in an error.
