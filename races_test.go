@@ -739,6 +739,17 @@ func (rs *regions) both(f func(region string, m *ddbsession.Manager[Member])) {
 	f("B", rs.b)
 }
 
+// expect checks that both Regions answer a request with cookie c (named
+// what in a failure) with status want.
+func (rs *regions) expect(t *testing.T, want int, c *http.Cookie, what string) {
+	t.Helper()
+	rs.both(func(r string, m *ddbsession.Manager[Member]) {
+		if got := statusOf(m, c); got != want {
+			t.Errorf("Region %s: %s: status %d, want %d", r, what, got, want)
+		}
+	})
+}
+
 // settled waits for the refreshes the Managers started and for every write
 // to reach the other Region.
 func (rs *regions) settled() {
@@ -800,21 +811,13 @@ func TestMRECRevokeAllRacingAppWrite(t *testing.T) {
 			t.Errorf("Region %s: the user item's name is %s: the app's write was undone", r.Name, name)
 		}
 	}
-	rs.both(func(region string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, before); got != http.StatusUnauthorized {
-			t.Errorf("Region %s: a session from before the RevokeAll: status %d, want 401", region, got)
-		}
-	})
+	rs.expect(t, http.StatusUnauthorized, before, "a session from before the RevokeAll")
 	after, err := loginWith(rs.b, alice, "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(region string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, after); got != http.StatusOK {
-			t.Errorf("Region %s: a login after the RevokeAll: status %d, want 200", region, got)
-		}
-	})
+	rs.expect(t, http.StatusOK, after, "a login after the RevokeAll")
 }
 
 // MREC: a Logout in one Region, and a request in the other within the
@@ -914,11 +917,7 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 				t.Fatalf("the request in B within the lag: status %d; want 200 and a refresh", w.Code)
 			}
 			rs.settled()
-			rs.both(func(r string, m *ddbsession.Manager[Member]) {
-				if got := statusOf(m, c); got != http.StatusUnauthorized {
-					t.Errorf("Region %s: the logged-out session came back with the refresh's write: status %d, want 401", r, got)
-				}
-			})
+			rs.expect(t, http.StatusUnauthorized, c, "the logged-out session came back with the refresh's write")
 		})
 	}
 }
@@ -957,14 +956,8 @@ func TestMRECLoginThenRequestInOtherRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, fresh); got != http.StatusOK {
-			t.Errorf("Region %s: the login after the RevokeAll: status %d, want 200", r, got)
-		}
-		if got := statusOf(m, c); got != http.StatusUnauthorized {
-			t.Errorf("Region %s: the session before the RevokeAll: status %d, want 401", r, got)
-		}
-	})
+	rs.expect(t, http.StatusOK, fresh, "the login after the RevokeAll")
+	rs.expect(t, http.StatusUnauthorized, c, "the session before the RevokeAll")
 }
 
 // MREC with clocks that disagree, 5 s ahead in A and 5 s behind in B: the
@@ -1002,22 +995,14 @@ func TestMRECPasswordChangeUnderClockSkew(t *testing.T) {
 	rs.settled()
 
 	for i, c := range cookies {
-		rs.both(func(r string, m *ddbsession.Manager[Member]) {
-			if got := statusOf(m, c); got != http.StatusUnauthorized {
-				t.Errorf("Region %s: attacker session %d with the old password: status %d, want 401", r, i, got)
-			}
-		})
+		rs.expect(t, http.StatusUnauthorized, c, fmt.Sprintf("attacker session %d with the old password", i))
 	}
 	c, err := loginWith(rs.b, alice, "new")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, c); got != http.StatusOK {
-			t.Errorf("Region %s: a login with the new password in B: status %d, want 200", r, got)
-		}
-	})
+	rs.expect(t, http.StatusOK, c, "a login with the new password in B")
 }
 
 // MREC: a RevokeAll reaches the other Region with the replication of the
@@ -1299,19 +1284,12 @@ func TestMRECRevokeAllSurvivesWritesInTheOtherRegion(t *testing.T) {
 			}
 			rs.settled()
 
-			rs.both(func(r string, m *ddbsession.Manager[Member]) {
-				for name, c := range map[string]*http.Cookie{"the stolen session": victim, "the other session": other, "the attacker's": attacker} {
-					if c == nil {
-						continue
-					}
-					if got := statusOf(m, c); got != http.StatusUnauthorized {
-						t.Errorf("Region %s: %s after the change: status %d, want 401", r, name, got)
-					}
+			for name, c := range map[string]*http.Cookie{"the stolen session": victim, "the other session": other, "the attacker's": attacker} {
+				if c != nil {
+					rs.expect(t, http.StatusUnauthorized, c, name+" after the change")
 				}
-				if got := statusOf(m, owner); got != http.StatusOK {
-					t.Errorf("Region %s: the owner's login with the new password: status %d, want 200", r, got)
-				}
-			})
+			}
+			rs.expect(t, http.StatusOK, owner, "the owner's login with the new password")
 		})
 	}
 }
@@ -1335,11 +1313,7 @@ func TestMRECRevokeAllWithARevokerClockBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			rs.settled()
-			rs.both(func(r string, m *ddbsession.Manager[Member]) {
-				if got := statusOf(m, c); got != http.StatusUnauthorized {
-					t.Errorf("Region %s: the session after a RevokeAll from a clock %v behind: status %d, want 401", r, behind, got)
-				}
-			})
+			rs.expect(t, http.StatusUnauthorized, c, fmt.Sprintf("the session after a RevokeAll from a clock %v behind", behind))
 		})
 	}
 }
@@ -1361,13 +1335,9 @@ func TestMRECLoginsInTwoRegionsUnderALimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		for name, c := range map[string]*http.Cookie{"A's login": inA, "B's login": inB} {
-			if got := statusOf(m, c); got != http.StatusOK {
-				t.Errorf("Region %s: %s: status %d, want 200", r, name, got)
-			}
-		}
-	})
+	for name, c := range map[string]*http.Cookie{"A's login": inA, "B's login": inB} {
+		rs.expect(t, http.StatusOK, c, name)
+	}
 }
 
 // MREC: a two-step login's tries are records that no Region's write takes
@@ -1597,24 +1567,16 @@ func TestMRECRevocationsInTwoRegionsCompose(t *testing.T) {
 			}
 			rs.settled()
 			rs.copiesStale()
-			rs.both(func(r string, m *ddbsession.Manager[Member]) {
-				for name, c := range map[string]*http.Cookie{"a session made in A before both": inA, "a session made in B before both": inB, "a session made in A between the two": between} {
-					if got := statusOf(m, c); got != http.StatusUnauthorized {
-						t.Errorf("Region %s, settled: %s: status %d, want 401", r, name, got)
-					}
-				}
-			})
+			for name, c := range map[string]*http.Cookie{"a session made in A before both": inA, "a session made in B before both": inB, "a session made in A between the two": between} {
+				rs.expect(t, http.StatusUnauthorized, c, name)
+			}
 			for _, m := range []*ddbsession.Manager[Member]{rs.a, rs.b} {
 				owner, err := loginWith(m, alice, "pw")
 				if err != nil {
 					t.Fatal(err)
 				}
 				rs.settled()
-				rs.both(func(r string, m *ddbsession.Manager[Member]) {
-					if got := statusOf(m, owner); got != http.StatusOK {
-						t.Errorf("Region %s: the owner's login after the settlement: status %d, want 200", r, got)
-					}
-				})
+				rs.expect(t, http.StatusOK, owner, "the owner's login after the settlement")
 			}
 		})
 	}
@@ -1651,23 +1613,15 @@ func TestMRECPasswordChangeOutlivesTheAttackersRevokeAll(t *testing.T) {
 		t.Fatalf("the attacker's second login in B: %v", err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		for name, c := range map[string]*http.Cookie{"the attacker's first session": first, "the attacker's second session": second} {
-			if got := statusOf(m, c); got != http.StatusUnauthorized {
-				t.Errorf("Region %s, settled: %s: status %d, want 401", r, name, got)
-			}
-		}
-	})
+	for name, c := range map[string]*http.Cookie{"the attacker's first session": first, "the attacker's second session": second} {
+		rs.expect(t, http.StatusUnauthorized, c, name)
+	}
 	owner, err := loginWith(rs.b, alice, "new")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, owner); got != http.StatusOK {
-			t.Errorf("Region %s: the owner's login after the settlement: status %d, want 200", r, got)
-		}
-	})
+	rs.expect(t, http.StatusOK, owner, "the owner's login after the settlement")
 }
 
 // MREC: a Logout in A whose writes are held up on their way to B for
@@ -1701,11 +1655,7 @@ func TestMRECLogoutHeldUpPastTheIdleTimeout(t *testing.T) {
 	}
 	ttlRuns(t, rs.g.A, rs.table, rs.clock.Now())
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, c); got != http.StatusUnauthorized {
-			t.Errorf("Region %s, settled: the logged-out session: status %d, want 401", r, got)
-		}
-	})
+	rs.expect(t, http.StatusUnauthorized, c, "settled: the logged-out session")
 }
 
 // ttlRuns deletes, through Region r (so that the deletes replicate, as
@@ -1938,19 +1888,11 @@ func TestMRECRecreatedUserInheritsNoSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, old); got != http.StatusUnauthorized {
-			t.Errorf("Region %s: the deleted user's session on the user item made anew: %d, want 401", r, got)
-		}
-	})
+	rs.expect(t, http.StatusUnauthorized, old, "the deleted user's session on the user item made anew")
 	c, err := loginWith(rs.b, alice, "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs.settled()
-	rs.both(func(r string, m *ddbsession.Manager[Member]) {
-		if got := statusOf(m, c); got != http.StatusOK {
-			t.Errorf("Region %s: the new user's login: %d, want 200", r, got)
-		}
-	})
+	rs.expect(t, http.StatusOK, c, "the new user's login")
 }
