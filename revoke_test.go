@@ -892,6 +892,63 @@ func TestRevokeEveryoneCopyIsReadOnceAtATime(t *testing.T) {
 	}
 }
 
+// RevokeEveryone applies on its own instance at once, even while a read of
+// the copy that began before its write is under way: it waits that read
+// out and reads again, rather than take the generation from before its
+// write, which would accept every session for RevokeEveryoneWithin more.
+// The test holds a request's read of the copy once the engine answered it,
+// and lets it go once RevokeEveryone, its write made, has found that read
+// under way (its first look at the instance's clock after the write: the
+// copy's lock is held then, so the read cannot land before it is found).
+func TestRevokeEveryoneOutwaitsAnEarlierRead(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	var mono ddbtest.Mono
+	written := make(chan struct{})
+	var watching atomic.Bool
+	ddbsession.SetMonotonicClock(e.m, func() int64 {
+		if watching.CompareAndSwap(true, false) {
+			close(written)
+		}
+		return mono.Now()
+	})
+	c := e.login(e.putUser("alice"))
+	if got := e.status(c); got != http.StatusOK {
+		t.Fatalf("before: status %d, want 200", got)
+	}
+	mono.Advance(time.Minute) // past RevokeEveryoneWithin: the next request reads the copy
+
+	globalPK := "S:SESSION#GLOBAL"
+	held := make(chan struct{})
+	var once sync.Once
+	p.After = func(ctx context.Context, op string, in, out any, err error) error {
+		switch {
+		case slices.ContainsFunc(readKeys(in), func(k map[string]types.AttributeValue) bool { return attrText(k["pk"]) == globalPK }):
+			once.Do(func() {
+				close(held)
+				<-written // RevokeEveryone found this read under way
+			})
+		case op == "UpdateItem" && attrText(in.(*dynamodb.UpdateItemInput).Key["pk"]) == globalPK:
+			mono.Advance(time.Millisecond) // the write comes after the held read began
+			watching.Store(true)
+		}
+		return err
+	}
+	request := make(chan int)
+	go func() { request <- e.status(c) }()
+	<-held
+	if err := e.m.RevokeEveryone(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-request; got != http.StatusOK {
+		t.Errorf("the request whose read began before RevokeEveryone: status %d, want 200", got)
+	}
+	if got := e.status(c); got != http.StatusUnauthorized {
+		t.Errorf("a session from before RevokeEveryone on its own instance, at once: status %d, want 401", got)
+	}
+}
+
 // readKeys returns the keys that a GetItem or BatchGetItem input reads, or
 // nil for another call.
 func readKeys(in any) []map[string]types.AttributeValue {

@@ -97,6 +97,13 @@ func (s *shared) land(f *flight, gen int64, checked bool, layoutErr, err error) 
 	close(f.done)
 }
 
+// now reads the monotonic clock, which SetMonotonic may swap.
+func (s *shared) now() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mono()
+}
+
 // current returns the copy's generation, or the layout's error.
 func (s *shared) current() (int64, error) {
 	s.mu.Lock()
@@ -189,8 +196,12 @@ func (r *Reader) wait(ctx context.Context, t ticket) (int64, error) {
 // Refresh reads the shared items in a round trip of their own, one Read at
 // a time (a Read under way serves as this one's), unless the copy is fresh
 // and force is false, and returns the copy's generation after it. It is
-// how a table's user (CreateTable, say) checks the layout at start.
+// how a table's user (CreateTable, say) checks the layout at start. A
+// forced Refresh waits out a Read that began before it, which may have read
+// the global item before the write it is asked to see (RevokeEveryone's
+// own, or a session's newer generation), and then reads anew.
 func (r *Reader) Refresh(ctx context.Context, force bool) (int64, error) {
+	start := r.shared.now()
 	for {
 		t, err := r.shared.take(force)
 		if err != nil || (t.lead == nil && t.wait == nil) {
@@ -202,13 +213,13 @@ func (r *Reader) Refresh(ctx context.Context, force bool) (int64, error) {
 			case <-ctx.Done():
 				return 0, r.Named(fmt.Errorf("wait for the global revocation item: %w", ctx.Err()))
 			}
-			if t.wait.err == nil {
+			if t.wait.err == nil && !(force && t.wait.began < start) {
 				return r.shared.current()
 			}
 			if ctx.Err() != nil {
 				return 0, r.Named(ctx.Err())
 			}
-			continue // the lead failed: lead the next flight, or wait for it
+			continue // the lead failed, or read too early: lead the next flight, or wait for it
 		}
 		items, err := r.read(ctx, r.sharedKeys(t))
 		return r.lead(ctx, t, items, err)
