@@ -374,6 +374,15 @@ func scenarios() []scenario {
 	)
 	all = append(all, common(mrec, withMREC)...)
 	all = append(all, revokeScenario(mrec, withMREC), listScenario(mrec, withMREC, 1),
+		scenario{mrec, "Logout, a session this Region has not seen", withMREC, func(r *capacityRun) {
+			c := r.e.login(r.e.putUser("alice"))
+			r.e.deleteItem(sessionItemKey(c.Value)) // made in another Region, not here yet
+			r.measure(func() {
+				if err := r.e.m.Logout(newRecorder(), newRequest(c)); err != nil {
+					r.t.Fatal(err)
+				}
+			})
+		}},
 		scenario{mrec, "CreateUser", withMREC, func(r *capacityRun) {
 			r.measure(func() {
 				if err := r.e.m.CreateUser(context.Background(), User{PK: "USER#bob", SK: "PROFILE", Name: "bob"}); err != nil {

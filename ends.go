@@ -43,6 +43,9 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 // delete found it, or false if the delete found nothing. deleteSession
 // needs a copy, which this reads first unless read is that session.
 //
+// In MREC a session this Region has not seen is recorded as ended all the
+// same: it may be on its way from another.
+//
 // A copy that the delete then does not find was ended by a racing call or
 // by this delete, whose answer was lost: it is not reported (no event, no
 // re-authentication from it), since which cannot be told, but it is
@@ -53,8 +56,13 @@ func (c *core) endSession(ctx context.Context, sessionPK string, read item.Sessi
 	if sessionPK != read.SessionPK {
 		var present bool
 		var err error
-		if s, present, err = c.store.readSession(ctx, sessionPK); err != nil || !present {
+		if s, present, err = c.store.readSession(ctx, sessionPK); err != nil {
 			return s, false, err
+		}
+		if !present {
+			// In MREC it may be a session of another Region on its way
+			// here: its end, recorded by its key alone, meets it.
+			return s, false, c.recordEnd(ctx, item.Session{SessionPK: sessionPK})
 		}
 	}
 	deleted, found, err := c.store.deleteSession(ctx, s)

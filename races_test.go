@@ -922,6 +922,27 @@ func TestMRECLogoutWhoseAnswerIsLost(t *testing.T) {
 	}
 }
 
+// MREC: a Logout in Region A of a session that Region B made and A has
+// not seen yet (a browser whose requests change Regions within the lag)
+// finds nothing to delete, but records the session's end all the same:
+// once replication settles the session is refused in both Regions, and a
+// copy of its token with it. (It used to answer nil and leave the session
+// alive in both.)
+func TestMRECLogoutBeforeTheSessionArrived(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := rs.alice()
+	c, err := loginWith(rs.b, alice, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.a.Logout(newRecorder(), newRequest(c)); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.expect(t, http.StatusUnauthorized, c, "settled: the logged-out session")
+}
+
 // MREC: a login in Region A whose next request lands in Region B before
 // the session has: B refuses it, but leaves the cookie, so that once the
 // session has arrived the same cookie works there.
