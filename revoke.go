@@ -1,6 +1,7 @@
 package ddbsession
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,9 +161,10 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 // changes the user's sessions version, so every session made before it is
 // rejected on its next request, on any instance, and a login that reads the
 // user after it lives. No clock takes part. It returns [ErrUserNotFound] if
-// the user has no item in the table. With a custom [Config.LoadUser] whose
-// users have no item in the table it fails: change the version where the
-// loader reads it instead.
+// the user has no item in the table. With a custom [Config.LoadUser] it
+// fails unless the version the loader returns changes with its write (as
+// ddbitem.User.Version does): change the version where the loader reads
+// it instead.
 func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 	return wrap("revoke all sessions", m.revokeAll(ctx, user))
 }
@@ -176,6 +178,14 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	if err := c.read.CheckLayout(ctx); err != nil {
 		return err
 	}
+	var loaded int64
+	if c.users.custom {
+		version, found, err := c.read.Load(ctx, user.PK, user.SK, c.users.newUser())
+		if err != nil || !found {
+			return cmp.Or(err, ErrUserNotFound)
+		}
+		loaded = version
+	}
 	found, err := c.changeVersion(ctx, user)
 	switch {
 	case err != nil:
@@ -185,7 +195,31 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 	case !found:
 		return ErrUserNotFound
 	}
+	if c.users.custom {
+		if err := c.loaderSaw(ctx, user, loaded); err != nil {
+			return err
+		}
+	}
 	c.events.emit(ctx, Event{Kind: EventRevokedAll, User: user})
+	return nil
+}
+
+// loaderSaw checks that Config.LoadUser returns another version for user
+// than before, the version it returned before RevokeAll's write: the
+// sessions end only if it does. A loader over the table's user items that
+// returns sessionsVersion sees the write outside MREC, and one that returns
+// ddbitem.User.Version in every mode; a loader that reads elsewhere, or
+// caches, does not, and RevokeAll says so rather than report success.
+func (c *core) loaderSaw(ctx context.Context, user UserKey, before int64) error {
+	after, found, err := c.read.Load(ctx, user.PK, user.SK, c.users.newUser())
+	switch {
+	case err != nil:
+		return fmt.Errorf("written, but Config.LoadUser failed to read it back: %w", err)
+	case found && after == before:
+		return fmt.Errorf("RevokeAll wrote the table's version of user %s, but Config.LoadUser still returns version %d, so no session ended: "+
+			"return ddbitem.User.Version of a ddbitem.Reader's read, or end the sessions by changing the version the loader returns "+
+			"(https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md#user-items)", keyString(user), after)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/ddbitem"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
@@ -215,5 +217,71 @@ func TestLoadUserWithoutAVersion(t *testing.T) {
 	err = e.m.RevokeAll(context.Background(), carol)
 	if err == nil || errors.Is(err, ddbsession.ErrUserNotFound) || !strings.Contains(err.Error(), "LoadUser") {
 		t.Errorf("RevokeAll of a user of LoadUser = %v, want an error that says to change the version LoadUser returns", err)
+	}
+}
+
+// RevokeAll of a user of Config.LoadUser ends their sessions when the
+// version the loader returns changes with its write, and otherwise fails,
+// saying so, rather than report success. A loader over the table's user
+// item that returns its sessionsVersion sees RevokeAll's write outside
+// MREC, but not in MREC, where the write is the revocation item's; one
+// that returns ddbitem.User.Version sees it in both.
+func TestRevokeAllThroughLoadUser(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		mrec     bool
+		ddbitem  bool // the loader returns ddbitem.User.Version, not sessionsVersion
+		wantEnds bool
+	}{
+		{"sessionsVersion", false, false, true},
+		{"sessionsVersion, MREC", true, false, false},
+		{"ddbitem.User.Version", false, true, true},
+		{"ddbitem.User.Version, MREC", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var e *env
+			var reader *ddbitem.Reader
+			e = newEnv(t, func(c *ddbsession.Config[User]) {
+				c.Layout.MREC = tc.mrec
+				c.LoadUser = func(ctx context.Context, key ddbsession.UserKey) (User, int64, error) {
+					if tc.ddbitem {
+						u, err := reader.User(ctx, key)
+						if err != nil {
+							return User{}, 0, err
+						}
+						if u.Item() == nil {
+							return User{}, 0, ddbsession.ErrUserNotFound
+						}
+						return User{Name: "alice"}, u.Version(), nil
+					}
+					av := rawItem(t, e, userItemKey(key))
+					if av == nil {
+						return User{}, 0, ddbsession.ErrUserNotFound
+					}
+					version, err := strconv.ParseInt(strings.TrimPrefix(attrText(av["sessionsVersion"]), "N:"), 10, 64)
+					return User{Name: "alice"}, version, err
+				}
+			})
+			var err error
+			reader, err = ddbitem.NewReader(ddbitem.ReaderConfig{Client: e.client, Table: e.table, Layout: e.cfg.Layout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			alice := e.putUser("alice")
+			c := e.login(alice)
+			err = e.m.RevokeAll(context.Background(), alice)
+			switch {
+			case tc.wantEnds && err != nil:
+				t.Fatalf("RevokeAll: %v", err)
+			case tc.wantEnds:
+				if got := e.status(c); got != http.StatusUnauthorized {
+					t.Errorf("the session after RevokeAll: status %d, want 401", got)
+				}
+			case err == nil || !strings.Contains(err.Error(), "Config.LoadUser still returns version") || !strings.Contains(err.Error(), "ddbitem.User.Version"):
+				t.Errorf("RevokeAll that the loader does not see = %v, want an error that says so", err)
+			}
+		})
 	}
 }
