@@ -785,6 +785,33 @@ func (rs *regions) userUpdate(r *ddbtest.Region, key ddbsession.UserKey, attr, v
 	}
 }
 
+// MREC: a RevokeAll in Region B, within the lag of a password change in
+// Region A, of a user item the app wrote without a sessions version (as
+// release v0.1.0 let it). RevokeAll writes the revocation item alone: a
+// write of the user item in B would settle whole over A's, and bring the
+// old password back in both Regions.
+func TestMRECRevokeAllLeavesAnUnversionedUserItemAlone(t *testing.T) {
+	t.Parallel()
+	rs := newRegions(t, 0, 0)
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	if _, err := rs.g.A.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &rs.table, Item: map[string]types.AttributeValue{
+		"pk": attrS(alice.PK), "sk": attrS(alice.SK), "name": attrS("alice"), "password": attrS("pw"),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	rs.settled()
+	rs.changePassword(rs.g.A, alice, "new")
+	if err := rs.b.RevokeAll(context.Background(), alice); err != nil { // within the lag
+		t.Fatal(err)
+	}
+	rs.settled()
+	for name, r := range map[string]*ddbtest.Region{"A": rs.g.A, "B": rs.g.B} {
+		if got := attrText(rawRegionItem(t, r, rs.table, userItemKey(alice))["password"]); got != "S:new" {
+			t.Errorf("Region %s, settled: the user item's password is %s, want the new one", name, got)
+		}
+	}
+}
+
 // MREC: a RevokeAll in Region A and an app's write of the user item in
 // Region B within the replication lag. The user item converges to B's
 // version, whole, in both Regions (last writer wins), but the revocation

@@ -225,22 +225,17 @@ func (c *core) loaderSaw(ctx context.Context, user UserKey, before int64) error 
 
 // changeVersion changes user's sessions version: the user item's, or in
 // MREC the revocation item's, which only revocations write. It reports
-// false if the user has no item in the table.
+// false if the user has no item in the table. In MREC it never writes the
+// user item, even one without a sessions version (which no login accepts
+// until the app gives it one): a Region's write of it settles whole, over
+// the app's writes in another (a new password) within the lag.
 func (c *core) changeVersion(ctx context.Context, user UserKey) (found bool, err error) {
 	if !c.store.MREC {
 		return c.store.changeVersion(ctx, user.PK, user.SK)
 	}
-	key := c.store.Key(user.PK, user.SK)
-	av, err := c.store.get(ctx, key)
+	av, err := c.store.get(ctx, c.store.Key(user.PK, user.SK))
 	if av == nil || err != nil {
 		return false, err
-	}
-	if _, has := av[c.store.VersionAttribute]; !has {
-		// A user item the app wrote without one accepts no login: start
-		// it, as a RevokeAll outside MREC does.
-		if _, err := c.store.update(ctx, key, c.store.StartVersion()); err != nil {
-			return true, err
-		}
 	}
 	return true, c.store.changeRevocation(ctx, user.PK, user.SK)
 }
