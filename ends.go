@@ -107,7 +107,7 @@ func (c *core) endPending(ctx context.Context, w http.ResponseWriter, r *http.Re
 // about to be: a refresh of it in another Region that had not seen the
 // delete yet writes the item back, whole, and would win. The record lasts
 // as long as any copy of the session could be valid: until the end of its
-// absolute lifetime, and a minute more for the clocks. A record that ended
+// absolute lifetime, and endMargin more. A record that ended
 // sooner (an idle timeout from now, say) could expire before it reached a
 // Region held up longer than that, while that Region kept refreshing the
 // session: the session would come back. s may be a login's on its way,
@@ -120,5 +120,11 @@ func (c *core) recordEnd(ctx context.Context, s item.Session) error {
 	if created.IsZero() {
 		created = c.now()
 	}
-	return c.store.putEnd(ctx, s, created.Add(c.life.absolute+time.Minute))
+	return c.store.putEnd(ctx, s, created.Add(c.life.absolute+endMargin))
 }
+
+// endMargin is how long an end record outlasts its session's absolute
+// lifetime as this instance counts it: for an instance that counts it
+// longer, on a clock behind this one's, or with an AbsoluteLifetime that a
+// deploy under way raises (by up to the margin). It costs storage alone.
+const endMargin = 24 * time.Hour
