@@ -142,6 +142,14 @@ func (o *options) adopt(r recordedLayout) error {
 			"Config.Layout differs is refused at start too ('ddbsession table check -table %s' shows the layout).", shellQuote(o.table))
 		return &layoutError{msg: b.String()}
 	}
+	if len(r.desc.Replicas) > 0 && !table.Strong(r.desc) && !r.layout.MREC {
+		// An app whose Config.Layout lacks MREC recorded it: the record
+		// cannot be trusted, and acting in it would write revocations
+		// that another Region's writes undo.
+		return &layoutError{msg: fmt.Sprintf("table %q is a global table in multi-Region eventual consistency (MREC), and the layout it records\n"+
+			"says otherwise, so no command can act on it safely ('ddbsession table check -table %s' says how to fix it).",
+			o.table, shellQuote(o.table))}
+	}
 	o.items = *r.layout
 	return nil
 }

@@ -354,6 +354,37 @@ func TestSessionsActInTheRecordedLayout(t *testing.T) {
 	}
 }
 
+// A global table in MREC whose layout record says otherwise (an app
+// without Config.Layout.MREC wrote it) is one no command acts on: a
+// revoke-all in that mode would write the user item, which another
+// Region's write undoes. table check says how to fix it. The engine has no
+// global tables: the probe describes the table as DynamoDB does.
+func TestCommandsRefuseAnMRECTableRecordedWithoutMREC(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	describeAs(f.probe, func(d *types.TableDescription) {
+		d.MultiRegionConsistency = types.MultiRegionConsistencyEventual
+		d.Replicas = []types.ReplicaDescription{{RegionName: aws.String("us-east-1")}, {RegionName: aws.String("eu-west-1")}}
+	})
+	alice := f.user("alice")
+	c := f.login(alice, curl)
+	before := f.keys()
+	for _, args := range [][]string{
+		{"sessions", "revoke-all", alice.PK, "-sk", alice.SK},
+		{"sessions", "list", alice.PK, "-sk", alice.SK},
+		{"sweep", "-max-wcu", "0", "-max-rcu", "0"},
+	} {
+		code, stdout, stderr := f.run(args...)
+		wantCode(t, code, exitSchema, stdout, stderr)
+		if !strings.Contains(stderr, "multi-Region eventual consistency (MREC)") || !strings.Contains(stderr, "ddbsession table check -table "+f.table) {
+			t.Errorf("%v: stderr does not name MREC and table check:\n%s", args, stderr)
+		}
+	}
+	if diff := cmp.Diff(before, f.keys()); diff != "" || !f.valid(c) {
+		t.Errorf("the refused commands changed the table (-before +after):\n%s", diff)
+	}
+}
+
 // A table that records no layout (release v0.1.0's): every command that
 // acts on sessions refuses, says how to record it, and writes nothing, the
 // layout record included; table check reports it, and table create
