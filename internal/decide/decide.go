@@ -308,7 +308,7 @@ func (r *Reader) Read(ctx context.Context, q Query) (Facts, error) {
 	all := f.sessions()
 	for i := range all {
 		if e := &all[i]; e.found && r.shared.mayBeNewer(e.s.Stamp.Global) {
-			if f.global, err = r.Refresh(ctx, true); err != nil {
+			if f.global, err = r.ReadAgain(ctx); err != nil {
 				return Facts{}, err
 			}
 			r.shared.notFound(e.s.Stamp.Global)

@@ -97,11 +97,12 @@ func (s *shared) land(f *flight, gen int64, checked bool, layoutErr, err error) 
 	close(f.done)
 }
 
-// now reads the monotonic clock, which SetMonotonic may swap.
-func (s *shared) now() int64 {
+// underWay returns the read of the shared items under way, nil for none.
+// Reads run one at a time, so every other began after this call.
+func (s *shared) underWay() *flight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.mono()
+	return s.flight
 }
 
 // current returns the copy's generation, or the layout's error.
@@ -196,12 +197,22 @@ func (r *Reader) wait(ctx context.Context, t ticket) (int64, error) {
 // Refresh reads the shared items in a round trip of their own, one Read at
 // a time (a Read under way serves as this one's), unless the copy is fresh
 // and force is false, and returns the copy's generation after it. It is
-// how a table's user (CreateTable, say) checks the layout at start. A
-// forced Refresh waits out a Read that began before it, which may have read
-// the global item before the write it is asked to see (RevokeEveryone's
-// own, or a session's newer generation), and then reads anew.
+// how a table's user (CreateTable, say) checks the layout at start.
 func (r *Reader) Refresh(ctx context.Context, force bool) (int64, error) {
-	start := r.shared.now()
+	return r.refresh(ctx, force, nil)
+}
+
+// ReadAgain is a forced Refresh whose read begins after the call: it waits
+// out the Read under way, which may have read the global item before the
+// write the caller must see (RevokeEveryone's own, or the generation of a
+// session newer than the copy), and then reads anew, or joins a Read that
+// began after the call.
+func (r *Reader) ReadAgain(ctx context.Context) (int64, error) {
+	return r.refresh(ctx, true, r.shared.underWay())
+}
+
+// refresh is Refresh, which takes no answer from the read earlier.
+func (r *Reader) refresh(ctx context.Context, force bool, earlier *flight) (int64, error) {
 	for {
 		t, err := r.shared.take(force)
 		if err != nil || (t.lead == nil && t.wait == nil) {
@@ -213,7 +224,7 @@ func (r *Reader) Refresh(ctx context.Context, force bool) (int64, error) {
 			case <-ctx.Done():
 				return 0, r.Named(fmt.Errorf("wait for the global revocation item: %w", ctx.Err()))
 			}
-			if t.wait.err == nil && !(force && t.wait.began < start) {
+			if t.wait.err == nil && t.wait != earlier {
 				return r.shared.current()
 			}
 			if ctx.Err() != nil {
