@@ -188,26 +188,11 @@ func (m *Manager) RevokeAll(ctx context.Context) error {
 	if err := m.checkLayout(ctx); err != nil {
 		return err
 	}
-	err := m.sessions.RevokeAll(ctx, m.server)
-	switch {
-	case errors.Is(err, ddbsession.ErrUserNotFound):
+	err := m.sessions.RevokeAll(context.WithValue(ctx, revokingAll{}, true), m.server)
+	if errors.Is(err, ddbsession.ErrUserNotFound) {
 		return nil // no initialize yet, so no session to end
-	case m.version == nil:
-		return err
 	}
-	// The copy reads the version back, whether RevokeAll failed or not:
-	// ddbsession fails it for a server without a user item, since its
-	// users come from LoadUser, and such a server has no session to end.
-	v, readErr := m.version.readAgain(ctx)
-	switch {
-	case err != nil && readErr == nil && !v.found:
-		return nil
-	case err != nil:
-		return err
-	case readErr != nil:
-		return fmt.Errorf("mcpsession: revoke all: written, but not read back on this instance: %w", readErr)
-	}
-	return nil
+	return err
 }
 
 // checkLayout checks, once, that the table records the sessions' Layout,

@@ -32,7 +32,11 @@ func (m *Manager) loadServer(ctx context.Context, key ddbsession.UserKey) (struc
 	if key != m.server {
 		return struct{}{}, 0, ddbsession.ErrUserNotFound
 	}
-	v, err := m.version.current(ctx)
+	read := m.version.current
+	if ctx.Value(revokingAll{}) != nil {
+		read = m.version.readAgain
+	}
+	v, err := read(ctx)
 	switch {
 	case err != nil:
 		return struct{}{}, 0, err
@@ -41,6 +45,13 @@ func (m *Manager) loadServer(ctx context.Context, key ddbsession.UserKey) (struc
 	}
 	return struct{}{}, v.version, nil
 }
+
+// revokingAll marks the context of this instance's RevokeAll. The
+// sessions' Manager loads the server's version before its write and after
+// it, and fails unless the two differ: each load reads anew, so that the
+// copy, however old, neither hides the write nor says there is no user
+// item, and the load after it renews the copy for this instance's requests.
+type revokingAll struct{}
 
 // version is what one read of the server's user item found: whether the
 // item is there, and its version (ddbitem.User.Version: one number that
