@@ -26,8 +26,19 @@ const (
 func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which carried, kind EventKind, read item.Session) ([]item.Session, error) {
 	var errs []error
 	var ended []item.Session
+	unseen := false
 	for _, token := range c.cookies.tokens(r, which == endAll) {
-		s, found, err := c.endSession(ctx, c.store.SessionPK(token), read)
+		pk := c.store.SessionPK(token)
+		s, found, err := c.endSession(ctx, pk, read)
+		if err == nil && s.SessionPK == "" && !unseen {
+			// Not in this Region: in MREC it may be a session of another
+			// on its way here, which its end, recorded by its key alone,
+			// meets. One a request: a request that carries made-up tokens
+			// must not write an item, kept for a session's lifetime, for
+			// each.
+			unseen = true
+			err = c.recordEnd(ctx, item.Session{SessionPK: pk})
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -43,8 +54,7 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 // delete found it, or false if the delete found nothing. deleteSession
 // needs a copy, which this reads first unless read is that session.
 //
-// In MREC a session this Region has not seen is recorded as ended all the
-// same: it may be on its way from another.
+// A session that is not there comes back as the zero Session.
 //
 // A copy that the delete then does not find was ended by a racing call or
 // by this delete, whose answer was lost: it is not reported (no event, no
@@ -56,13 +66,8 @@ func (c *core) endSession(ctx context.Context, sessionPK string, read item.Sessi
 	if sessionPK != read.SessionPK {
 		var present bool
 		var err error
-		if s, present, err = c.store.readSession(ctx, sessionPK); err != nil {
-			return s, false, err
-		}
-		if !present {
-			// In MREC it may be a session of another Region on its way
-			// here: its end, recorded by its key alone, meets it.
-			return s, false, c.recordEnd(ctx, item.Session{SessionPK: sessionPK})
+		if s, present, err = c.store.readSession(ctx, sessionPK); err != nil || !present {
+			return item.Session{}, false, err
 		}
 	}
 	deleted, found, err := c.store.deleteSession(ctx, s)

@@ -552,6 +552,12 @@ func sessionItemKey(token string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": attrS("SESSION#" + tokenHash(token)), "sk": attrS("SESSION")}
 }
 
+// endItemKey is the primary key of the end record (MREC) of the session
+// of token, in a table with the default layout.
+func endItemKey(token string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": attrS("SESSION#" + tokenHash(token)), "sk": attrS("ENDED")}
+}
+
 // userItemKey is the primary key of the user item under key, in a table
 // with the default key names and a sort key.
 func userItemKey(key ddbsession.UserKey) map[string]types.AttributeValue {

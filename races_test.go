@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -968,6 +969,32 @@ func TestMRECLogoutBeforeTheSessionArrived(t *testing.T) {
 	}
 	rs.settled()
 	rs.expect(t, http.StatusUnauthorized, c, "settled: the logged-out session")
+}
+
+// MREC: a Logout that carries several sessions this Region has not seen
+// records the end of one alone: made-up tokens, which anyone can send,
+// must not each write an item kept for a session's lifetime.
+func TestMRECLogoutRecordsOneUnseenEnd(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withMREC, withProbe(&p))
+	alice := e.putUser("alice")
+	var carried []*http.Cookie
+	for range 4 {
+		c := e.login(alice)
+		e.deleteItem(sessionItemKey(c.Value)) // not in this Region (yet)
+		carried = append(carried, c)
+	}
+	p.Reset()
+	if err := e.m.Logout(newRecorder(), newRequest(carried...)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"GetItem": 4, "PutItem": 1}, p.Calls()); diff != "" {
+		t.Errorf("calls of a Logout carrying 4 sessions not seen here (-want +got):\n%s", diff)
+	}
+	if rawItem(t, e, endItemKey(carried[0].Value)) == nil {
+		t.Error("no end record for the first of them")
+	}
 }
 
 // MREC: a login in Region A whose next request lands in Region B before
