@@ -52,7 +52,7 @@ func (c *core) createUser(ctx context.Context, v any) error {
 			*k.to = s.Value
 		}
 	}
-	if err := c.users.checkKey(key); err != nil {
+	if err := c.users.checkKey(key, true); err != nil {
 		return err
 	}
 	ctx, cancel := c.storeContext(ctx)
@@ -205,7 +205,7 @@ const (
 // checkSignIn refuses, before any call, a user key that does not fit the
 // table and methods beyond their bounds.
 func (c *core) checkSignIn(user UserKey, methods []string) error {
-	if err := c.users.checkKey(user); err != nil {
+	if err := c.users.checkKey(user, true); err != nil {
 		return err
 	}
 	if len(methods) > maxMethods {

@@ -815,7 +815,7 @@ func TestMalformedUserKeysAreRefused(t *testing.T) {
 		key  ddbsession.UserKey
 		want string
 	}{
-		{ddbsession.UserKey{}, "has no PK: pass the user's key"},
+		{ddbsession.UserKey{}, "has no PK: pass the "},
 		{ddbsession.UserKey{PK: "USER#alice"}, "has no SK, which the table's sort key needs"},
 	} {
 		for name, call := range map[string]func() error{
@@ -827,8 +827,15 @@ func TestMalformedUserKeysAreRefused(t *testing.T) {
 				return e.m.BeginLogin(newRecorder(), newRequest(), tc.key, nil)
 			},
 		} {
-			if err := call(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			err := call()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s(%+v) = %v, want it to say %q", name, tc.key, err, tc.want)
+			}
+			// A login's request is not signed in: Session(ctx).User is no
+			// help there, the key the user entered is.
+			login := strings.Contains(name, "Login")
+			if tc.key.PK == "" && err != nil && strings.Contains(err.Error(), "Session(ctx).User") == login {
+				t.Errorf("%s(%+v) = %v: Session(ctx).User is advised %v, want %v", name, tc.key, err, login, !login)
 			}
 		}
 	}

@@ -35,7 +35,7 @@ func (c *core) list(ctx context.Context, user UserKey, current string) ([]Sessio
 	if c.store.HashOnly {
 		return nil, errNoSortKey
 	}
-	if err := c.users.checkKey(user); err != nil {
+	if err := c.users.checkKey(user, false); err != nil {
 		return nil, err
 	}
 	ctx, cancel := c.storeContext(ctx)
@@ -125,7 +125,7 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 	if c.store.HashOnly {
 		return errNoSortKey
 	}
-	if err := c.users.checkKey(user); err != nil {
+	if err := c.users.checkKey(user, false); err != nil {
 		return err
 	}
 	if !item.ValidID(id) {
@@ -170,7 +170,7 @@ func (m *Manager[U]) RevokeAll(ctx context.Context, user UserKey) error {
 }
 
 func (c *core) revokeAll(ctx context.Context, user UserKey) error {
-	if err := c.users.checkKey(user); err != nil {
+	if err := c.users.checkKey(user, false); err != nil {
 		return err
 	}
 	ctx, cancel := c.storeContext(ctx)

@@ -39,9 +39,12 @@ func (u *users) inTable() bool { return !u.custom }
 // checkKey refuses a user key that no item of the table can have, before
 // any call: an empty one is what a handler gets from Session outside
 // RequireSession, and DynamoDB would answer it with a validation error that
-// says nothing of that.
-func (u *users) checkKey(user UserKey) error {
+// says nothing of that. A login's or CreateUser's request is not signed in
+// (yet), so its error points at the key the user entered, not at Session.
+func (u *users) checkKey(user UserKey, login bool) error {
 	switch {
+	case user.PK == "" && login:
+		return fmt.Errorf("user key %+v has no PK: pass the key of the user signing up or in, from what they entered (UserKey{PK: \"USER#\" + name, SK: ...}, say)", user)
 	case user.PK == "":
 		return fmt.Errorf("user key %+v has no PK: pass the user's key (UserKey{PK: ..., SK: ...}, or Session(ctx).User of a signed-in request)", user)
 	case u.store.HashOnly && user.SK != "":
