@@ -1,9 +1,12 @@
 package ddbsession
 
 import (
+	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -13,53 +16,118 @@ import (
 // StoreUnavailable, and the pair that sends a browser to log in and back
 // (Redirect and ReturnPath).
 
-// textHandler answers with a status code and a one-line plain-text body.
-func textHandler(code int, msg string) http.Handler {
+// refusal answers with a status code and a one-line message: as JSON,
+// {"error": msg}, to a program (see fromProgram), as plain text otherwise.
+func refusal(code int, msg string) http.Handler {
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, msg, code)
+		if !fromProgram(r) {
+			http.Error(w, msg, code)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(code)
+		w.Write(append(body, '\n'))
 	})
+}
+
+// fromProgram reports whether r is a program's call (fetch, a CLI, another
+// service) rather than a browser's navigation, which a login page can
+// answer: a browser says which in Sec-Fetch-Mode; without it, an
+// Authorization header or an Accept that prefers JSON to HTML tells.
+func fromProgram(r *http.Request) bool {
+	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" {
+		return mode != "navigate"
+	}
+	if r.Header.Get("Authorization") != "" {
+		return true
+	}
+	var jsonQ, htmlQ float64 // the best q of each
+	for _, accept := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(accept, ",") {
+			mediaType, params, err := mime.ParseMediaType(part)
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(v, 64); err != nil {
+					continue
+				}
+			}
+			switch {
+			case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json"):
+				jsonQ = max(jsonQ, q)
+			case mediaType == "text/html" || mediaType == "application/xhtml+xml":
+				htmlQ = max(htmlQ, q)
+			}
+		}
+	}
+	return jsonQ > htmlQ
 }
 
 // returnParam is the query parameter in which [Redirect] passes the page
 // to come back to, for ReturnPath to read back.
 const returnParam = "next"
 
-// Redirect returns a handler that sends a browser with 303 See Other to
-// path, a page on this site, passing the page to come back to in "next",
-// which the page's handler reads with [ReturnPath]: a GET's or HEAD's own
-// URL, or, for a form's POST, the same-origin page that sent it. It is
-// [Config.Unauthorized] for a site with a login page, [Config.StepUp] for
-// one with a re-authentication page. A bearer request gets 401. Redirect
-// panics, at the app's start, if path is not on this site.
+// Redirect returns a handler, for [Config.Unauthorized] or [Config.StepUp],
+// that sends a browser with 303 See Other to path, a login page as the
+// browser sees it, with the page to come back to in "next" for [ReturnPath]:
+// a GET's URL ([Cookie.Path] in front if stripped), or a POST's same-origin
+// Referer. A program's call (fetch, an Authorization, an Accept preferring
+// JSON) gets 401 {"error":"unauthorized"}. It panics if path is off-site.
 func Redirect(path string) http.Handler {
 	if !localPath(path) {
 		panic(fmt.Sprintf("ddbsession: Redirect(%q): not a path on this site", path))
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, bearer := bearerToken(r); bearer {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		next := r.URL.RequestURI()
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			next = ""
-			if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
-				next = ref.RequestURI()
-			}
-		}
-		target := path
-		if localPath(next) {
-			target += "?" + url.Values{returnParam: {next}}.Encode()
-		}
-		http.Redirect(w, r, target, http.StatusSeeOther)
-	})
+	return redirect{path: path}
 }
 
+// redirect is Redirect's handler; New gives it the app's prefix, Cookie.Path.
+type redirect struct{ path, prefix string }
+
+func (rd redirect) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if fromProgram(r) {
+		unauthorized.ServeHTTP(w, r)
+		return
+	}
+	next := r.URL.RequestURI()
+	if p := rd.prefix; p != "" && p != "/" && r.URL.Path != p && !strings.HasPrefix(r.URL.Path, p+"/") {
+		next = p + next
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		next = ""
+		if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
+			next = ref.RequestURI()
+		}
+	}
+	target := rd.path
+	if localPath(next) {
+		target += "?" + url.Values{returnParam: {next}}.Encode()
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// withPrefix is h with the app's prefix, if h is Redirect's.
+func withPrefix(h http.Handler, prefix string) http.Handler {
+	if rd, ok := h.(redirect); ok {
+		rd.prefix = prefix
+		return rd
+	}
+	return h
+}
+
+// unauthorized is Config.Unauthorized's default, and Redirect's answer to
+// a program.
+var unauthorized = refusal(http.StatusUnauthorized, "unauthorized")
+
 // ReturnPath returns the page a login should send the user back to: r's
-// "next" parameter if it is a path on this site, and fallback otherwise.
-// Absolute URLs, scheme-relative ones ("//evil.example"), backslashes
-// ("/\evil.example", which browsers read as "//"), control characters and
-// percent-encoded forms of any of them are refused: no open redirect.
+// "next" if it is a path on this site, else fallback. Absolute and
+// scheme-relative URLs, backslashes, control characters and their
+// percent-encodings are refused: no open redirect.
 func ReturnPath(r *http.Request, fallback string) string {
 	if next := r.URL.Query().Get(returnParam); localPath(next) {
 		return next

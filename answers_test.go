@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -171,5 +174,183 @@ func assertJSONError(t *testing.T, w *httptest.ResponseRecorder, status int, msg
 	var body struct{ Error string }
 	if w.Code != status || w.Header().Get("Content-Type") != "application/json" || json.Unmarshal(w.Body.Bytes(), &body) != nil || body.Error != msg {
 		t.Errorf("got %d %q %q, want %d application/json {\"error\":%q}", w.Code, w.Header().Get("Content-Type"), w.Body, status, msg)
+	}
+}
+
+// A site of pages and an API on one Manager with the default answers fits
+// each caller: a browser's navigation goes to the login page, a program's
+// call gets 401 in JSON, and a bearer client the challenge too.
+func TestMixedSite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		c.Unauthorized = ddbsession.Redirect("/login")
+		c.BearerTokens = true
+	})
+	guard := e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("let through") }))
+	const navigate = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	for _, tc := range []struct {
+		name, method, target string
+		header               http.Header
+		wantCode             int
+		wantLocation         string
+		wantChallenge        string
+	}{
+		{"a navigation", "GET", "/account", http.Header{"Sec-Fetch-Mode": {"navigate"}, "Accept": {navigate}}, 303, "/login?next=%2Faccount", ""},
+		{"a navigation, no fetch metadata", "GET", "/account", http.Header{"Accept": {navigate}}, 303, "/login?next=%2Faccount", ""},
+		{"a form's POST", "POST", "/account/delete", http.Header{"Sec-Fetch-Mode": {"navigate"}}, 303, "/login", ""},
+		{"a client that says nothing", "GET", "/account", nil, 303, "/login?next=%2Faccount", ""},
+		{"fetch", "GET", "/api/me", http.Header{"Sec-Fetch-Mode": {"cors"}, "Accept": {"*/*"}}, 401, "", "Bearer"},
+		{"a non-GET fetch", "POST", "/api/cart", http.Header{"Sec-Fetch-Mode": {"same-origin"}}, 401, "", "Bearer"},
+		{"Accept prefers JSON", "GET", "/api/me", http.Header{"Accept": {"application/json, text/plain, */*"}}, 401, "", "Bearer"},
+		{"Accept prefers problem+json to HTML", "GET", "/api/me", http.Header{"Accept": {"text/html;q=0.5, application/problem+json"}}, 401, "", "Bearer"},
+		{"Accept prefers HTML to JSON", "GET", "/account", http.Header{"Accept": {"text/html, application/json;q=0.9"}}, 303, "/login?next=%2Faccount", ""},
+		{"a Basic Authorization", "GET", "/api/me", http.Header{"Authorization": {"Basic YTpi"}}, 401, "", "Bearer"},
+		{"a bearer token", "GET", "/api/me", http.Header{"Authorization": {"Bearer " + strings.Repeat("A", 43)}}, 401, "", `Bearer error="invalid_token"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(tc.method, tc.target, nil)
+			maps.Copy(r.Header, tc.header)
+			guard.ServeHTTP(w, r)
+			if w.Code != tc.wantCode || w.Header().Get("Location") != tc.wantLocation || w.Header().Get("WWW-Authenticate") != tc.wantChallenge {
+				t.Errorf("%d Location %q WWW-Authenticate %q, want %d %q %q", w.Code, w.Header().Get("Location"),
+					w.Header().Get("WWW-Authenticate"), tc.wantCode, tc.wantLocation, tc.wantChallenge)
+			}
+			if tc.wantCode == http.StatusUnauthorized {
+				assertJSONError(t, w, http.StatusUnauthorized, "unauthorized")
+			}
+		})
+	}
+}
+
+// The default answers, without Redirect, fit the caller too: JSON to a
+// program, one line of text to a browser.
+func TestDefaultAnswersFitTheCaller(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	guard := e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("let through") }))
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "/api/me", nil)
+	r.Header.Set("Sec-Fetch-Mode", "cors")
+	guard.ServeHTTP(w, r)
+	assertJSONError(t, w, http.StatusUnauthorized, "unauthorized")
+	if got := w.Header().Get("WWW-Authenticate"); got != "" {
+		t.Errorf("WWW-Authenticate %q without BearerTokens", got)
+	}
+	w = httptest.NewRecorder()
+	guard.ServeHTTP(w, httptest.NewRequest("GET", "/account", nil))
+	if w.Code != http.StatusUnauthorized || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") || w.Body.String() != "unauthorized\n" {
+		t.Errorf("a page: %d %q %q, want 401 text/plain", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+}
+
+// Per route, an app answers in its own way with LoadSession and a check
+// of its own, as docs/routers.md shows: here a page-like route that must
+// answer 404 rather than tell a stranger it exists.
+func TestAnswerPerRoute(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Unauthorized = ddbsession.Redirect("/login") })
+	hidden := e.m.LoadSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := e.m.Session(r.Context()); !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("admin"))
+	}))
+	if w := e.get(hidden); w.Code != http.StatusNotFound {
+		t.Errorf("without a session: %d, want 404", w.Code)
+	}
+	if w := e.get(hidden, e.login(e.putUser("alice"))); w.Code != http.StatusOK || w.Body.String() != "admin" {
+		t.Errorf("with a session: %d %q", w.Code, w.Body)
+	}
+}
+
+// An app on a sub-path, behind http.StripPrefix: its cookie is
+// __Secure- on the app's path, and a browser sent to log in comes back to
+// the page it asked for, prefix and all, through next and ReturnPath.
+func TestSubPathApp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		c.Cookie.Path = "/app"
+		c.Unauthorized = ddbsession.Redirect("/app/login")
+	})
+	alice := e.putUser("alice")
+	mux := http.NewServeMux()
+	mux.Handle("GET /account", e.m.RequireSession(whoami(e.m)))
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.m.Login(w, r, alice, nil); err != nil {
+			t.Error(err)
+		}
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/app/"), http.StatusSeeOther)
+	})
+	app := http.StripPrefix("/app", mux)
+
+	// Asked for a guarded page: sent to the login page, with the way back.
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, httptest.NewRequest("GET", "https://example.test/app/account?tab=2", nil))
+	if want := "/app/login?next=%2Fapp%2Faccount%3Ftab%3D2"; w.Code != http.StatusSeeOther || w.Header().Get("Location") != want {
+		t.Fatalf("GET /app/account: %d Location %q, want 303 %q", w.Code, w.Header().Get("Location"), want)
+	}
+	// The login page's form posts there; Login sets the cookie on /app and
+	// sends the browser back to the page, inside the app.
+	w2 := httptest.NewRecorder()
+	app.ServeHTTP(w2, httptest.NewRequest("POST", "https://example.test"+w.Header().Get("Location"), nil))
+	if w2.Code != http.StatusSeeOther || w2.Header().Get("Location") != "/app/account?tab=2" {
+		t.Errorf("POST /app/login: %d Location %q, want /app/account?tab=2", w2.Code, w2.Header().Get("Location"))
+	}
+	c := sessionCookie(t, w2.Result(), "__Secure-session")
+	if c == nil || c.Path != "/app" || !c.Secure || !c.HttpOnly {
+		t.Fatalf("Login's cookie: %v, want __Secure-session on Path=/app, Secure, HttpOnly", c)
+	}
+	r := httptest.NewRequest("GET", "https://example.test/app/account", nil)
+	r.AddCookie(c)
+	w3 := httptest.NewRecorder()
+	app.ServeHTTP(w3, r)
+	if w3.Code != http.StatusOK || w3.Body.String() != "user:alice" {
+		t.Errorf("GET /app/account with the cookie: %d %q", w3.Code, w3.Body)
+	}
+
+	// A reverse proxy that strips /app leaves no trace of it: Cookie.Path
+	// puts it back.
+	w4 := httptest.NewRecorder()
+	mux.ServeHTTP(w4, httptest.NewRequest("GET", "https://example.test/account", nil))
+	if want := "/app/login?next=%2Fapp%2Faccount"; w4.Header().Get("Location") != want {
+		t.Errorf("GET /account from the proxy: Location %q, want %q", w4.Header().Get("Location"), want)
+	}
+	// An app that routes the prefix itself, with no one stripping it, is
+	// not given it twice.
+	unstripped := e.m.RequireSession(whoami(e.m))
+	w5 := httptest.NewRecorder()
+	unstripped.ServeHTTP(w5, httptest.NewRequest("GET", "https://example.test/app/account", nil))
+	if want := "/app/login?next=%2Fapp%2Faccount"; w5.Header().Get("Location") != want {
+		t.Errorf("GET /app/account, not stripped: Location %q, want %q", w5.Header().Get("Location"), want)
+	}
+}
+
+// Config.Cookie.Path is checked once, by New.
+func TestCookiePathChecked(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"app", "/app/", "//evil.example", "/app;Domain=x", "/app?x", "/a\x00"} {
+		_, err := ddbsession.New(ddbsession.Config[User]{Client: dynamodb.New(dynamodb.Options{}), Table: "t", Cookie: ddbsession.Cookie{Path: path}})
+		if err == nil || !strings.Contains(err.Error(), "Config.Cookie.Path") {
+			t.Errorf("Cookie.Path %q: New error %v, want one naming Config.Cookie.Path", path, err)
+		}
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"", "", "__Host-session"}, {"", "/", "__Host-session"}, {"", "/app", "__Secure-session"},
+		{"__Host-s", "/app/v2", "__Secure-s"}, {"__Secure-s", "/", "__Host-s"},
+	} {
+		m, err := ddbsession.New(ddbsession.Config[User]{Client: dynamodb.New(dynamodb.Options{}), Table: "t", Cookie: ddbsession.Cookie{Name: tc.name, Path: tc.path}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A malformed cookie of that name is cleared, at no call: on its path.
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(&http.Cookie{Name: tc.want, Value: "malformed"})
+		m.RequireSession(http.NotFoundHandler()).ServeHTTP(w, r)
+		if c := sessionCookie(t, w.Result(), tc.want); c == nil || c.Path != cmp.Or(tc.path, "/") || c.MaxAge != -1 {
+			t.Errorf("Name %q Path %q: cookies cleared %v, want %s on %s", tc.name, tc.path, w.Result().Cookies(), tc.want, cmp.Or(tc.path, "/"))
+		}
 	}
 }

@@ -67,7 +67,7 @@ func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error 
 		return fmt.Errorf("ddbsession: Config.DeviceBinding.RegistrationPath and RefreshPath are both %q", d.RefreshPath)
 	}
 	setDefault(&d.CookieName, hostPrefix+"bound")
-	d.CookieName = cookieName(d.CookieName, false)
+	d.CookieName = cookieName(d.CookieName, false, "/")
 	if err := (&http.Cookie{Name: d.CookieName, Value: "x"}).Valid(); err != nil {
 		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieName %q: %w", d.CookieName, err)
 	}
@@ -153,7 +153,7 @@ func boundMaxAge(c item.BoundCookie, now time.Time) int {
 // configuration names (see boundCookieAttributes), or clears it (maxAge
 // -1). It is always Secure: device binding needs HTTPS.
 func (d *DeviceBinding) writeCookie(w http.ResponseWriter, value string, maxAge int) {
-	writeCookie(w, d.CookieName, value, maxAge, true)
+	writeCookie(w, d.CookieName, value, "/", maxAge, true)
 }
 
 // boundCookieAttributes are the bound cookie's attributes other than

@@ -37,8 +37,9 @@ func (m *Manager[U]) stored(r *http.Request) item.Session {
 	return item.Session{}
 }
 
-// User returns the signed-in user that [Manager.RequireSession] or
-// [Manager.LoadSession] put in ctx.
+// User returns the signed-in user, decoded from its item, that
+// [Manager.RequireSession] or [Manager.LoadSession] put in ctx;
+// [Session.User] is the item's key.
 func (m *Manager[U]) User(ctx context.Context) (U, bool) {
 	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
 	if st == nil {

@@ -18,15 +18,19 @@ import (
 
 // Cookie configures the session cookie.
 type Cookie struct {
-	// Name is the cookie's name, "__Host-session" by default. The "__Host-"
-	// prefix is added if missing: browsers then refuse the cookie unless it
-	// is Secure, host-only and on Path=/.
+	// Name is the cookie's name, "session" by default, behind the prefix
+	// that Path allows, which browsers enforce: "__Host-" or "__Secure-".
 	Name string
 
-	// InsecureDevMode drops the Secure attribute and the "__Host-" prefix
-	// so that the cookie works on plain-HTTP localhost. Never in
-	// production: the cookie then travels in clear text. No environment
-	// variable switches it on.
+	// Path is where the app lives, "/" by default; an app on a sub-path
+	// ("/app", behind http.StripPrefix or a proxy that strips it) sets it.
+	// The cookie is then "__Secure-" (browsers allow "__Host-" on Path=/
+	// alone), and [Redirect] keeps the prefix.
+	Path string
+
+	// InsecureDevMode drops the Secure attribute and the prefix so that the
+	// cookie works on plain-HTTP localhost. Never in production: the cookie
+	// then travels in clear text. No environment variable switches it on.
 	InsecureDevMode bool
 
 	// HideUserKey keeps the user's key out of the cookie, where it lets a
@@ -54,8 +58,12 @@ type Cookie struct {
 // withDefaults fills in and checks the cookie's settings; custom says that
 // users come from Config.LoadUser.
 func (c *Cookie) withDefaults(custom bool) error {
+	setDefault(&c.Path, "/")
+	if !localPath(c.Path) || strings.ContainsAny(c.Path, ";?#") || c.Path != "/" && strings.HasSuffix(c.Path, "/") {
+		return fmt.Errorf("ddbsession: Config.Cookie.Path %q: not a path such as / or /app", c.Path)
+	}
 	setDefault(&c.Name, hostPrefix+"session")
-	c.Name = cookieName(c.Name, c.InsecureDevMode)
+	c.Name = cookieName(c.Name, c.InsecureDevMode, c.Path)
 	if err := (&http.Cookie{Name: c.Name, Value: "x"}).Valid(); err != nil {
 		return fmt.Errorf("ddbsession: Config.Cookie.Name %q: %w", c.Name, err)
 	}
@@ -81,6 +89,7 @@ func setDefault(field *string, value string) {
 // its bearer token, and writes the session cookie.
 type cookies struct {
 	name   string // Cookie.Name, prefix and all
+	path   string // Cookie.Path
 	secure bool   // not Cookie.InsecureDevMode
 	// withUser says whether the cookie carries the user's key next to the
 	// token: when users live in the table and HideUserKey is not set.
@@ -97,7 +106,9 @@ type cookies struct {
 // pendingSuffix follows the session cookie's name in the pending cookie's.
 const pendingSuffix = "-pending"
 
-const hostPrefix = "__Host-"
+// The cookie name prefixes that make browsers enforce a cookie's
+// attributes: Secure for both, and host-only on Path=/ for hostPrefix.
+const hostPrefix, securePrefix = "__Host-", "__Secure-"
 
 // sessionExpiresHeader is the response header that tells a client with a
 // bearer token the session's new expiry, in RFC 3339, when a request moved
@@ -191,19 +202,21 @@ func (c *cookies) set(w http.ResponseWriter, token string, s item.Session, now t
 	if s.BrowserOnly {
 		maxAge = 0 // no Max-Age: the cookie ends with the browser
 	}
-	writeCookie(w, c.name, c.value(token, s), maxAge, c.secure)
+	writeCookie(w, c.name, c.value(token, s), c.path, maxAge, c.secure)
 }
 
 // clear tells the browser to drop the session cookie.
-func (c *cookies) clear(w http.ResponseWriter) { writeCookie(w, c.name, "", -1, c.secure) }
+func (c *cookies) clear(w http.ResponseWriter) { writeCookie(w, c.name, "", c.path, -1, c.secure) }
 
 // setPending sends the pending cookie of a two-step login, for lifetime.
 func (c *cookies) setPending(w http.ResponseWriter, token string, lifetime time.Duration) {
-	writeCookie(w, c.pending, token, int(lifetime/time.Second), c.secure)
+	writeCookie(w, c.pending, token, c.path, int(lifetime/time.Second), c.secure)
 }
 
 // clearPending tells the browser to drop the pending cookie.
-func (c *cookies) clearPending(w http.ResponseWriter) { writeCookie(w, c.pending, "", -1, c.secure) }
+func (c *cookies) clearPending(w http.ResponseWriter) {
+	writeCookie(w, c.pending, "", c.path, -1, c.secure)
+}
 
 // pendingToken returns the token of r's pending cookie, if well-formed;
 // present says whether there was such a cookie at all.
@@ -218,20 +231,20 @@ func (c *cookies) pendingToken(r *http.Request) (token string, present bool) {
 	return ck.Value, true
 }
 
-// writeCookie sets cookie name with the attributes that browsers enforce
-// for the __Host- prefix: Secure, Path=/ and no Domain. HttpOnly keeps it
-// from scripts; SameSite=Lax keeps it off cross-site subrequests and POSTs.
+// writeCookie sets cookie name on path with the attributes that browsers
+// enforce for its prefix: Secure, and for __Host- Path=/ and no Domain
+// (which it never has). HttpOnly keeps it from scripts; SameSite=Lax keeps it off cross-site subrequests and POSTs.
 // A response that carries it must not be cached, or a shared cache could
 // hand one user's cookie to another. The session cookie and the bound
 // cookie share it.
-func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure bool) {
+func writeCookie(w http.ResponseWriter, name, value, path string, maxAge int, secure bool) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	addVary(h, "Cookie")
 	http.SetCookie(w, &http.Cookie{
 		Name:     name,
 		Value:    value,
-		Path:     "/",
+		Path:     path,
 		MaxAge:   maxAge,
 		Secure:   secure,
 		HttpOnly: true,
@@ -239,14 +252,15 @@ func writeCookie(w http.ResponseWriter, name, value string, maxAge int, secure b
 	})
 }
 
-// cookieName is a configured cookie name as sent: with the "__Host-" prefix,
-// or without it in dev mode.
-func cookieName(name string, insecure bool) string {
-	if insecure {
-		return strings.TrimPrefix(name, hostPrefix)
+// cookieName is a configured cookie name as sent on path: with the
+// "__Host-" prefix on Path=/, "__Secure-" on a sub-path, none in dev mode.
+func cookieName(name string, insecure bool, path string) string {
+	name = strings.TrimPrefix(strings.TrimPrefix(name, hostPrefix), securePrefix)
+	switch {
+	case insecure:
+		return name
+	case path != "/":
+		return securePrefix + name
 	}
-	if !strings.HasPrefix(name, hostPrefix) {
-		return hostPrefix + name
-	}
-	return name
+	return hostPrefix + name
 }

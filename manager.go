@@ -124,15 +124,14 @@ type Config[U any] struct {
 
 	// Unauthorized answers a request without a valid session, once the
 	// cookie is cleared and a bearer request told WWW-Authenticate: Bearer
-	// error="invalid_token". Default: 401. [Redirect] sends browsers to a
-	// login page and back.
+	// error="invalid_token". Default: 401, in JSON to a program's call.
+	// [Redirect] sends browsers to a login page and back.
 	Unauthorized http.Handler
 
 	// StepUp answers a request that [Manager.RequireAuthentication] found
-	// not recently or not strongly enough authenticated, once a bearer
-	// request is told RFC 9470's insufficient_user_authentication
-	// challenge. The session lives on. Default: 401. [Redirect] sends
-	// browsers to a re-authentication page and back.
+	// not recently or strongly enough authenticated (a bearer request told
+	// RFC 9470's challenge first); the session lives on. Default: 401, as
+	// Unauthorized's. [Redirect] sends browsers to re-authenticate and back.
 	StepUp http.Handler
 
 	// StoreUnavailable answers a request whose session could not be checked
@@ -180,6 +179,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		users: users{store: st, decoder: attributevalue.NewDecoder(), custom: cfg.LoadUser != nil, newUser: func() any { return new(U) }},
 		cookies: cookies{
 			name:     cfg.Cookie.Name,
+			path:     cfg.Cookie.Path,
 			secure:   !cfg.Cookie.InsecureDevMode,
 			withUser: cfg.LoadUser == nil && !cfg.Cookie.HideUserKey,
 			pending:  cfg.Cookie.Name + pendingSuffix,
@@ -257,13 +257,15 @@ func (c *Config[U]) withDefaults() (item.Layout, error) {
 		return layout, err
 	}
 	if c.Unauthorized == nil {
-		c.Unauthorized = textHandler(http.StatusUnauthorized, "unauthorized")
+		c.Unauthorized = unauthorized
 	}
+	c.Unauthorized = withPrefix(c.Unauthorized, c.Cookie.Path)
 	if c.StepUp == nil {
-		c.StepUp = textHandler(http.StatusUnauthorized, "authenticate again to continue")
+		c.StepUp = refusal(http.StatusUnauthorized, "authenticate again to continue")
 	}
+	c.StepUp = withPrefix(c.StepUp, c.Cookie.Path)
 	if c.StoreUnavailable == nil {
-		c.StoreUnavailable = textHandler(http.StatusServiceUnavailable, "session store unavailable, try again")
+		c.StoreUnavailable = refusal(http.StatusServiceUnavailable, "session store unavailable, try again")
 	}
 	if err := c.DeviceBinding.withDefaults(c.Cookie.InsecureDevMode, c.Cookie.Name); err != nil {
 		return layout, err

@@ -28,10 +28,9 @@ import (
 // [Config.WriteBeforeResponse].
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler { return m.guard(next, true) }
 
-// LoadSession is [Manager.RequireSession] for pages that anonymous visitors
-// may see too: a request without a valid session goes through without a
-// user in its context. A store failure still fails the request closed, since
-// the session it carries might be valid.
+// LoadSession is [Manager.RequireSession] for pages anonymous visitors see
+// too: a request without a valid session goes through with no user in its
+// context. A store failure still fails it closed: its session may be valid.
 func (m *Manager[U]) LoadSession(next http.Handler) http.Handler { return m.guard(next, false) }
 
 func (m *Manager[U]) guard(next http.Handler, required bool) http.Handler {
@@ -124,6 +123,8 @@ func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err e
 	case errors.Is(err, ErrNoSession):
 		if bearer {
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		} else if c.cookies.bearer && fromProgram(r) {
+			w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750 3: no credential, no error code
 		}
 		c.unauthorized.ServeHTTP(w, r)
 	case errors.As(err, new(*userDecodeError)):

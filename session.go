@@ -13,9 +13,8 @@ import (
 // absolute) as arithmetic on times. The package doc's "Time" section says
 // why the units are what they are.
 
-// UserKey is the primary key of the user's item: the app's own PK and, in a
-// table with a sort key, SK. A session stores it so that authenticating a
-// request needs no secondary index.
+// UserKey is the primary key of the user's item (SK in a table with a sort
+// key): a session stores it, so a request needs no secondary index.
 type UserKey struct {
 	PK string
 	SK string
@@ -26,7 +25,7 @@ type Session struct {
 	// ID is the session's public identifier: random, unrelated to the
 	// token and its hash, and safe to show on a "your devices" page.
 	ID          string
-	User        UserKey
+	User        UserKey // the user item's key; Manager.User gives the user
 	CreatedAt   time.Time
 	RefreshedAt time.Time
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
