@@ -272,6 +272,10 @@ const cookieName = "__Host-session"
 // testAgent is the User-Agent that e.login sends.
 const testAgent = "test-agent/1.0"
 
+// testAddr is the client address of httptest's requests, as sessions
+// record it.
+const testAddr = "192.0.2.1"
+
 // login signs key in through Login, carrying cookies from an earlier
 // response if given, and returns the new session cookie.
 func (e *env) login(key ddbsession.UserKey, carried ...*http.Cookie) *http.Cookie {
@@ -410,6 +414,8 @@ func loggedIn(id string, user ddbsession.UserKey, at time.Time, idle time.Durati
 		RefreshedAt: ms,
 		ExpiresAt:   time.Unix(at.Add(idle).Unix(), 0),
 		UserAgent:   testAgent,
+		Address:     testAddr,
+		LastAddress: testAddr,
 
 		AuthenticatedAt: ms,
 	}

@@ -351,7 +351,7 @@ func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []
 	// a new credential, a user item made anew or a RevokeEveryone after
 	// that read, on any instance and whatever its clock, ends it. Its
 	// times are this instance's own.
-	s := c.life.newSession(in.user, userAgent(r), now)
+	s := c.life.newSession(in.user, r, now)
 	s.Stamp = f.Stamp
 	s.Methods = in.methods
 	browser := in.end == endAll

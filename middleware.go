@@ -103,7 +103,7 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonNotBound, SessionID: s.ID, User: userOf(s)})
 		return bearer, rejected(ReasonNotBound)
 	}
-	if next, ok := c.refresh.start(ctx, sessionPK, s, now); ok {
+	if next, ok := c.refresh.start(ctx, sessionPK, s, clientAddress(r), now); ok {
 		s = next
 		if bearer {
 			w.Header().Set(sessionExpiresHeader, s.ExpiresAt.UTC().Format(time.RFC3339))

@@ -27,7 +27,8 @@ type refresher struct {
 	inline bool
 }
 
-// start starts moving a valid session's expiry forward when it is due, and
+// start starts moving a valid session's expiry forward when it is due,
+// recording addr as the address it was last seen at, and
 // reports the session as it will be, and true, if this request started the
 // write; the caller sends the cookie with the new expiry at once. The write
 // runs off the request path, so the refresh costs the request no latency,
@@ -43,8 +44,8 @@ type refresher struct {
 // lets one win. A write that fails is logged and leaves the session as it
 // was; its cookie then promises a little more than the table holds, which
 // the table, not the cookie, decides.
-func (f *refresher) start(ctx context.Context, sessionPK string, s item.Session, now time.Time) (item.Session, bool) {
-	next, due := f.life.refreshed(s, now)
+func (f *refresher) start(ctx context.Context, sessionPK string, s item.Session, addr string, now time.Time) (item.Session, bool) {
+	next, due := f.life.refreshed(s, addr, now)
 	if !due || !f.flights.start(sessionPK, s.ExpiresAt) {
 		return s, false
 	}

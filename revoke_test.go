@@ -963,3 +963,64 @@ func readKeys(in any) []map[string]types.AttributeValue {
 	}
 	return nil
 }
+
+// A session records the address it signed in from and, with each refresh
+// and only then, the address it was last seen at: RemoteAddr's, never a
+// forwarding header, which any client can write. List shows both.
+func TestListShowsAddresses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	from := func(remote, forwarded string, cookies ...*http.Cookie) *http.Request {
+		r := httptest.NewRequest("GET", "https://example.test/", nil)
+		r.RemoteAddr = remote
+		if forwarded != "" {
+			r.Header.Set("X-Forwarded-For", forwarded)
+		}
+		for _, c := range cookies {
+			r.AddCookie(c)
+		}
+		return r
+	}
+	w := httptest.NewRecorder()
+	if err := e.m.Login(w, from("[::ffff:198.51.100.7]:5000", "203.0.113.99"), alice, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := sessionCookie(t, w.Result(), cookieName)
+	addresses := func() (signIn, last string) {
+		t.Helper()
+		list := e.mustList(alice)
+		if len(list) != 1 {
+			t.Fatalf("List: %d sessions, want 1", len(list))
+		}
+		return list[0].Address, list[0].LastAddress
+	}
+	request := func(remote, forwarded string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		e.m.RequireSession(whoami(e.m)).ServeHTTP(w, from(remote, forwarded, c))
+		e.settle()
+		if w.Code != http.StatusOK {
+			t.Fatalf("request from %s: status %d", remote, w.Code)
+		}
+	}
+	check := func(step, wantSignIn, wantLast string) {
+		t.Helper()
+		if signIn, last := addresses(); signIn != wantSignIn || last != wantLast {
+			t.Errorf("%s: addresses %s, %s; want %s, %s", step, signIn, last, wantSignIn, wantLast)
+		}
+	}
+	check("after the login (spoofed header ignored, IPv4-mapped unmapped)", "198.51.100.7", "198.51.100.7")
+
+	e.clock.Advance(time.Minute) // no refresh due
+	request("[2001:db8::5]:443", "203.0.113.99")
+	check("a request between refreshes", "198.51.100.7", "198.51.100.7")
+
+	e.clock.Advance(10 * time.Minute) // a refresh is due
+	request("[2001:db8::5%eth0]:443", "203.0.113.99")
+	check("a request that refreshes", "198.51.100.7", "2001:db8::5")
+
+	e.clock.Advance(time.Minute)
+	request("@", "") // a Unix socket: no address, the last one stays
+	check("a request without an IP", "198.51.100.7", "2001:db8::5")
+}

@@ -2,6 +2,9 @@ package ddbsession
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -30,6 +33,8 @@ type Session struct {
 	RefreshedAt time.Time
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
 	UserAgent   string
+	Address     string // the client's IP at the sign-in (RemoteAddr: docs/security.md#client-addresses)
+	LastAddress string // and at the last refresh
 	// AuthenticatedAt is when the user last proved themselves for this
 	// session, at the login or re-authentication that made it, and Methods
 	// how, in the app's names ("password", "otp"): the guard of
@@ -39,8 +44,7 @@ type Session struct {
 	AuthenticatedAt time.Time
 	Methods         []string
 	// Data is the app's value of the session, as JSON, read with the
-	// session and written by [Manager.UpdateData]; nil for none, and in
-	// List, which reads the index items.
+	// session and written by [Manager.UpdateData]; nil for none and in List.
 	Data json.RawMessage
 	// DeviceBound says that the session is bound to a key on its device
 	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
@@ -80,12 +84,30 @@ func sessionOf(s item.Session) Session {
 		RefreshedAt: s.RefreshedAt,
 		ExpiresAt:   s.ExpiresAt,
 		UserAgent:   s.UserAgent,
+		Address:     s.Address,
+		LastAddress: s.LastAddress,
 		DeviceBound: s.DeviceBound,
 
 		AuthenticatedAt: s.AuthAt,
 		Methods:         s.Methods,
 		Data:            dataOf(s.Data),
 	}
+}
+
+// clientAddress is the address a session records of request r: its
+// RemoteAddr's IP, never a header, which any client can write; an app
+// behind a proxy sets RemoteAddr from the header its own proxies write,
+// and only theirs. "" where RemoteAddr is no IP (a Unix socket).
+func clientAddress(r *http.Request) string {
+	host := r.RemoteAddr
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return ""
+	}
+	return a.Unmap().WithZone("").String()
 }
 
 // dataOf is an item's data as the Session holds it: nil for none.
@@ -110,7 +132,7 @@ type lifetimes struct {
 // newSession returns a session for user created at now. Times are stored
 // in milliseconds and the expiry in whole seconds, so they are rounded here
 // the way they will be read back.
-func (l lifetimes) newSession(user UserKey, agent string, now time.Time) item.Session {
+func (l lifetimes) newSession(user UserKey, r *http.Request, now time.Time) item.Session {
 	created := time.UnixMilli(now.UnixMilli())
 	return item.Session{
 		ID:          item.NewID(created),
@@ -120,7 +142,9 @@ func (l lifetimes) newSession(user UserKey, agent string, now time.Time) item.Se
 		RefreshedAt: created,
 		AuthAt:      created,
 		ExpiresAt:   time.Unix(now.Add(min(l.idle, l.absolute)).Unix(), 0),
-		UserAgent:   agent,
+		UserAgent:   userAgent(r),
+		Address:     clientAddress(r),
+		LastAddress: clientAddress(r),
 	}
 }
 
@@ -143,9 +167,10 @@ func (l lifetimes) ended(s item.Session, now time.Time) Reason {
 }
 
 // refreshed returns s with its expiry slid forward to now+idle, capped by
-// the absolute lifetime, if a refresh is due: at most once per refresh
-// interval, and never when the expiry would not move.
-func (l lifetimes) refreshed(s item.Session, now time.Time) (item.Session, bool) {
+// the absolute lifetime, and seen last at addr (if not ""), if a refresh is
+// due: at most once per refresh interval, and never when the expiry would
+// not move.
+func (l lifetimes) refreshed(s item.Session, addr string, now time.Time) (item.Session, bool) {
 	if now.Sub(s.RefreshedAt) < l.refresh {
 		return s, false
 	}
@@ -160,5 +185,8 @@ func (l lifetimes) refreshed(s item.Session, now time.Time) (item.Session, bool)
 	next := s
 	next.ExpiresAt = expires
 	next.RefreshedAt = time.UnixMilli(now.UnixMilli())
+	if addr != "" {
+		next.LastAddress = addr
+	}
 	return next, true
 }

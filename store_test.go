@@ -42,9 +42,11 @@ func TestLoginItemFormat(t *testing.T) {
 	sessionAttrs := map[string]string{
 		"pk": "S", "sk": "S", "v": "N", "kind": "S", "sid": "S", "userPK": "S", "userSK": "S",
 		"createdAt": "N", "refreshedAt": "N", "expiresAt": "N", "userAgent": "S", "gen": "N", "userGen": "N", "credGen": "N", "globalGen": "N", "authAt": "N",
+		"addr": "S", "lastAddr": "S",
 	}
 	indexAttrs := map[string]string{"sessionPK": "S"}
 	maps.Copy(indexAttrs, sessionAttrs)
+	delete(indexAttrs, "lastAddr") // a refresh writes the session item alone
 	withBucket := map[string]string{"expiryBucket": "S"}
 	maps.Copy(withBucket, sessionAttrs)
 	hashOnly := map[string]string{}
@@ -115,8 +117,9 @@ func TestLoginItemFormat(t *testing.T) {
 				"credGen":     "N:0", // putUser's has no credential version
 				"globalGen":   "N:0", // no RevokeEveryone yet
 				"authAt":      "N:1796040000250",
+				"addr":        "S:" + testAddr, // the request's RemoteAddr
 			}
-			wantValues := map[string]string{"pk": "S:" + sessionPK, "sk": "S:SESSION", "kind": "S:session"}
+			wantValues := map[string]string{"pk": "S:" + sessionPK, "sk": "S:SESSION", "kind": "S:session", "lastAddr": "S:" + testAddr}
 			maps.Copy(wantValues, common)
 			if tc.wantIndex == nil {
 				delete(wantValues, "sk")

@@ -43,7 +43,7 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	if err := c.endPending(ctx, w, r); err != nil {
 		return err
 	}
-	s := c.life.newSession(in.user, userAgent(r), now)
+	s := c.life.newSession(in.user, r, now)
 	s.Pending, s.Methods = true, in.methods
 	s.ExpiresAt = time.Unix(now.Add(c.life.pending).Unix(), 0)
 	s.Stamp = f.Stamp

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -36,13 +37,14 @@ LoadUser).
 
 ` + userHelp + `
 
-Output: a table of ID, DEVICE (the User-Agent), CREATED, LAST REFRESHED,
-EXPIRES (UTC), METHODS (how the user proved themselves at the login or
+Output: a table of ID, DEVICE (the User-Agent), FROM and LAST SEEN FROM
+(the client's IP address at the sign-in and at the last refresh), CREATED,
+LAST REFRESHED, EXPIRES (UTC), METHODS (how the user proved themselves at the login or
 re-authentication that made the session, in the app's names, such as
 password,otp; - for none recorded) and BOUND (device-bound, DBSC). With
 -json: {"user": {"pk", "sk"}, "sessions": [{"id", "userAgent", "createdAt",
-"refreshedAt", "expiresAt", "methods" (a list, [] for none), "deviceBound"}]},
-times in RFC 3339. Exits 3 if the user has no item in the table.
+"refreshedAt", "expiresAt", "methods" (a list, [] for none), "deviceBound",
+"address", "lastAddress" (absent where unknown)}]}, times in RFC 3339. Exits 3 if the user has no item in the table.
 
 Example:
   ddbsession sessions list -table app USER#alice -sk PROFILE`,
@@ -138,6 +140,10 @@ type sessionJSON struct {
 	// session. [] for a login that named none, never null.
 	Methods     []string `json:"methods"`
 	DeviceBound bool     `json:"deviceBound"`
+	// Address and LastAddress are the client's IP addresses at the
+	// sign-in and the last refresh; absent where unknown.
+	Address     string `json:"address,omitempty"`
+	LastAddress string `json:"lastAddress,omitempty"`
 }
 
 // sessionJSONOf is a decoded session item in JSON.
@@ -145,6 +151,7 @@ func sessionJSONOf(s item.Session) sessionJSON {
 	return sessionJSON{
 		ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
 		ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
+		Address: s.Address, LastAddress: s.LastAddress,
 	}
 }
 
@@ -181,6 +188,7 @@ func runSessionsList(ctx context.Context, e *env, c *command, o *options, args [
 		out.Sessions = append(out.Sessions, sessionJSON{
 			ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
 			ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
+			Address: s.Address, LastAddress: s.LastAddress,
 		})
 	}
 	if o.json {
@@ -205,9 +213,10 @@ func runSessionsList(ctx context.Context, e *env, c *command, o *options, args [
 		if methods == "" {
 			methods = "-"
 		}
-		rows = append(rows, []string{s.ID, device, showTime(s.CreatedAt), showTime(s.RefreshedAt), showTime(s.ExpiresAt), methods, yesNo(s.DeviceBound)})
+		rows = append(rows, []string{s.ID, device, cmp.Or(s.Address, "-"), cmp.Or(s.LastAddress, "-"),
+			showTime(s.CreatedAt), showTime(s.RefreshedAt), showTime(s.ExpiresAt), methods, yesNo(s.DeviceBound)})
 	}
-	writeTable(e.stdout, []string{"ID", "DEVICE", "CREATED", "LAST REFRESHED", "EXPIRES", "METHODS", "BOUND"}, rows)
+	writeTable(e.stdout, []string{"ID", "DEVICE", "FROM", "LAST SEEN FROM", "CREATED", "LAST REFRESHED", "EXPIRES", "METHODS", "BOUND"}, rows)
 	return exitOK
 }
 

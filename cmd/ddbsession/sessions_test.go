@@ -70,7 +70,11 @@ func TestSessionsList(t *testing.T) {
 		want.Sessions = append(want.Sessions, sessionJSON{
 			ID: s.ID, UserAgent: s.UserAgent, CreatedAt: s.CreatedAt.UTC(), RefreshedAt: s.RefreshedAt.UTC(),
 			ExpiresAt: s.ExpiresAt.UTC(), Methods: append([]string{}, s.Methods...), DeviceBound: s.DeviceBound,
+			Address: s.Address, LastAddress: s.LastAddress,
 		})
+	}
+	if list[1].Address != "192.0.2.1" || list[1].LastAddress != "192.0.2.1" || list[0].Address != "" {
+		t.Errorf("the library's List: addresses %+v, want httptest's for the logins and none for the bound session written by hand", list)
 	}
 	code, stdout, stderr := f.run("sessions", "list", "-json", alice.PK, "-sk", alice.SK)
 	wantCode(t, code, exitOK, stdout, stderr)
@@ -95,7 +99,7 @@ func TestSessionsList(t *testing.T) {
 		wantCode(t, code, exitOK, stdout, stderr)
 		lines := strings.Split(strings.TrimSpace(stdout), "\n")
 		header := strings.Fields(lines[0])
-		if diff := cmp.Diff([]string{"ID", "DEVICE", "CREATED", "LAST", "REFRESHED", "EXPIRES", "METHODS", "BOUND"}, header); diff != "" || len(lines) != 4 {
+		if diff := cmp.Diff([]string{"ID", "DEVICE", "FROM", "LAST", "SEEN", "FROM", "CREATED", "LAST", "REFRESHED", "EXPIRES", "METHODS", "BOUND"}, header); diff != "" || len(lines) != 4 {
 			t.Fatalf("terminal %v: the table:\n%s", terminal, stdout)
 		}
 		if !strings.HasPrefix(lines[1], bound) || !strings.HasSuffix(lines[1], "yes") || !strings.HasSuffix(lines[2], "no") {
@@ -119,6 +123,9 @@ func TestSessionsList(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"passkey", "-", "password,otp"}, methods); diff != "" {
 			t.Errorf("terminal %v: the METHODS column (-want +got):\n%s\n%s", terminal, diff, stdout)
+		}
+		if !strings.Contains(lines[2], "  192.0.2.1  192.0.2.1  ") || !strings.Contains(lines[1], "  -  ") {
+			t.Errorf("terminal %v: the FROM and LAST SEEN FROM columns:\n%s", terminal, stdout)
 		}
 		if cut := strings.Contains(stdout, "…"); cut != terminal || strings.Contains(stdout, firefox) == terminal {
 			t.Errorf("terminal %v: the device column is cut %v:\n%s", terminal, cut, stdout)

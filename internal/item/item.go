@@ -73,6 +73,11 @@ const (
 	AttrSessionPK    = "sessionPK"    // index items only
 	AttrExpiryBucket = "expiryBucket" // session items only, with an expiry index
 	AttrBrowserOnly  = "browserOnly"  // 1 for a session whose cookie ends with the browser
+	// The client's IP address (text, no port) at the sign-in, and as the
+	// last refresh saw it: optional, so that older readers, which ignore
+	// attributes they do not know, read the session as before.
+	AttrAddress     = "addr"
+	AttrLastAddress = "lastAddr" // session items only
 	// The session's stamp ([Stamp]): what its login read of everything
 	// that can end it. AttrGen is the version that RevokeAll changes,
 	// AttrUserGen the user item's sessions version, AttrCredGen its
@@ -117,7 +122,7 @@ const (
 var reserved = map[string]bool{
 	AttrVersion: true, AttrKind: true, AttrID: true, AttrUserPK: true, AttrUserSK: true,
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
-	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrGen: true, AttrGlobalGen: true,
+	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrAddress: true, AttrLastAddress: true, AttrGen: true, AttrGlobalGen: true,
 	AttrUserGen: true, AttrCredGen: true,
 	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true,
 	AttrSlots: true, AttrSlotsRev: true,
@@ -231,6 +236,10 @@ type Session struct {
 	RefreshedAt time.Time
 	ExpiresAt   time.Time // whole seconds, as stored for TTL
 	UserAgent   string
+	// Address is the client's IP address at the sign-in, and LastAddress
+	// at the last refresh ([AttrAddress]); "" where unknown.
+	Address     string
+	LastAddress string
 	// SessionPK is the session item's partition key. Index items store it
 	// so that one session can be deleted from the user's list; a decoded
 	// session item has it from its key.
@@ -404,6 +413,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.BrowserOnly {
 		av[AttrBrowserOnly] = Num(1)
 	}
+	if s.Address != "" {
+		av[AttrAddress] = Str(s.Address)
+	}
 	av[AttrGen] = Num(s.Stamp.Revocation)
 	av[AttrGlobalGen] = Num(s.Stamp.Global)
 	if !s.Legacy {
@@ -420,6 +432,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	}
 	if kind != KindSession {
 		return
+	}
+	if s.LastAddress != "" {
+		av[AttrLastAddress] = Str(s.LastAddress)
 	}
 	if s.Data != "" {
 		av[AttrAppData] = Str(s.Data)
@@ -469,10 +484,10 @@ func formatOf(s Session) int64 {
 // [KindIndex]). It returns [ErrOtherKind] for any other item, and an error
 // wrapping [ErrMalformed] for an item of that kind in a format it does not
 // know (1 to 6; 3 and 6 for a session item only): every attribute but
-// userSK, userAgent, browserOnly and those of device binding is required,
-// and of formats 1 to 3 userGen and credGen are not read. A bound session
-// item that lacks its key or bound cookie decodes as bound all the same:
-// no bound cookie matches it, so it fails closed.
+// userSK, userAgent, the addresses, browserOnly and those of device binding
+// is required, and of formats 1 to 3 userGen and credGen are not read. A
+// bound session item that lacks its key or bound cookie decodes as bound
+// all the same: no bound cookie matches it, so it fails closed.
 func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Session, error) {
 	if k, _ := av[AttrKind].(*types.AttributeValueMemberS); k == nil || k.Value != kind {
 		return Session{}, ErrOtherKind
@@ -502,6 +517,7 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	s.RefreshedAt = time.UnixMilli(d.num(AttrRefreshedAt))
 	s.ExpiresAt = time.Unix(d.num(l.TTLAttribute), 0)
 	s.UserAgent = d.str(AttrUserAgent, false)
+	s.Address = d.str(AttrAddress, false)
 	if kind == KindIndex {
 		s.SessionPK = d.str(AttrSessionPK, true)
 	} else {
@@ -519,6 +535,7 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	s.AuthAt = time.UnixMilli(d.num(AttrAuthAt))
 	s.Methods = d.strs(AttrMethods)
 	if kind == KindSession {
+		s.LastAddress = d.str(AttrLastAddress, false)
 		s.Data = d.str(AttrAppData, false)
 		if _, present := av[AttrDataRev]; present {
 			s.DataRev = d.num(AttrDataRev)

@@ -21,8 +21,8 @@ type Writes struct {
 // over it), on the expiry old was read with, and on that expiry still
 // being ahead of now: so it never revives an item that was deleted or has
 // expired meanwhile, and of concurrent writers that read the same expiry at
-// most one writes. With an expiry index, the session moves to its new
-// bucket too.
+// most one writes. It records next's LastAddress, if any, at no cost of its
+// own; with an expiry index, the session moves to its new bucket too.
 func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
 	w := Writes{
 		Update:    "SET #ttl = :exp, #refreshed = :refreshed",
@@ -35,6 +35,11 @@ func (l *Layout) Refresh(old, next Session, now time.Time) Writes {
 			":old":       Num(old.ExpiresAt.Unix()),
 			":now":       Num(now.Unix()),
 		},
+	}
+	if next.LastAddress != "" {
+		w.Update += ", #last = :last"
+		w.Names["#last"] = AttrLastAddress
+		w.Values[":last"] = Str(next.LastAddress)
 	}
 	if l.ExpiryIndex != "" {
 		w.Update += ", #bucket = :bucket"
