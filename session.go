@@ -25,8 +25,7 @@ type UserKey struct {
 
 // Session describes one signed-in session. It never holds the token.
 type Session struct {
-	// ID is the session's public identifier: random, unrelated to the
-	// token and its hash, and safe to show on a "your devices" page.
+	// ID is public: random, unrelated to the token, safe to show to users.
 	ID          string
 	User        UserKey // the user item's key; Manager.User gives the user
 	CreatedAt   time.Time
