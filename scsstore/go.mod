@@ -3,12 +3,14 @@ module github.com/ddbsession/ddbsession/scsstore
 go 1.26.0
 
 require (
+	github.com/alexedwards/scs/redisstore v0.0.0-20251002162104-209de6e426de
 	github.com/alexedwards/scs/v2 v2.9.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.21
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/ddbsession/ddbsession v0.1.0
+	github.com/gomodule/redigo v1.9.3
 	github.com/google/go-cmp v0.7.0
 )
 

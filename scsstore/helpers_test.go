@@ -129,8 +129,15 @@ type instance struct {
 
 func newInstance(t *testing.T, store *scsstore.Store, idle time.Duration) *instance {
 	t.Helper()
+	return newInstanceOn(t, store, store, idle)
+}
+
+// newInstanceOn is newInstance with sessions in sessions (a Migration),
+// and users signed in through store.
+func newInstanceOn(t *testing.T, sessions scs.Store, store *scsstore.Store, idle time.Duration) *instance {
+	t.Helper()
 	in := &instance{sessions: scs.New(), errs: make(chan error, 10)}
-	in.sessions.Store = store
+	in.sessions.Store = sessions
 	in.sessions.IdleTimeout = idle
 	in.sessions.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
 		in.errs <- err

@@ -118,6 +118,53 @@ func (l *itemLayout) commit(pk string, s session) *dynamodb.PutItemInput {
 	}
 }
 
+// move writes s under pk only where the key is free: a session copied from
+// the old store of a [Migration] never overwrites what the table says of
+// it, a tombstone above all.
+func (l *itemLayout) move(pk string, s session) *dynamodb.PutItemInput {
+	return &dynamodb.PutItemInput{
+		TableName:                &l.table,
+		Item:                     l.encode(pk, s),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": l.PartitionKey},
+	}
+}
+
+// mirror writes s under pk only where the key holds a live session: a
+// commit that a [Migration] in the dual phase copies into the table for a
+// session the table holds, never one that ended meanwhile.
+func (l *itemLayout) mirror(pk string, s session) *dynamodb.PutItemInput {
+	return &dynamodb.PutItemInput{
+		TableName:                 &l.table,
+		Item:                      l.encode(pk, s),
+		ConditionExpression:       aws.String("#kind = :live"),
+		ExpressionAttributeNames:  map[string]string{"#kind": attrKind},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":live": str(kindLive)},
+	}
+}
+
+// bury writes a tombstone under pk that TTL removes at until (epoch
+// seconds), whether the key is free, live or a tombstone already; never
+// over an item of another kind. Unlike destroy, it marks a free key too: a
+// [Migration] buries a session that may still be only in the old store, so
+// that no copy of it can be moved in later.
+func (l *itemLayout) bury(pk string, until int64) *dynamodb.PutItemInput {
+	item := l.key(pk)
+	item[attrVersion] = num(formatVersion)
+	item[attrKind] = str(kindDestroyed)
+	item[l.TTLAttribute] = num(until)
+	return &dynamodb.PutItemInput{
+		TableName:                &l.table,
+		Item:                     item,
+		ConditionExpression:      aws.String("attribute_not_exists(#pk) OR #kind IN (:live, :dead)"),
+		ExpressionAttributeNames: map[string]string{"#pk": l.PartitionKey, "#kind": attrKind},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":live": str(kindLive),
+			":dead": str(kindDestroyed),
+		},
+	}
+}
+
 // destroy turns the live item under pk into a tombstone that TTL removes
 // at until (epoch seconds): the data goes, the kind becomes kindDestroyed.
 // The condition makes it a no-op for a missing item, a tombstone, or an

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbsession/ddbsession/ddbitem"
@@ -45,21 +46,70 @@ func (s *Store) FindCtx(ctx context.Context, token string) (b []byte, found bool
 	if !validToken(token) {
 		return nil, false, nil
 	}
-	pk := s.items.pk(token)
+	sess, st, err := s.lookup(ctx, s.items.pk(token))
+	return sess.data, st == live, err
+}
+
+// itemState is what the table says of a session.
+type itemState int
+
+const (
+	free  itemState = iota // no item: a key no store of this table ever wrote
+	live                   // a live session, its expiry ahead
+	ended                  // a tombstone, an expired or malformed session, an item of another kind
+)
+
+// lookup reads the item under pk and judges it.
+func (s *Store) lookup(ctx context.Context, pk string) (session, itemState, error) {
 	start := s.records.begin()
 	out, err := s.client.GetItem(ctx, s.items.get(pk))
 	if err != nil {
 		s.records.end(pk, start, state{})
-		return nil, false, fmt.Errorf("scsstore: find session: %w", err)
+		return session{}, ended, fmt.Errorf("scsstore: find session: %w", err)
 	}
 	// TTL deletes expired items up to days late: presence is not validity.
 	sess, ok := s.items.decode(out.Item)
 	if !ok || !s.now().Before(time.Unix(sess.expires, 0)) {
 		s.records.end(pk, start, state{})
-		return nil, false, nil
+		if len(out.Item) == 0 {
+			return session{}, free, nil
+		}
+		return session{}, ended, nil
 	}
 	s.records.end(pk, start, state{known: true, data: bytes.Clone(sess.data), expires: sess.expires})
-	return sess.data, true, nil
+	return sess, live, nil
+}
+
+// put makes a conditional write of sess under pk (move, mirror), and
+// reports whether its condition held.
+func (s *Store) put(ctx context.Context, pk string, in *dynamodb.PutItemInput, sess session) (bool, error) {
+	start := s.records.begin()
+	_, err := s.client.PutItem(ctx, in)
+	var refused *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		s.records.end(pk, start, state{known: true, data: bytes.Clone(sess.data), expires: sess.expires})
+		return true, nil
+	case errors.As(err, &refused):
+		s.records.end(pk, start, state{})
+		return false, nil
+	default:
+		s.records.end(pk, start, state{})
+		return false, fmt.Errorf("scsstore: commit session: %w", err)
+	}
+}
+
+// bury turns the item under pk into a tombstone until the given time,
+// whatever it held: see itemLayout.bury.
+func (s *Store) bury(ctx context.Context, pk string, until time.Time) error {
+	start := s.records.begin()
+	_, err := s.client.PutItem(ctx, s.items.bury(pk, until.Unix()))
+	s.records.end(pk, start, state{})
+	var other *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &other) { // an item of another kind stays as it is
+		return fmt.Errorf("scsstore: delete session: %w", err)
+	}
+	return nil
 }
 
 // CommitCtx writes the session's data and expiry, unless the data is what

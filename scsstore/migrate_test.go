@@ -1,0 +1,408 @@
+package scsstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/scs/redisstore"
+	"github.com/alexedwards/scs/v2"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/redistest"
+	"github.com/ddbsession/ddbsession/scsstore"
+)
+
+const (
+	old      = scsstore.PhaseOld
+	dual     = scsstore.PhaseDual
+	ddbFirst = scsstore.PhaseDynamoDBFirst
+	ddbOnly  = scsstore.PhaseDynamoDBOnly
+)
+
+// migration is one Redis (the old store, scs's redisstore) and one table,
+// shared by instances in any phases, on one test clock.
+type migration struct {
+	t      *testing.T
+	client *dynamodb.Client
+	table  string
+	redis  *redisstore.RedisStore
+	clock  *ddbtest.Clock
+}
+
+func newMigration(t *testing.T) *migration {
+	t.Helper()
+	client, table := newTable(t, false)
+	addr := redistest.Start(t)
+	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr) }}
+	t.Cleanup(func() { pool.Close() })
+	// scs stamps its deadlines and redisstore its expiries with the
+	// machine's clock: the test clock starts there, and moves only ahead.
+	return &migration{t: t, client: client, table: table, redis: redisstore.New(pool), clock: ddbtest.NewClock(time.Now())}
+}
+
+// store returns a store of one instance in phase, with a Store of its own
+// on the table through a probe; in PhaseDynamoDBOnly without the old
+// store, as once Redis is switched off.
+func (e *migration) store(phase scsstore.Phase) (*scsstore.Migration, *scsstore.Store, *ddbtest.Probe) {
+	e.t.Helper()
+	store, probe := newStore(e.t, e.client, e.table, func(c *scsstore.Config) { c.Now = e.clock.Now })
+	cfg := scsstore.MigrationConfig{Old: e.redis, New: store, Phase: phase}
+	if phase == ddbOnly {
+		cfg.Old = nil
+	}
+	m, err := scsstore.NewMigration(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m, store, probe
+}
+
+// instance returns an app server in phase, with scs's IdleTimeout set, so
+// that every request commits.
+func (e *migration) instance(phase scsstore.Phase) *instance {
+	e.t.Helper()
+	m, store, _ := e.store(phase)
+	return newInstanceOn(e.t, m, store, time.Hour)
+}
+
+// item returns what the table holds under token's key: its kind, or ""
+// for no item.
+func (e *migration) item(token string) string {
+	e.t.Helper()
+	sum := sha256.Sum256([]byte(token))
+	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: &e.table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			"pk": avS("SCS#" + base64.RawURLEncoding.EncodeToString(sum[:])), "sk": avS("SCS"),
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if kind, ok := out.Item["kind"].(*types.AttributeValueMemberS); ok {
+		return kind.Value
+	}
+	return ""
+}
+
+// inRedis reports whether the old store finds token.
+func (e *migration) inRedis(token string) bool {
+	e.t.Helper()
+	_, found, err := e.redis.Find(token)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return found
+}
+
+// oldSession puts a session of msg, made Lifetime (24 hours) ago by scs's
+// clock, straight into the old store, and returns its token.
+func (e *migration) oldSession(msg string) string {
+	e.t.Helper()
+	token := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+	deadline := time.Now().Add(24 * time.Hour)
+	b, err := scs.GobCodec{}.Encode(deadline, map[string]any{"msg": msg})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.redis.Commit(token, b, deadline); err != nil {
+		e.t.Fatal(err)
+	}
+	return token
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// A browser signed in on the old version keeps its session, data and all,
+// through every phase forward, with Redis switched off at the end; and a
+// session begun on the last phase keeps through every phase rolled back.
+func TestMigrationKeepsSessionsThroughEveryPhase(t *testing.T) {
+	t.Parallel()
+	e := newMigration(t)
+	b := newBrowser(t)
+	first := e.instance(old)
+	b.expect(first, "POST", "/put", msg("on old"), http.StatusNoContent, "")
+	token := b.token(first)
+	want := "on old"
+	for _, phase := range []scsstore.Phase{dual, ddbFirst, ddbOnly} {
+		in := e.instance(phase)
+		b.expect(in, "GET", "/get", nil, http.StatusOK, want)
+		want = "on " + string(phase)
+		b.expect(in, "POST", "/put", msg(want), http.StatusNoContent, "")
+		b.expect(in, "GET", "/get", nil, http.StatusOK, want)
+		if got := b.token(in); got != token {
+			t.Fatalf("%s: a new token: the browser was signed out", phase)
+		}
+		if phase == ddbFirst && e.inRedis(token) {
+			t.Errorf("%s: the moved session is still in Redis", phase)
+		}
+	}
+	if got := e.item(token); got != "scs-session" {
+		t.Errorf("the table holds %q, want the session", got)
+	}
+
+	b = newBrowser(t)
+	last := e.instance(ddbOnly)
+	b.expect(last, "POST", "/put", msg("on dynamodb-only"), http.StatusNoContent, "")
+	want = "on dynamodb-only"
+	for _, phase := range []scsstore.Phase{ddbFirst, dual, old} {
+		in := e.instance(phase)
+		b.expect(in, "GET", "/get", nil, http.StatusOK, want)
+		want = "back on " + string(phase)
+		b.expect(in, "POST", "/put", msg(want), http.StatusNoContent, "")
+	}
+	b.expect(last, "GET", "/get", nil, http.StatusOK, "back on dual") // the old phase wrote Redis alone
+}
+
+// During each rolling deploy, two instances in adjacent phases serve one
+// browser in turns (which is also a rollback, the later phase's sessions
+// served by the earlier), and agree; a session destroyed on either side is
+// refused on both, its token replayed. In dynamodb-first and later, no
+// session is only in Redis: the one begun on the earlier phase moved.
+func TestMigrationAdjacentPhasesAgree(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]scsstore.Phase{{old, dual}, {dual, ddbFirst}, {ddbFirst, ddbOnly}} {
+		for destroyer := range 2 {
+			t.Run(string(pair[0])+"+"+string(pair[1])+"/destroyed on "+string(pair[destroyer]), func(t *testing.T) {
+				t.Parallel()
+				e := newMigration(t)
+				ins := [2]*instance{e.instance(pair[0]), e.instance(pair[1])}
+				for start := range 2 {
+					b := newBrowser(t)
+					a, other := ins[start], ins[1-start]
+					b.expect(a, "POST", "/put", msg("one"), http.StatusNoContent, "")
+					b.expect(other, "GET", "/get", nil, http.StatusOK, "one")
+					b.expect(other, "POST", "/put", msg("two"), http.StatusNoContent, "")
+					b.expect(a, "GET", "/get", nil, http.StatusOK, "two")
+					b.expect(other, "GET", "/get", nil, http.StatusOK, "two")
+					if start == destroyer {
+						continue
+					}
+					// The other browser is destroyed on destroyer, and
+					// its token replayed on both.
+					token := b.token(a)
+					b.expect(ins[destroyer], "POST", "/destroy", nil, http.StatusNoContent, "")
+					for _, in := range ins {
+						b.setToken(in, token)
+						b.expect(in, "GET", "/get", nil, http.StatusNotFound, "")
+					}
+					if e.inRedis(token) {
+						t.Error("the destroyed session is in Redis")
+					}
+				}
+			})
+		}
+	}
+}
+
+// An old session whose absolute expiry has passed by the instance's clock
+// is refused, though Redis still holds it, and nothing of it is written to
+// the table; nor of a token Redis never knew.
+func TestMigrationDoesNotReviveExpiredSessions(t *testing.T) {
+	t.Parallel()
+	e := newMigration(t)
+	token := e.oldSession("old")
+	e.clock.Advance(24*time.Hour + time.Second)
+	unknown := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+	for _, phase := range []scsstore.Phase{dual, ddbFirst} {
+		m, _, _ := e.store(phase)
+		for _, tok := range []string{token, unknown} {
+			if _, found, err := m.Find(tok); found || err != nil {
+				t.Errorf("%s: Find: found %v, %v; want not found", phase, found, err)
+			}
+			if kind := e.item(tok); kind != "" {
+				t.Errorf("%s: the table holds %q for a session Redis does not vouch for", phase, kind)
+			}
+		}
+	}
+}
+
+// A destroy racing a move, paused at each of its points: the move's read
+// of Redis is done and its write into the table not yet (the write fails
+// on the tombstone), and the write made but Redis not yet emptied (the
+// tombstone replaces the write; the request in flight commits nothing).
+// The session stays destroyed on both phases.
+func TestMigrationMoveRacingDestroy(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"before the move's write", "after the move's write"} {
+		for _, destroyer := range []scsstore.Phase{dual, ddbFirst} {
+			t.Run(point+"/"+string(destroyer), func(t *testing.T) {
+				t.Parallel()
+				e := newMigration(t)
+				mover, _, p := e.store(ddbFirst)
+				other, _, _ := e.store(destroyer)
+				token := e.oldSession("old")
+
+				paused, resume := make(chan struct{}), make(chan struct{})
+				var once atomic.Bool
+				hold := func(op string) {
+					if op == "PutItem" && once.CompareAndSwap(false, true) {
+						close(paused)
+						<-resume
+					}
+				}
+				if point == "before the move's write" {
+					p.Before = func(_ context.Context, op string, _ any) { hold(op) }
+				} else {
+					p.After = func(_ context.Context, op string, _, _ any, err error) error { hold(op); return err }
+				}
+				type result struct {
+					b     []byte
+					found bool
+					err   error
+				}
+				done := make(chan result)
+				go func() {
+					b, found, err := mover.Find(token)
+					done <- result{b, found, err}
+				}()
+				<-paused
+				if err := other.Delete(token); err != nil {
+					t.Fatal(err)
+				}
+				close(resume)
+				r := <-done
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if point == "before the move's write" && r.found {
+					t.Error("the move found a session destroyed before its write")
+				}
+				if r.found { // the request in flight commits
+					if err := mover.Commit(token, r.b, time.Now().Add(time.Hour)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, m := range []*scsstore.Migration{mover, other} {
+					if _, found, err := m.Find(token); found || err != nil {
+						t.Errorf("Find after the destroy: found %v, %v", found, err)
+					}
+				}
+				if e.inRedis(token) || e.item(token) != "scs-destroyed" {
+					t.Errorf("Redis has it: %v; the table holds %q, want a tombstone", e.inRedis(token), e.item(token))
+				}
+			})
+		}
+	}
+}
+
+// A dual commit of a request that loaded the session before a destroy
+// began: after the whole destroy; with the destroy between the commit's
+// write to Redis and its read of the table; and with the commit between
+// the destroy's start and its tombstone. The session stays destroyed on
+// every phase, the old one (Redis alone) too.
+func TestMigrationDualCommitRacingDestroy(t *testing.T) {
+	t.Parallel()
+	for _, race := range []string{"after the destroy", "destroy between write and read", "commit before the tombstone"} {
+		t.Run(race, func(t *testing.T) {
+			t.Parallel()
+			e := newMigration(t)
+			committer, _, p := e.store(dual)
+			destroyer, _, pd := e.store(dual)
+			oldOnly, _, _ := e.store(old)
+			token := e.oldSession("old")
+			b, found, err := committer.Find(token)
+			if !found || err != nil {
+				t.Fatalf("Find: %v, %v", found, err)
+			}
+			commit := func() {
+				if err := committer.Commit(token, b, time.Now().Add(time.Hour)); err != nil {
+					t.Error(err)
+				}
+			}
+			switch race {
+			case "after the destroy":
+				if err := destroyer.Delete(token); err != nil {
+					t.Fatal(err)
+				}
+				commit()
+			case "destroy between write and read":
+				var once atomic.Bool
+				p.Before = func(_ context.Context, op string, _ any) {
+					if op == "GetItem" && once.CompareAndSwap(false, true) {
+						if !e.inRedis(token) {
+							t.Error("the commit has not written Redis before its read")
+						}
+						if err := destroyer.Delete(token); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+				commit()
+			case "commit before the tombstone":
+				var once atomic.Bool
+				pd.Before = func(_ context.Context, op string, _ any) {
+					if op == "PutItem" && once.CompareAndSwap(false, true) {
+						commit()
+					}
+				}
+				if err := destroyer.Delete(token); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, m := range []*scsstore.Migration{committer, destroyer, oldOnly} {
+				if _, found, err := m.Find(token); found || err != nil {
+					t.Errorf("Find after the destroy: found %v, %v", found, err)
+				}
+			}
+		})
+	}
+}
+
+// The old store is read only on a miss in the table: a moved session costs
+// one GetItem per request on dynamodb-first, and nothing of Redis.
+func TestMigrationCosts(t *testing.T) {
+	t.Parallel()
+	e := newMigration(t)
+	m, _, p := e.store(ddbFirst)
+	token := e.oldSession("old")
+	if _, found, err := m.Find(token); !found || err != nil {
+		t.Fatalf("first Find: %v, %v", found, err)
+	}
+	if got := p.Take(); got["GetItem"] != 1 || got["PutItem"] != 1 || len(got) != 2 {
+		t.Errorf("the first touch: %v, want a GetItem and the move's PutItem", got)
+	}
+	if e.inRedis(token) {
+		t.Error("the moved session is still in Redis")
+	}
+	if _, found, err := m.Find(token); !found || err != nil {
+		t.Fatalf("second Find: %v, %v", found, err)
+	}
+	if got := p.Take(); got["GetItem"] != 1 || len(got) != 1 {
+		t.Errorf("a later touch: %v, want one GetItem", got)
+	}
+}
+
+func TestNewMigrationRejects(t *testing.T) {
+	t.Parallel()
+	client, table := newTable(t, false)
+	store, _ := newStore(t, client, table)
+	for _, c := range []struct {
+		name string
+		cfg  scsstore.MigrationConfig
+		want string
+	}{
+		{"no phase", scsstore.MigrationConfig{Old: scs.Store(nil), New: store}, `scsstore: MigrationConfig.Phase "": want "old", "dual", "dynamodb-first" or "dynamodb-only"`},
+		{"no old store", scsstore.MigrationConfig{New: store, Phase: dual}, `scsstore: MigrationConfig.Old is nil in phase "dual"`},
+		{"no new store", scsstore.MigrationConfig{Old: store, Phase: ddbOnly}, `scsstore: MigrationConfig.New is nil in phase "dynamodb-only"`},
+		{"negative lifetime", scsstore.MigrationConfig{Old: store, New: store, Phase: dual, Lifetime: -1}, "scsstore: MigrationConfig.Lifetime -1ns: must not be negative"},
+	} {
+		if _, err := scsstore.NewMigration(c.cfg); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
