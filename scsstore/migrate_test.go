@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"maps"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -363,27 +364,106 @@ func TestMigrationDualCommitRacingDestroy(t *testing.T) {
 	}
 }
 
-// The old store is read only on a miss in the table: a moved session costs
-// one GetItem per request on dynamodb-first, and nothing of Redis.
+// countingStore counts the calls made to the old store through it, by
+// method.
+type countingStore struct {
+	scs.Store
+	calls map[string]int
+}
+
+func (c *countingStore) Find(token string) ([]byte, bool, error) {
+	c.calls["Find"]++
+	return c.Store.Find(token)
+}
+
+func (c *countingStore) Commit(token string, b []byte, expiry time.Time) error {
+	c.calls["Commit"]++
+	return c.Store.Commit(token, b, expiry)
+}
+
+func (c *countingStore) Delete(token string) error {
+	c.calls["Delete"]++
+	return c.Store.Delete(token)
+}
+
+// The calls each operation makes of each store, in each phase, as
+// docs/migrate.md lists them: the old store is read only on a miss in the
+// table, and a session the table holds costs nothing of it but a dual
+// phase's commit.
 func TestMigrationCosts(t *testing.T) {
 	t.Parallel()
-	e := newMigration(t)
-	m, _, p := e.store(ddbFirst)
-	token := e.oldSession("old")
-	if _, found, err := m.Find(token); !found || err != nil {
-		t.Fatalf("first Find: %v, %v", found, err)
-	}
-	if got := p.Take(); got["GetItem"] != 1 || got["PutItem"] != 1 || len(got) != 2 {
-		t.Errorf("the first touch: %v, want a GetItem and the move's PutItem", got)
-	}
-	if e.inRedis(token) {
-		t.Error("the moved session is still in Redis")
-	}
-	if _, found, err := m.Find(token); !found || err != nil {
-		t.Fatalf("second Find: %v, %v", found, err)
-	}
-	if got := p.Take(); got["GetItem"] != 1 || len(got) != 1 {
-		t.Errorf("a later touch: %v, want one GetItem", got)
+	type calls = map[string]int
+	for _, c := range []struct {
+		name       string
+		phase      scsstore.Phase
+		home       string // where the session is: "redis", "dynamodb", "" for nowhere
+		op         string // Find, Commit or Delete
+		table, old calls
+	}{
+		{"old: a request", old, "redis", "Find", calls{}, calls{"Find": 1}},
+		{"old: its commit", old, "redis", "Commit", calls{}, calls{"Commit": 1}},
+		{"dual: a session in Redis", dual, "redis", "Find", calls{"GetItem": 1}, calls{"Find": 1}},
+		{"dual: its commit", dual, "redis", "Commit", calls{"GetItem": 1}, calls{"Commit": 1}},
+		{"dual: a session in DynamoDB", dual, "dynamodb", "Find", calls{"GetItem": 1}, calls{}},
+		{"dual: its commit", dual, "dynamodb", "Commit", calls{"GetItem": 1, "PutItem": 1}, calls{"Commit": 1}},
+		{"dual: a destroy", dual, "redis", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}},
+		{"dynamodb-first: the first touch, which moves it", ddbFirst, "redis", "Find", calls{"GetItem": 1, "PutItem": 1}, calls{"Find": 1, "Delete": 1}},
+		{"dynamodb-first: a session in DynamoDB", ddbFirst, "dynamodb", "Find", calls{"GetItem": 1}, calls{}},
+		{"dynamodb-first: its commit", ddbFirst, "dynamodb", "Commit", calls{"PutItem": 1}, calls{}},
+		{"dynamodb-first: an unknown token", ddbFirst, "", "Find", calls{"GetItem": 1}, calls{"Find": 1}},
+		{"dynamodb-first: a destroy", ddbFirst, "dynamodb", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}},
+		{"dynamodb-only: a request", ddbOnly, "dynamodb", "Find", calls{"GetItem": 1}, calls{}},
+		{"dynamodb-only: its commit", ddbOnly, "dynamodb", "Commit", calls{"PutItem": 1}, calls{}},
+		{"dynamodb-only: a destroy", ddbOnly, "dynamodb", "Delete", calls{"PutItem": 1}, calls{}},
+	} {
+		t.Run(c.name+"/"+c.op, func(t *testing.T) {
+			t.Parallel()
+			e := newMigration(t)
+			token := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+			data, err := scs.GobCodec{}.Encode(time.Now().Add(time.Hour), map[string]any{"msg": "changed"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch c.home {
+			case "redis":
+				token = e.oldSession("old")
+			case "dynamodb":
+				m, _, _ := e.store(ddbOnly)
+				if err := m.Commit(token, []byte("old"), time.Now().Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			counter := &countingStore{Store: e.redis, calls: calls{}}
+			store, probe := newStore(t, e.client, e.table, func(cfg *scsstore.Config) { cfg.Now = e.clock.Now })
+			cfg := scsstore.MigrationConfig{Old: counter, New: store, Phase: c.phase}
+			if c.phase == ddbOnly {
+				cfg.Old = nil
+			}
+			m, err := scsstore.NewMigration(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch c.op {
+			case "Find":
+				_, found, err := m.Find(token)
+				if err != nil || found != (c.home != "") {
+					t.Fatalf("Find: found %v, %v", found, err)
+				}
+			case "Commit":
+				err = m.Commit(token, data, time.Now().Add(time.Hour))
+			case "Delete":
+				err = m.Delete(token)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := probe.Take(); !maps.Equal(got, c.table) {
+				t.Errorf("DynamoDB calls %v, want %v", got, c.table)
+			}
+			if !maps.Equal(counter.calls, c.old) {
+				t.Errorf("old store calls %v, want %v", counter.calls, c.old)
+			}
+		})
 	}
 }
 
