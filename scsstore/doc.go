@@ -43,6 +43,15 @@
 // The package example shows the rest of a sign-in on scs: [Store.Login],
 // [Store.LoadUser], and "log out everywhere" (see Signed-in users).
 //
+// # Moving from another scs store
+//
+// An app on scs's Redis store (or any scs.Store) moves its sessions here
+// without signing anyone out with a [Migration] of the old store and a
+// Store, deployed in the phases of [Phase]: its doc says why instances of
+// adjacent phases agree on every session, and
+// https://github.com/ddbsession/ddbsession/blob/main/docs/migrate.md how
+// long to stay in each and what each costs.
+//
 // # Table and item
 //
 // The table is the core's: string keys "pk" and "sk" by default (or a hash
