@@ -19,11 +19,11 @@ type Phase string
 const (
 	// PhaseOld uses the old store alone, as if it were not wrapped.
 	PhaseOld Phase = "old"
-	// PhaseDual keeps the old store the home of every session it holds,
-	// and writes every commit to it; DynamoDB decides only the sessions
-	// it holds (moved there by PhaseDynamoDBFirst) and those it buried,
-	// and gets their commits too. It serves beside PhaseOld instances
-	// and beside PhaseDynamoDBFirst ones.
+	// PhaseDual writes every commit to the old store, which stays the
+	// home of the sessions it holds; DynamoDB decides, and gets the
+	// commits of, only the sessions it holds an item of (moved there in
+	// PhaseDynamoDBFirst, or destroyed). It serves beside PhaseOld
+	// instances and beside PhaseDynamoDBFirst ones.
 	PhaseDual Phase = "dual"
 	// PhaseDynamoDBFirst reads DynamoDB, and on a miss the old store: a
 	// session found there moves, on that first touch, into DynamoDB and
@@ -51,8 +51,9 @@ type MigrationConfig struct {
 
 	// Lifetime is the longest an old session lives: the SessionManager's
 	// Lifetime. A session destroyed in the dual and later phases leaves a
-	// tombstone in DynamoDB this long, so that no copy of it that the old
-	// store may still hold can come back. Default 24 hours, scs's default.
+	// tombstone in DynamoDB this long (an hour at least), so that no copy
+	// of it that the old store may still hold can come back. Default 24
+	// hours, scs's default.
 	Lifetime time.Duration
 }
 
@@ -78,7 +79,7 @@ type MigrationConfig struct {
 //     store; so a request racing a destroy or a move never revives a
 //     session on either side.
 //
-// The old store's lookups cost nothing once DynamoDB holds the session.
+// A session that DynamoDB holds costs no lookup of the old store.
 type Migration struct {
 	old      scs.CtxStore
 	new      *Store
@@ -214,7 +215,8 @@ func (m *Migration) CommitCtx(ctx context.Context, token string, b []byte, expir
 
 // DeleteCtx destroys the session behind token: a tombstone in DynamoDB for
 // Lifetime (in PhaseDual and later), then, but in PhaseDynamoDBOnly, a
-// delete in the old store.
+// delete in the old store. An error of either is returned; one of the old
+// store's leaves the session destroyed for every phase but PhaseOld.
 func (m *Migration) DeleteCtx(ctx context.Context, token string) error {
 	if m.phase == PhaseOld {
 		return m.old.DeleteCtx(ctx, token)
@@ -222,7 +224,7 @@ func (m *Migration) DeleteCtx(ctx context.Context, token string) error {
 	if !validToken(token) {
 		return nil
 	}
-	if err := m.new.bury(ctx, m.new.items.pk(token), m.new.now().Add(m.lifetime)); err != nil {
+	if err := m.new.bury(ctx, m.new.items.pk(token), m.new.now().Add(max(m.lifetime, tombstoneLife))); err != nil {
 		return err
 	}
 	if m.phase == PhaseDynamoDBOnly {
