@@ -43,6 +43,10 @@ type appConfig struct {
 	// clientAddr). None: the connection's own address, and the header is
 	// ignored, since any client can send it.
 	TrustedProxies []netip.Prefix
+	// Place, if set, names where an IP address is ("Berlin, Germany"), for
+	// the sessions list: the app's own lookup, from a geolocation service
+	// of its choosing; "" for unknown. ddbsession records addresses only.
+	Place func(addr string) string
 	// Now is the clock of the limits and of ddbsession. Default time.Now.
 	Now func() time.Time
 	// HashSlots is how many password hashes run at once, default
@@ -104,7 +108,9 @@ type app struct {
 	reauthWithin time.Duration    // appConfig.Reauth
 	now          func() time.Time // appConfig.Now: one-time codes' clock
 	limits       *limits
-	sso          *sso // single sign-on; nil when off
+	sso          *sso                     // single sign-on; nil when off
+	place        func(addr string) string // appConfig.Place, or nil
+	trusted      []netip.Prefix           // appConfig.TrustedProxies
 	log          *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
@@ -176,6 +182,8 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		reauthWithin: cfg.Reauth,
 		now:          cfg.Now,
 		passkeys:     passkeys,
+		place:        cfg.Place,
+		trusted:      cfg.TrustedProxies,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client: cfg.Client,
@@ -385,6 +393,9 @@ func (a *app) routes() http.Handler {
 	a.exemptBackChannel(cop)
 	var h http.Handler = cop.Handler(a.routeErrors(mux))
 	h = http.MaxBytesHandler(h, maxBody)
+	// The client's address, not a proxy's, is what ddbsession records of
+	// a session, and what the limits count.
+	h = clientRemoteAddr(h, a.trusted)
 	return securityHeaders(h, a.dev, a.csp())
 }
 

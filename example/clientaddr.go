@@ -49,6 +49,24 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return client
 }
 
+// clientRemoteAddr sets the RemoteAddr of each request that comes from a
+// trusted proxy to its client's address (clientAddr), for everything behind
+// it: ddbsession records a session's RemoteAddr as the address it signed in
+// from and was last seen at. A request from any other peer passes as it is,
+// its X-Forwarded-For unread, whatever it claims.
+func clientRemoteAddr(next http.Handler, trusted []netip.Prefix) http.Handler {
+	if len(trusted) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if peer, ok := parseHost(r.RemoteAddr); ok && isTrusted(peer, trusted) {
+			r = r.WithContext(r.Context()) // a copy, which the caller does not see
+			r.RemoteAddr = netip.AddrPortFrom(clientAddr(r, trusted), 0).String()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // parseHost reads an address as RemoteAddr or an X-Forwarded-For entry
 // holds it: "192.0.2.1", "192.0.2.1:1234", "2001:db8::1" or
 // "[2001:db8::1]:1234" (some proxies add the port). IPv4-mapped IPv6

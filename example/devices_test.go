@@ -1,6 +1,9 @@
 package main
 
 import (
+	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -51,5 +54,50 @@ func TestSessionsListNamesDevices(t *testing.T) {
 	// The API keeps the raw string.
 	if list := b.sessions(); len(list) != 2 || list[1].UserAgent != chromeOnLinux {
 		t.Errorf("GET /api/sessions = %+v, want the raw user agents", list)
+	}
+}
+
+// The sessions list shows where each session signed in and was last seen:
+// behind a trusted proxy, the client its X-Forwarded-For names; from any
+// other peer, the connection's address, whatever header it sends. The
+// app's place lookup, if any, names the place.
+func TestSessionsListShowsAddresses(t *testing.T) {
+	t.Parallel()
+	place := func(addr string) string {
+		if addr == "203.0.113.5" {
+			return "Lisbon, Portugal"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name    string
+		trusted []netip.Prefix
+		want    string
+	}{
+		// The test's client connects from loopback: with loopback trusted
+		// it is the proxy, and the header names the client.
+		{"behind a trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, "203.0.113.5"},
+		{"a direct client's spoofed header", nil, "127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ta := newTestApp(t, func(c *appConfig) { c.TrustedProxies, c.Place = tc.trusted, place })
+			b := ta.browser(chromeOnLinux)
+			res := b.post("/signup", url.Values{"username": {"alice"}, "password": {"correct horse"}}, "X-Forwarded-For", "198.51.100.66, 203.0.113.5")
+			if res.code != http.StatusSeeOther {
+				t.Fatalf("signup: %d %s", res.code, res.body)
+			}
+			list := b.sessions()
+			if len(list) != 1 || list[0].Address != tc.want || list[0].LastAddress != tc.want {
+				t.Fatalf("GET /api/sessions = %+v, want address and last address %s", list, tc.want)
+			}
+			want := `<td class="where" data-label="Last seen at">` + tc.want
+			if place(tc.want) != "" {
+				want += " (Lisbon, Portugal)"
+			}
+			if page := b.get("/"); !strings.Contains(page.body, want+"</td>") {
+				t.Errorf("the sessions list lacks\n\t%s</td>\nbody:\n%s", want, page.body)
+			}
+		})
 	}
 }

@@ -18,7 +18,7 @@ import (
 // index is the only page: forms to sign up or log in for visitors, and the
 // account with its sessions for a signed-in user.
 func (a *app) index(w http.ResponseWriter, r *http.Request) {
-	var data indexData
+	data := indexData{place: a.place}
 	if u, ok := a.sessions.User(r.Context()); ok {
 		s, _ := a.sessions.Session(r.Context())
 		list, err := a.sessions.List(r.Context(), s.User)
@@ -529,6 +529,10 @@ type sessionJSON struct {
 	// Methods is how the user signed in, or last re-authenticated, for the
 	// session: "password", then "otp" for a one-time code.
 	Methods []string `json:"methods"`
+	// Address is the client's IP address at the sign-in, LastAddress at
+	// the last refresh; absent where unknown.
+	Address     string `json:"address,omitempty"`
+	LastAddress string `json:"lastAddress,omitempty"`
 }
 
 func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -541,7 +545,8 @@ func (a *app) listSessions(w http.ResponseWriter, r *http.Request) {
 	out := make([]sessionJSON, 0, len(list)) // [] rather than null when empty
 	for _, e := range list {
 		out = append(out, sessionJSON{ID: e.ID, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt, UserAgent: e.UserAgent, Current: e.Current, DeviceBound: e.DeviceBound,
-			Methods: append([]string{}, e.Methods...)}) // [] rather than null
+			Methods: append([]string{}, e.Methods...), // [] rather than null
+			Address: e.Address, LastAddress: e.LastAddress})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

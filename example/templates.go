@@ -47,6 +47,22 @@ type indexData struct {
 	// SSO is the provider's name for "Sign in with <SSO>", "" when single
 	// sign-on is off.
 	SSO string
+	// place is appConfig.Place, or nil.
+	place func(addr string) string
+}
+
+// Where is how the sessions list shows an address: the address, and the
+// place the app's lookup names for it, if any; "unknown" for none.
+func (d indexData) Where(addr string) string {
+	if addr == "" {
+		return "unknown"
+	}
+	if d.place != nil {
+		if p := d.place(addr); p != "" {
+			return addr + " (" + p + ")"
+		}
+	}
+	return addr
 }
 
 // failedForm is a refused sign-up or log-in form ("signup" or "login"),
