@@ -230,7 +230,7 @@ type scriptOutput struct {
 }
 
 var (
-	appLine      = regexp.MustCompile(`^open http://(127\.0\.0\.1:[0-9]+)/$`)
+	appLine      = regexp.MustCompile(`^open http://(localhost:[0-9]+)/$`)
 	dynaliteLine = regexp.MustCompile(`^dynalite listening on http://(127\.0\.0\.1:[0-9]+)$`)
 	commandLine  = regexp.MustCompile(`^command ([0-9]+)$`)
 )

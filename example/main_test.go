@@ -24,8 +24,8 @@ import (
 func TestRun(t *testing.T) {
 	table := ddbtest.TableName(t, ddbtest.Client(t))
 	base, stop := startRun(t, "-table", table, "-dev", "-idle", "1h", "-refresh", "5m")
-	if !strings.HasPrefix(base, "http://127.0.0.1:") {
-		t.Fatalf("run serves at %q, want http://127.0.0.1:<port>/", base)
+	if !strings.HasPrefix(base, "http://localhost:") { // where browsers make passkeys
+		t.Fatalf("run serves at %q, want http://localhost:<port>/", base)
 	}
 
 	jar, _ := cookiejar.New(nil)
@@ -58,11 +58,11 @@ func TestRun(t *testing.T) {
 // binds a session from a Go client that signs as Chromium does.
 func TestRunDeviceBinding(t *testing.T) {
 	ca := newTestCA(t)
-	certFile, keyFile := ca.issueFiles(t, "127.0.0.1")
+	certFile, keyFile := ca.issueFiles(t, "localhost", "127.0.0.1")
 	table := ddbtest.TableName(t, ddbtest.Client(t))
 	base, stop := startRun(t, "-table", table, "-tls-cert", certFile, "-tls-key", keyFile, "-dbsc", "-bound", "30s")
-	if !strings.HasPrefix(base, "https://127.0.0.1:") {
-		t.Fatalf("run serves at %q, want https://127.0.0.1:<port>/", base)
+	if !strings.HasPrefix(base, "https://localhost:") {
+		t.Fatalf("run serves at %q, want https://localhost:<port>/", base)
 	}
 	c := newGoClient(t, ca, strings.TrimSuffix(base, "/"))
 	res := c.postForm("/signup", url.Values{"username": {"alice"}, "password": {"correct horse"}})

@@ -38,9 +38,9 @@ func start(t *testing.T, args ...string) string {
 	go io.Copy(io.Discard, out)
 	base, ok := strings.CutPrefix(strings.TrimSpace(line), "serving on ")
 	base, _, _ = strings.Cut(base, " ")
-	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
+	if !ok || !strings.HasPrefix(base, "http://localhost:") {
 		stop()
-		t.Fatalf("run printed %q, want \"serving on http://127.0.0.1:<port>/ (phase ...)\"", line)
+		t.Fatalf("run printed %q, want \"serving on http://localhost:<port>/ (phase ...)\"", line)
 	}
 	t.Cleanup(func() {
 		stop()

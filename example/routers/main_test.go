@@ -58,9 +58,9 @@ func start(t *testing.T, args ...string) string {
 	}
 	go io.Copy(io.Discard, out)
 	_, base, _ := strings.Cut(strings.TrimSpace(line), " on ")
-	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+	if !strings.HasPrefix(base, "http://localhost:") {
 		stop()
-		t.Fatalf("run printed %q, want \"serving <router> on http://127.0.0.1:<port>/\"", line)
+		t.Fatalf("run printed %q, want \"serving <router> on http://localhost:<port>/\"", line)
 	}
 	t.Cleanup(func() {
 		stop()

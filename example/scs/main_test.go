@@ -36,9 +36,9 @@ func start(t *testing.T, args ...string) string {
 	}
 	go io.Copy(io.Discard, out)
 	base, ok := strings.CutPrefix(strings.TrimSpace(line), "serving on ")
-	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
+	if !ok || !strings.HasPrefix(base, "http://localhost:") {
 		stop()
-		t.Fatalf("run printed %q, want \"serving on http://127.0.0.1:<port>/\"", line)
+		t.Fatalf("run printed %q, want \"serving on http://localhost:<port>/\"", line)
 	}
 	t.Cleanup(func() {
 		stop()

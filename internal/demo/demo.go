@@ -46,6 +46,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -145,9 +146,10 @@ type Server struct {
 }
 
 // Listen listens on s.Addr and returns the URL it serves, ending in "/",
-// which the program prints for its user (and its tests read). It checks
-// nothing but the listener: the program checks its flags, and builds its
-// handler, before.
+// which the program prints for its user (and its tests read): on a
+// loopback address, at localhost, since browsers make no passkeys for an
+// IP address. It checks nothing but the listener: the program checks its
+// flags, and builds its handler, before.
 func (s *Server) Listen() (string, error) {
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -173,7 +175,11 @@ func (s *Server) Listen() (string, error) {
 	if s.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + ln.Addr().String() + "/", nil
+	host := ln.Addr().String()
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		host = net.JoinHostPort("localhost", strconv.Itoa(a.Port))
+	}
+	return scheme + "://" + host + "/", nil
 }
 
 // Serve serves on the listener of Listen until ctx ends, then shuts down
