@@ -265,15 +265,21 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 		}
 	}
 	issuer, err := url.Parse(c.Issuer)
-	if c.Issuer == "" || err != nil || issuer.Host == "" || issuer.Scheme != "https" && !c.InsecureDevMode {
+	if c.Issuer == "" || err != nil || issuer.Host == "" {
 		return fail("Issuer %q: want the provider's https URL", c.Issuer)
+	}
+	if issuer.Scheme != "https" && !c.InsecureDevMode {
+		return fail("Issuer %q: want an https URL; a local test provider on plain HTTP needs Config.InsecureDevMode, never in production", c.Issuer)
 	}
 	if c.ClientID == "" {
 		return fail("ClientID is empty")
 	}
 	redirect, err := url.Parse(c.RedirectURL)
-	if err != nil || !redirect.IsAbs() || redirect.Host == "" || redirect.Scheme != "https" && !c.InsecureDevMode || redirect.Fragment != "" {
+	if err != nil || !redirect.IsAbs() || redirect.Host == "" || redirect.Fragment != "" {
 		return fail("RedirectURL %q: want the absolute https URL of the callback", c.RedirectURL)
+	}
+	if redirect.Scheme != "https" && !c.InsecureDevMode {
+		return fail("RedirectURL %q: want an https URL; plain HTTP on localhost needs Config.InsecureDevMode, never in production", c.RedirectURL)
 	}
 	setDefault(&c.PostLogoutRedirectURL, (&url.URL{Scheme: redirect.Scheme, Host: redirect.Host, Path: "/"}).String())
 	if u, err := url.Parse(c.PostLogoutRedirectURL); err != nil || !u.IsAbs() || u.Host == "" {

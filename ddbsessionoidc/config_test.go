@@ -36,6 +36,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"hash-only", func(c *ddbsessionoidc.Config[user]) { c.Layout = ddbsession.Layout{HashOnly: true} }, "Config.Layout.HashOnly"},
 		{"the core's prefix", func(c *ddbsessionoidc.Config[user]) { c.Prefix = "SESSION#" }, "Config.Prefix"},
 		{"plain-HTTP issuer", func(c *ddbsessionoidc.Config[user]) { c.Issuer = "http://idp.example" }, "Config.Issuer"},
+		{"plain-HTTP issuer: the dev-mode setting", func(c *ddbsessionoidc.Config[user]) { c.Issuer = "http://localhost:9000" }, `Config.Issuer "http://localhost:9000": want an https URL; a local test provider on plain HTTP needs Config.InsecureDevMode`},
+		{"plain-HTTP callback: the dev-mode setting", func(c *ddbsessionoidc.Config[user]) { c.RedirectURL = "http://localhost:8080/cb" }, `Config.RedirectURL "http://localhost:8080/cb": want an https URL; plain HTTP on localhost needs Config.InsecureDevMode`},
 		{"no client ID", func(c *ddbsessionoidc.Config[user]) { c.ClientID = "" }, "Config.ClientID"},
 		{"relative redirect", func(c *ddbsessionoidc.Config[user]) { c.RedirectURL = "/callback" }, "Config.RedirectURL"},
 		{"no mapping", func(c *ddbsessionoidc.Config[user]) { c.User = nil }, "Config.User"},
