@@ -80,8 +80,9 @@
 //	3  not found: the table, the user or the session
 //	4  declined: the confirmation was refused, or could not be asked
 //	   (stdin is not a terminal) and -yes was not given
-//	5  the table does not fit the layout, or records another than a
-//	   layout flag gives; a command that acts: it records no layout
+//	5  the table does not fit the layout or the command (sessions
+//	   expiring: no expiry index), or records another layout than a
+//	   flag gives; a command that acts: it records no layout
 //	6  table check: it fits, but TTL is off or on another attribute, or
 //	   it records no layout yet; table create: TTL is on another attribute
 package main

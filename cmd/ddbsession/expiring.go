@@ -38,7 +38,7 @@ refreshed a moment ago may show at its old expiry, and one that RevokeAll or
 RevokeEveryone ended is listed until it expires. A two-step login waiting
 for its second factor is not a session yet, and is not listed.
 
-Output: a table of EXPIRES (UTC), ID, USER, DEVICE (the User-Agent) and LAST
+Output: a table of EXPIRES (UTC), ID, USER, DEVICE (browser and system) and LAST
 REFRESHED. With -json: {"table", "from", "to", "sessions": [{"id", "user":
 {"pk", "sk"}, "userAgent", "createdAt", "refreshedAt", "expiresAt",
 "methods", "deviceBound"}]}, times in RFC 3339.
@@ -132,14 +132,17 @@ func runSessionsExpiring(ctx context.Context, e *env, c *command, o *options, _ 
 		return code
 	}
 	if o.items.ExpiryIndex == "" {
-		return e.usageError(c, fmt.Errorf("it reads the expiry index, and table %q records a layout without one (the apps' Config.Layout.ExpiryIndex): "+
-			"'ddbsession table check -table %s -expiry-index NAME' says what adding one takes", o.table, shellQuote(o.table)))
+		// The table does not fit the command: exit 5, as for any table
+		// that does not fit, not a usage error that no flag can fix.
+		fmt.Fprintf(e.stderr, "ddbsession %s: it reads the expiry index, and table %q records a layout without one (the apps' Config.Layout.ExpiryIndex): "+
+			"'ddbsession table check -table %s -expiry-index NAME' says what adding one takes\n", c.path, o.table, shellQuote(o.table))
+		return exitSchema
 	}
 	found, err := queryExpiring(ctx, client, o, from, to)
 	if isValidation(err) || indexMissing(ctx, client, o.table, err) {
 		fmt.Fprintf(e.stderr, "ddbsession %s: table %q has no expiry index %q that the layout can read: 'ddbsession table check' with the same flags says what to do (%v)\n",
 			c.path, o.table, o.items.ExpiryIndex, err)
-		return exitFailure
+		return exitSchema
 	}
 	if err != nil {
 		return e.fail(c, o, err)
@@ -159,7 +162,7 @@ func runSessionsExpiring(ctx context.Context, e *env, c *command, o *options, _ 
 	terminal := e.isTerminal(e.stdout)
 	var rows [][]string
 	for _, s := range out.Sessions {
-		device := cmp.Or(s.UserAgent, "-")
+		device := deviceName(s.UserAgent)
 		if terminal {
 			device = truncate(device, deviceWidth)
 		}
@@ -216,8 +219,10 @@ func queryExpiring(ctx context.Context, client Client, o *options, from, to time
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if len(errs) > 0 {
+		// One is enough: the others are most likely the same answer to
+		// the same query of another shard.
+		return nil, errs[0]
 	}
 	sessions := slices.Collect(maps.Values(byID))
 	slices.SortFunc(sessions, func(a, b item.Session) int {

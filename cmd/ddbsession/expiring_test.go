@@ -291,9 +291,9 @@ func TestExpiringFollowsRefresh(t *testing.T) {
 
 // The expiry index is the one the table's layout records: without
 // -expiry-index the command reads it; on a table whose layout has none it
-// says so (exit 2), and -expiry-index there disagrees with the record
-// (exit 5); on a table whose record names an index the table lacks, it
-// says so, and which command says what to do.
+// says so, and -expiry-index there disagrees with the record; on a table
+// whose record names an index the table lacks, it says so once, and which
+// command says what to do. Each is a table that does not fit: exit 5.
 func TestExpiringWithoutIndex(t *testing.T) {
 	t.Parallel()
 	withIndex, _ := expiringFixture(t, time.Hour)
@@ -309,7 +309,7 @@ func TestExpiringWithoutIndex(t *testing.T) {
 	f := newFixture(t) // a table without the index, whose layout has none
 	f.login(f.user("alice"), curl)
 	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h")
-	wantCode(t, code, exitUsage, stdout, stderr)
+	wantCode(t, code, exitSchema, stdout, stderr)
 	if !strings.Contains(stderr, "records a layout without one") || !strings.Contains(stderr, "ddbsession table check") {
 		t.Errorf("stderr does not say the layout has no expiry index:\n%s", stderr)
 	}
@@ -324,9 +324,12 @@ func TestExpiringWithoutIndex(t *testing.T) {
 	l.ExpiryIndex = "expiry"
 	f.put(l.EncodeLayout())
 	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h")
-	wantCode(t, code, exitFailure, stdout, stderr)
+	wantCode(t, code, exitSchema, stdout, stderr)
 	if !strings.Contains(stderr, `has no expiry index "expiry"`) || !strings.Contains(stderr, "ddbsession table check") {
 		t.Errorf("stderr does not say the index is missing:\n%s", stderr)
+	}
+	if n := strings.Count(stderr, "query the expiry index"); n != 1 {
+		t.Errorf("stderr gives the failed query %d times, want once:\n%s", n, stderr)
 	}
 
 	// The same where the engine answers ResourceNotFoundException for the
@@ -338,7 +341,7 @@ func TestExpiringWithoutIndex(t *testing.T) {
 		return nil
 	}
 	code, stdout, stderr = f.run("sessions", "expiring", "-within", "1h", "-expiry-index", "expiry")
-	wantCode(t, code, exitFailure, stdout, stderr)
+	wantCode(t, code, exitSchema, stdout, stderr)
 	if !strings.Contains(stderr, `has no expiry index "expiry"`) || strings.Contains(stderr, "does not exist") {
 		t.Errorf("a ResourceNotFoundException of the index: stderr does not say the index is missing:\n%s", stderr)
 	}

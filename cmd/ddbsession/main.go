@@ -21,7 +21,7 @@ const (
 	exitUsage    = 2 // the command line is wrong
 	exitNotFound = 3 // the table, user or session named does not exist
 	exitDeclined = 4 // the confirmation was declined, or could not be asked
-	exitSchema   = 5 // the table does not fit the layout, records none, or another than a flag gives
+	exitSchema   = 5 // the table does not fit the layout or the command, records none, or another than a flag gives
 	exitTTL      = 6 // table check/create: it fits, but TTL is off or elsewhere, or no layout is recorded
 )
 
