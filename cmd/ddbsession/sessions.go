@@ -37,7 +37,7 @@ LoadUser).
 
 ` + userHelp + `
 
-Output: a table of ID, DEVICE (the User-Agent), FROM and LAST SEEN FROM
+Output: a table of ID, DEVICE (browser and system, from the User-Agent), FROM and LAST SEEN FROM
 (the client's IP address at the sign-in and at the last refresh), CREATED,
 LAST REFRESHED, EXPIRES (UTC), METHODS (how the user proved themselves at the login or
 re-authentication that made the session, in the app's names, such as
@@ -160,8 +160,8 @@ type listJSON struct {
 	Sessions []sessionJSON `json:"sessions"`
 }
 
-// deviceWidth bounds the DEVICE column on a terminal; piped output has
-// the whole User-Agent.
+// deviceWidth bounds the DEVICE column on a terminal, for a tool's long
+// product name; piped output has it whole.
 const deviceWidth = 48
 
 func runSessionsList(ctx context.Context, e *env, c *command, o *options, args []string) int {
@@ -202,10 +202,7 @@ func runSessionsList(ctx context.Context, e *env, c *command, o *options, args [
 	terminal := e.isTerminal(e.stdout)
 	var rows [][]string
 	for _, s := range out.Sessions {
-		device := s.UserAgent
-		if device == "" {
-			device = "-"
-		}
+		device := deviceName(s.UserAgent)
 		if terminal {
 			device = truncate(device, deviceWidth)
 		}
