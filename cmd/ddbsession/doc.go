@@ -34,7 +34,10 @@
 // DynamoDB is reached through the AWS SDK's usual configuration
 // (config.LoadDefaultConfig): AWS_PROFILE, AWS_REGION, the credential
 // chain, and AWS_ENDPOINT_URL_DYNAMODB for a local engine; -region and
-// -profile override the first two. Every command takes -table.
+// -profile override the first two. Every command takes -table. The table
+// and layout flags may come from the environment instead, for scripts:
+// DDBSESSION_TABLE for -table, DDBSESSION_EXPIRY_INDEX for -expiry-index,
+// and so on; a flag on the command line wins.
 //
 // The table records its layout, the apps' Config.Layout (docs/item-format.md,
 // "The layout record"): the app's CreateTable, or its first read of the

@@ -49,7 +49,8 @@ type fixture struct {
 	// What the command's env gets.
 	stdin    string
 	terminal bool
-	clock    *sleeper // nil: the real clock
+	clock    *sleeper          // nil: the real clock
+	environ  map[string]string // the environment's variables
 }
 
 // newFixture creates a table with the library's CreateTable and a Manager
@@ -92,6 +93,7 @@ func (f *fixture) runBare(args ...string) (int, string, string) {
 		e.now, e.sleep = f.clock.Now, f.clock.sleep
 	}
 	e.connect = func(context.Context, *options) (Client, error) { return f.probe, nil }
+	e.getenv = func(key string) string { return f.environ[key] }
 	code := e.run(context.Background(), args)
 	return code, stdout.String(), stderr.String()
 }

@@ -52,6 +52,7 @@ type env struct {
 	// waits through it alone.
 	sleep   func(ctx context.Context, d time.Duration) error
 	connect func(ctx context.Context, o *options) (Client, error)
+	getenv  func(key string) string
 }
 
 func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
@@ -61,6 +62,7 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 		now:        time.Now,
 		sleep:      sleep,
 		connect:    connectAWS,
+		getenv:     os.Getenv,
 	}
 }
 
@@ -138,6 +140,9 @@ func (e *env) run(ctx context.Context, args []string) int {
 	}
 	o := &options{}
 	fs := c.flagSet(o)
+	if err := e.flagsFromEnv(fs); err != nil {
+		return e.usageError(c, err)
+	}
 	pos, err := parseInterspersed(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(e.stdout, c.usage())
@@ -155,6 +160,31 @@ func (e *env) run(ctx context.Context, args []string) int {
 		return e.usageError(c, err)
 	}
 	return c.run(ctx, e, c, o, pos)
+}
+
+// flagsFromEnv sets the table and layout flags from the environment, where
+// a variable stands for each: DDBSESSION_TABLE for -table,
+// DDBSESSION_EXPIRY_INDEX for -expiry-index. The command line, parsed
+// after, wins. A layout flag set so is an override like any other, held
+// to the table's record.
+func (e *env) flagsFromEnv(fs *flag.FlagSet) error {
+	for _, name := range commonFlagNames {
+		if slices.Contains([]string{"json", "region", "profile"}, name) {
+			continue // output is the caller's; the SDK has AWS_REGION and AWS_PROFILE
+		}
+		key := flagEnv(name)
+		if v := e.getenv(key); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("%s=%q: %v", key, v, err)
+			}
+		}
+	}
+	return nil
+}
+
+// flagEnv is the environment variable that stands for flag name.
+func flagEnv(name string) string {
+	return "DDBSESSION_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // usageError says what is wrong with the command line, and returns the

@@ -11,11 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
@@ -305,5 +307,84 @@ func TestPackageDeps(t *testing.T) {
 		default:
 			t.Errorf("the command depends on %s, want only the AWS SDK and this repository", pkg)
 		}
+	}
+}
+
+// Every command works with -table alone on a table whose layout is not the
+// default: the layout comes from the table's record, never from flags
+// repeated on each command.
+func TestCommandsNeedNoLayoutFlags(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) {
+		c.Layout = ddbsession.Layout{SessionPrefix: "S#", UserSessionsPrefix: "US#", TTLAttribute: "ttl",
+			VersionAttribute: "sv", CredentialAttribute: "cv", ExpiryIndex: "expiry", ExpiryIndexShards: 2}
+	})
+	alice, bob := f.user("alice"), f.user("bob")
+	a1, a2, b := f.login(alice, curl), f.login(alice, curl), f.login(bob, curl)
+	list, err := f.app.List(context.Background(), alice)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List: %v, %d sessions", err, len(list))
+	}
+	id := list[1].ID // the older: a1's
+	for _, tc := range []struct {
+		args []string
+		want []int
+	}{
+		{[]string{"table", "check"}, []int{exitOK, exitTTL}}, // exit 6 on an engine without TTL: it fits all the same
+		{[]string{"sessions", "list", alice.PK, "-sk", alice.SK}, []int{exitOK}},
+		{[]string{"sessions", "expiring", "-within", "24h"}, []int{exitOK}},
+		{[]string{"count", "-yes"}, []int{exitOK}},
+		{[]string{"sweep", "-dry-run"}, []int{exitOK}},
+		{[]string{"sessions", "revoke", alice.PK, id, "-sk", alice.SK}, []int{exitOK}},
+		{[]string{"sessions", "revoke-all", bob.PK, "-sk", bob.SK}, []int{exitOK}},
+	} {
+		code, stdout, stderr := f.run(tc.args...)
+		if !slices.Contains(tc.want, code) {
+			t.Errorf("%v: exit %d, want one of %v\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.want, stdout, stderr)
+		}
+	}
+	if f.valid(a1) || !f.valid(a2) || f.valid(b) {
+		t.Errorf("after revoke of a1 and revoke-all of bob: valid a1 %v, a2 %v, b %v; want false, true, false", f.valid(a1), f.valid(a2), f.valid(b))
+	}
+	code, stdout, stderr := f.run("sessions", "revoke-everyone", "-yes")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if f.valid(a2) {
+		t.Error("a session outlived revoke-everyone, run without layout flags")
+	}
+}
+
+// The table and layout flags may come from the environment; the command
+// line wins, and a layout variable is an override held to the table's
+// record, as its flag is.
+func TestFlagsFromEnvironment(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice := f.user("alice")
+	f.login(alice, curl)
+	f.environ = map[string]string{"DDBSESSION_TABLE": f.table}
+	code, stdout, stderr := f.runBare("sessions", "list", "-json", alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got listJSON
+	decode(t, stdout, &got)
+	if len(got.Sessions) != 1 {
+		t.Errorf("DDBSESSION_TABLE: %d sessions listed, want 1", len(got.Sessions))
+	}
+
+	f.environ = map[string]string{"DDBSESSION_TABLE": "no-such-table"}
+	code, stdout, stderr = f.runBare("sessions", "list", "-table", f.table, alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitOK, stdout, stderr) // -table wins
+
+	f.environ = map[string]string{"DDBSESSION_TABLE": f.table, "DDBSESSION_SESSION_PREFIX": "S#"}
+	code, stdout, stderr = f.runBare("sessions", "revoke-all", alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitSchema, stdout, stderr)
+	if !strings.Contains(stderr, "-session-prefix") {
+		t.Errorf("a layout variable that disagrees with the record: stderr does not name the flag:\n%s", stderr)
+	}
+
+	f.environ = map[string]string{"DDBSESSION_TABLE": f.table, "DDBSESSION_MREC": "maybe"}
+	code, stdout, stderr = f.runBare("sessions", "list", alice.PK, "-sk", alice.SK)
+	wantCode(t, code, exitUsage, stdout, stderr)
+	if !strings.Contains(stderr, `DDBSESSION_MREC="maybe"`) {
+		t.Errorf("a bad variable: stderr does not name it:\n%s", stderr)
 	}
 }
