@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/mcphandle"
 	"github.com/ddbsession/ddbsession/mcpsession"
 )
 
@@ -22,24 +24,45 @@ type appConfig struct {
 	// MemoryIdle is how long an idle session stays in this instance's
 	// memory (mcp-go's WithSessionIdleTTL); 0 for IdleTimeout.
 	MemoryIdle time.Duration
+	// HandleIdle is how long an unused handle of 2026-07-28 lives.
+	HandleIdle time.Duration
+	// Tokens are the static bearer tokens of 2026-07-28, each to its
+	// subject.
+	Tokens map[string]string
+	// Logger logs, handles redacted; nil for slog.Default().
+	Logger *slog.Logger
 }
 
 // app is one instance of the MCP server.
 type app struct {
 	handler   http.Handler
 	sessions  *mcpsession.Manager
+	handles   *mcphandle.Manager[int64]
 	transport *server.StreamableHTTPServer
+	logger    *slog.Logger
 }
 
 // newApp creates the table if it is missing, checks it if it is there, and
 // returns an instance of the MCP server. Any number of instances may share
 // the table.
 func newApp(ctx context.Context, cfg appConfig) (*app, error) {
+	logger := mcphandle.Redact(cfg.Logger)
+	if logger == nil {
+		logger = mcphandle.Redact(slog.Default())
+	}
+	if cfg.HandleIdle == 0 {
+		cfg.HandleIdle = time.Hour
+	}
+	handles, err := mcphandle.New[int64](handleConfig(cfg, logger))
+	if err != nil {
+		return nil, err
+	}
 	sessions, err := mcpsession.New(mcpsession.Config{
 		Sessions: ddbsession.Config[struct{}]{
 			Client: cfg.Client,
 			Table:  cfg.Table,
 			Limits: ddbsession.Limits{IdleTimeout: cfg.IdleTimeout},
+			Logger: logger,
 			Now:    cfg.Now,
 		},
 		Name: "example",
@@ -83,8 +106,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", sessions.Handler(transport))
-	return &app{handler: mux, sessions: sessions, transport: transport}, nil
+	// One path for both revisions: 2026-07-28 on the official SDK with
+	// handles, 2025-11-25 and before on mcp-go with mcpsession's sessions.
+	mux.Handle("/mcp", byRevision(newCurrent(handles, cfg.Tokens, logger), sessions.Handler(transport)))
+	return &app{handler: mux, sessions: sessions, handles: handles, transport: transport, logger: logger}, nil
 }
 
 func echo(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

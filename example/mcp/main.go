@@ -1,14 +1,32 @@
-// Command mcp is a small MCP server on github.com/mark3labs/mcp-go's
-// streamable HTTP transport that keeps its sessions in DynamoDB with
-// mcpsession. Run two of them on one table, initialize through one, and
-// call its tools through the other.
+// Command mcp is a small MCP server that keeps its state in DynamoDB, for
+// both MCP revisions in use, at one path, /mcp. Run two of them on one
+// table, and call through either.
+//
+// Revision 2026-07-28 (requests whose Mcp-Protocol-Version header names it
+// or a later one) is served by the official Go SDK, statelessly, behind
+// bearer tokens (-token SUBJECT:TOKEN, for tests; a real deployment
+// verifies its authorization server's tokens in staticTokens' place), with
+// state in handles that mcphandle keeps, bound to the caller:
+//
+//	counter_open  {}                          -> {"handle": "..."}
+//	counter_add   {"handle": "...", "n": N}   -> {"value": V}
+//	counter_get   {"handle": "..."}           -> {"value": V}
+//
+// A handle that is not the caller's live one gets the tool error "no such
+// handle: open a new one", whatever the reason. The caller SUBJECT is the
+// user item USER#SUBJECT / PROFILE, so that
+// "ddbsession sessions revoke-all -table NAME -sk PROFILE -- USER#SUBJECT"
+// ends their handles.
+//
+// Revision 2025-11-25 and before is served by github.com/mark3labs/mcp-go's
+// streamable HTTP transport, with sessions that mcpsession keeps:
 //
 //	POST   /mcp   JSON-RPC: initialize (which issues the Mcp-Session-Id),
 //	              then tools/list and tools/call with the session's ID
 //	GET    /mcp   the session's stream of server messages
 //	DELETE /mcp   ends the session, on every instance
 //
-// Tools:
+// Its tools:
 //
 //	echo     answers with its argument text
 //	session  what the session holds, on whichever instance serves it: the
@@ -68,7 +86,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr := flags.String("addr", "127.0.0.1:8080", "address to listen on")
 	var cfg appConfig
 	flags.StringVar(&cfg.Table, "table", "ddbsession-mcp-example", "DynamoDB table for the sessions; created if missing")
-	flags.DurationVar(&cfg.IdleTimeout, "idle", time.Hour, "how long a session lives without requests")
+	flags.DurationVar(&cfg.IdleTimeout, "idle", time.Hour, "how long a session (2025-11-25) lives without requests")
+	flags.DurationVar(&cfg.HandleIdle, "handle-idle", time.Hour, "how long a handle (2026-07-28) lives without use")
+	cfg.Tokens = map[string]string{}
+	flags.Func("token", "`SUBJECT:TOKEN`: accept the bearer token TOKEN as SUBJECT's, at 2026-07-28 (repeatable; for tests)", func(s string) error {
+		subject, token, err := parseToken(s)
+		cfg.Tokens[token] = subject
+		return err
+	})
+	var level slog.Level
+	flags.TextVar(&level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +105,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.IdleTimeout < time.Minute {
 		return fmt.Errorf("-idle %v: want a minute or more", cfg.IdleTimeout)
 	}
+	if cfg.HandleIdle < time.Minute {
+		return fmt.Errorf("-handle-idle %v: want a minute or more", cfg.HandleIdle)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = logger
 
 	// The SDK's own configuration finds the region, the credentials and
 	// AWS_ENDPOINT_URL_DYNAMODB, so the app has no endpoint flag.
@@ -101,14 +133,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadTimeout:       10 * time.Second,
 		// No WriteTimeout: a session's GET stream stays open.
 		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+		ErrorLog:    slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 	}
 	// Shutdown waits for every request, and a GET stream ends only when
 	// mcp-go lets it go, which ends nothing in the table: the other
 	// instances serve its session on.
 	srv.RegisterOnShutdown(func() {
 		if err := a.transport.Shutdown(context.Background()); err != nil {
-			slog.Warn("shut the MCP transport down", "err", err)
+			a.logger.Warn("shut the MCP transport down", "err", err)
 		}
 	})
 	fmt.Fprintf(stdout, "serving on http://%s/mcp\n", ln.Addr())
@@ -120,8 +152,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	slog.Info("shutting down")
+	a.logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return errors.Join(srv.Shutdown(shutdownCtx), a.sessions.Sessions().Wait(shutdownCtx))
+	return errors.Join(srv.Shutdown(shutdownCtx), a.sessions.Sessions().Wait(shutdownCtx), a.handles.Sessions().Wait(shutdownCtx))
 }

@@ -52,11 +52,18 @@ func start(t *testing.T, args ...string) string {
 // returns what run returned.
 func startStoppable(t *testing.T, args ...string) (string, func() error) {
 	t.Helper()
+	return startStoppableTo(t, io.Discard, args...)
+}
+
+// startStoppableTo is startStoppable, with run's stderr (its log lines) to
+// stderr.
+func startStoppableTo(t *testing.T, stderr io.Writer, args ...string) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, stdout := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), stdout, io.Discard)
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), stdout, stderr)
 		stdout.Close()
 	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
