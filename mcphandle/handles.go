@@ -178,8 +178,10 @@ func (m *Manager[T]) Get(ctx context.Context, req *mcp.CallToolRequest, handle s
 
 // Update changes the state of handle, as Get finds it, with update, which
 // gets the state as it stands and changes it in place, and returns the
-// new state. A change costs Get's read and one conditional UpdateItem, no
-// change no write. Racing updates never lose each other's changes: the
+// new state. A change costs Get's read, one conditional UpdateItem of the
+// handle's item and ddbsession's read of the user item after it (which
+// makes sure the handle was not ended meanwhile); no change, Get's read
+// alone. Racing updates never lose each other's changes: the
 // loser reads the state again and calls update again, so update must
 // depend on its argument alone.
 func (m *Manager[T]) Update(ctx context.Context, req *mcp.CallToolRequest, handle string, update func(*State[T]) error) (State[T], error) {
@@ -323,12 +325,13 @@ func (m *Manager[T]) userItem(user ddbsession.UserKey) map[string]string {
 func isHandle(s ddbsession.Session) bool { return len(s.Methods) == 1 && s.Methods[0] == method }
 
 // logLevelOf is the log level in a 2026-07-28 request's _meta, if any.
-func logLevelOf(req *mcp.CallToolRequest) mcp.LoggingLevel {
+func logLevelOf(req *mcp.CallToolRequest) string {
 	if req.Params == nil {
 		return ""
 	}
+	//lint:ignore SA1019 the level is kept while clients send it, in the deprecation window
 	level, _ := req.Params.GetMeta()[mcp.MetaKeyLogLevel].(string)
-	return mcp.LoggingLevel(level)
+	return level
 }
 
 // userAgent is the User-Agent a handle is listed with.

@@ -17,10 +17,12 @@ import (
 // one read unit; a larger state is refused by Open and Update.
 type State[T any] struct {
 	// ClientInfo, ProtocolVersion and LogLevel are those of the request
-	// that opened the handle (in its _meta, on 2026-07-28).
+	// that opened the handle (in its _meta, on 2026-07-28). The log level
+	// is an mcp.LoggingLevel, which 2026-07-28 deprecates (SEP-2577) and
+	// still sends in the deprecation window.
 	ClientInfo      *mcp.Implementation `json:"clientInfo,omitempty"`
 	ProtocolVersion string              `json:"protocolVersion,omitempty"`
-	LogLevel        mcp.LoggingLevel    `json:"logLevel,omitempty"`
+	LogLevel        string              `json:"logLevel,omitempty"`
 	// Data is the app's: what a tool that opens a handle gives it, and
 	// Update changes.
 	Data T `json:"data"`

@@ -1,0 +1,41 @@
+package mcphandle_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/ddbsession/ddbsession/mcphandle"
+)
+
+// Redact leaves no handle, token or digest, whole or half a handle, in a
+// line, wherever the line holds it, and leaves the rest.
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	handle := "q1w2E3r4T5y6U7i8O9p0-_aSdFgHjKlZxCvBnM" + "q1w2E3r4T5y6U7i8O9p0-_aSdFgHjKlZxC" // 72
+	secrets := []string{
+		handle, handle[:36], handle[36:],
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZ",                  // a token
+		"WIMh8LOWTHe_C4z-iFUYgc65vmQATkKzE6EWr-cnuIM", // a digest
+	}
+	var out strings.Builder
+	l := mcphandle.Redact(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	for _, s := range secrets {
+		l.Debug("calling counter_add with "+s, "args", map[string]any{"handle": s}, "err", errors.New(`bad "`+s+`"`),
+			slog.Group("req", "handle", s), "n", 3)
+		l.With("handle", s).WithGroup("g").Info("x", "h", s)
+	}
+	lines := out.String()
+	for _, s := range secrets {
+		if strings.Contains(lines, s) {
+			t.Errorf("the lines hold %q:\n%s", s, lines)
+		}
+	}
+	if !strings.Contains(lines, "calling counter_add with [redacted]") || !strings.Contains(lines, "n=3") {
+		t.Errorf("the lines lost what is no secret:\n%s", lines)
+	}
+	if mcphandle.Redact(nil) != nil {
+		t.Error("Redact(nil) is not nil")
+	}
+}
