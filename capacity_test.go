@@ -815,6 +815,11 @@ var rateRows = map[string]rateRow{
 	"one user's authenticated requests, MREC":                       {"MREC/authenticated request", `^S:USERSESSIONS#`, false, ddbtest.PartitionReadUnits},
 	"one MCP fleet on one shared server user item (the old wiring)": {"Default configuration/authenticated request", `^S:USER#`, false, ddbtest.PartitionReadUnits},
 	"one user's logins": {"Default configuration/Login", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
+	// An MCP session's initialize is a LoginBearer of the server's user, its
+	// DELETE a Logout: one index write each, in the server's partition. A
+	// handle's Open is a LoginBearer of its caller, in the caller's.
+	"one MCP server's initializes and DELETEs together (mcpsession)": {"Default configuration/LoginBearer", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
+	"one caller's handle opens and closes together (mcphandle)":      {"Default configuration/LoginBearer", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
 	"one user's logins, MaxSessions 100 at the limit":                {"MaxSessions 100/Login at the limit (ends the oldest session)", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
 	"the table's logins, all users together, at the default quota":   {"Default configuration/Login", "", true, tableQuota},
 	"the table's authenticated requests, at the default quota":       {"Default configuration/authenticated request", "", false, tableQuota},

@@ -20,7 +20,7 @@ const rootModule = "github.com/ddbsession/ddbsession"
 
 // integrationOnly are module path prefixes that only the integration
 // modules (example, example/routers, example/scs, example/mcp, ddbstream,
-// scsstore, ddbsessionotel, ddbsessionoidc, mcpsession) may need. (The example's
+// scsstore, ddbsessionotel, ddbsessionoidc, mcpsession, mcphandle) may need. (The example's
 // golang.org/x/text and x/time are not listed: the AWS SDK's own graph may
 // name them.) No edge of the root module's graph names any of them.
 var integrationOnly = []string{
@@ -37,6 +37,8 @@ var integrationOnly = []string{
 	"github.com/google/jsonschema-go",        // mcp-go's
 	"github.com/santhosh-tekuri/jsonschema/", // mcp-go's
 	"github.com/yosida95/uritemplate/",       // mcp-go's
+	"github.com/modelcontextprotocol/go-sdk", // mcphandle's
+	"github.com/segmentio/",                  // go-sdk's
 	"golang.org/x/crypto",
 	"golang.org/x/oauth2",       // ddbsessionoidc's
 	"github.com/coreos/go-oidc", // ddbsessionoidc's

@@ -142,6 +142,11 @@
 //	no ID, but initialize  none (400)
 //	2026-07-28 and later   none
 //
+// Every initialize and DELETE writes the server user's index partition
+// (the session's index item), which takes at most 1,000 writes a second:
+// one server starts and ends at most about 500 sessions a second, however
+// many instances serve it (docs/capacity.md).
+//
 // # Logs
 //
 // A session ID is a bearer token, and no log line of this package shows
@@ -193,12 +198,11 @@
 // its protocol version, client info, capabilities and log level in _meta
 // (mcp-go's server.RequestProtocolInfoFromContext), so there is nothing to
 // share between instances and no session ID manager to plug in. State that
-// must outlive a request belongs to the app: a handle that a tool returns
-// and the model passes back as an argument (mcp-go's migration advice), the
-// requestState of a multi round-trip request for a continuation, and, for
-// who the user is, the request's authorization, such as a ddbsession bearer
-// session checked by RequireSession with BearerTokens, whose Session.Data
-// holds a small value per sign-in.
+// must outlive a request lives in handles that a tool returns and the model
+// passes back as arguments, bound to the request's authenticated caller:
+// the module github.com/ddbsession/ddbsession/mcphandle keeps them in the
+// same table, on the official Go SDK. docs/mcp.md shows a server that
+// serves both revisions at one path.
 //
 // # Sharing a table
 //

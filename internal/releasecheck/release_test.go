@@ -294,7 +294,7 @@ func (r *scratchRelease) wantTags(version, out string) {
 			want = append(want, dir+"/"+version)
 		}
 	}
-	for _, tag := range []string{version, "scsstore/" + version, "ddbstream/" + version, "mcpsession/" + version, "ddbsessionotel/" + version, "ddbsessionoidc/" + version} {
+	for _, tag := range []string{version, "scsstore/" + version, "ddbstream/" + version, "mcpsession/" + version, "mcphandle/" + version, "ddbsessionotel/" + version, "ddbsessionoidc/" + version} {
 		if !slices.Contains(want, tag) {
 			r.t.Fatalf("the checkout's published modules have changed: no %s in %q; update this test", tag, want)
 		}
