@@ -156,6 +156,9 @@ func (m *Manager[T]) Open(ctx context.Context, req *mcp.CallToolRequest, data T)
 		return m.sessions.UpdateData(r.Context(), func(json.RawMessage) (any, error) { return state, nil })
 	}, false)
 	if err != nil {
+		// A session without its state serves no use: end it, or leave it
+		// to its expiry if that fails too.
+		_ = m.sessions.Logout(discard{}, newRequest(ctx, m.credential(token, c.User)))
 		return "", err
 	}
 	return seal(key, token, c.id()), nil
@@ -297,8 +300,11 @@ func (m *Manager[T]) callerOf(req *mcp.CallToolRequest) (Caller, error) {
 	return c, err
 }
 
-// id is c as the additional data a handle is sealed with.
-func (c Caller) id() string { return c.User.PK + "\x00" + c.User.SK + "\x00" + c.Client }
+// id is c as the additional data a handle is sealed with: each part after
+// its length, so that no two callers have one id.
+func (c Caller) id() string {
+	return fmt.Sprintf("%d:%s%d:%s%d:%s", len(c.User.PK), c.User.PK, len(c.User.SK), c.User.SK, len(c.Client), c.Client)
+}
 
 // credential is ddbsession's credential for token and the user's key,
 // which docs/item-format.md ("the session cookie's value") describes:

@@ -263,6 +263,26 @@ func TestFailures(t *testing.T) {
 		t.Errorf("Get in an outage: %v, want a store error", err)
 	}
 
+	// An Open whose state cannot be written ends the session it made.
+	e.take(m)
+	e.calls.Fail = func(_ context.Context, op string, _ any) error {
+		if op == "UpdateItem" {
+			return outage
+		}
+		return nil
+	}
+	_, err = m.Open(context.Background(), req, 1)
+	e.calls.Fail = nil
+	if !errors.Is(err, outage) {
+		t.Errorf("Open whose state write fails: %v, want the outage", err)
+	}
+	if calls, _ := e.take(m); calls["DeleteItem"] != 2 {
+		t.Errorf("Open whose state write fails: calls %v, want the session's and its index item's DeleteItems", calls)
+	}
+	if list, err := m.List(context.Background(), alice); err != nil || len(list) != 1 {
+		t.Errorf("List after the failed Open: %d handles, %v; want the one opened before", len(list), err)
+	}
+
 	big, err := mcphandle.New[string](mcphandle.Config{Sessions: ddbsession.Config[struct{}]{Client: e.calls, Table: e.table}})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ const (
 // env is one table, with one clock, that instances of a server share
 // through a counting client.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	client *dynamodb.Client
 	table  string
 	clock  *ddbtest.Clock
@@ -40,7 +40,7 @@ type env struct {
 	written []string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	client := ddbsessiontest.Client(t)
 	e := &env{t: t, client: client, table: ddbsessiontest.TableName(t, client), clock: ddbtest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))}
@@ -121,7 +121,7 @@ func request(subject, client string) *mcp.CallToolRequest {
 	return req
 }
 
-func open(t *testing.T, m *mcphandle.Manager[int], req *mcp.CallToolRequest, data int) string {
+func open(t testing.TB, m *mcphandle.Manager[int], req *mcp.CallToolRequest, data int) string {
 	t.Helper()
 	h, err := m.Open(context.Background(), req, data)
 	if err != nil {
