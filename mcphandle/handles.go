@@ -40,7 +40,9 @@ type Config struct {
 	// long an unused handle lives, RefreshInterval how often, at most, its
 	// use moves its expiry forward (by default ddbsession's 24 hours and
 	// IdleTimeout/24). OnEvent, Logger and Now work as they do there. New
-	// turns BearerTokens on and sets StoreUnavailable.
+	// turns BearerTokens on and sets StoreUnavailable; it refuses
+	// Limits.MaxSessions, which would count the caller's other sessions,
+	// and end them to open handles.
 	Sessions ddbsession.Config[struct{}]
 
 	// Caller returns who a request's bearer token belongs to, as the SDK's
@@ -65,10 +67,10 @@ type Caller struct {
 }
 
 // DefaultCaller is the caller of the default layout's user item
-// "USER#<subject>" / "PROFILE" (no SK in a hash-only table, which a Caller
-// of the Config's own serves), the subject being the token's UserID, and
+// "USER#<subject>" / "PROFILE", the subject being the token's UserID, and
 // its client the token's Extra["client_id"], if a string. A token without
-// a UserID, or one over 256 bytes, has no caller.
+// a UserID, or one over 256 bytes, has no caller. A hash-only table, whose
+// user keys have no SK, needs a Config.Caller of its own.
 func DefaultCaller(ti *auth.TokenInfo) (Caller, error) {
 	if ti == nil || ti.UserID == "" || len(ti.UserID) > 256 {
 		return Caller{}, errNoCaller
@@ -94,6 +96,12 @@ func New[T any](cfg Config) (*Manager[T], error) {
 	layout, err := ddbitem.Resolve(cfg.Sessions.Layout)
 	if err != nil {
 		return nil, fmt.Errorf("mcphandle: Config.Sessions.Layout: %w", err)
+	}
+	switch {
+	case layout.HashOnly && cfg.Caller == nil:
+		return nil, errors.New("mcphandle: Config.Caller is unset, and DefaultCaller's user keys have an SK, which a hash-only table (Layout.HashOnly) has not: give a Caller of your own")
+	case cfg.Sessions.Limits.MaxSessions != 0:
+		return nil, fmt.Errorf("mcphandle: Config.Sessions.Limits.MaxSessions %d: a handle is one of its caller's sessions, so a limit would count their other sessions and end them to open handles: leave it 0", cfg.Sessions.Limits.MaxSessions)
 	}
 	m := &Manager[T]{layout: layout, caller: cfg.Caller, createUsers: cfg.CreateUsers}
 	if m.caller == nil {

@@ -350,3 +350,20 @@ func TestListAndStateOf(t *testing.T) {
 		t.Errorf("StateOf the session items: %v, want the live handle's 1 (the closed one is deleted, the web session is no handle)", states)
 	}
 }
+
+// New refuses a Config it cannot serve, naming the field.
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, field string
+		cfg         mcphandle.Config
+	}{
+		{"MaxSessions", "MaxSessions", mcphandle.Config{Sessions: ddbsession.Config[struct{}]{Table: "t", Limits: ddbsession.Limits{MaxSessions: 3}}}},
+		{"hash-only without a Caller", "Config.Caller", mcphandle.Config{Sessions: ddbsession.Config[struct{}]{Table: "t", Layout: ddbsession.Layout{HashOnly: true}}}},
+		{"no table", "Config.Sessions", mcphandle.Config{}},
+	} {
+		if _, err := mcphandle.New[int](c.cfg); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: New = %v, want an error naming %s", c.name, err, c.field)
+		}
+	}
+}
