@@ -3,9 +3,11 @@ module github.com/ddbsession/ddbsession/mcphandle
 go 1.26.0
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/ddbsession/ddbsession v0.1.0
+	github.com/ddbsession/ddbsession/ddbstream v0.1.0
 	github.com/google/go-cmp v0.7.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 )
@@ -33,4 +35,7 @@ require (
 // released in lockstep with this one. A replace directive applies only
 // where this is the main module: a user of this module gets the releases
 // required above.
-replace github.com/ddbsession/ddbsession => ../
+replace (
+	github.com/ddbsession/ddbsession => ../
+	github.com/ddbsession/ddbsession/ddbstream => ../ddbstream
+)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbitem"
+	"github.com/ddbsession/ddbsession/ddbstream"
 	"github.com/ddbsession/ddbsession/mcphandle"
 )
 
@@ -296,8 +299,8 @@ func TestFailures(t *testing.T) {
 	}
 }
 
-// List lists a caller's handles and none of their other sessions; a
-// stream's record of a handle's item gives its state.
+// List lists a caller's handles and none of their other sessions;
+// ddbstream's clean-up of a handle's item gets its state.
 func TestListAndStateOf(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -335,15 +338,29 @@ func TestListAndStateOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every session item, as TTL would delete it, through ddbstream.
 	var states []int
-	for _, item := range out.Items {
-		s, err := ddbitem.DecodeSession(ddbsession.Layout{}, item)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st, ok := mcphandle.StateOf[int](s); ok {
-			states = append(states, st.Data)
-		}
+	cleanup, err := ddbstream.New(ddbstream.Config{
+		Cleanup: func(_ context.Context, s ddbsession.Session) error {
+			if st, ok := mcphandle.StateOf[int](s); ok && s.User == alice {
+				states = append(states, st.Data)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.DynamoDBEvent
+	for i, item := range out.Items {
+		ev.Records = append(ev.Records, events.DynamoDBEventRecord{
+			EventName:    "REMOVE",
+			UserIdentity: &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"},
+			Change:       events.DynamoDBStreamRecord{OldImage: streamImage(t, item), SequenceNumber: strconv.Itoa(i + 1), StreamViewType: "OLD_IMAGE"},
+		})
+	}
+	if resp, err := cleanup.Handle(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("ddbstream's Handle = %v, %v", resp, err)
 	}
 	slices.Sort(states)
 	if !slices.Equal(states, []int{1}) {
@@ -366,4 +383,32 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: New = %v, want an error naming %s", c.name, err, c.field)
 		}
 	}
+}
+
+// streamImage is item as a stream record's image carries it.
+func streamImage(t *testing.T, item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	t.Helper()
+	image := make(map[string]events.DynamoDBAttributeValue, len(item))
+	for name, av := range item {
+		image[name] = streamValue(t, av)
+	}
+	return image
+}
+
+func streamValue(t *testing.T, av types.AttributeValue) events.DynamoDBAttributeValue {
+	t.Helper()
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = streamValue(t, e)
+		}
+		return events.NewListAttribute(l)
+	}
+	t.Fatalf("attribute value of a type session items do not hold: %T", av)
+	return events.DynamoDBAttributeValue{}
 }
