@@ -17,7 +17,9 @@ import (
 // BenchmarkAuthenticatedRequest compares, in one run against one engine, an
 // authenticated request through RequireSession with the bare SDK calls that
 // such a request needs, on both read paths: one BatchGetItem of session and
-// user (the default), and two GetItems in turn (HideUserKey). The peer
+// user (the default, with the user key sealed in the cookie, and with
+// v0.2.0's cookie, the key in the plain), and two GetItems in turn
+// (HideUserKey). With -count, each round runs every path in turn. The peer
 // benchmark in bench/ (scripts/bench) compares more, with a per-call delay;
 // this one also isolates the middleware's own work, with the engine's
 // answers replayed, which is where its allocations are counted.
@@ -65,13 +67,11 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 	for _, path := range []struct {
 		name string
 		hide bool
-	}{{"one-round-trip", false}, {"two-reads", true}} {
+		c    *http.Cookie
+	}{{"one-round-trip", false, cookie}, {"one-round-trip-plain-key", false, withUser(cookie, alice)}, {"two-reads", true, tokenOnly(cookie)}} {
 		cfg := e.cfg
 		cfg.Cookie.HideUserKey = path.hide
-		c := cookie
-		if path.hide {
-			c = tokenOnly(cookie)
-		}
+		c := path.c
 		b.Run("path=require-session-"+path.name, func(b *testing.B) {
 			m, err := ddbsession.New(cfg)
 			if err != nil {

@@ -33,11 +33,10 @@ type Cookie struct {
 	// then travels in clear text. No environment variable switches it on.
 	InsecureDevMode bool
 
-	// HideUserKey keeps the user's key out of the cookie, where it lets a
-	// request read the session and the user in one BatchGetItem. Set it
-	// where keys are themselves sensitive (an email address): each request
-	// then makes two reads in turn. LoadUser's users are never in the
-	// cookie, so New refuses it with LoadUser.
+	// HideUserKey keeps even the sealed user key out of the cookie, which
+	// lets a request read the session and the user in one BatchGetItem:
+	// each request then makes two reads in turn. LoadUser's users are
+	// never in the cookie, so New refuses it with LoadUser.
 	HideUserKey bool
 
 	// KeepSignedIn, if set, decides per login whether the cookie outlives
@@ -96,6 +95,9 @@ type cookies struct {
 	withUser bool
 	bearer   bool // Config.BearerTokens
 	layout   *item.Layout
+	// keys returns the table's cookie keys, which seal the user's key:
+	// nil until a read of the table's layout record has found them.
+	keys func() *item.CookieKeys
 	// pending is the name of the cookie of a two-step login that waits for
 	// its second step: the session cookie's, and pendingSuffix. A cookie of
 	// its own, so that a signed-in browser that re-authenticates with two
@@ -190,9 +192,9 @@ func (c *cookies) tokens(r *http.Request, withCookies bool) []string {
 }
 
 // value is what a client presents for session s: the token, and the
-// user's key where cookies carry it.
+// user's key, sealed, where cookies carry it.
 func (c *cookies) value(token string, s item.Session) string {
-	return c.layout.Credential(token, s.UserPK, s.UserSK, c.withUser)
+	return c.layout.Credential(token, s.UserPK, s.UserSK, c.withUser, c.keys())
 }
 
 // set sends the cookie of session s with a Max-Age that ends at its

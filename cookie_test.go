@@ -1,8 +1,10 @@
 package ddbsession_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -10,29 +12,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// withUser returns c with its value's user key replaced by key's.
+// withUser returns c with key's user key in the plain, as release v0.2.0
+// issued it, in place of its own.
 func withUser(c *http.Cookie, key ddbsession.UserKey) *http.Cookie {
-	token, _, _ := strings.Cut(c.Value, ".")
 	b64 := base64.RawURLEncoding.EncodeToString
-	return &http.Cookie{Name: c.Name, Value: token + "." + b64([]byte(key.PK)) + "." + b64([]byte(key.SK))}
+	return &http.Cookie{Name: c.Name, Value: c.Value[:tokenLen] + "." + b64([]byte(key.PK)) + "." + b64([]byte(key.SK))}
 }
 
 // tokenOnly returns c with the token alone, as releases before the
-// one-round-trip read issued it.
+// one-round-trip read issued it, and HideUserKey does.
 func tokenOnly(c *http.Cookie) *http.Cookie {
-	token, _, _ := strings.Cut(c.Value, ".")
-	return &http.Cookie{Name: c.Name, Value: token}
+	return &http.Cookie{Name: c.Name, Value: c.Value[:tokenLen]}
 }
 
-// Rolling deploys: a Manager accepts cookies of both forms whatever its
-// HideUserKey, and a refresh re-issues the cookie in the form its own
-// setting asks for.
+// Rolling deploys: a Manager accepts cookies of every form whatever its
+// HideUserKey (the token alone, v0.2.0's plain user key, the sealed one),
+// and a refresh re-issues the cookie in the form its own setting asks for.
 func TestCookieFormsAcrossReleases(t *testing.T) {
 	t.Parallel()
 	var p *ddbtest.Probe
@@ -42,7 +45,8 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 	hiddenCfg := e.cfg
 	hiddenCfg.Cookie.HideUserKey = true
 	hidden := primed(t, hiddenCfg)
-	old := tokenOnly(cookie) // as an earlier release, or a HideUserKey Manager, issued it
+	old := tokenOnly(cookie)         // as an earlier release, or a HideUserKey Manager, issued it
+	plain := withUser(cookie, alice) // as v0.2.0 issued it
 
 	for _, tc := range []struct {
 		name   string
@@ -52,6 +56,7 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 	}{
 		{"token-only cookie, default Manager", e.m, old, map[string]int{"GetItem": 2}},
 		{"cookie with user key, default Manager", e.m, cookie, map[string]int{"BatchGetItem": 1}},
+		{"v0.2.0's cookie, default Manager", e.m, plain, map[string]int{"BatchGetItem": 1}},
 		{"token-only cookie, HideUserKey", hidden, old, map[string]int{"GetItem": 2}},
 		{"cookie with user key, HideUserKey", hidden, cookie, map[string]int{"BatchGetItem": 1}},
 	} {
@@ -69,6 +74,12 @@ func TestCookieFormsAcrossReleases(t *testing.T) {
 	c := sessionCookie(t, e.get(e.m.RequireSession(whoami(e.m)), old).Result(), cookieName)
 	if c == nil || c.Value != cookie.Value {
 		t.Errorf("refresh of a token-only cookie sent %v, want the value %q", c, cookie.Value)
+	}
+	// ...as does one of v0.2.0's...
+	e.clock.Advance(15 * time.Minute)
+	c = sessionCookie(t, e.get(e.m.RequireSession(whoami(e.m)), plain).Result(), cookieName)
+	if c == nil || c.Value != cookie.Value {
+		t.Errorf("refresh of v0.2.0's cookie sent %v, want the value %q", c, cookie.Value)
 	}
 	// ...and one by a HideUserKey Manager issues the token alone.
 	e.clock.Advance(15 * time.Minute)
@@ -133,14 +144,11 @@ func TestLoginCookie(t *testing.T) {
 			if c == nil {
 				t.Fatalf("no cookie named %q in %q", tc.wantName, header)
 			}
-			// The token, then the user's key for the one-round-trip read.
-			token, user, _ := strings.Cut(c.Value, ".")
-			if !tokenFormat.MatchString(token) {
-				t.Errorf("token %q is not 26 base32 characters", token)
-			}
-			b64 := base64.RawURLEncoding.EncodeToString
-			if want := b64([]byte(alice.PK)) + "." + b64([]byte(alice.SK)); user != want {
-				t.Errorf("cookie %q carries user key %q, want %q", c.Value, user, want)
+			// The token, then the user's key, sealed, for the
+			// one-round-trip read (TestCookieSaysNothingOfItsUser).
+			token, _, sealed := strings.Cut(c.Value, "~")
+			if !tokenFormat.MatchString(token) || !sealed || !wellFormedCookie(c.Value) {
+				t.Errorf("cookie %q is not a token of 26 base32 characters and a sealed user key", c.Value)
 			}
 			want := http.Cookie{
 				Name: tc.wantName, Value: c.Value, Path: "/", MaxAge: 3600,
@@ -226,7 +234,8 @@ func TestCredentialWithLineBreaksIsMalformed(t *testing.T) {
 	t.Parallel()
 	var p *ddbtest.Probe
 	e := newEnv(t, withProbe(&p))
-	cookie := e.login(e.putUser("alice"))
+	alice := e.putUser("alice")
+	cookie := withUser(e.login(alice), alice)
 	token, user, _ := strings.Cut(cookie.Value, ".")
 	pk, sk, _ := strings.Cut(user, ".")
 	for name, value := range map[string]string{
@@ -508,5 +517,180 @@ func TestLoginBearerNeedsBearerTokens(t *testing.T) {
 	}
 	if n := p.Total(); n != 0 {
 		t.Errorf("the refused LoginBearer made %d calls", n)
+	}
+}
+
+// The cookie names its user to no one who sees it go by: no part of it, as
+// sent or decoded as base64 of any alphabet or as hex, holds the user's
+// key, and the request still reads the session and the user in one
+// BatchGetItem.
+func TestCookieSaysNothingOfItsUser(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	alice := ddbsession.UserKey{PK: "USER#alice@example.com", SK: "PROFILE#alice@example.com"}
+	e.putUserAt(alice, "alice")
+	cookie := e.login(alice)
+	for _, part := range decodings(cookie.Value) {
+		for _, secret := range []string{"alice", "example.com"} {
+			if bytes.Contains(bytes.ToLower(part), []byte(secret)) {
+				t.Errorf("cookie %q holds %q (in %q)", cookie.Value, secret, part)
+			}
+		}
+	}
+	p.Reset()
+	if w := e.get(e.m.RequireSession(whoami(e.m)), cookie); w.Code != http.StatusOK || w.Body.String() != "user:alice" {
+		t.Errorf("status %d %q, want 200 user:alice", w.Code, w.Body)
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.Calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// decodings are v and what each of its runs of base64 or hex characters
+// decodes to, at every offset, in every base64 alphabet.
+func decodings(v string) [][]byte {
+	out := [][]byte{[]byte(v)}
+	runs := strings.FieldsFunc(v, func(r rune) bool { return r == '.' || r == '~' })
+	for _, run := range append(runs, v) {
+		for off := range 4 {
+			if off >= len(run) {
+				break
+			}
+			s := strings.TrimRight(run[off:], "=")
+			s = s[:len(s)-len(s)%4+min(len(s)%4, 3)]
+			for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.RawStdEncoding} {
+				for _, try := range []string{s, strings.NewReplacer("-", "+", "_", "/").Replace(s)} {
+					if b, err := enc.DecodeString(try[:len(try)/4*4]); err == nil {
+						out = append(out, b)
+					}
+				}
+			}
+			if b, err := hex.DecodeString(run[off : off+(len(run)-off)/2*2]); err == nil {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// A sealed user key that does not open for the cookie's token, altered or
+// moved from another cookie, is refused as malformed at no DynamoDB call,
+// and the cookie cleared.
+func TestSealedUserKeyTampered(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	alice, bob := e.putUser("alice"), e.putUser("bob")
+	a, b := e.login(alice), e.login(bob)
+	flip := func(v string, i int) string {
+		c := v[i] ^ 1
+		if c == '~' || c == '.' || !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", rune(c)) {
+			c = 'A' + (v[i]-'A'+1)%26
+		}
+		return v[:i] + string(c) + v[i+1:]
+	}
+	for name, value := range map[string]string{
+		"bob's seal with alice's token": a.Value[:tokenLen] + b.Value[tokenLen:],
+		"a flipped byte of the nonce":   flip(a.Value, tokenLen+1+8),
+		"a flipped byte of the seal":    flip(a.Value, len(a.Value)-5),
+	} {
+		p.Reset()
+		w := e.get(e.m.RequireSession(whoami(e.m)), &http.Cookie{Name: cookieName, Value: value})
+		if w.Code != http.StatusUnauthorized || p.Total() != 0 {
+			t.Errorf("%s: status %d after %d calls, want 401 after none", name, w.Code, p.Total())
+		}
+		if c := sessionCookie(t, w.Result(), cookieName); c == nil || c.MaxAge >= 0 {
+			t.Errorf("%s: cookie not cleared: %v", name, c)
+		}
+	}
+}
+
+// Cookie keys rotate in the table's layout record: the first seals, every
+// one opens, so a cookie sealed before a rotation still costs one read; an
+// instance that has not read the new key yet takes a cookie sealed under it
+// on its token alone, at two reads, and reads the keys again with its next
+// read of the shared items. An instance's first request with a sealed
+// cookie reads the keys before it, once.
+func TestCookieKeyRotation(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	before := e.login(alice)
+	var mono ddbtest.Mono
+	ddbsession.SetMonotonicClock(e.m, mono.Now)
+	e.get(e.m.RequireSession(whoami(e.m)), before) // reads the shared items on mono
+
+	addCookieKey(t, e)
+	fresh, err := ddbsession.New(e.cfg) // started after the rotation, has read nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(name string, m *ddbsession.Manager[User], c *http.Cookie, calls map[string]int) {
+		t.Helper()
+		p.Reset()
+		if w := e.get(m.RequireSession(whoami(m)), c); w.Code != http.StatusOK {
+			t.Errorf("%s: status %d, want 200", name, w.Code)
+		}
+		if diff := cmp.Diff(calls, p.Calls()); diff != "" {
+			t.Errorf("%s: calls (-want +got):\n%s", name, diff)
+		}
+	}
+	request("the new instance's first request", fresh, before, map[string]int{"BatchGetItem": 2})
+	request("a cookie sealed before the rotation", fresh, before, map[string]int{"BatchGetItem": 1})
+	w := newRecorder()
+	if err := fresh.Login(w, newRequest(), alice, nil); err != nil {
+		t.Fatal(err)
+	}
+	after := sessionCookie(t, w.Result(), cookieName)
+	if after.Value[tokenLen:tokenLen+6] == before.Value[tokenLen:tokenLen+6] { // "~" and the key id
+		t.Errorf("the new instance sealed under the old key: %q, %q", after.Value, before.Value)
+	}
+	request("the new key, on an instance that has not read it", e.m, after, map[string]int{"GetItem": 2})
+	mono.Advance(time.Hour) // its copy of the shared items is stale: the next read reads the keys too
+	request("the read that reads the keys again", e.m, before, map[string]int{"BatchGetItem": 1})
+	request("the new key, read", e.m, after, map[string]int{"BatchGetItem": 1})
+}
+
+// addCookieKey rotates the cookie keys of e's table, as an operator does.
+func addCookieKey(t *testing.T, e *env) {
+	t.Helper()
+	key := item.Default.LayoutKey()
+	out, err := e.client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &e.table, Key: key, ConsistentRead: ptr(true)})
+	if err != nil || out.Item == nil {
+		t.Fatalf("the layout record: %v, %v", out, err)
+	}
+	e.putItem(item.AddCookieKey(out.Item, item.NewCookieKey()))
+}
+
+// A table whose layout record holds no cookie keys, as v0.2.0 wrote it,
+// gets v0.2.0's cookies, the user key in the plain, which the instances
+// of v0.2.0 still running in a rolling deploy read (they refuse a sealed
+// one as malformed), until a key is added once every instance runs this
+// release: cookies are sealed from then on.
+func TestTableWithoutCookieKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	ctx := context.Background()
+	if _, err := e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &e.table, Key: item.Default.LayoutKey(),
+		UpdateExpression: ptr("REMOVE cookieKeys")}); err != nil {
+		t.Fatal(err)
+	}
+	login := func() *http.Cookie {
+		m := primed(t, e.cfg)
+		w := newRecorder()
+		if err := m.Login(w, newRequest(), alice, nil); err != nil {
+			t.Fatal(err)
+		}
+		return sessionCookie(t, w.Result(), cookieName)
+	}
+	if c := login(); c.Value != withUser(c, alice).Value {
+		t.Errorf("a table without keys: cookie %q, want v0.2.0's %q", c.Value, withUser(c, alice).Value)
+	}
+	addCookieKey(t, e)
+	if c := login(); !strings.Contains(c.Value, "~") || strings.Contains(c.Value, ".") {
+		t.Errorf("a key added: cookie %q, want it sealed", c.Value)
 	}
 }

@@ -73,11 +73,11 @@
 //
 // # The cookie
 //
-// The cookie's value is the token, followed by the user item's key, so that
-// one round trip reads both items; a session whose user is not the cookie's
-// is rejected. Where the key itself is sensitive (an email address), set
-// [Cookie.HideUserKey]: cookies then carry the token alone, and requests
-// read the session and the user in turn. Every Manager accepts both forms.
+// The cookie's value is the token, followed by the user item's key sealed
+// (AES-GCM, under keys the table's layout record holds), so that one round
+// trip reads both items and the cookie names its user to no one who sees
+// it; a session whose user is not the cookie's is rejected. Every Manager
+// accepts every form, [Cookie.HideUserKey]'s token alone included.
 //
 // # Clients without cookies
 //

@@ -148,7 +148,7 @@ func TestEventsHoldNoToken(t *testing.T) {
 	e.status(c)
 	e.m.Logout(newRecorder(), newRequest(c))
 	e.status(c)
-	token, _, _ := strings.Cut(c.Value, ".")
+	token := c.Value[:26]
 	for _, ev := range log.events {
 		text := fmt.Sprintf("%+v", ev)
 		if strings.Contains(text, token) || strings.Contains(text, tokenHash(token)) {

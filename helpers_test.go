@@ -465,6 +465,8 @@ func listIDs(list []ddbsession.Session) []string {
 
 // The documented formats of a token, a public session ID and an expiry
 // bucket ("<yyyymmddhh>#<shard>").
+const tokenLen = 26
+
 var (
 	tokenFormat        = regexp.MustCompile(`^[A-Z2-7]{26}$`)
 	sessionIDFormat    = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -472,11 +474,16 @@ var (
 )
 
 // wellFormedCookie is the documented shape of a session cookie's value, in
-// a table with a sort key: the token alone, or the token followed by
-// ".<b64(userPK)>.<b64(userSK)>" (unpadded base64url of non-empty UTF-8, at
-// most 1024 bytes together, the partition key not under a session or index
-// prefix).
+// a table with a sort key: the token alone, the token followed by
+// "~<b64(sealed user key)>" (unpadded base64url of 34 to 1082 bytes), or
+// by ".<b64(userPK)>.<b64(userSK)>" (unpadded base64url of non-empty UTF-8,
+// at most 1024 bytes together, the partition key not under a session or
+// index prefix).
 func wellFormedCookie(v string) bool {
+	if token, sealed, ok := strings.Cut(v, "~"); ok {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(sealed)
+		return tokenFormat.MatchString(token) && err == nil && len(b) >= 34 && len(b) <= 1082 && !strings.ContainsAny(sealed, "\r\n")
+	}
 	token, user, withUser := strings.Cut(v, ".")
 	if !tokenFormat.MatchString(token) {
 		return false
@@ -548,7 +555,7 @@ func itemsText(items []map[string]types.AttributeValue) []string {
 // tokenHash is base64url(SHA-256(token)), the documented table key of a
 // session without its prefix.
 func tokenHash(cookieValue string) string {
-	token, _, _ := strings.Cut(cookieValue, ".") // the documented credential: the token comes first
+	token := cookieValue[:26] // the documented credential: the token comes first
 	sum := sha256.Sum256([]byte(token))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }

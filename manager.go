@@ -199,6 +199,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		now:              cfg.Now,
 		logger:           cfg.Logger,
 	}}
+	m.cookies.keys = m.read.CookieKeys
 	m.limit.max, m.limit.refuse = lim.MaxSessions, lim.RefuseAtMaxSessions
 	m.onItsWay = lim.StoreTimeout + inFlight
 	m.read.Warn = func(ctx context.Context, err error) {

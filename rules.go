@@ -41,9 +41,14 @@ func (c *core) mayArrive(reason Reason) bool {
 //
 // It is one round trip: the session and the user the credential names, or
 // two in turn, the session then its user, for a credential that names none
-// and for users of Config.LoadUser.
+// and for users of Config.LoadUser. A credential whose user key is sealed
+// costs the first request of a process one more, before them, which reads
+// the table's cookie keys (see openSeal).
 func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string, now time.Time, user any) (s item.Session, err error) {
 	defer recovered(&err)
+	if err := c.openSeal(ctx, &cred); err != nil {
+		return s, err
+	}
 	q := decide.Query{Session: sessionPK, Into: user}
 	if cred.HasUser() && c.users.inTable() {
 		q.UserPK, q.UserSK = cred.UserPK, cred.UserSK
@@ -63,6 +68,29 @@ func (c *core) check(ctx context.Context, cred item.Credential, sessionPK string
 		return s, rejected(reason)
 	}
 	return s, c.users.decode(&f, user)
+}
+
+// openSeal opens the user key that cred carries sealed, if it does. A seal
+// that does not open under the key it names is refused as malformed, at no
+// read of a session: altered, or moved from another credential. One of a
+// key this instance does not know (added to the table since it read the
+// keys) leaves the token alone to decide, at two reads, and the keys are
+// read again.
+func (c *core) openSeal(ctx context.Context, cred *item.Credential) error {
+	keys := c.read.CookieKeys()
+	if keys == nil && cred.Sealed() {
+		if err := c.read.CheckLayout(ctx); err != nil {
+			return err
+		}
+		keys = c.read.CookieKeys()
+	}
+	switch keys.Open(&c.store.Layout, cred) {
+	case item.Forged:
+		return rejected(ReasonMalformed)
+	case item.UnknownKey:
+		c.read.Rekey()
+	}
+	return nil
 }
 
 // reject says why a session read for cred cannot be accepted at now, or

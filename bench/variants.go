@@ -397,11 +397,21 @@ func signInFloor(batch bool) func(ctx context.Context, e *env, n int) (builder, 
 		}
 		items := make([]keys, n)
 		for i, c := range cookies {
+			// The cookie's user key is sealed: the session item names it.
 			cred, ok := item.Default.ParseCredential(c.Value)
-			if !ok || !cred.HasUser() {
+			if !ok {
 				return nil, fmt.Errorf("floor: cannot read cookie %d", i)
 			}
-			items[i] = keys{item.Default.SessionKey(item.Default.SessionPK(cred.Token)), userKey(cred.UserPK, cred.UserSK)}
+			session := item.Default.SessionKey(item.Default.SessionPK(cred.Token))
+			out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: session, ConsistentRead: aws.Bool(true)})
+			if err != nil || out.Item == nil {
+				return nil, fmt.Errorf("floor: the session of cookie %d: %v", i, err)
+			}
+			s, err := item.Default.Decode(out.Item, item.KindSession)
+			if err != nil {
+				return nil, fmt.Errorf("floor: the session of cookie %d: %w", i, err)
+			}
+			items[i] = keys{session, userKey(s.UserPK, s.UserSK)}
 		}
 		return func(c ddbsession.Client) (*target, error) {
 			serve := func(ctx context.Context, i int, _ *recorder) error {

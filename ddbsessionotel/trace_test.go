@@ -58,6 +58,7 @@ func TestCheckOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
+			e.start()
 			var cookie *http.Cookie
 			if tc.cookie != nil {
 				cookie = tc.cookie(e.quietLogin(e.newUser()))

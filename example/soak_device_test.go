@@ -417,22 +417,22 @@ func (d *soakDevice) revokeUnknown() {
 // session's token paired with another user's key. None may get through.
 func (d *soakDevice) forged() {
 	own := d.sess.cred
-	_, userPart, _ := strings.Cut(own, ".")
+	userPart := own[26:] // after the token: "", ".<user key>" or "~<sealed user key>"
 	var cred string
 	switch d.rng.IntN(4) {
 	case 0:
-		cred = rand.Text() + "." + userPart
+		cred = rand.Text() + userPart
 	case 1:
 		cred = rand.Text()
 	case 2:
 		cred = "garbage-" + rand.Text()[:d.rng.IntN(20)]
 	default:
-		other := d.m.anyCred(d.sess, d.rng.IntN)
-		token, otherUser, _ := strings.Cut(other, ".")
-		if other == "" || otherUser == userPart {
-			token = rand.Text() // another session of this user: not a mismatch
+		other, user := d.m.anyCred(d.sess, d.rng.IntN)
+		token := rand.Text() // another session of this user: not a mismatch
+		if other != "" && user != d.sess.user {
+			token = other[:26]
 		}
-		cred = token + "." + userPart
+		cred = token + userPart
 	}
 	r, _ := http.NewRequest("GET", d.base+"/api/me", nil)
 	r.Header.Set("User-Agent", "soak/forger")

@@ -310,19 +310,19 @@ func (m *soakModel) foreign(u *soakUser, pick func(n int) int) *soakSession {
 }
 
 // anyCred returns the credential of some session other than own, of any
-// user, for forged credentials.
-func (m *soakModel) anyCred(own *soakSession, pick func(n int) int) string {
+// user, and its user, for forged credentials.
+func (m *soakModel) anyCred(own *soakSession, pick func(n int) int) (string, *soakUser) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for range 4 {
 		u := m.users[pick(len(m.users))]
 		if len(u.sessions) > 0 {
 			if s := u.sessions[pick(len(u.sessions))]; s != own {
-				return s.cred
+				return s.cred, u
 			}
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // String names s by what never changes, so that any goroutine may print

@@ -303,7 +303,7 @@ func (f *fixture) legacySession(user ddbsession.UserKey, gen int64) *http.Cookie
 	pk := layout.SessionPK(token)
 	f.put(layout.EncodeSession(pk, s))
 	f.put(layout.EncodeIndex(pk, s))
-	return &http.Cookie{Name: "session", Value: layout.Credential(token, user.PK, user.SK, true)}
+	return &http.Cookie{Name: "session", Value: layout.Credential(token, user.PK, user.SK, true, new(item.CookieKeys))}
 }
 
 // The client the command gets is a ddbtest.Probe before the engine; the

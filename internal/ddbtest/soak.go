@@ -447,8 +447,8 @@ func (s *Secrets) Add(what, value string) {
 		s.values = map[string]string{}
 	}
 	parts := []string{value}
-	if token, _, ok := strings.Cut(value, "."); ok {
-		parts = append(parts, token)
+	if i := strings.IndexAny(value, ".~"); i > 0 { // a credential: its token, then a user key
+		parts = append(parts, value[:i])
 	}
 	for _, p := range parts {
 		if len(p) < minSecret {

@@ -38,6 +38,11 @@ type shared struct {
 	// the Reader's; layoutErr that the last one found it differing.
 	layoutOK  bool
 	layoutErr error
+	// keys are the record's cookie keys, nil until a read has found them;
+	// rekey asks the next read to read them again (a seal of a key this
+	// copy does not have).
+	keys  *item.CookieKeys
+	rekey bool
 }
 
 // flight is one read of the shared items, which the Reads that found the
@@ -75,19 +80,20 @@ func (s *shared) take(force bool) (ticket, error) {
 		return t, nil
 	}
 	s.flight = &flight{done: make(chan struct{}), began: s.mono()}
-	t.lead, t.layoutCheck = s.flight, !s.layoutOK
+	t.lead, t.layoutCheck = s.flight, !s.layoutOK || s.rekey
 	return t, nil
 }
 
 // land ends flight f: with err nil, the copy takes gen, read in the flight,
-// and layoutErr, what the flight found of the layout (nil when it did not
-// look).
-func (s *shared) land(f *flight, gen int64, checked bool, layoutErr, err error) {
+// and layoutErr and keys, what the flight found of the layout record (nil
+// when it did not look).
+func (s *shared) land(f *flight, gen int64, checked bool, keys *item.CookieKeys, layoutErr, err error) {
 	s.mu.Lock()
 	if err == nil {
 		s.gen, s.began = gen, f.began
 		if checked {
 			s.layoutOK, s.layoutErr = layoutErr == nil, layoutErr
+			s.keys, s.rekey = keys, false
 		}
 		err = s.layoutErr
 	}
@@ -160,6 +166,7 @@ func (r *Reader) lead(ctx context.Context, t ticket, items map[string]map[string
 	}
 	var gen int64
 	var layoutErr error
+	var keys *item.CookieKeys
 	if err == nil {
 		gen, err = item.DecodeGlobal(items[r.id(r.Layout.GlobalKey())])
 		if err != nil {
@@ -167,9 +174,9 @@ func (r *Reader) lead(ctx context.Context, t ticket, items map[string]map[string
 		}
 	}
 	if err == nil && t.layoutCheck {
-		layoutErr, err = r.checkLayout(ctx, items[r.id(r.Layout.LayoutKey())])
+		keys, layoutErr, err = r.checkLayout(ctx, items[r.id(r.Layout.LayoutKey())])
 	}
-	r.shared.land(t.lead, gen, t.layoutCheck, layoutErr, err)
+	r.shared.land(t.lead, gen, t.layoutCheck, keys, layoutErr, err)
 	if err == nil {
 		err = layoutErr
 	}
@@ -238,26 +245,31 @@ func (r *Reader) refresh(ctx context.Context, force bool, earlier *flight) (int6
 }
 
 // checkLayout compares the layout record av (nil: none) with the Reader's
-// layout. A table without a record gets the Reader's, with a write that
-// must find none, and is compared with whichever record won. err is the
-// read's or the write's failure; layoutErr a mismatch.
-func (r *Reader) checkLayout(ctx context.Context, av map[string]types.AttributeValue) (layoutErr, err error) {
+// layout, and returns the record's cookie keys. A table without a record
+// gets the Reader's, with a write that must find none, and is compared
+// with whichever record won. err is the read's or the write's failure;
+// layoutErr a mismatch.
+func (r *Reader) checkLayout(ctx context.Context, av map[string]types.AttributeValue) (keys *item.CookieKeys, layoutErr, err error) {
 	if av == nil {
 		if av, err = r.recordLayout(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	recorded, err := item.DecodeLayout(av)
-	if err != nil {
-		return nil, r.Named(fmt.Errorf("the layout record: %w", err))
+	if err == nil {
+		keys, err = item.DecodeCookieKeys(av)
 	}
-	return r.Layout.CompareLayout(r.Table, recorded), nil
+	if err != nil {
+		return nil, nil, r.Named(fmt.Errorf("the layout record: %w", err))
+	}
+	return keys, r.Layout.CompareLayout(r.Table, recorded), nil
 }
 
-// recordLayout writes the Reader's layout as the table's record, unless
-// one is there, and returns the record that stands.
+// recordLayout writes the Reader's layout as the table's record, with a
+// new cookie key, unless a record is there, and returns the record that
+// stands.
 func (r *Reader) recordLayout(ctx context.Context) (map[string]types.AttributeValue, error) {
-	av := r.Layout.EncodeLayout()
+	av := item.AddCookieKey(r.Layout.EncodeLayout(), item.NewCookieKey())
 	_, err := r.Client.PutItem(ctx, putNew(r.Table, r.Layout.PartitionKey, av))
 	if isConditionFailed(err) {
 		return r.Get(ctx, r.Layout.LayoutKey()) // another was first
@@ -302,4 +314,22 @@ func (r *Reader) CheckLayout(ctx context.Context) error {
 	}
 	_, err = r.Refresh(ctx, true)
 	return err
+}
+
+// CookieKeys returns the cookie keys of the table's layout record, as the
+// last read of it found them: nil before one has (CheckLayout reads it).
+func (r *Reader) CookieKeys() *item.CookieKeys {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	return r.shared.keys
+}
+
+// Rekey asks the next read of the shared items to read the cookie keys
+// again: a credential came sealed under a key this copy does not have, one
+// added since it was read. Until that read, such credentials cost the two
+// reads of a token alone.
+func (r *Reader) Rekey() {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	r.shared.rekey = true
 }

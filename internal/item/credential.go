@@ -14,19 +14,30 @@ import (
 //	<token>                       the token alone (any release)
 //	<token>.<b64(userPK)>         hash-only table
 //	<token>.<b64(userPK)>.<b64(userSK)>
+//	<token>~<b64(sealed user key)> (see CookieKeys)
 //
-// b64 is unpadded base64url. The user key is no secret from whoever holds the
-// token, who holds the session anyway; the table is still addressed by the
-// token's digest alone, and the session item names its user, which a reader
-// checks against the credential's.
+// b64 is unpadded base64url. The plain user key is no secret from whoever
+// holds the token, who holds the session anyway, but is from whoever sees
+// the cookie go by: credentials carry it sealed where the table has cookie
+// keys. The table is still addressed by the token's digest alone, and the
+// session item names its user, which a reader checks against the
+// credential's. Release v0.2.0 reads a sealed credential as malformed,
+// since "~" is no character of a token.
 type Credential struct {
 	Token  string
 	UserPK string // empty when the credential carries no user key
 	UserSK string
+	// sealed is the token, then the sealed user key, until
+	// CookieKeys.Open: one buffer, which Open opens in place, so that
+	// the hot path allocates no more than for a plain key.
+	sealed []byte
 }
 
-// HasUser reports whether c carries a user key.
+// HasUser reports whether c carries a user key, in the plain or opened.
 func (c Credential) HasUser() bool { return c.UserPK != "" }
+
+// Sealed reports whether c carries a sealed user key, not opened yet.
+func (c Credential) Sealed() bool { return c.sealed != nil }
 
 // MaxUserKey bounds the bytes of a user key (PK and SK together) that a
 // credential carries, so that a cookie stays well under browsers' 4 KB. A
@@ -34,12 +45,17 @@ func (c Credential) HasUser() bool { return c.UserPK != "" }
 const MaxUserKey = 1024
 
 // Credential returns the credential for token and, if withUser and the key
-// fits, the user key.
-func (l *Layout) Credential(token, userPK, userSK string, withUser bool) string {
-	if !withUser || len(userPK)+len(userSK) > MaxUserKey {
+// fits, the user key: sealed under keys if it has any, plain if keys is
+// the none of a table without keys, and left out if keys is nil, not known
+// yet.
+func (l *Layout) Credential(token, userPK, userSK string, withUser bool, keys *CookieKeys) string {
+	if !withUser || len(userPK)+len(userSK) > MaxUserKey || keys == nil {
 		return token
 	}
 	enc := base64.RawURLEncoding
+	if keys.Any() {
+		return token + "~" + enc.EncodeToString(keys.seal(token, userPK, userSK))
+	}
 	s := token + "." + enc.EncodeToString([]byte(userPK))
 	if !l.HashOnly {
 		s += "." + enc.EncodeToString([]byte(userSK))
@@ -52,7 +68,22 @@ func (l *Layout) Credential(token, userPK, userSK string, withUser bool) string 
 // that does not fit the table's key schema, is too long, or lies under the
 // prefixes of the session items (which no user item does). Nothing that
 // fails here may reach DynamoDB.
+//
+// A sealed user key is checked for its length alone: CookieKeys.Open
+// opens it, once the keys are known.
 func (l *Layout) ParseCredential(s string) (Credential, bool) {
+	if token, sealed, ok := strings.Cut(s, "~"); ok {
+		c := Credential{Token: token}
+		if !ValidToken(token) || len(sealed) < strictB64.EncodedLen(sealedMin) || len(sealed) > strictB64.EncodedLen(sealedMax) {
+			return Credential{}, false
+		}
+		c.sealed = make([]byte, tokenLen+strictB64.DecodedLen(len(sealed)))
+		copy(c.sealed, token)
+		if _, err := strictB64.Decode(c.sealed[tokenLen:], []byte(sealed)); err != nil || strings.ContainsAny(sealed, "\r\n") {
+			return Credential{}, false
+		}
+		return c, true
+	}
 	token, rest, withUser := strings.Cut(s, ".")
 	if !ValidToken(token) {
 		return Credential{}, false
@@ -77,11 +108,18 @@ func (l *Layout) ParseCredential(s string) (Credential, bool) {
 			return Credential{}, false
 		}
 	}
-	if len(c.UserPK)+len(c.UserSK) > MaxUserKey ||
-		strings.HasPrefix(c.UserPK, l.SessionPrefix) || strings.HasPrefix(c.UserPK, l.UserSessionsPrefix) {
+	if !l.userKeyFits(c.UserPK, c.UserSK) {
 		return Credential{}, false
 	}
 	return c, true
+}
+
+// userKeyFits reports whether a credential of this layout may name user
+// key (pk, sk): not too long, and not under the prefixes of the session
+// items, which no user item is.
+func (l *Layout) userKeyFits(pk, sk string) bool {
+	return pk != "" && (sk == "") == l.HashOnly && len(pk)+len(sk) <= MaxUserKey &&
+		!strings.HasPrefix(pk, l.SessionPrefix) && !strings.HasPrefix(pk, l.UserSessionsPrefix)
 }
 
 // strictB64 rejects base64 with stray bits, so that each key has one form.

@@ -174,13 +174,15 @@ func TestIDsSortByCreation(t *testing.T) {
 // skip, make it malformed.
 func TestCredentialHasOneSpelling(t *testing.T) {
 	l := Default
-	c := l.Credential(NewToken(), "USER#alice", "PROFILE", true)
-	if _, ok := l.ParseCredential(c); !ok {
-		t.Fatalf("ParseCredential(%q) refused the credential as issued", c)
-	}
-	for _, bad := range []string{c + "\n", c[:40] + "\r\n" + c[40:], strings.Replace(c, ".", ".\n", 1)} {
-		if _, ok := l.ParseCredential(bad); ok {
-			t.Errorf("ParseCredential(%q) accepted a second spelling", bad)
+	keys := testKeys(t, NewCookieKey())
+	for _, c := range []string{l.Credential(NewToken(), "USER#alice", "PROFILE", true, new(CookieKeys)), l.Credential(NewToken(), "USER#alice", "PROFILE", true, keys)} {
+		if _, ok := l.ParseCredential(c); !ok {
+			t.Fatalf("ParseCredential(%q) refused the credential as issued", c)
+		}
+		for _, bad := range []string{c + "\n", c[:40] + "\r\n" + c[40:], strings.Replace(c, ".", ".\n", 1), strings.Replace(c, "~", "~\n", 1), c + "="} {
+			if _, ok := l.ParseCredential(bad); ok && bad != c {
+				t.Errorf("ParseCredential(%q) accepted a second spelling", bad)
+			}
 		}
 	}
 }
