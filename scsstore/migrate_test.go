@@ -364,6 +364,47 @@ func TestMigrationDualCommitRacingDestroy(t *testing.T) {
 	}
 }
 
+// A dual commit racing a move, with the move paused after it read Redis
+// and before its write: the commit goes to Redis, the session's home when
+// it read the table, and the move may carry the data it read before it,
+// as one of two concurrent changes is lost in any scs store. Both phases
+// see the session alive with the same data, and Redis no longer holds it.
+func TestMigrationMoveRacingDualCommit(t *testing.T) {
+	t.Parallel()
+	e := newMigration(t)
+	mover, _, p := e.store(ddbFirst)
+	committer, _, _ := e.store(dual)
+	token := e.oldSession("before")
+	if _, found, err := committer.Find(token); !found || err != nil {
+		t.Fatalf("dual Find: %v, %v", found, err)
+	}
+	changed, err := scs.GobCodec{}.Encode(time.Now().Add(time.Hour), map[string]any{"msg": "changed on dual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once atomic.Bool
+	p.Before = func(_ context.Context, op string, _ any) {
+		if op == "PutItem" && once.CompareAndSwap(false, true) {
+			if err := committer.Commit(token, changed, time.Now().Add(time.Hour)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	moved, found, err := mover.Find(token)
+	if !found || err != nil {
+		t.Fatalf("the move: %v, %v", found, err)
+	}
+	for _, m := range []*scsstore.Migration{mover, committer} {
+		b, found, err := m.Find(token)
+		if !found || err != nil || string(b) != string(moved) {
+			t.Errorf("Find after the race: found %v, %v; the data the move served: %v", found, err, string(b) == string(moved))
+		}
+	}
+	if e.inRedis(token) {
+		t.Error("Redis still holds the moved session")
+	}
+}
+
 // countingStore counts the calls made to the old store through it, by
 // method.
 type countingStore struct {
