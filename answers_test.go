@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -352,5 +356,75 @@ func TestCookiePathChecked(t *testing.T) {
 		if c := sessionCookie(t, w.Result(), tc.want); c == nil || c.Path != cmp.Or(tc.path, "/") || c.MaxAge != -1 {
 			t.Errorf("Name %q Path %q: cookies cleared %v, want %s on %s", tc.name, tc.path, w.Result().Cookies(), tc.want, cmp.Or(tc.path, "/"))
 		}
+	}
+}
+
+// The same app behind a reverse proxy that strips /app before the request
+// reaches it, over real HTTP with a cookie jar: the request holds no trace
+// of the prefix, and Cookie.Path is where Redirect learns it. The browser
+// sends the cookie to the app's path and nowhere else on the host.
+func TestSubPathAppBehindAProxy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) {
+		c.Cookie.Path = "/app"
+		c.Unauthorized = ddbsession.Redirect("/app/login")
+		c.Now = nil // the cookie jar keeps the cookie by the real clock
+	})
+	alice := e.putUser("alice")
+	mux := http.NewServeMux()
+	mux.Handle("GET /account", e.m.RequireSession(whoami(e.m)))
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.m.Login(w, r, alice, nil); err != nil {
+			t.Error(err)
+		}
+		http.Redirect(w, r, ddbsession.ReturnPath(r, "/app/"), http.StatusSeeOther)
+	})
+	app := httptest.NewServer(mux)
+	defer app.Close()
+	target, _ := url.Parse(app.URL)
+	var sawCookieElsewhere atomic.Bool
+	front := httptest.NewTLSServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		path, ok := strings.CutPrefix(pr.In.URL.Path, "/app")
+		if !ok {
+			sawCookieElsewhere.Store(len(pr.In.CookiesNamed("__Secure-session")) > 0)
+		}
+		pr.Out.URL.Path, pr.Out.URL.RawPath = cmp.Or(path, "/"), ""
+	}})
+	defer front.Close()
+	browser := front.Client()
+	browser.Jar, _ = cookiejar.New(nil)
+	browser.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	do := func(method, path string) *http.Response {
+		t.Helper()
+		r, _ := http.NewRequest(method, front.URL+path, nil)
+		res, err := browser.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	res := do("GET", "/app/account?tab=2")
+	toLogin := res.Header.Get("Location")
+	if want := "/app/login?next=%2Fapp%2Faccount%3Ftab%3D2"; res.StatusCode != http.StatusSeeOther || toLogin != want {
+		t.Fatalf("GET /app/account: %d Location %q, want 303 %q", res.StatusCode, toLogin, want)
+	}
+	if res := do("POST", toLogin); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/app/account?tab=2" {
+		t.Fatalf("POST %s: %d Location %q, want /app/account?tab=2", toLogin, res.StatusCode, res.Header.Get("Location"))
+	}
+	r, _ := http.NewRequest("GET", front.URL+"/app/account", nil)
+	res, err := browser.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(body) != "user:alice" {
+		t.Errorf("GET /app/account after the login: %d %q", res.StatusCode, body)
+	}
+	do("GET", "/other-app/")
+	if sawCookieElsewhere.Load() {
+		t.Error("the browser sent the session cookie outside /app")
 	}
 }
