@@ -353,7 +353,7 @@ func requestJWT(r *http.Request) (*dbsc.JWT, error) {
 	if raw == "" {
 		return nil, errors.New("no " + headerResponse)
 	}
-	return dbsc.Parse(raw)
+	return dbsc.Parse(raw, dbsc.Type)
 }
 
 // unquote drops one pair of surrounding double quotes: the spec sends

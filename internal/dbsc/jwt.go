@@ -1,8 +1,9 @@
-// Package dbsc reads what a browser sends for Device Bound Session
-// Credentials (W3C webappsec-dbsc): the JSON Web Tokens it signs with the
-// device key, and the key itself, a JSON Web Key. It uses the standard
-// library only and accepts the two algorithms DBSC names, ES256 and RS256,
-// nothing else: no "none", no HMAC, no key chosen by the token.
+// Package dbsc reads the JSON Web Tokens that a client signs with a key of
+// its device, and the key itself, a JSON Web Key: a browser's for Device
+// Bound Session Credentials (W3C webappsec-dbsc), and a bearer client's
+// DPoP proofs (RFC 9449). It uses the standard library only and accepts
+// the two algorithms DBSC names, ES256 and RS256, nothing else: no "none",
+// no HMAC, no key chosen by the token.
 package dbsc
 
 import (
@@ -23,8 +24,11 @@ import (
 // header is under 2 KB; anything much longer is not a browser's.
 const MaxJWT = 8 << 10
 
-// Type is the "typ" of every DBSC token.
-const Type = "dbsc+jwt"
+// The "typ" of the tokens Parse reads: DBSC's, and DPoP proofs.
+const (
+	Type     = "dbsc+jwt"
+	TypeDPoP = "dpop+jwt"
+)
 
 // Algorithms, in the order the server offers them.
 const (
@@ -39,8 +43,15 @@ type JWT struct {
 	// registration carries it; a refresh is verified with the key stored
 	// at registration.
 	Key crypto.PublicKey
-	// JTI is the challenge the token answers.
+	// JTI is the challenge a DBSC token answers, a DPoP proof's unique ID.
 	JTI string
+	// A DPoP proof's claims (RFC 9449 4.2): the request's method and URL,
+	// when it was made (epoch seconds), the access token's hash, and the
+	// server's nonce; zero in a DBSC token.
+	HTM, HTU string
+	IAT      int64
+	ATH      string
+	Nonce    string
 
 	signed    string // header.payload, what the signature covers
 	signature []byte
@@ -51,9 +62,10 @@ var ErrMalformed = errors.New("dbsc: malformed token")
 
 var b64 = base64.RawURLEncoding.Strict()
 
-// Parse reads a compact JWS. It checks the form, not the signature:
-// see [JWT.Verify].
-func Parse(token string) (*JWT, error) {
+// Parse reads a compact JWS of "typ" typ ([Type] or [TypeDPoP]). It checks
+// the form, not the signature: see [JWT.Verify]. A DPoP proof must carry
+// its key, and htm, htu and iat.
+func Parse(token, typ string) (*JWT, error) {
 	if len(token) > MaxJWT {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxJWT)
 	}
@@ -72,8 +84,8 @@ func Parse(token string) (*JWT, error) {
 	if err := decodeJSON(parts[0], &header); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
 	}
-	if header.Typ != Type {
-		return nil, fmt.Errorf("%w: typ %q is not %q", ErrMalformed, header.Typ, Type)
+	if header.Typ != typ {
+		return nil, fmt.Errorf("%w: typ %q is not %q", ErrMalformed, header.Typ, typ)
 	}
 	if header.Alg != ES256 && header.Alg != RS256 {
 		return nil, fmt.Errorf("%w: alg %q is neither %s nor %s", ErrMalformed, header.Alg, ES256, RS256)
@@ -93,15 +105,23 @@ func Parse(token string) (*JWT, error) {
 		t.Key = key
 	}
 	var payload struct {
-		JTI *string `json:"jti"`
+		JTI   string `json:"jti"`
+		HTM   string `json:"htm"`
+		HTU   string `json:"htu"`
+		IAT   int64  `json:"iat"`
+		ATH   string `json:"ath"`
+		Nonce string `json:"nonce"`
 	}
 	if err := decodeJSON(parts[1], &payload); err != nil {
 		return nil, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
 	}
-	if payload.JTI == nil || *payload.JTI == "" {
+	if payload.JTI == "" {
 		return nil, fmt.Errorf("%w: no jti", ErrMalformed)
 	}
-	t.JTI = *payload.JTI
+	if typ == TypeDPoP && (t.Key == nil || payload.HTM == "" || payload.HTU == "" || payload.IAT <= 0) {
+		return nil, fmt.Errorf("%w: a DPoP proof needs jwk, htm, htu and iat", ErrMalformed)
+	}
+	t.JTI, t.HTM, t.HTU, t.IAT, t.ATH, t.Nonce = payload.JTI, payload.HTM, payload.HTU, payload.IAT, payload.ATH, payload.Nonce
 	sig, err := b64.DecodeString(parts[2])
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature: %v", ErrMalformed, err)
@@ -253,6 +273,28 @@ func MarshalJWK(key crypto.PublicKey) (string, error) {
 	}
 	b, err := json.Marshal(v)
 	return string(b), err
+}
+
+// Thumbprint is key's JWK SHA-256 thumbprint (RFC 7638), base64url: the
+// hash of its required members, in lexical order, without spaces. Built
+// from the key, not from the JWK as sent, so that two encodings of one key
+// (Chromium's short coordinates) have one thumbprint.
+func Thumbprint(key crypto.PublicKey) (string, error) {
+	var canonical string
+	switch key := key.(type) {
+	case *ecdsa.PublicKey:
+		point, err := key.Bytes()
+		if err != nil {
+			return "", err
+		}
+		canonical = `{"crv":"P-256","kty":"EC","x":"` + b64.EncodeToString(point[1:33]) + `","y":"` + b64.EncodeToString(point[33:]) + `"}`
+	case *rsa.PublicKey:
+		canonical = `{"e":"` + b64.EncodeToString(big.NewInt(int64(key.E)).Bytes()) + `","kty":"RSA","n":"` + b64.EncodeToString(key.N.Bytes()) + `"}`
+	default:
+		return "", fmt.Errorf("dbsc: a %T has no thumbprint here", key)
+	}
+	sum := sha256.Sum256([]byte(canonical))
+	return b64.EncodeToString(sum[:]), nil
 }
 
 // SameKey reports whether a and b are the same public key.

@@ -25,7 +25,7 @@ func TestParseAndVerify(t *testing.T) {
 	t.Parallel()
 	for _, d := range []*dbsctest.Device{es256, rs256} {
 		t.Run(d.Alg, func(t *testing.T) {
-			reg, err := dbsc.Parse(d.Registration("c1"))
+			reg, err := dbsc.Parse(d.Registration("c1"), dbsc.Type)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func TestParseAndVerify(t *testing.T) {
 			if err != nil || !dbsc.SameKey(key, reg.Key) {
 				t.Fatalf("MarshalJWK %s parsed back: %v, same %v", stored, err, dbsc.SameKey(key, reg.Key))
 			}
-			ref, err := dbsc.Parse(d.Refresh("c2"))
+			ref, err := dbsc.Parse(d.Refresh("c2"), dbsc.Type)
 			if err != nil || ref.Key != nil || ref.JTI != "c2" {
 				t.Fatalf("refresh parsed as %+v, %v", ref, err)
 			}
@@ -76,7 +76,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"nil key", es256.Refresh("c"), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tok, err := dbsc.Parse(c.jwt)
+			tok, err := dbsc.Parse(c.jwt, dbsc.Type)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestParseRefuses(t *testing.T) {
 		{"oversized", es256.Sign(map[string]any{"alg": "ES256", "typ": "dbsc+jwt"}, map[string]any{"jti": strings.Repeat("c", dbsc.MaxJWT)})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if tok, err := dbsc.Parse(c.jwt); !errors.Is(err, dbsc.ErrMalformed) {
+			if tok, err := dbsc.Parse(c.jwt, dbsc.Type); !errors.Is(err, dbsc.ErrMalformed) {
 				t.Errorf("Parse = %+v, %v; want ErrMalformed", tok, err)
 			}
 		})
@@ -187,7 +187,7 @@ func decode(t *testing.T, s string) []byte {
 
 func mustParse(t *testing.T, jwt string) *dbsc.JWT {
 	t.Helper()
-	tok, err := dbsc.Parse(jwt)
+	tok, err := dbsc.Parse(jwt, dbsc.Type)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func FuzzParse(f *testing.F) {
 	// A key that signed none of the seeds.
 	stored := mustParseF(f, dbsctest.NewES256().Registration("x")).Key
 	f.Fuzz(func(t *testing.T, token string) {
-		tok, err := dbsc.Parse(token)
+		tok, err := dbsc.Parse(token, dbsc.Type)
 		if err != nil {
 			if !errors.Is(err, dbsc.ErrMalformed) {
 				t.Fatalf("Parse error %v does not wrap ErrMalformed", err)
@@ -257,7 +257,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func mustParseF(f *testing.F, jwt string) *dbsc.JWT {
-	tok, err := dbsc.Parse(jwt)
+	tok, err := dbsc.Parse(jwt, dbsc.Type)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -73,6 +73,33 @@ func (d *Device) JWK() map[string]string {
 	panic("unknown key")
 }
 
+// PrivateJWK is the device's P-256 key as a JWK with its private member
+// "d": what no client may put in a token's header.
+func (d *Device) PrivateJWK() map[string]string {
+	jwk := d.JWK()
+	key := d.key.(*ecdsa.PrivateKey)
+	b, err := key.Bytes()
+	if err != nil {
+		panic(err)
+	}
+	jwk["d"] = b64.EncodeToString(b)
+	return jwk
+}
+
+// Thumbprint is the JWK SHA-256 thumbprint (RFC 7638) of the device's
+// public key, computed on the client's side from its JWK.
+func (d *Device) Thumbprint() string {
+	jwk := d.JWK()
+	var canonical string
+	if jwk["kty"] == "EC" {
+		canonical = fmt.Sprintf(`{"crv":%q,"kty":"EC","x":%q,"y":%q}`, jwk["crv"], jwk["x"], jwk["y"])
+	} else {
+		canonical = fmt.Sprintf(`{"e":%q,"kty":"RSA","n":%q}`, jwk["e"], jwk["n"])
+	}
+	sum := sha256.Sum256([]byte(canonical))
+	return b64.EncodeToString(sum[:])
+}
+
 // Registration returns the JWT that registers the device for challenge:
 // header {"alg","jwk","typ":"dbsc+jwt"}, payload {"jti": challenge}.
 func (d *Device) Registration(challenge string) string {
