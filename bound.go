@@ -17,12 +17,14 @@ import (
 // endpoints where the browser registers its key and refreshes the bound
 // cookie are in dbsc.go.
 
-// DeviceBinding configures Device Bound Session Credentials (DBSC, W3C
-// webappsec-dbsc). With Enabled, a cookie Login offers the browser to bind
-// the new session to a key that never leaves the device, which it proves,
-// through [Manager.DeviceBindingHandler], for each short-lived bound cookie:
-// a copy of the cookies stops working when its bound cookie expires.
-// Browsers without DBSC ignore the offer. See docs/device-binding.md.
+// DeviceBinding binds sessions to a key that never leaves the device. With
+// Enabled, a cookie Login offers browsers Device Bound Session Credentials
+// (DBSC, W3C webappsec-dbsc): the browser proves the key, through
+// [Manager.DeviceBindingHandler], for each short-lived bound cookie, and a
+// copy of the cookies stops working when its bound cookie expires (see
+// docs/device-binding.md). A bearer login with a DPoP proof (RFC 9449)
+// binds its session to the proof's key: every request then needs a fresh
+// proof (see docs/dpop.md).
 type DeviceBinding struct {
 	// Enabled offers binding on cookie logins. Sessions bound while it was
 	// on stay bound when it is turned off: they then end at their bound
@@ -45,6 +47,17 @@ type DeviceBinding struct {
 	// below about 5 minutes a busy page runs out of signatures. Default 10
 	// minutes; between 10 seconds and an hour.
 	CookieLifetime time.Duration
+
+	// RequireDPoP makes [Manager.LoginBearer] refuse a login without a
+	// DPoP proof. Off by default: bearer clients may sign in without.
+	RequireDPoP bool
+
+	// DPoPNonceKeys key the DPoP nonces, at least 32 random bytes each:
+	// the first makes them, each checks them, so that a new key goes
+	// first and the old one stays a while. Instances that share a client
+	// need the same keys. Unset, each Manager makes its own: it accepts
+	// only its own nonces and answers another's with a new one.
+	DPoPNonceKeys [][]byte
 }
 
 // The protocol's headers (W3C webappsec-dbsc, as Chromium sends them).
@@ -54,6 +67,9 @@ const (
 	headerChallenge    = "Secure-Session-Challenge"    // a challenge for the next proof
 	headerSessionID    = "Sec-Secure-Session-Id"       // the session a refresh is for
 )
+
+// minNonceKey is the shortest DeviceBinding.DPoPNonceKeys entry.
+const minNonceKey = 32
 
 func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error {
 	setDefault(&d.RegistrationPath, "/dbsc/register")
@@ -79,6 +95,11 @@ func (d *DeviceBinding) withDefaults(insecure bool, sessionCookie string) error 
 	}
 	if d.CookieLifetime < 10*time.Second || d.CookieLifetime > time.Hour {
 		return fmt.Errorf("ddbsession: Config.DeviceBinding.CookieLifetime %v: must be between 10s and 1h: a stolen copy of the cookies works that long", d.CookieLifetime)
+	}
+	for i, k := range d.DPoPNonceKeys {
+		if len(k) < minNonceKey {
+			return fmt.Errorf("ddbsession: Config.DeviceBinding.DPoPNonceKeys[%d]: %d bytes; want at least %d random bytes", i, len(k), minNonceKey)
+		}
 	}
 	if d.Enabled && insecure {
 		// Browsers bind sessions only on secure origins, and a bound

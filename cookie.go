@@ -130,7 +130,7 @@ func (c *cookies) credential(r *http.Request) (cred item.Credential, bearer, pre
 	if !c.bearer {
 		return cred, false, present, nil
 	}
-	token, ok := bearerToken(r)
+	token, _, ok := bearerToken(r)
 	switch {
 	case !ok:
 		return cred, false, present, nil
@@ -154,14 +154,20 @@ func (c *cookies) fromCookie(r *http.Request) (cred item.Credential, present boo
 	return item.Credential{}, present
 }
 
-// bearerToken returns the token of an "Authorization: Bearer" header (the
-// scheme is case-insensitive, RFC 9110), and whether there was one.
-func bearerToken(r *http.Request) (string, bool) {
+// bearerToken returns the token of an "Authorization: Bearer" or "DPoP"
+// header (schemes are case-insensitive, RFC 9110), whether it was DPoP's,
+// and whether there was one.
+func bearerToken(r *http.Request) (token string, dpop, ok bool) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+	switch {
+	case !ok:
+		return "", false, false
+	case strings.EqualFold(scheme, "DPoP"):
+		return token, true, true
+	case strings.EqualFold(scheme, "Bearer"):
+		return token, false, true
 	}
-	return token, true
+	return "", false, false
 }
 
 // maxCarriedTokens bounds how many of a request's session cookies Login and
@@ -180,7 +186,7 @@ func (c *cookies) tokens(r *http.Request, withCookies bool) []string {
 			values = append(values, ck.Value)
 		}
 	}
-	if token, ok := bearerToken(r); ok && c.bearer {
+	if token, _, ok := bearerToken(r); ok && c.bearer {
 		values = append(values, token)
 	}
 	for _, v := range values {

@@ -89,7 +89,7 @@ func (c *core) register(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		c.bindingStoreFailure(w, r, err)
 		return
-	case s.DeviceBound:
+	case s.DeviceBound || s.DPoP:
 		http.Error(w, "the session is bound already", http.StatusConflict)
 		return
 	case !challengeFits(s.Challenge, jwt.JTI, now):

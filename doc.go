@@ -163,6 +163,7 @@
 //	context.go       what the middleware hands the handler, and its accessors
 //	rules.go         the rules that make a session valid
 //	manager.go       Config, New, and the Manager that holds the parts below
+//	dpop.go          DPoP: the proofs of a bearer session's key, nonces, replays
 //	bound.go         device binding's bound cookie and the login's offer
 //	refresh.go       sliding the expiry, after the response or before the handler
 //	users.go         what a user item must hold, and its decoding

@@ -122,8 +122,12 @@ func TestHandWrittenItemsAreRead(t *testing.T) {
 		{"a pending login's format 6, which only CompleteLogin takes", func(session, index map[string]types.AttributeValue) {
 			session["v"], index["v"] = attrN(6), attrN(6)
 		}, false, false},
-		{"unknown format 7", func(session, index map[string]types.AttributeValue) {
+		{"format 7: DPoP-bound, and the token sent without a proof", func(session, index map[string]types.AttributeValue) {
 			session["v"], index["v"] = attrN(7), attrN(7)
+			session["dpopJkt"] = attrS("NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
+		}, false, true},
+		{"unknown format 8", func(session, index map[string]types.AttributeValue) {
+			session["v"], index["v"] = attrN(8), attrN(8)
 		}, false, false},
 		{"index item of format 6, which no index item has", func(_, index map[string]types.AttributeValue) { index["v"] = attrN(6) }, true, false},
 		{"format 4 without userGen", func(session, index map[string]types.AttributeValue) {

@@ -160,19 +160,24 @@ func loopbackHost(host string) bool {
 // app) and returns the session's credential and expiry instead of setting a
 // cookie: the client sends it as "Authorization: Bearer <token>", which
 // RequireSession accepts with [Config.BearerTokens], and a refresh says the
-// new expiry in the Session-Expires response header. verify and methods are
-// [Manager.Login]'s, and so is the session, hashed, listed and revocable. A
-// bearer token the request carries ends, its cookies do not; the user's own
-// is a re-authentication. An API client sends both factors in one request.
-// Bearer requests need no cross-origin protection: no browser adds an
-// Authorization header on its own.
+// new expiry in the Session-Expires response header. A login with a DPoP
+// proof binds the session to its key (answer token_type "DPoP"): each
+// request then sends "Authorization: DPoP <token>" and a proof. verify and
+// methods are [Manager.Login]'s, and so is the session, listed and
+// revocable. A bearer token the request carries ends, its cookies do not;
+// the user's own is a re-authentication. Bearer requests need no
+// cross-origin protection: no browser adds an Authorization header.
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
 	if !m.cookies.bearer {
 		// Every guarded route would refuse the token: say so now.
 		return "", time.Time{}, errors.New("ddbsession: login: Config.BearerTokens is off, so RequireSession would refuse every bearer token: turn it on to use LoginBearer")
 	}
+	key, err := m.dpop.login(r, m.now())
+	if err != nil {
+		return "", time.Time{}, err
+	}
 	var u U
-	out, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r)})
+	out, err := m.signIn(r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endBearer, read: m.stored(r), dpopKey: key})
 	if err != nil {
 		return "", time.Time{}, wrap("login", err)
 	}
@@ -193,6 +198,9 @@ type signIn struct {
 	// read is the session item that RequireSession read in the request,
 	// if any: ending it needs no read of its own.
 	read item.Session
+	// dpopKey is the thumbprint of the key of a bearer login's DPoP proof,
+	// to which it binds the session; "" for none.
+	dpopKey string
 }
 
 // Bounds of the methods of one authentication, which every request reads
@@ -365,6 +373,7 @@ func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []
 			s.AuthAt = in.pending.AuthAt
 		}
 	}
+	s.DPoP, s.DPoPKey = in.dpopKey != "", in.dpopKey
 	reauth := false
 	for _, old := range ended {
 		// The user's own live session: a re-authentication, which hands

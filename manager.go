@@ -41,6 +41,7 @@ type core struct {
 	refresh *refresher
 	events  events
 	binding DeviceBinding
+	dpop    *dpop // DPoP proofs of bearer sessions (DeviceBinding's DPoP fields)
 
 	// insecureOnce makes the warning of warnIfDropped once, doubleOnce
 	// that of a handler guarded twice.
@@ -190,6 +191,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		refresh:          &refresher{store: st, life: life, timeout: lim.StoreTimeout, events: ev, logger: cfg.Logger, inline: cfg.WriteBeforeResponse || onLambda()},
 		events:           ev,
 		binding:          cfg.DeviceBinding,
+		dpop:             newDPoP(cfg.DeviceBinding, !cfg.Cookie.InsecureDevMode),
 		keepSignedIn:     cfg.Cookie.KeepSignedIn,
 		clearSiteData:    clearSiteData(cfg.Cookie.ClearSiteData),
 		unauthorized:     cfg.Unauthorized,

@@ -72,6 +72,15 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 	if err != nil {
 		return bearer, err
 	}
+	now := c.now()
+	var proof *dpopProof
+	if token, isDPoP, _ := bearerToken(r); bearer && isDPoP && cred.Token != "" {
+		// The proof before the read: a bad one costs no DynamoDB call.
+		if proof, err = c.dpop.check(r, token, now); err != nil {
+			c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonMalformed})
+			return bearer, err
+		}
+	}
 	if cred.Token == "" {
 		if !present {
 			return bearer, ErrNoSession
@@ -84,7 +93,6 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 	}
 	ctx, cancel := c.storeContext(r.Context())
 	defer cancel()
-	now := c.now()
 	sessionPK := c.store.SessionPK(cred.Token)
 	s, err := c.check(ctx, cred, sessionPK, now, user)
 	if errors.Is(err, ErrNoSession) {
@@ -102,6 +110,15 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 		// most likely a copy, and the session is not the copy's to end.
 		c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonNotBound, SessionID: s.ID, User: userOf(s)})
 		return bearer, rejected(ReasonNotBound)
+	}
+	if err := c.dpop.accept(s, proof, now); err != nil {
+		if errors.Is(err, ErrNoSession) {
+			c.events.emit(r.Context(), Event{Kind: EventRejected, Reason: ReasonNotBound, SessionID: s.ID, User: userOf(s)})
+		}
+		return bearer, err
+	}
+	if proof != nil && proof.renew {
+		w.Header().Set(headerDPoPNonce, c.dpop.nonce(now))
 	}
 	if next, ok := c.refresh.start(ctx, sessionPK, s, clientAddress(r), now); ok {
 		s = next
@@ -122,7 +139,7 @@ func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err e
 		http.Error(w, "send a session cookie or a bearer token, not both", http.StatusBadRequest)
 	case errors.Is(err, ErrNoSession):
 		if bearer {
-			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			c.dpop.challenge(w, r, err, c.now())
 		} else if c.cookies.bearer && fromProgram(r) {
 			w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750 3: no credential, no error code
 		}
@@ -162,7 +179,7 @@ func (c *core) checkToken(ctx context.Context, token string, user any) (Session,
 	ctx, cancel := c.storeContext(ctx)
 	defer cancel()
 	s, err := c.check(ctx, cred, c.store.SessionPK(cred.Token), c.now(), user)
-	if err == nil && s.DeviceBound {
+	if err == nil && (s.DeviceBound || s.DPoP) {
 		err = ErrNoSession // proof of the device comes with a request only
 	}
 	if errors.Is(err, ErrNoSession) {
@@ -224,7 +241,7 @@ func (m *Manager[U]) RequireAuthentication(within time.Duration, methods ...stri
 
 // carriesBearer reports whether r's credential is a bearer token.
 func (c *core) carriesBearer(r *http.Request) bool {
-	_, ok := bearerToken(r)
+	_, _, ok := bearerToken(r)
 	return ok && c.cookies.bearer
 }
 

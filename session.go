@@ -46,7 +46,7 @@ type Session struct {
 	// session and written by [Manager.UpdateData]; nil for none and in List.
 	Data json.RawMessage
 	// DeviceBound says that the session is bound to a key on its device
-	// ([DeviceBinding]): its cookie alone, copied elsewhere, is not enough.
+	// ([DeviceBinding]): its cookie or token alone, copied, is not enough.
 	DeviceBound bool
 	// Current is set by [Manager.List] on the session of the request whose
 	// context it was given: "this browser".
@@ -85,7 +85,7 @@ func sessionOf(s item.Session) Session {
 		UserAgent:   s.UserAgent,
 		Address:     s.Address,
 		LastAddress: s.LastAddress,
-		DeviceBound: s.DeviceBound,
+		DeviceBound: s.DeviceBound || s.DPoP,
 
 		AuthenticatedAt: s.AuthAt,
 		Methods:         s.Methods,

@@ -361,9 +361,9 @@ func TestHandler(t *testing.T) {
 		{
 			name: "malformed session item: unknown format version",
 			records: func(t *testing.T) []rec {
-				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "7"}`}), "100")}
+				return []rec{ttlDelete(withAttrs(t, sessionImage, map[string]string{"v": `{"N": "8"}`}), "100")}
 			},
-			wantLog: "format 7 is not one",
+			wantLog: "format 8 is not one",
 		},
 		{
 			name: "malformed session item: format version 4 without userGen",

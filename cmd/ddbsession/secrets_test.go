@@ -130,7 +130,7 @@ func noSecretInCLIOutput(t *testing.T, mrec bool, defaultLog *lockedBuffer) {
 		ExpiresAt: time.Unix(now.Add(time.Hour).Unix(), 0), UserAgent: "a release from the future",
 	}
 	oddSession := l.EncodeSession(l.SessionPK(unknown), odd)
-	oddSession[item.AttrVersion] = item.Num(item.FormatPending + 1)
+	oddSession[item.AttrVersion] = item.Num(item.FormatDPoP + 1)
 	f.put(oddSession)
 	f.put(l.EncodeIndex(l.SessionPK(unknown), odd))
 

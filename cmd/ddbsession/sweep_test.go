@@ -118,14 +118,14 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.set(layout.GlobalKey(), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
-	// A format after FormatPending is none the decoder knows: a later
+	// A format after FormatDPoP is none the decoder knows: a later
 	// release's, which this one leaves alone.
 	future := f.expiredSession(carol, now.Add(-time.Hour), "a release from the future")
 	futureEnd := layout.EncodeEnd(layout.SessionPK(item.NewToken()), item.NewID(now), now.Add(-time.Hour))
 	f.put(futureEnd)
 	for _, k := range append(future, keyString(futureEnd)) {
 		pk, sk, _ := strings.Cut(k, "|")
-		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(item.FormatPending + 1)})
+		f.set(layout.Key(pk, sk), "SET v = :v", map[string]types.AttributeValue{":v": item.Num(item.FormatDPoP + 1)})
 	}
 	app := map[string]types.AttributeValue{"pk": item.Str("ORDER#1"), "sk": item.Str("SESSION"), "kind": item.Str("session"), "expiresAt": past}
 	f.put(app)

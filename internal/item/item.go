@@ -48,6 +48,13 @@ const FormatBound = 5
 // but the second-factor step may accept.
 const FormatPending = 6
 
+// FormatDPoP is the format of the session and index items of a bearer
+// session bound to its client's key by DPoP (RFC 9449). As with
+// [FormatBound], a release that knows nothing of DPoP (v0.2.0 reads formats
+// 1 to 6) treats such a session as absent rather than accept its token as
+// a plain bearer token.
+const FormatDPoP = 7
+
 // The formats of release v0.1.0: plain, bound and pending sessions without
 // the stamp of format 4.
 const (
@@ -109,6 +116,10 @@ const (
 	AttrBoundPrevExpires = "boundPrevExpires" // its expiry, epoch seconds
 	AttrChallenge        = "challenge"        // the DBSC challenge the session awaits
 	AttrChallengeExpires = "challengeExpires" // its expiry, epoch seconds
+
+	// AttrDPoPKey is the JWK SHA-256 thumbprint (RFC 7638) of a DPoP-bound
+	// session's key, session items only.
+	AttrDPoPKey = "dpopJkt"
 )
 
 // Values of [AttrKind].
@@ -127,7 +138,7 @@ var reserved = map[string]bool{
 	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true,
 	AttrSlots: true, AttrSlotsRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
-	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true,
+	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true, AttrDPoPKey: true,
 }
 
 // Reserved reports whether name is one of the format's own attribute names.
@@ -272,6 +283,13 @@ type Session struct {
 	// Challenge is the DBSC challenge the session awaits, if any: for its
 	// registration, then for its next refresh. Session items only.
 	Challenge Challenge
+	// DPoP marks a bearer session bound to its client's key (RFC 9449),
+	// stored as [FormatDPoP]: valid only with a proof of that key, whose
+	// thumbprint DPoPKey is. DPoPKey is empty in an index item, and in a
+	// session item read from the expiry index, which does not project it:
+	// no key's thumbprint is empty, so such a session fails closed.
+	DPoP    bool
+	DPoPKey string
 }
 
 // Binding is a device-bound session's key and the short-lived cookies that
@@ -451,6 +469,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 			av[names[1]] = Num(c.Expires.Unix())
 		}
 	}
+	if s.DPoP {
+		av[AttrDPoPKey] = Str(s.DPoPKey)
+	}
 	if s.Challenge.Value != "" {
 		av[AttrChallenge] = Str(s.Challenge.Value)
 		av[AttrChallengeExpires] = Num(s.Challenge.Expires.Unix())
@@ -474,6 +495,8 @@ func formatOf(s Session) int64 {
 		return legacyFormatBound
 	case s.DeviceBound:
 		return FormatBound
+	case s.DPoP:
+		return FormatDPoP
 	case s.Legacy:
 		return legacyFormat
 	}
@@ -483,7 +506,7 @@ func formatOf(s Session) int64 {
 // Decode reads a session or index item (kind is [KindSession] or
 // [KindIndex]). It returns [ErrOtherKind] for any other item, and an error
 // wrapping [ErrMalformed] for an item of that kind in a format it does not
-// know (1 to 6; 3 and 6 for a session item only): every attribute but
+// know (1 to 7; 3 and 6 for a session item only): every attribute but
 // userSK, userAgent, the addresses, browserOnly and those of device binding
 // is required, and of formats 1 to 3 userGen and credGen are not read. A
 // bound session item that lacks its key or bound cookie decodes as bound
@@ -501,6 +524,8 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 		s.DeviceBound = true
 	case v == FormatPending && kind == KindSession:
 		s.Pending = true
+	case v == FormatDPoP:
+		s.DPoP = true
 	case v == legacyFormat:
 		s.Legacy = true
 	case v == legacyFormatBound:
@@ -508,7 +533,7 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 	case v == legacyFormatPending && kind == KindSession:
 		s.Legacy, s.Pending = true, true
 	default:
-		return Session{}, fmt.Errorf("%w: format %d is not one of 1 to %d that this release reads", ErrMalformed, v, FormatPending)
+		return Session{}, fmt.Errorf("%w: format %d is not one of 1 to %d that this release reads", ErrMalformed, v, FormatDPoP)
 	}
 	s.ID = d.str(AttrID, true)
 	s.UserPK = d.str(AttrUserPK, true)
@@ -541,6 +566,9 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 			s.DataRev = d.num(AttrDataRev)
 		}
 		d.dbsc(&s)
+		if s.DPoP {
+			s.DPoPKey = d.str(AttrDPoPKey, false)
+		}
 	}
 	if d.err != nil {
 		return Session{}, d.err

@@ -65,6 +65,32 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
+// A DPoP-bound session is format 7 in both items; only the session item
+// keeps its key's thumbprint, and one read without it (from the expiry
+// index) is bound all the same, to no key.
+func TestDPoPRoundTrip(t *testing.T) {
+	l := Default
+	s := testSession()
+	s.DPoP, s.DPoPKey = true, "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+	s.SessionPK = l.SessionPK(NewToken())
+	av := l.EncodeSession(s.SessionPK, s)
+	if v := av[AttrVersion].(*types.AttributeValueMemberN).Value; v != "7" {
+		t.Fatalf("v = %s, want 7", v)
+	}
+	got, err := l.Decode(av, KindSession)
+	if err != nil || !cmp.Equal(s, got) {
+		t.Fatalf("session item: %v (-want +got):\n%s", err, cmp.Diff(s, got))
+	}
+	index, err := l.Decode(l.EncodeIndex(s.SessionPK, s), KindIndex)
+	if err != nil || !index.DPoP || index.DPoPKey != "" {
+		t.Fatalf("index item: %+v, %v", index, err)
+	}
+	delete(av, AttrDPoPKey)
+	if got, err := l.Decode(av, KindSession); err != nil || !got.DPoP || got.DPoPKey != "" {
+		t.Fatalf("without its thumbprint: %+v, %v", got, err)
+	}
+}
+
 // A session's authentication time is required, its methods are not; a
 // pending login is a version of its own, which no index item has.
 func TestDecodeAuthenticationAndPending(t *testing.T) {
@@ -102,7 +128,7 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"other kind", func(av map[string]types.AttributeValue) { av[AttrKind] = Str(KindIndex) }, ErrOtherKind},
 		{"no kind", func(av map[string]types.AttributeValue) { delete(av, AttrKind) }, ErrOtherKind},
-		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(7) }, ErrMalformed},
+		{"unknown version", func(av map[string]types.AttributeValue) { av[AttrVersion] = Num(8) }, ErrMalformed},
 		{"format 4 without userGen", func(av map[string]types.AttributeValue) { delete(av, AttrUserGen) }, ErrMalformed},
 		{"format 4 without credGen", func(av map[string]types.AttributeValue) { delete(av, AttrCredGen) }, ErrMalformed},
 		{"no version", func(av map[string]types.AttributeValue) { delete(av, AttrVersion) }, ErrMalformed},
