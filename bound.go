@@ -18,13 +18,11 @@ import (
 // cookie are in dbsc.go.
 
 // DeviceBinding binds sessions to a key that never leaves the device. With
-// Enabled, a cookie Login offers browsers Device Bound Session Credentials
-// (DBSC, W3C webappsec-dbsc): the browser proves the key, through
-// [Manager.DeviceBindingHandler], for each short-lived bound cookie, and a
-// copy of the cookies stops working when its bound cookie expires (see
-// docs/device-binding.md). A bearer login with a DPoP proof (RFC 9449)
-// binds its session to the proof's key: every request then needs a fresh
-// proof (see docs/dpop.md).
+// Enabled, browsers do with DBSC (W3C webappsec-dbsc): they prove the key,
+// through [Manager.DeviceBindingHandler], for each short-lived bound
+// cookie, and a copy of the cookies dies with it (docs/device-binding.md).
+// A bearer login with a DPoP proof (RFC 9449) binds its session to the
+// proof's key, which each request then proves (docs/dpop.md).
 type DeviceBinding struct {
 	// Enabled offers binding on cookie logins. Sessions bound while it was
 	// on stay bound when it is turned off: they then end at their bound
@@ -48,15 +46,12 @@ type DeviceBinding struct {
 	// minutes; between 10 seconds and an hour.
 	CookieLifetime time.Duration
 
-	// RequireDPoP makes [Manager.LoginBearer] refuse a login without a
-	// DPoP proof. Off by default: bearer clients may sign in without.
+	// RequireDPoP makes LoginBearer refuse a login without a DPoP proof.
 	RequireDPoP bool
 
-	// DPoPNonceKeys key the DPoP nonces, at least 32 random bytes each:
-	// the first makes them, each checks them, so that a new key goes
-	// first and the old one stays a while. Instances that share a client
-	// need the same keys. Unset, each Manager makes its own: it accepts
-	// only its own nonces and answers another's with a new one.
+	// DPoPNonceKeys (32 random bytes or more each) make DPoP nonces, with
+	// the first, and check them, with each; instances behind one name
+	// need the same. Unset, each Manager makes its own (docs/dpop.md).
 	DPoPNonceKeys [][]byte
 }
 

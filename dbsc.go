@@ -20,12 +20,11 @@ import (
 // possession of the key for a fresh bound cookie. The bound cookie's check
 // on every request, and the offer that Login makes, are in bound.go.
 
-// DeviceBindingHandler returns the handler of the device binding endpoints,
-// [DeviceBinding.RegistrationPath] and [DeviceBinding.RefreshPath]; it
-// answers 404 elsewhere, and while device binding is off. Mount it there and
-// not behind RequireSession, which refuses the browser's refresh when its
-// bound cookie is missing: the handler checks the session cookie itself.
-// Registration costs a read and a write, and so does a refresh.
+// DeviceBindingHandler serves DBSC at [DeviceBinding.RegistrationPath] and
+// [DeviceBinding.RefreshPath] (404 elsewhere, and while Enabled is off).
+// Mount it outside RequireSession, which refuses a refresh without its
+// bound cookie: it checks the session cookie itself. Registration and
+// refresh each cost a read and a write.
 //
 //	mux.Handle("POST /dbsc/", sessions.DeviceBindingHandler())
 func (m *Manager[U]) DeviceBindingHandler() http.Handler {

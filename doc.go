@@ -20,8 +20,6 @@
 //
 // # Usage
 //
-// The README has the same as a whole program, which a test compiles.
-//
 //	client := dynamodb.NewFromConfig(awsCfg) // honours AWS_ENDPOINT_URL_DYNAMODB
 //	sessions, err := ddbsession.New(ddbsession.Config[User]{
 //		Client:       client,
@@ -129,12 +127,11 @@
 //
 // # Device-bound sessions
 //
-// With [Config.DeviceBinding], browsers that implement Device Bound Session
-// Credentials (DBSC) bind the session to a key that never leaves the device,
-// and a copied cookie stops working within minutes;
-// [Manager.DeviceBindingHandler] serves the browser's registration and
-// refreshes. The protocol, its costs and limits:
-// https://github.com/ddbsession/ddbsession/blob/main/docs/device-binding.md.
+// With [Config.DeviceBinding], a copied cookie stops working within minutes
+// where browsers implement Device Bound Session Credentials (DBSC), and a
+// token copied without its key never works where bearer clients send DPoP
+// proofs (RFC 9449). See docs/device-binding.md and docs/dpop.md in
+// https://github.com/ddbsession/ddbsession/tree/main/docs.
 //
 // # Step-up
 //

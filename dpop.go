@@ -50,9 +50,8 @@ const dpopAlgs = dbsc.ES256 + " " + dbsc.RS256
 // errProofCacheFull fails a request closed when the replay cache is full.
 var errProofCacheFull = errors.New("ddbsession: the DPoP replay cache is full")
 
-// ErrInvalidDPoPProof is returned by [Manager.LoginBearer] for a DPoP proof
-// that is not valid, or missing with [DeviceBinding].RequireDPoP. Answer it
-// with 400 and error "invalid_dpop_proof" (RFC 9449 section 5).
+// ErrInvalidDPoPProof is returned by [Manager.LoginBearer] for a missing or
+// invalid DPoP proof: answer 400 "invalid_dpop_proof" (RFC 9449 section 5).
 var ErrInvalidDPoPProof = errors.New("ddbsession: invalid DPoP proof")
 
 // dpopRefusal is ErrNoSession for a request that a DPoP check refused: the

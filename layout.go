@@ -1,11 +1,10 @@
 package ddbsession
 
-// Layout is the table's shape: its key names, the prefixes that keep the
-// library's items apart from the app's own, the attribute names an app may
-// need to choose, the optional expiry index, and its replication. The zero
-// Layout is the default of every field. The table records it, and every
-// Manager, store and command on the table must use the same value;
-// docs/item-format.md describes the items.
+// Layout is the table's shape: key names, the prefixes that keep the
+// library's items apart from the app's, attribute names, the optional
+// expiry index, and replication; zero fields take their defaults. The table
+// records it, and all that use the table must use the same
+// (docs/item-format.md).
 type Layout struct {
 	// PartitionKey and SortKey name the table's key attributes. They
 	// default to "pk" and "sk". Set HashOnly for a table without a sort

@@ -160,13 +160,12 @@ func loopbackHost(host string) bool {
 // app) and returns the session's credential and expiry instead of setting a
 // cookie: the client sends it as "Authorization: Bearer <token>", which
 // RequireSession accepts with [Config.BearerTokens], and a refresh says the
-// new expiry in the Session-Expires response header. A login with a DPoP
-// proof binds the session to its key (answer token_type "DPoP"): each
-// request then sends "Authorization: DPoP <token>" and a proof. verify and
-// methods are [Manager.Login]'s, and so is the session, listed and
-// revocable. A bearer token the request carries ends, its cookies do not;
-// the user's own is a re-authentication. Bearer requests need no
-// cross-origin protection: no browser adds an Authorization header.
+// new expiry in the Session-Expires response header; with a DPoP proof, it
+// is bound to the proof's key (token_type "DPoP"). verify and methods are
+// [Manager.Login]'s, and so is the session, listed and revocable. A bearer
+// token the request carries ends, its cookies do not; the user's own is a
+// re-authentication. Bearer requests need no cross-origin protection: no
+// browser adds an Authorization header on its own.
 func (m *Manager[U]) LoginBearer(r *http.Request, user UserKey, verify func(U) error, methods ...string) (token string, expires time.Time, err error) {
 	if !m.cookies.bearer {
 		// Every guarded route would refuse the token: say so now.

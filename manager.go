@@ -20,18 +20,16 @@ import (
 
 // Manager keeps sessions for users of type U in one DynamoDB table and guards
 // handlers with them. It is safe for concurrent use. [New] makes one.
-//
-// U appears at the surface only: in the user that the middleware puts in
-// the context (User, NewContext), in the verify of Login and LoginBearer,
-// and in Authenticate's result. Everything below works on the non-generic
-// core, which decodes users through a pointer.
 type Manager[U any] struct {
 	core
 }
 
 // core is a Manager without its user type: the validated Config, in the
 // parts that do the work. The package documentation maps how a request
-// passes through them.
+// passes through them. U appears at the surface only: in the user that the
+// middleware puts in the context (User, NewContext), in the verify of Login
+// and LoginBearer, and in Authenticate's result. Everything below works on
+// core, which decodes users through a pointer.
 type core struct {
 	store   *store
 	read    *decide.Reader // every read that decides whether a session stands
@@ -140,8 +138,7 @@ type Config[U any] struct {
 	// through. Default: 503.
 	StoreUnavailable http.Handler
 
-	// DeviceBinding offers Device Bound Session Credentials (DBSC) to
-	// browsers that support them: see [DeviceBinding]. Off by default.
+	// DeviceBinding binds sessions to their device's key (DBSC, DPoP).
 	DeviceBinding DeviceBinding
 
 	// WriteBeforeResponse makes a request's refresh write finish before

@@ -17,15 +17,13 @@ import (
 // the handler.
 
 // RequireSession lets a request through only with a valid session, and puts
-// the session and its user in the request context. Any other request gets
-// [Config.Unauthorized], and a store failure [Config.StoreUnavailable].
-//
-// A request costs one strongly consistent BatchGetItem of the session and
-// its user (two GetItems in turn with HideUserKey or a custom LoadUser); a
-// malformed cookie costs nothing. Once per [Limits.RefreshInterval] a request
-// moves the expiry forward with one UpdateItem, after the response
-// ([Manager.Wait] waits for it), or before the handler with
-// [Config.WriteBeforeResponse].
+// the session and its user in the request context; any other request gets
+// [Config.Unauthorized], a store failure [Config.StoreUnavailable]. It costs
+// one strongly consistent BatchGetItem of the session and its user (two
+// GetItems in turn with HideUserKey or a custom LoadUser), a malformed
+// credential nothing. Once per [Limits.RefreshInterval] one UpdateItem moves
+// the expiry forward, after the response ([Manager.Wait] waits for it), or
+// before the handler with [Config.WriteBeforeResponse].
 func (m *Manager[U]) RequireSession(next http.Handler) http.Handler { return m.guard(next, true) }
 
 // LoadSession is [Manager.RequireSession] for pages anonymous visitors see

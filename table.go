@@ -12,14 +12,13 @@ import (
 
 // This file makes the table a Manager needs, or checks the one there is.
 
-// CreateTable makes the table fit the configuration, at startup. It
-// creates a missing table (on-demand, String keys, the expiry index if
-// configured, TTL on TTLAttribute) and logs it at Info, lest a typo in
-// Config.Table make an empty one silently; it checks an existing one,
-// turning on a TTL that is off, and says each way it does not fit and what
-// to do; and it checks Config.Layout against the layout the table records,
-// writing it where there is none. MRSC and dynalite have no TTL: a warning
-// says so. The Client needs the table methods of *dynamodb.Client.
+// CreateTable makes the table fit the configuration, at startup: it creates
+// a missing table (on-demand, String keys, the expiry index if configured,
+// TTL on TTLAttribute), logged at Info lest a typo in Config.Table make one
+// silently; turns on an existing one's TTL if off, and says how else it
+// does not fit; and checks Config.Layout against the table's record,
+// writing one where none is. MRSC and dynalite have no TTL: a warning says
+// so. The Client needs the table methods of *dynamodb.Client.
 func (m *Manager[U]) CreateTable(ctx context.Context) error {
 	if err := m.createTable(ctx); err != nil {
 		return fmt.Errorf("ddbsession: create table: %w", err)
