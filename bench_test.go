@@ -2,6 +2,7 @@ package ddbsession_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -183,5 +184,65 @@ func TestOwnWorkAllocations(t *testing.T) {
 	t.Logf("%v allocations per authenticated request", allocs)
 	if allocs > 20 {
 		t.Errorf("%v allocations per authenticated request, want at most 20", allocs)
+	}
+}
+
+// BenchmarkDPoPRequest sets a DPoP request (RFC 9449: the proof's parse,
+// signature, nonce, replay cache) beside a plain bearer request of the same
+// user, each through RequireSession, with the engine's answers replayed
+// (own-work) and against the engine, in 3 rounds that alternate the two
+// (round=1 bearer, dpop; round=2 ...), so that a machine's drift hits both.
+// The client's signing of each proof, ahead, is not timed:
+//
+//	go test -run '^$' -bench BenchmarkDPoPRequest .
+func BenchmarkDPoPRequest(b *testing.B) {
+	e := newEnv(b, withDPoP)
+	alice := e.putUser("alice")
+	plain := e.bearerLogin(alice).Token
+	client := newDPoPClient(e.clock)
+	bound := client.login(b, e.m, alice)
+	client.get(e.m, bound) // takes a nonce; the clock stands still, and so does it
+	for round := 1; round <= 3; round++ {
+		for _, engine := range []string{"own-work", "engine"} {
+			for _, path := range []struct{ name, token string }{{"bearer", plain}, {"dpop", bound}} {
+				b.Run(fmt.Sprintf("round=%d/engine=%s/path=%s", round, engine, path.name), func(b *testing.B) {
+					cfg := e.cfg
+					if engine == "own-work" {
+						sessionKey, userKey := sessionItemKey(path.token), userItemKey(alice)
+						batch := &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+							e.table: {Keys: []map[string]types.AttributeValue{sessionKey, userKey}, ConsistentRead: aws.Bool(true)},
+						}}
+						cfg.Client = replay(b, e.client, batch, sessionKey, userKey, e.table)
+					}
+					m, err := ddbsession.New(cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					h := m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+					scheme := "Bearer "
+					if path.name == "dpop" {
+						scheme = "DPoP "
+					}
+					// The client's work, each proof signed ahead, untimed.
+					requests := make([]*http.Request, b.N)
+					for i := range requests {
+						requests[i] = httptest.NewRequest("GET", dpopURL, nil)
+						requests[i].Header.Set("Authorization", scheme+path.token)
+						if path.name == "dpop" {
+							requests[i].Header.Set("DPoP", client.proof("GET", dpopURL, path.token))
+						}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for _, r := range requests {
+						w := httptest.NewRecorder()
+						h.ServeHTTP(w, r)
+						if w.Code != http.StatusOK {
+							b.Fatalf("status %d %q", w.Code, w.Header().Get("WWW-Authenticate"))
+						}
+					}
+				})
+			}
+		}
 	}
 }

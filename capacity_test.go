@@ -428,6 +428,39 @@ func scenarios() []scenario {
 			r.e.clock.Advance(5 * time.Minute)
 			r.measure(func() { b.refresh() })
 		}},
+		scenario{bound, "LoginBearer, with a DPoP proof", withDPoP, func(r *capacityRun) {
+			key := r.e.putUser("alice")
+			r.measure(func() { newDPoPClient(r.e.clock).login(r.t, r.e.m, key) })
+		}},
+		scenario{bound, "authenticated request, DPoP", withDPoP, func(r *capacityRun) {
+			c := newDPoPClient(r.e.clock)
+			token := c.login(r.t, r.e.m, r.e.putUser("alice"))
+			c.get(r.e.m, token) // takes a nonce
+			r.measure(func() {
+				if w := dpopGet(r.e.m, "DPoP", token, c.proof("GET", dpopURL, token)); w.Code != http.StatusOK {
+					r.t.Fatalf("status %d", w.Code)
+				}
+			})
+		}},
+		scenario{bound, "authenticated request, DPoP, refresh due", withDPoP, func(r *capacityRun) {
+			c := newDPoPClient(r.e.clock)
+			token := c.login(r.t, r.e.m, r.e.putUser("alice"))
+			r.e.clock.Advance(11 * time.Minute)
+			r.measure(func() { // with the use_dpop_nonce answer first, which costs nothing
+				if w := c.get(r.e.m, token); w.Code != http.StatusOK || w.Header().Get("Session-Expires") == "" {
+					r.t.Fatalf("status %d, Session-Expires %q", w.Code, w.Header().Get("Session-Expires"))
+				}
+			})
+		}},
+		scenario{bound, "authenticated request, DPoP, nonce expired (use_dpop_nonce)", withDPoP, func(r *capacityRun) {
+			c := newDPoPClient(r.e.clock)
+			token := c.login(r.t, r.e.m, r.e.putUser("alice"))
+			r.measure(func() {
+				if w := dpopGet(r.e.m, "DPoP", token, c.proof("GET", dpopURL, token)); w.Code != http.StatusUnauthorized {
+					r.t.Fatalf("status %d", w.Code)
+				}
+			})
+		}},
 		scenario{bound, "authenticated request, bound, refresh due", withBinding, func(r *capacityRun) {
 			b := r.e.bound(dbsctest.NewES256(), r.e.putUser("alice"))
 			r.e.clock.Advance(11 * time.Minute)

@@ -62,7 +62,7 @@ func ath(token string) string {
 const dpopURL = "https://example.test/api/me"
 
 // dpopLogin signs key in on m with a DPoP proof and returns the token.
-func (c *dpopClient) login(t *testing.T, m *ddbsession.Manager[User], key ddbsession.UserKey) string {
+func (c *dpopClient) login(t testing.TB, m *ddbsession.Manager[User], key ddbsession.UserKey) string {
 	t.Helper()
 	r := httptest.NewRequest("POST", "https://example.test/api/login", nil)
 	r.Header.Set("DPoP", c.proof("POST", "https://example.test/api/login", ""))
