@@ -190,7 +190,14 @@ func (d *dpop) check(r *http.Request, token string, now time.Time) (*dpopProof, 
 		out.renew = window < current || key > 0
 		out.until = min(out.until, (window+2)*int64(dpopNonceWindow/time.Second))
 	}
-	id := sha256.Sum256([]byte(jkt + "." + p.JTI))
+	// A login's proofs are remembered apart from requests': a bearer
+	// re-authentication's request proves its session with the proof its
+	// LoginBearer then binds the new session with.
+	use := "request "
+	if token == "" {
+		use = "login "
+	}
+	id := sha256.Sum256([]byte(use + jkt + "." + p.JTI))
 	copy(out.id[:], id[:])
 	return out, nil
 }

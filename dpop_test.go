@@ -371,6 +371,31 @@ func TestDPoPLogin(t *testing.T) {
 		t.Errorf("a login proof used again: %v, want ErrInvalidDPoPProof", err)
 	}
 
+	// A re-authentication: LoginBearer behind RequireSession, one proof
+	// for both, binds the new session to the same key.
+	token := client.login(t, e.m, alice)
+	client.get(e.m, token)
+	var fresh string
+	reauth := e.m.RequireSession(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		if fresh, _, err = e.m.LoginBearer(r, alice, nil); err != nil {
+			t.Errorf("re-authentication: %v", err)
+		}
+	}))
+	r := httptest.NewRequest("POST", "https://example.test/api/reauth", nil)
+	r.Header.Set("Authorization", "DPoP "+token)
+	r.Header.Set("DPoP", client.proof("POST", "https://example.test/api/reauth", token))
+	reauth.ServeHTTP(httptest.NewRecorder(), r)
+	if w := client.get(e.m, fresh); w.Code != 200 {
+		t.Errorf("the re-authenticated token: %d", w.Code)
+	}
+	if w := dpopGet(e.m, "Bearer", fresh); w.Code != 401 {
+		t.Errorf("the re-authenticated token as Bearer: %d", w.Code)
+	}
+	if w := client.get(e.m, token); w.Code != 401 {
+		t.Errorf("the token before the re-authentication: %d", w.Code)
+	}
+
 	// Without RequireDPoP, a login without a proof makes a plain token.
 	plain := newEnv(t, withDPoP)
 	bob := plain.putUser("bob")
