@@ -203,7 +203,11 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 			MaxSessions:      cfg.MaxSessions,
 		},
 		// Clients without cookies (a CLI, a script) log in at POST
-		// /api/login and send the token in an Authorization header.
+		// /api/login and send the token in an Authorization header. One
+		// that sends a DPoP proof gets a token bound to its key, which
+		// each request then proves (docs/dpop.md; dpopclient is one).
+		// Each Manager makes its own DPoP nonce key; several instances
+		// behind one name would share DeviceBinding.DPoPNonceKeys.
 		BearerTokens: true,
 		// A page that needs a session sends the browser to log in, and
 		// back here after; the API answers in JSON instead.

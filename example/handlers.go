@@ -165,12 +165,23 @@ type loginRequest struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// tokenJSON is the answer of POST /api/login: the bearer token and the
-// session's expiry, RFC 3339. A request that moves the expiry forward says
-// so in the Session-Expires header.
+// tokenJSON is the answer of POST /api/login: the bearer token, the
+// session's expiry, RFC 3339, and how the token is sent: "Bearer", or
+// "DPoP" for a login that sent a DPoP proof, whose key the token is bound
+// to. A request that moves the expiry forward says so in the
+// Session-Expires header.
 type tokenJSON struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	TokenType string    `json:"tokenType"`
+}
+
+// tokenType is the tokenType of a token that LoginBearer issued for r.
+func tokenType(r *http.Request) string {
+	if r.Header.Get("DPoP") != "" {
+		return "DPoP"
+	}
+	return "Bearer"
 }
 
 // apiLogin is login for clients without cookies: the same checks, limits
@@ -194,7 +205,7 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if signedIn {
-		token.ExpiresAt = token.ExpiresAt.UTC()
+		token.ExpiresAt, token.TokenType = token.ExpiresAt.UTC(), tokenType(r)
 		writeJSON(w, http.StatusOK, token)
 	}
 }
@@ -294,6 +305,8 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 		return nil
 	})
 	switch {
+	case errors.Is(err, ddbsession.ErrInvalidDPoPProof):
+		answer(w, http.StatusBadRequest, "invalid_dpop_proof") // RFC 9449 section 5
 	case errors.Is(err, ddbsession.ErrUserNotFound):
 		// The same hash work as a wrong password, so that timing does not
 		// tell who has an account.

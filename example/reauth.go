@@ -214,7 +214,7 @@ type reauthRequest struct {
 // apiReauthenticate is reauthenticate for a bearer token: the client gets
 // a new token, and the one it sent is dead.
 func (a *app) apiReauthenticate(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	if scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " "); scheme != "Bearer" && scheme != "DPoP" {
 		// A cookie's session would stay as it is, and a new bearer token
 		// come beside it: not what this route promises.
 		jsonError(w, http.StatusBadRequest, "POST /api/reauth renews the bearer token the request carries; a browser re-authenticates at /reauth")
@@ -237,7 +237,7 @@ func (a *app) apiReauthenticate(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if signedIn {
-		token.ExpiresAt = token.ExpiresAt.UTC()
+		token.ExpiresAt, token.TokenType = token.ExpiresAt.UTC(), tokenType(r)
 		writeJSON(w, http.StatusOK, token)
 	}
 }
