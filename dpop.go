@@ -257,8 +257,9 @@ func nonceMAC(key, window []byte) []byte {
 // htuFits reports whether htu names r's URL as RFC 9449 4.3 compares them:
 // scheme, host and path, without query and fragment, after RFC 3986's
 // syntax- and scheme-based normalisation. The scheme is https unless
-// InsecureDevMode serves plain HTTP, and the host is the Host header's: a
-// proxy in front must pass it on, as it passes the path.
+// InsecureDevMode serves plain HTTP, the host is the Host header's, and the
+// path the request line's, which http.StripPrefix leaves as it came: a
+// proxy in front must pass on both.
 func (d *dpop) htuFits(htu string, r *http.Request) bool {
 	u, err := url.Parse(htu)
 	if err != nil || u.Opaque != "" || u.User != nil {
@@ -268,9 +269,13 @@ func (d *dpop) htuFits(htu string, r *http.Request) bool {
 	if d.https || r.TLS != nil {
 		scheme = "https"
 	}
+	path := r.URL.EscapedPath()
+	if sent, err := url.ParseRequestURI(r.RequestURI); err == nil {
+		path = sent.EscapedPath()
+	}
 	return strings.EqualFold(u.Scheme, scheme) &&
 		strings.EqualFold(withoutDefaultPort(u.Host, scheme), withoutDefaultPort(r.Host, scheme)) &&
-		normalPath(u.EscapedPath()) == normalPath(r.URL.EscapedPath())
+		normalPath(u.EscapedPath()) == normalPath(path)
 }
 
 func withoutDefaultPort(host, scheme string) string {

@@ -152,6 +152,15 @@ func TestDPoPBoundToken(t *testing.T) {
 	if w.Code != 200 {
 		t.Errorf("a normalised htu: %d %q", w.Code, w.Header().Get("WWW-Authenticate"))
 	}
+	// An app on a sub-path: the proof names the URL the client sent.
+	r = httptest.NewRequest("GET", "https://example.test/app/api/me", nil)
+	r.Header.Set("Authorization", "DPoP "+token)
+	r.Header.Set("DPoP", client.proof("GET", "https://example.test/app/api/me", token))
+	w = httptest.NewRecorder()
+	http.StripPrefix("/app", e.m.RequireSession(whoami(e.m))).ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Errorf("behind http.StripPrefix: %d %q", w.Code, w.Header().Get("WWW-Authenticate"))
+	}
 
 	thief := newDPoPClient(e.clock)
 	thief.nonce = client.nonce

@@ -64,7 +64,7 @@ const (
 	ReasonRevoked          Reason = "revoked"           // its user's sessions version changed since (RevokeAll)
 	ReasonUserMissing      Reason = "user-missing"      // the user item is gone
 	ReasonUserMismatch     Reason = "user-mismatch"     // the credential names another user than the session's
-	ReasonNotBound         Reason = "not-bound"         // a device-bound session without a valid bound cookie: a copy of its cookie
+	ReasonNotBound         Reason = "not-bound"         // a device-bound session without its bound cookie or DPoP proof: a copy
 	ReasonNotReplicated    Reason = "not-replicated"    // MREC: the session is newer than its user's state in this Region; the cookie is kept
 	ReasonEveryone         Reason = "revoked-everyone"  // created before a RevokeEveryone
 	ReasonPending          Reason = "pending"           // a login waiting for its second factor (BeginLogin), which only CompleteLogin takes
