@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"log/slog"
 	"maps"
 	"net/http"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/redistest"
 	"github.com/ddbsession/ddbsession/scsstore"
@@ -525,5 +527,66 @@ func TestNewMigrationRejects(t *testing.T) {
 		if _, err := scsstore.NewMigration(c.cfg); err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// A request's Find in each phase, against the test engine and a local
+// redis-server: what the move adds to a request once the session lives in
+// DynamoDB (nothing but the phase switch), and what dual pays for a
+// session still in Redis (the table's miss before Redis's hit).
+func BenchmarkMigrationFind(b *testing.B) {
+	client := ddbtest.Client(b)
+	table := ddbtest.TableName(b, client)
+	core, err := ddbsession.New(ddbsession.Config[testUser]{Client: client, Table: table, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := core.CreateTable(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	addr := redistest.Start(b)
+	pool := &redis.Pool{MaxIdle: 4, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr) }}
+	b.Cleanup(func() { pool.Close() })
+	oldStore := redisstore.New(pool)
+	store, err := scsstore.New(scsstore.Config{Client: client, Table: table})
+	if err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Hour)
+	data, _ := scs.GobCodec{}.Encode(deadline, map[string]any{"msg": "hello"})
+	inRedis := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+	inTable := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+	if err := oldStore.Commit(inRedis, data, deadline); err != nil {
+		b.Fatal(err)
+	}
+	if err := store.Commit(inTable, data, deadline); err != nil {
+		b.Fatal(err)
+	}
+	migration := func(phase scsstore.Phase) scs.Store {
+		m, err := scsstore.NewMigration(scsstore.MigrationConfig{Old: oldStore, New: store, Phase: phase})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name  string
+		store scs.Store
+		token string
+	}{
+		{"Store/in DynamoDB", store, inTable},
+		{"old/in Redis", migration(old), inRedis},
+		{"dual/in Redis", migration(dual), inRedis},
+		{"dynamodb-first/in DynamoDB", migration(ddbFirst), inTable},
+		{"dynamodb-only/in DynamoDB", migration(ddbOnly), inTable},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, found, err := c.store.Find(c.token); !found || err != nil {
+					b.Fatalf("Find: %v, %v", found, err)
+				}
+			}
+		})
 	}
 }
