@@ -366,6 +366,35 @@ func TestMigrationDualCommitRacingDestroy(t *testing.T) {
 	}
 }
 
+// Two first touches at once, on two dynamodb-first instances: the one
+// paused before its write finds the key taken by the other's move, and
+// serves what the table holds. One session, in DynamoDB alone.
+func TestMigrationConcurrentMoves(t *testing.T) {
+	t.Parallel()
+	e := newMigration(t)
+	first, _, p := e.store(ddbFirst)
+	second, _, _ := e.store(ddbFirst)
+	token := e.oldSession("old")
+	var once atomic.Bool
+	var secondData []byte
+	p.Before = func(_ context.Context, op string, _ any) {
+		if op == "PutItem" && once.CompareAndSwap(false, true) {
+			b, found, err := second.Find(token)
+			if !found || err != nil {
+				t.Errorf("the second move: %v, %v", found, err)
+			}
+			secondData = b
+		}
+	}
+	b, found, err := first.Find(token)
+	if !found || err != nil || string(b) != string(secondData) {
+		t.Errorf("the first move, after the second: found %v, %v; the same data %v", found, err, string(b) == string(secondData))
+	}
+	if e.inRedis(token) || e.item(token) != "scs-session" {
+		t.Errorf("Redis has it: %v; the table holds %q, want the session", e.inRedis(token), e.item(token))
+	}
+}
+
 // A dual commit racing a move, with the move paused after it read Redis
 // and before its write: the commit goes to Redis, the session's home when
 // it read the table, and the move may carry the data it read before it,
