@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -434,6 +435,136 @@ func TestMigrationMoveRacingDualCommit(t *testing.T) {
 	if e.inRedis(token) {
 		t.Error("Redis still holds the moved session")
 	}
+}
+
+// failingStore is the old store in an outage: each method fails with err
+// where err is set for it, and otherwise goes to the real store.
+type failingStore struct {
+	scs.Store
+	fail map[string]error
+}
+
+func (f failingStore) Find(token string) ([]byte, bool, error) {
+	if err := f.fail["Find"]; err != nil {
+		return nil, false, err
+	}
+	return f.Store.Find(token)
+}
+
+func (f failingStore) Commit(token string, b []byte, expiry time.Time) error {
+	if err := f.fail["Commit"]; err != nil {
+		return err
+	}
+	return f.Store.Commit(token, b, expiry)
+}
+
+func (f failingStore) Delete(token string) error {
+	if err := f.fail["Delete"]; err != nil {
+		return err
+	}
+	return f.Store.Delete(token)
+}
+
+// Failures fail closed: an error of either store is returned, never a
+// session found for it; a DynamoDB failure never falls back to Redis; a
+// session DynamoDB holds needs no Redis; and what a failed call leaves is
+// agreed on by every phase.
+func TestMigrationFailures(t *testing.T) {
+	t.Parallel()
+	errRedis := errors.New("injected Redis outage")
+	e := newMigration(t)
+	migrationOn := func(phase scsstore.Phase, fail map[string]error) (*scsstore.Migration, *ddbtest.Probe) {
+		store, probe := newStore(t, e.client, e.table, func(c *scsstore.Config) { c.Now = e.clock.Now })
+		m, err := scsstore.NewMigration(scsstore.MigrationConfig{Old: failingStore{e.redis, fail}, New: store, Phase: phase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, probe
+	}
+	healthy, _ := migrationOn(ddbFirst, nil)
+	healthyDual, _ := migrationOn(dual, nil)
+	agree := func(token string, want bool) {
+		t.Helper()
+		for _, m := range []*scsstore.Migration{healthy, healthyDual} {
+			if _, found, err := m.Find(token); found != want || err != nil {
+				t.Errorf("Find: found %v, %v; want %v", found, err, want)
+			}
+		}
+	}
+
+	t.Run("Redis down: a session still in it", func(t *testing.T) {
+		token := e.oldSession("old")
+		for _, phase := range []scsstore.Phase{dual, ddbFirst} {
+			m, _ := migrationOn(phase, map[string]error{"Find": errRedis})
+			if _, found, err := m.Find(token); found || !errors.Is(err, errRedis) {
+				t.Errorf("%s: Find: found %v, %v; want the outage", phase, found, err)
+			}
+		}
+		if e.item(token) != "" {
+			t.Error("the table holds the session Redis could not be asked of")
+		}
+		agree(token, true)
+	})
+	t.Run("Redis down: a moved session", func(t *testing.T) {
+		token := e.oldSession("old")
+		agree(token, true) // the healthy instance moves it
+		m, _ := migrationOn(ddbFirst, map[string]error{"Find": errRedis, "Commit": errRedis, "Delete": errRedis})
+		b, found, err := m.Find(token)
+		if !found || err != nil {
+			t.Fatalf("Find: found %v, %v; want the session, without Redis", found, err)
+		}
+		if err := m.Commit(token, b, time.Now().Add(time.Hour)); err != nil {
+			t.Errorf("Commit: %v", err)
+		}
+	})
+	t.Run("Redis fails the move's delete", func(t *testing.T) {
+		token := e.oldSession("old")
+		m, _ := migrationOn(ddbFirst, map[string]error{"Delete": errRedis})
+		if _, found, err := m.Find(token); found || !errors.Is(err, errRedis) {
+			t.Errorf("Find: found %v, %v; want the outage", found, err)
+		}
+		agree(token, true) // moved: DynamoDB holds it, the copy in Redis is never read
+	})
+	t.Run("Redis fails a dual commit", func(t *testing.T) {
+		token := e.oldSession("old")
+		m, probe := migrationOn(dual, map[string]error{"Commit": errRedis})
+		if err := m.Commit(token, []byte("changed"), time.Now().Add(time.Hour)); !errors.Is(err, errRedis) {
+			t.Errorf("Commit: %v, want the outage", err)
+		}
+		if got := probe.Total(); got != 0 {
+			t.Errorf("%d DynamoDB calls after Redis failed the commit", got)
+		}
+	})
+	t.Run("Redis fails a destroy's delete", func(t *testing.T) {
+		token := e.oldSession("old")
+		m, _ := migrationOn(dual, map[string]error{"Delete": errRedis})
+		if err := m.Delete(token); !errors.Is(err, errRedis) {
+			t.Errorf("Delete: %v, want the outage", err)
+		}
+		agree(token, false) // the tombstone is down: refused by every phase but old
+	})
+	t.Run("DynamoDB down", func(t *testing.T) {
+		token := e.oldSession("old")
+		for _, phase := range []scsstore.Phase{dual, ddbFirst} {
+			counter := &countingStore{Store: e.redis, calls: map[string]int{}}
+			store, probe := newStore(t, e.client, e.table)
+			failOps(probe, errOutage, errOutage, errOutage)
+			m, err := scsstore.NewMigration(scsstore.MigrationConfig{Old: counter, New: store, Phase: phase})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, found, err := m.Find(token); found || !errors.Is(err, errOutage) {
+				t.Errorf("%s: Find: found %v, %v; want the outage", phase, found, err)
+			}
+			if err := m.Delete(token); !errors.Is(err, errOutage) {
+				t.Errorf("%s: Delete: %v; want the outage", phase, err)
+			}
+			if counter.calls["Find"]+counter.calls["Delete"] != 0 {
+				t.Errorf("%s: Redis asked %v while DynamoDB was down", phase, counter.calls)
+			}
+		}
+		agree(token, true)
+	})
 }
 
 // countingStore counts the calls made to the old store through it, by
