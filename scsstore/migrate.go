@@ -140,7 +140,8 @@ func (m *Migration) FindCtx(ctx context.Context, token string) ([]byte, bool, er
 	if err != nil || !ok || m.phase == PhaseDual {
 		return b, ok, err
 	}
-	moved, err := m.new.put(ctx, pk, m.new.items.move(pk, session{data: b, expires: expires}), session{data: b, expires: expires})
+	moving := session{data: b, expires: expires}
+	moved, err := m.new.put(ctx, pk, m.new.items.move(pk, moving), moving)
 	if err != nil {
 		return nil, false, err
 	}
