@@ -233,6 +233,9 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 				RefreshedAt: now.Truncate(time.Millisecond),
 				ExpiresAt:   now.Add(idle).Truncate(time.Second),
 				UserAgent:   "test-agent/1.0",
+				// httptest's requests come from 192.0.2.1.
+				Address:     "192.0.2.1",
+				LastAddress: "192.0.2.1",
 
 				AuthenticatedAt: now.Truncate(time.Millisecond),
 				Methods:         []string{"password"},
