@@ -72,8 +72,9 @@
 // # Logs
 //
 // No log line of this package or of ddbsession shows a handle, a token or
-// a digest. The SDK's lines may quote a tool's arguments: give its server
-// and its HTTP handler a logger through [Redact].
+// a digest. The SDK's lines are the SDK's to choose, and a handle is a
+// tool argument like any other: give its server and its HTTP handler a
+// logger through [Redact], which a test holds to seeing the SDK's lines.
 //
 // # Reading the code
 //

@@ -10,16 +10,18 @@ import (
 // This file is the log filter that keeps handles, and the tokens and
 // digests behind them, out of the log lines of the SDK and of the app.
 
-// Redact returns a logger that logs what l logs, with every run of 26 or
-// more characters of the base64url alphabet (A-Z, a-z, 0-9, '-', '_') in
-// the message and in the text of every attribute (an error's, a value's
-// printed form) replaced by "[redacted]": a handle (72 such characters),
-// whole or half, a ddbsession token (26) and a SHA-256 digest in base64url
-// (43). A nil l stays nil.
+// Redact returns a logger that logs what l logs, with every secret in the
+// message and in the text of every attribute (an error's, a value's
+// printed form) replaced by "[redacted]": each run of 36 or more
+// characters of the base64url alphabet (A-Z, a-z, 0-9, '-', '_'), which a
+// handle (72), half of one and a SHA-256 digest in base64url (43) are, and
+// each run of 26 or more of RFC 4648 base32 (A-Z, 2-7), which a ddbsession
+// token is. A session's public ID (32 hex digits) stays. A nil l stays
+// nil.
 //
 // Give it to the SDK's server (mcp.ServerOptions.Logger) and streamable
-// HTTP handler (mcp.StreamableHTTPOptions.Logger), whose lines quote a
-// tool's arguments and errors, and to Config.Sessions.Logger:
+// HTTP handler (mcp.StreamableHTTPOptions.Logger), whose lines may quote
+// what a request carried, and to Config.Sessions.Logger:
 //
 //	logger := mcphandle.Redact(slog.Default())
 //	server := mcp.NewServer(impl, &mcp.ServerOptions{Logger: logger})
@@ -32,9 +34,12 @@ func Redact(l *slog.Logger) *slog.Logger {
 
 const redacted = "[redacted]"
 
-// minRun is the shortest run of the alphabet that Redact replaces: half
-// of a handle is 36 characters, a token 26.
-const minRun = 26
+// The shortest runs Redact replaces: half of a handle, in base64url, and
+// a token, in base32.
+const (
+	minB64Run = 36
+	minB32Run = 26
+)
 
 type redacting struct{ h slog.Handler }
 
@@ -85,16 +90,23 @@ func redactAttr(a slog.Attr) slog.Attr {
 	return slog.Attr{Key: a.Key, Value: v}
 }
 
-// redactText returns s with every run of minRun or more characters of the
-// base64url alphabet replaced.
+// redactText returns s with its secrets replaced: the runs of base64url
+// of minB64Run or more characters, then, in what is left, those of base32
+// of minB32Run or more.
 func redactText(s string) string {
+	return replaceRuns(replaceRuns(s, inBase64URL, minB64Run), inBase32, minB32Run)
+}
+
+// replaceRuns returns s with every run of min or more characters of an
+// alphabet replaced by redacted.
+func replaceRuns(s string, in func(byte) bool, min int) string {
 	var out strings.Builder
 	copied, run := 0, 0 // s[:copied] is in out; s[run:i] is a run of the alphabet
 	for i := 0; i <= len(s); i++ {
-		if i < len(s) && inAlphabet(s[i]) {
+		if i < len(s) && in(s[i]) {
 			continue
 		}
-		if i-run >= minRun {
+		if i-run >= min {
 			out.WriteString(s[copied:run])
 			out.WriteString(redacted)
 			copied = i
@@ -108,6 +120,8 @@ func redactText(s string) string {
 	return out.String()
 }
 
-func inAlphabet(c byte) bool {
+func inBase64URL(c byte) bool {
 	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
+
+func inBase32(c byte) bool { return 'A' <= c && c <= 'Z' || '2' <= c && c <= '7' }

@@ -35,6 +35,13 @@ func TestRedact(t *testing.T) {
 	if !strings.Contains(lines, "calling counter_add with [redacted]") || !strings.Contains(lines, "n=3") {
 		t.Errorf("the lines lost what is no secret:\n%s", lines)
 	}
+	// What is no secret stays: a session's public ID, lower-case words,
+	// runs shorter than a token.
+	out.Reset()
+	l.Info("ended session", "sid", "0190a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "tool", "counter_open_counter_add_counter", "x", "ABCDEFGHIJKLMNOPQRSTUVWXY")
+	if want := `sid=0190a1b2c3d4e5f6a7b8c9d0e1f2a3b4 tool=counter_open_counter_add_counter x=ABCDEFGHIJKLMNOPQRSTUVWXY`; !strings.Contains(out.String(), want) {
+		t.Errorf("logged %s, want %s", out.String(), want)
+	}
 	if mcphandle.Redact(nil) != nil {
 		t.Error("Redact(nil) is not nil")
 	}

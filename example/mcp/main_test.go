@@ -12,7 +12,6 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -470,19 +469,6 @@ func TestFlags(t *testing.T) {
 // serve runs an instance of cfg on a free port and returns its URL.
 func serve(t *testing.T, cfg appConfig) string {
 	t.Helper()
-	a, err := newApp(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.handler)
-	t.Cleanup(func() {
-		srv.Close()
-		if err := a.sessions.Sessions().Wait(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := a.transport.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	return srv.URL + "/mcp"
+	url, _ := serveApp(t, cfg)
+	return url
 }
