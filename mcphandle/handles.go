@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -157,9 +156,13 @@ func (m *Manager[T]) Open(ctx context.Context, req *mcp.CallToolRequest, data T)
 	if err != nil {
 		return "", err
 	}
-	// LoginBearer's token carries the user's key after a '.', which the
-	// handle leaves out: every use names the caller's own.
-	token, _, _ = strings.Cut(token, ".")
+	// LoginBearer's credential is the token, 26 characters, and then the
+	// user's key (docs/item-format.md), which the handle leaves out: every
+	// use names the caller's own.
+	if len(token) < tokenLen {
+		return "", fmt.Errorf("mcphandle: LoginBearer returned a credential of %d characters, shorter than a token", len(token))
+	}
+	token = token[:tokenLen]
 	err = m.check(ctx, c, token, func(r *http.Request, _ State[T]) error {
 		return m.sessions.UpdateData(r.Context(), func(json.RawMessage) (any, error) { return state, nil })
 	}, false)
@@ -314,10 +317,10 @@ func (c Caller) id() string {
 	return fmt.Sprintf("%d:%s%d:%s%d:%s", len(c.User.PK), c.User.PK, len(c.User.SK), c.User.SK, len(c.Client), c.Client)
 }
 
-// credential is ddbsession's credential for token and the user's key,
-// which docs/item-format.md ("the session cookie's value") describes:
+// credential is ddbsession's credential for token and the user's key in
+// its plain form, which every Manager accepts (docs/item-format.md):
 // "<token>.<b64(userPK)>.<b64(userSK)>", the SK left out in a hash-only
-// table.
+// table. It never leaves the process, so the user key needs no seal.
 func (m *Manager[T]) credential(token string, user ddbsession.UserKey) string {
 	enc := base64.RawURLEncoding
 	s := token + "." + enc.EncodeToString([]byte(user.PK))

@@ -144,6 +144,9 @@ func openHandle(key []byte, handle, caller string) (string, bool) {
 	return string(token), err == nil
 }
 
+// tokenLen is the length of a ddbsession token: 26 characters of base32.
+const tokenLen = 26
+
 // maxHandle bounds a handle's length: a token of 26 characters, a 12-byte
 // nonce and a 16-byte tag, in base64url, are 72 characters.
 const maxHandle = 72
