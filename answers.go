@@ -23,7 +23,7 @@ func refusal(code int, msg string) http.Handler {
 		Error string `json:"error"`
 	}{msg})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !fromProgram(r) {
+		if !fromProgram(w, r) {
 			http.Error(w, msg, code)
 			return
 		}
@@ -37,8 +37,12 @@ func refusal(code int, msg string) http.Handler {
 // fromProgram reports whether r is a program's call (fetch, a CLI, another
 // service) rather than a browser's navigation, which a login page can
 // answer: a browser says which in Sec-Fetch-Mode; without it, an
-// Authorization header or an Accept that prefers JSON to HTML tells.
-func fromProgram(r *http.Request) bool {
+// Authorization header or an Accept that prefers JSON to HTML tells. The
+// answer to r varies with them, and w's Vary says so to caches.
+func fromProgram(w http.ResponseWriter, r *http.Request) bool {
+	for _, h := range []string{"Sec-Fetch-Mode", "Authorization", "Accept"} {
+		addVary(w.Header(), h)
+	}
 	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" {
 		return mode != "navigate"
 	}
@@ -90,7 +94,7 @@ func Redirect(path string) http.Handler {
 type redirect struct{ path, prefix string }
 
 func (rd redirect) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if fromProgram(r) {
+	if fromProgram(w, r) {
 		unauthorized.ServeHTTP(w, r)
 		return
 	}

@@ -223,6 +223,11 @@ func TestMixedSite(t *testing.T) {
 			if tc.wantCode == http.StatusUnauthorized {
 				assertJSONError(t, w, http.StatusUnauthorized, "unauthorized")
 			}
+			// A cache must not hand a page's redirect to a program, or the
+			// reverse: the answer varies with what tells them apart.
+			if vary := strings.Join(w.Header().Values("Vary"), ", "); !strings.Contains(vary, "Sec-Fetch-Mode") || !strings.Contains(vary, "Accept") || !strings.Contains(vary, "Authorization") {
+				t.Errorf("Vary %q, want Sec-Fetch-Mode, Authorization and Accept in it", vary)
+			}
 		})
 	}
 }

@@ -138,7 +138,7 @@ func (c *core) refuse(w http.ResponseWriter, r *http.Request, bearer bool, err e
 	case errors.Is(err, ErrNoSession):
 		if bearer {
 			c.dpop.challenge(w, r, err, c.now())
-		} else if c.cookies.bearer && fromProgram(r) {
+		} else if c.cookies.bearer && fromProgram(w, r) {
 			w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750 3: no credential, no error code
 		}
 		c.unauthorized.ServeHTTP(w, r)
