@@ -1,16 +1,17 @@
 // Command ddbsession operates a ddbsession table from a terminal or a
 // script: it creates and checks the table, lists and ends a user's
 // sessions, ends every session at once, lists the sessions about to
-// expire, deletes expired items where TTL is off or lagging, and counts
-// live sessions. It works through the library itself (Manager.CreateTable,
-// List, Revoke, RevokeAll, RevokeEveryone), the table definition the
-// library checks tables against, and its item format's one decoder.
+// expire, deletes expired items where TTL is off or lagging, counts live
+// sessions, and imports the sessions of scs on Redis. It works through the
+// library itself (Manager.CreateTable, List, Revoke, RevokeAll,
+// RevokeEveryone), the table definition the library checks tables
+// against, and its item format's one encoder and decoder.
 //
 //	go install github.com/ddbsession/ddbsession/cmd/ddbsession@latest
 //
 // It is a package of the library's root module, released with it, and
 // needs nothing beyond what the library needs: the standard library and
-// the AWS SDK.
+// the AWS SDK (import speaks Redis's protocol itself).
 //
 // # Commands
 //
@@ -23,6 +24,7 @@
 //	ddbsession sessions expiring         the sessions that expire in a window (expiry index)
 //	ddbsession sweep                     delete the library's expired items, paced
 //	ddbsession count                     live and revoked sessions, by a paced scan (asks first)
+//	ddbsession import -redis ADDR        copy scs's sessions from Redis, paced and resumable
 //	ddbsession version                   which build this is (also -version, --version)
 //
 // Each says what it does, what it prints and an example with -h. The

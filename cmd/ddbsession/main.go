@@ -103,6 +103,7 @@ var commands = []*command{
 	sessionsExpiringCommand,
 	sweepCommand,
 	countCommand,
+	importCommand,
 }
 
 func (e *env) run(ctx context.Context, args []string) int {
@@ -315,8 +316,8 @@ func topUsage() string {
 	b.WriteString(`Usage: ddbsession COMMAND [flags] [arguments]
 
 Operates a ddbsession table: creates and checks it, lists and revokes
-sessions, lists those about to expire, sweeps expired items and counts
-live sessions. It reaches DynamoDB through the AWS SDK's usual
+sessions, lists those about to expire, sweeps expired items, counts
+live sessions and imports scs sessions from Redis. It reaches DynamoDB through the AWS SDK's usual
 configuration (AWS_PROFILE, AWS_REGION, the credential chain;
 AWS_ENDPOINT_URL_DYNAMODB for a local engine, dynalite for one).
 

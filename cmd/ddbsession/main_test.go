@@ -83,6 +83,9 @@ func TestUsageErrors(t *testing.T) {
 		{"negative rate", []string{"sweep", "-table", "app", "-max-wcu", "-1"}, "must not be negative"},
 		{"too many segments", []string{"count", "-table", "app", "-segments", "1000"}, "-segments 1000"},
 		{"scs prefix is the session prefix", []string{"sweep", "-table", "app", "-scs-prefix", "SESSION#"}, "-scs-prefix"},
+		{"import without -redis", []string{"import", "-table", "app"}, "-redis is required"},
+		{"import from no address", []string{"import", "-table", "app", "-redis", "cache"}, "want HOST:PORT"},
+		{"import from a URL of another scheme", []string{"import", "-table", "app", "-redis", "http://:pw@cache:6379"}, "want HOST:PORT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -30,7 +30,9 @@ type options struct {
 	segments  int           // sweep, count
 	grace     time.Duration // sweep
 	dryRun    bool          // sweep
-	scsPrefix string        // sweep
+	scsPrefix string        // sweep, import
+
+	redis, redisPrefix, state string // import
 
 	// The window of sessions expiring: -within, or -from and -to.
 	within   time.Duration
@@ -136,7 +138,7 @@ func (o *options) checkArgs(c *command, keysKnown bool) error {
 			return errors.New("USER needs its sort key in a table with one: add -sk (e.g. -sk PROFILE)")
 		}
 	}
-	if c.path == "sweep" {
+	if c.path == "sweep" || c.path == "import" {
 		if o.scsPrefix == "" || o.scsPrefix == l.SessionPrefix || o.scsPrefix == l.UserSessionsPrefix {
 			return fmt.Errorf("-scs-prefix %q: must be set, and differ from the session and user-sessions prefixes", o.scsPrefix)
 		}
