@@ -160,7 +160,8 @@ func runImport(ctx context.Context, e *env, c *command, o *options, _ []string) 
 	if st.Done {
 		report.AlreadyDone = true
 		if !o.json {
-			fmt.Fprintf(e.stderr, "import from %s into table %q: complete already, as %s records; nothing to do (remove it to import again)\n", want.Redis, o.table, o.state)
+			fmt.Fprintf(e.stdout, "import from %s into table %q: complete already, as %s records; nothing to do (remove it to import again)\n", want.Redis, o.table, o.state)
+			return exitOK
 		}
 		return printImport(e, o, report)
 	}
@@ -229,7 +230,7 @@ func runImport(ctx context.Context, e *env, c *command, o *options, _ []string) 
 		if !o.json {
 			fmt.Fprintf(e.stderr, "import: stopped; %s records where, and the next run resumes there\n", o.state)
 		}
-		return e.fail(c, o, fmt.Errorf("import: %w", err))
+		return e.fail(c, o, err)
 	}
 	return printImport(e, o, report)
 }

@@ -1,21 +1,27 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/gob"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/internal/redistest"
 )
@@ -219,7 +225,7 @@ func TestImport(t *testing.T) {
 		Read: n + 5 + int64(malformed), Imported: n,
 		Skipped: map[string]int64{"expired": 5, "malformed": int64(malformed), "exists": 0},
 	}
-	if diff := cmp.Diff(want, r, cmpIgnore("WriteUnits", "ElapsedSeconds")); diff != "" {
+	if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(importJSON{}, "WriteUnits", "ElapsedSeconds")); diff != "" {
 		t.Errorf("the report (-want +got):\n%s", diff)
 	}
 	wantImported(t, f, old)
@@ -245,13 +251,133 @@ func TestImport(t *testing.T) {
 	wantImported(t, f, old)
 }
 
-func cmpIgnore(fields ...string) cmp.Option {
-	return cmp.FilterPath(func(p cmp.Path) bool {
-		for _, name := range fields {
-			if p.Last().String() == "."+name {
-				return true
-			}
+// avCompare lets cmp look into the SDK's attribute value types.
+var avCompare = cmp.AllowUnexported(types.AttributeValueMemberS{}, types.AttributeValueMemberN{}, types.AttributeValueMemberB{})
+
+// An import killed half-way with SIGKILL resumes where its state file says
+// it stopped, and the two runs together import every session once:
+// nothing doubled (no put finds its key taken), nothing lost. The command
+// runs as a process of its own and is killed at a named point, once the
+// state holds a batch that brings it past 5,000 sessions.
+func TestImportResumesAfterKill(t *testing.T) {
+	f := newFixture(t)
+	old := newOldStore(t)
+	const n = 10_000
+	old.add("scs:session:", n, time.Now().Add(3*time.Hour))
+	old.addMalformed("scs:session:", time.Now().Add(3*time.Hour))
+
+	bin := filepath.Join(t.TempDir(), "ddbsession")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	state := filepath.Join(t.TempDir(), "import.state")
+	cmd := exec.Command(bin, "import", "-redis", old.addr, "-table", f.table, "-state", state, "-max-wcu", "0", "-json")
+	cmd.Env = append(os.Environ(), testStopEnv+"=5000")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() {
+		said.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), "stopped for a test") {
+			break
 		}
-		return false
-	}, cmp.Ignore())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if !strings.Contains(said.String(), "stopped for a test") {
+		t.Fatalf("the command ended before the point to kill it at:\n%s", said.String())
+	}
+	first := int64(len(inTable(t, f)))
+	b, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed after %d sessions imported; the state file: %s", first, bytes.TrimSpace(b))
+	if first < 5000-importBatch || first >= n {
+		t.Fatalf("killed with %d sessions in the table, want about half of %d", first, n)
+	}
+
+	code, stdout, errOut := f.run("import", "-redis", old.addr, "-state", state, "-max-wcu", "0", "-json")
+	wantCode(t, code, exitOK, stdout, errOut)
+	var r importJSON
+	decode(t, stdout, &r)
+	if !r.Resumed || r.Imported != n-first || r.Skipped["exists"] != 0 {
+		t.Errorf("the resumed run: %+v, want resumed, %d imported, none already there", r, n-first)
+	}
+	wantImported(t, f, old)
+
+	code, stdout, errOut = f.run("import", "-redis", old.addr, "-state", state, "-max-wcu", "0")
+	wantCode(t, code, exitOK, stdout, errOut)
+	if !strings.Contains(stdout, "complete already") {
+		t.Errorf("a third run does not say the import is complete:\n%s", stdout)
+	}
+}
+
+// A session already in the table is never overwritten: one the app wrote
+// since (live, with other data), and one the app destroyed (its
+// tombstone), stay as they are, counted as "exists". An import run anew,
+// without the state file, writes nothing.
+func TestImportNeverOverwrites(t *testing.T) {
+	f := newFixture(t)
+	old := newOldStore(t)
+	expires := time.Now().Add(time.Hour)
+	old.add("scs:session:", 20, expires)
+	l := item.SCSLayout{Layout: mustItems(t, f), Prefix: item.DefaultSCSPrefix}
+	var live, destroyed string
+	for token := range old.sessions {
+		if live == "" {
+			live = token
+		} else if destroyed == "" {
+			destroyed = token
+		}
+	}
+	newer := l.Encode(l.PK(live), item.SCSSession{Data: []byte("written by scsstore since"), ExpiresAt: time.Unix(expires.Unix(), 0)})
+	f.put(newer)
+	tomb := l.Encode(l.PK(destroyed), item.SCSSession{ExpiresAt: time.Unix(expires.Unix(), 0)})
+	tomb[item.AttrKind] = item.Str(item.KindSCSDestroyed)
+	delete(tomb, item.AttrData)
+	f.put(tomb)
+
+	for i, want := range []importJSON{
+		{Read: 20, Imported: 18, Skipped: map[string]int64{"expired": 0, "malformed": 0, "exists": 2}},
+		{Read: 20, Imported: 0, Skipped: map[string]int64{"expired": 0, "malformed": 0, "exists": 20}},
+	} {
+		state := filepath.Join(t.TempDir(), "import.state")
+		code, stdout, stderr := f.run("import", "-redis", old.addr, "-state", state, "-json")
+		wantCode(t, code, exitOK, stdout, stderr)
+		var r importJSON
+		decode(t, stdout, &r)
+		if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(importJSON{}, "Table", "Redis", "Prefix", "State", "WriteUnits", "ElapsedSeconds")); diff != "" {
+			t.Errorf("run %d (-want +got):\n%s", i+1, diff)
+		}
+	}
+	if diff := cmp.Diff(newer, f.item(l.Key(l.PK(live))), avCompare); diff != "" {
+		t.Errorf("the session the app wrote since (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tomb, f.item(l.Key(l.PK(destroyed))), avCompare); diff != "" {
+		t.Errorf("the destroyed session's tombstone (-want +got):\n%s", diff)
+	}
+}
+
+// A state file of another import is refused, before anything is read or
+// written: the import it records is named, and the way out.
+func TestImportRefusesAnotherImportsState(t *testing.T) {
+	f := &fixture{t: t, probe: ddbtest.NewProbe(nil), table: "app"} // a nil client: any call panics
+	state := filepath.Join(t.TempDir(), "import.state")
+	if err := saveImportState(state, importState{Redis: "redis://10.0.0.1:6379/0", Prefix: "scs:session:", Table: "app", Cursor: "42"}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := f.run("import", "-redis", "127.0.0.1:6379", "-state", state)
+	wantCode(t, code, exitUsage, stdout, stderr)
+	if !strings.Contains(stderr, "redis://10.0.0.1:6379/0") || !strings.Contains(stderr, "remove it") {
+		t.Errorf("stderr does not name the other import and the way out:\n%s", stderr)
+	}
 }

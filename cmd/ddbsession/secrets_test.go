@@ -6,15 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,4 +430,76 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// import prints nothing a session holds: not a token, its digest (the
+// item's key) or half of either, nor a byte of the data, in any form
+// (-json, piped, on a terminal with its progress bar), with malformed
+// keys, sessions already there, and a run that DynamoDB fails half-way.
+func TestNoSecretInImportOutput(t *testing.T) {
+	f := newFixture(t)
+	old := newOldStore(t)
+	expires := time.Now().Add(time.Hour)
+	old.add("scs:session:", 40, expires)
+	old.addMalformed("scs:session:", expires)
+	secrets := &ddbtest.Secrets{}
+	var tokens []string
+	for token, s := range old.sessions {
+		secrets.Add("the scs token of a session in Redis", token)
+		tokens = append(tokens, token)
+		// The data, as the user name and the cart's item it holds are
+		// too short to be secrets alone: the encoding's tail.
+		secrets.Add("the data of a session in Redis", string(s.data[len(s.data)-20:]))
+	}
+	var output strings.Builder
+	run := func(name string, want int, terminal bool, args ...string) {
+		t.Helper()
+		f.terminal = terminal
+		code, stdout, stderr := f.run(append([]string{"import", "-redis", old.addr, "-max-wcu", "0"}, args...)...)
+		f.terminal = false
+		wantCode(t, code, want, stdout, stderr)
+		fmt.Fprintf(&output, "$ ddbsession import %s (%s)\n%s%s", strings.Join(args, " "), name, stdout, stderr)
+	}
+	// DynamoDB fails the tenth put: the run stops, and says where.
+	var puts atomic.Int32
+	f.probe.Fail = func(_ context.Context, op string, _ any) error {
+		if op == "PutItem" && puts.Add(1) == 10 {
+			return errors.New("an outage")
+		}
+		return nil
+	}
+	run("failing", exitFailure, false, "-state", filepath.Join(t.TempDir(), "import.state"))
+	f.probe.Fail = nil
+	// A state that a run killed after its first batch of ten left.
+	cursor, _, err := old.conn.scan("0", "scs:session:*", 10)
+	if err != nil || cursor == "0" {
+		t.Fatalf("SCAN: cursor %q, %v", cursor, err)
+	}
+	state := filepath.Join(t.TempDir(), "import.state")
+	if err := saveImportState(state, importState{Redis: "redis://" + old.addr + "/0", Prefix: "scs:session:", Table: f.table, Cursor: cursor}); err != nil {
+		t.Fatal(err)
+	}
+	run("piped, resumed", exitOK, false, "-state", state)
+	run("-json", exitOK, false, "-state", filepath.Join(t.TempDir(), "import.state"), "-json")
+	run("on a terminal", exitOK, true, "-state", filepath.Join(t.TempDir(), "import.state"))
+	run("done", exitOK, false, "-state", state)
+	for _, says := range []string{"an outage", "resuming where", "import [", "complete already", "already in the table"} {
+		if !strings.Contains(output.String(), says) {
+			t.Errorf("the output does not say %q: the runs did not take the paths meant\n%s", says, output.String())
+		}
+	}
+	text := output.String()
+	for _, hit := range secrets.Find(text) {
+		t.Errorf("the output holds %s, on the line:\n%s", hit.What, hit.Line)
+	}
+	for _, half := range halvesIn(text, tokens) {
+		t.Errorf("the output holds half of a token or of its digest, %q", half)
+	}
+	// The search finds what it looks for.
+	l := item.SCSLayout{Layout: mustItems(t, f), Prefix: item.DefaultSCSPrefix}
+	for _, plant := range []string{"key " + tokens[0], "wrote " + l.PK(tokens[1]), "data " + string(old.sessions[tokens[2]].data)} {
+		if len(secrets.Find(text+plant+"\n")) == 0 {
+			t.Errorf("the search misses %q planted in the output", plant)
+		}
+	}
 }
