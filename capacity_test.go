@@ -283,6 +283,15 @@ func scenarios() []scenario {
 			c := r.e.login(key)
 			r.measure(func() { r.e.login(key, c) })
 		}},
+		scenario{byDefault, "request adopted from an old store's cookie (Adopt, then RequireSession)", nil, func(r *capacityRun) {
+			r.e.putUser("alice")
+			h := r.e.m.Adopt(oldCookie, oldStore(time.Time{}))(r.e.m.RequireSession(whoami(r.e.m)))
+			r.measure(func() {
+				if w := r.e.get(h, &http.Cookie{Name: oldCookie, Value: "alice"}); w.Code != http.StatusOK {
+					r.t.Fatalf("adopting request: %d", w.Code)
+				}
+			})
+		}},
 		scenario{byDefault, "LoginBearer", func(c *ddbsession.Config[User]) { c.BearerTokens = true }, func(r *capacityRun) {
 			key := r.e.putUser("alice")
 			r.measure(func() {

@@ -60,14 +60,11 @@
 //
 // A session is two items: the session item, keyed
 // SESSION#<base64url(sha256(token))>, and an index item in the user's own
-// partition, which [Manager.List] reads. The session item holds the public
-// session ID, the user's key, the creation, refresh and expiry times, the
-// stamp of what can end it (below), the User-Agent, how the user signed
-// in, and the app's session data. The user item is the app's own; the
-// package needs two of its attributes, "sessionsVersion" and
-// "credentialVersion" ([Layout.VersionAttribute], [Layout.CredentialAttribute]).
-// The full format, with what an app that writes its own user items must
-// write, is in https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md.
+// partition, which [Manager.List] reads. The user item is the app's own; the
+// package needs its "sessionsVersion" and "credentialVersion"
+// ([Layout.VersionAttribute], [Layout.CredentialAttribute]). The full
+// format, with what an app that writes its own user items must write, is in
+// https://github.com/ddbsession/ddbsession/blob/main/docs/item-format.md.
 //
 // # The cookie
 //
@@ -76,12 +73,6 @@
 // trip reads both items and the cookie names its user to no one who sees
 // it; a session whose user is not the cookie's is rejected. Every Manager
 // accepts every form, [Cookie.HideUserKey]'s token alone included.
-//
-// # Clients without cookies
-//
-// With [Config.BearerTokens], a CLI or a mobile app signs in with
-// [Manager.LoginBearer] and sends "Authorization: Bearer <token>": the same
-// sessions, listed and revoked like any other.
 //
 // # Revocation
 //
@@ -97,33 +88,28 @@
 //
 // A password change writes the new credential and a new credential
 // version in one write, then signs the changing browser in again with
-// [Manager.Login]: every session of the old password ends, and a login
-// that read the old password dies with them, however the two interleave,
-// if it checked the password in Login's verify. A user item without a
-// sessions version is refused at Login: [Manager.CreateUser] writes one.
+// [Manager.Login]: every session of the old password ends, and so does a
+// login that read it in Login's verify, however the two interleave.
 //
 // # Time
 //
-// Expiry is compared in epoch seconds, as TTL stores it, and the absolute
-// lifetime from the creation time in epoch milliseconds: an instance whose
+// Expiry is compared in epoch seconds, as TTL stores it: an instance whose
 // clock is off by d ends sessions d early or late. No revocation compares
-// clocks. See
-// https://github.com/ddbsession/ddbsession/blob/main/docs/security.md#clocks.
+// clocks (docs/security.md#clocks).
 //
 // # Sessions and their data
 //
 // [Manager.List] and [Manager.Revoke] serve a "where you're signed in"
-// page, from the user's index partition, strongly consistent.
-// [Manager.UpdateData] keeps a small value of the app's own in the session
-// item, read with the session at no extra call.
+// page; [Manager.UpdateData] keeps a small value of the app's own in the
+// session item. With [Config.BearerTokens], a CLI signs in with
+// [Manager.LoginBearer]. [Manager.Adopt] moves browsers of another session
+// store over on their first request (docs/migrate.md).
 //
 // # Events
 //
 // [Config.OnEvent] is told what sessions do, never with a token: an [Event]
-// of each [EventKind], with its [Reason] for a rejection. For OpenTelemetry,
-// the module github.com/ddbsession/ddbsession/ddbsessionotel records the
-// events as metrics and traces each request's session check; its
-// Telemetry's OnEvent is the Config's.
+// of each [EventKind]. The module ddbsessionotel records them as
+// OpenTelemetry metrics and traces each request's session check.
 //
 // # Device-bound sessions
 //
@@ -139,17 +125,14 @@
 // the user proved themselves ([Session.AuthenticatedAt]);
 // [Manager.BeginLogin] and [Manager.CompleteLogin] make a two-step login;
 // [Limits.MaxSessions] caps a user's sessions, and [Limits.AAL] sets NIST's
-// session bounds. See
-// https://github.com/ddbsession/ddbsession/blob/main/docs/step-up.md.
+// session bounds (docs/step-up.md).
 //
 // # Multi-Region
 //
 // Global tables in multi-Region strong consistency (MRSC) need nothing set.
-// For multi-Region eventual consistency (MREC), set [Layout.MREC]:
-// revocation state then lives in a state item of the package's own, which
-// no write of the app's can undo, and a revoked session works in another
-// Region for at most the replication lag. See
-// https://github.com/ddbsession/ddbsession/blob/main/docs/multi-region.md.
+// For eventual consistency (MREC), set [Layout.MREC]: a revoked session
+// then works in another Region for at most the replication lag
+// (docs/multi-region.md).
 //
 // # Reading the code
 //
@@ -170,7 +153,7 @@
 //	internal/decide  every read that decides whether a session stands, and the one rule
 //	internal/item    the item format: one encoder, one decoder
 //
-// Beside the path: login.go and twostep.go sign users in and out, slots.go
+// Beside the path: login.go, twostep.go and adopt.go sign users in and out, slots.go
 // keeps a user's sessions under Limits.MaxSessions, ends.go ends sessions,
 // revoke.go lists and revokes them, dbsc.go serves device binding, table.go
 // creates and checks the table, data.go writes a session's data. At the
@@ -181,8 +164,7 @@
 // # Engines
 //
 // AWS_ENDPOINT_URL_DYNAMODB points the client at a local engine such as
-// dynalite. The package uses no transactions: writes that touch two items
-// are ordered so that a failure in between leaves nothing live that should
-// not be. dynalite has no UpdateTimeToLive; there CreateTable logs a
-// warning. For an app's tests, see package ddbsessiontest.
+// dynalite; for an app's tests, see package ddbsessiontest. The package uses
+// no transactions: writes that touch two items are ordered so that a
+// failure in between leaves nothing live that should not be.
 package ddbsession

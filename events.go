@@ -50,6 +50,7 @@ const (
 	EventStepUp               EventKind = "step-up"                 // RequireAuthentication sent a request to re-authenticate
 	EventEvicted              EventKind = "evicted"                 // Limits.MaxSessions ended the oldest session to make room (twice, rarely, when a login's answer was lost)
 	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Limits.MaxSessions sessions (RefuseAtMaxSessions)
+	EventAdopted              EventKind = "adopted"                 // Adopt made a session from another store's (after its EventCreated)
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.

@@ -65,7 +65,7 @@ func (c *core) createUser(ctx context.Context, v any) error {
 		// A revocation item outlives a user item deleted before this one,
 		// with a version that sessions of release v0.1.0, which have no
 		// stamp of the user item's own version, copied: change it.
-		err = c.store.changeRevocation(ctx, key.PK, key.SK)
+		err = c.store.changeRevocation(ctx, key.PK, key.SK, time.Time{})
 	}
 	switch {
 	case err != nil:
@@ -200,6 +200,9 @@ type signIn struct {
 	// dpopKey is the thumbprint of the key of a bearer login's DPoP proof,
 	// to which it binds the session; "" for none.
 	dpopKey string
+	// adoptedAt, for Adopt, is when the user proved themselves to the old
+	// store (zero: unknown); nil for a login.
+	adoptedAt *time.Time
 }
 
 // Bounds of the methods of one authentication, which every request reads
@@ -307,6 +310,11 @@ func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Ti
 	if err := c.versioned(ctx, in.user, &f); err != nil {
 		return f, err
 	}
+	if in.adoptedAt != nil && !f.RevokedAt.IsZero() && !in.adoptedAt.After(f.RevokedAt) {
+		// A RevokeAll since the old store's sign-in (ever, if unknown)
+		// ended its sessions too.
+		return f, rejected(ReasonRevoked)
+	}
 	if in.pending != nil && c.judge(&f, *in.pending) != "" {
 		// The user's sessions were revoked (a password change) between
 		// the two steps: the first step's proof is void.
@@ -373,6 +381,9 @@ func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []
 		}
 	}
 	s.DPoP, s.DPoPKey = in.dpopKey != "", in.dpopKey
+	if in.adoptedAt != nil && !in.adoptedAt.IsZero() && in.adoptedAt.Before(s.AuthAt) {
+		s.AuthAt = *in.adoptedAt
+	}
 	reauth := false
 	for _, old := range ended {
 		// The user's own live session: a re-authentication, which hands

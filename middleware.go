@@ -224,7 +224,7 @@ func (m *Manager[U]) RequireAuthentication(within time.Duration, methods ...stri
 				m.refuse(w, r, m.carriesBearer(r), ErrNoSession)
 				return
 			}
-			if m.now().Sub(s.AuthenticatedAt) <= within && hasAll(s.Methods, methods) {
+			if m.now().Sub(s.AuthenticatedAt) <= within && hasAll(s.Methods, methods) && !slices.Contains(s.Methods, methodMigrated) {
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -233,13 +233,13 @@ func (c *core) loaderSaw(ctx context.Context, user UserKey, before int64) error 
 // the app's writes in another (a new password) within the lag.
 func (c *core) changeVersion(ctx context.Context, user UserKey) (found bool, err error) {
 	if !c.store.MREC {
-		return c.store.changeVersion(ctx, user.PK, user.SK)
+		return c.store.changeVersion(ctx, user.PK, user.SK, c.now())
 	}
 	av, err := c.store.get(ctx, c.store.Key(user.PK, user.SK))
 	if av == nil || err != nil {
 		return false, err
 	}
-	return true, c.store.changeRevocation(ctx, user.PK, user.SK)
+	return true, c.store.changeRevocation(ctx, user.PK, user.SK, c.now())
 }
 
 // RevokeEveryone ends every session of every user with one write, for an

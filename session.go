@@ -189,3 +189,7 @@ func (l lifetimes) refreshed(s item.Session, addr string, now time.Time) (item.S
 	}
 	return next, true
 }
+
+// methodMigrated is among the methods of a session that Adopt made: no
+// credential was shown, so RequireAuthentication never counts it recent.
+const methodMigrated = "migrated"

@@ -363,9 +363,9 @@ func (st *store) createUser(ctx context.Context, av map[string]types.AttributeVa
 // session made before: by a random step (one write), or, for a user item
 // the app wrote without one, to a first version. It reports false if the
 // user has no item.
-func (st *store) changeVersion(ctx context.Context, userPK, userSK string) (found bool, err error) {
+func (st *store) changeVersion(ctx context.Context, userPK, userSK string, at time.Time) (found bool, err error) {
 	key := st.Key(userPK, userSK)
-	for _, w := range []item.Writes{st.ChangeVersion(), st.StartVersion(), st.ChangeVersion()} {
+	for _, w := range []item.Writes{st.ChangeVersion(at), st.StartVersion(at), st.ChangeVersion(at)} {
 		// The third write is for a racing call that started the version
 		// between this one's first and second.
 		failed, err := st.update(ctx, key, w)
@@ -377,9 +377,10 @@ func (st *store) changeVersion(ctx context.Context, userPK, userSK string) (foun
 }
 
 // changeRevocation changes a user's revocation item's version (MREC),
-// which it creates if need be, by a random step.
-func (st *store) changeRevocation(ctx context.Context, userPK, userSK string) error {
-	taken, err := st.update(ctx, st.RevocationKey(userPK, userSK), st.ChangeRevocation())
+// which it creates if need be, by a random step, recording a revocation at
+// at unless zero.
+func (st *store) changeRevocation(ctx context.Context, userPK, userSK string, at time.Time) error {
+	taken, err := st.update(ctx, st.RevocationKey(userPK, userSK), st.ChangeRevocation(at))
 	if taken {
 		err = fmt.Errorf("the user's revocation item's key holds an item of another kind")
 	}

@@ -51,6 +51,7 @@
 //	instrument                             kind       unit          event kinds (attributes)
 //	ddbsession.session.created             counter    {session}     created
 //	ddbsession.session.reauthenticated     counter    {session}     reauthenticated
+//	ddbsession.session.adopted             counter    {session}     adopted (Adopt: another store's session moved over)
 //	ddbsession.session.rotated             counter    {session}     rotated
 //	ddbsession.session.ended               counter    {session}     ended (Logout)
 //	ddbsession.session.revoked             counter    {revocation}  revoked, revoked-all, revoked-everyone
@@ -75,7 +76,8 @@
 // login on a request that carried the user's own live session) counts
 // once in ddbsession.session.created and once in
 // ddbsession.session.reauthenticated, and the session it replaced once in
-// ddbsession.session.rotated. A two-step login counts in
+// ddbsession.session.rotated. A session that Adopt makes counts in
+// ddbsession.session.created and in ddbsession.session.adopted. A two-step login counts in
 // ddbsession.login.pending when BeginLogin passes its first factor, in
 // ddbsession.login.second_factor.failed for each try that CompleteLogin's
 // verify refuses, and in ddbsession.session.created once it completes.

@@ -180,7 +180,7 @@ func TestCountLeavesOutRevoked(t *testing.T) {
 			if !mrec {
 				// A revocation item, which only MREC writes, in a table
 				// whose record says it is not: the record is suspect.
-				f.update(layout.RevocationKey(alice.PK, alice.SK), layout.ChangeRevocation())
+				f.update(layout.RevocationKey(alice.PK, alice.SK), layout.ChangeRevocation(time.Now()))
 				code, stdout, stderr := f.run("count", "-yes", "-json")
 				wantCode(t, code, exitOK, stdout, stderr)
 				if !strings.Contains(stderr, "1 users' revocation items") || !strings.Contains(stderr, "its layout record says it is not MREC") {

@@ -64,8 +64,8 @@ Output: a summary. With -json: {"table", "redis", "prefix", "state",
 this run.
 
 Example:
-  ddbsession import -redis 127.0.0.1:6379 -table app -max-wcu 50
-  ddbsession import -redis redis://:PASSWORD@cache:6379/0 -table app -json`,
+  ddbsession import -table app -redis 127.0.0.1:6379 -max-wcu 50
+  ddbsession import -table app -redis redis://:PASSWORD@cache:6379/0 -json`,
 	flags: func(fs *flag.FlagSet, o *options) {
 		fs.StringVar(&o.redis, "redis", "", "the Redis server: `HOST:PORT`, or redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS) (required)")
 		fs.StringVar(&o.redisPrefix, "prefix", "scs:session:", "the `prefix` of the Redis keys, redisstore's (NewWithPrefix)")

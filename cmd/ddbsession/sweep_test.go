@@ -94,7 +94,7 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	f.set(layout.Key(carol.PK, carol.SK), "SET expiresAt = :past", map[string]types.AttributeValue{":past": past})
 	// carol's revocation item, as an MREC RevokeAll writes it (on an
 	// MREC table, which this is not: the sweep leaves it all the same).
-	f.update(layout.RevocationKey(carol.PK, carol.SK), layout.ChangeRevocation())
+	f.update(layout.RevocationKey(carol.PK, carol.SK), layout.ChangeRevocation(time.Now()))
 	revocation := f.item(layout.RevocationKey(carol.PK, carol.SK))
 	if revocation[item.AttrKind].(*types.AttributeValueMemberS).Value != item.KindRevocation {
 		t.Fatalf("carol's revocation item: %v", revocation)

@@ -95,6 +95,9 @@ type Facts struct {
 	Stamp item.Stamp
 	// Slots is the user's slots item, read for a session limit.
 	Slots item.Slots
+	// RevokedAt is when RevokeAll last ended the user's sessions; zero
+	// for never (item.AttrRevokedAt).
+	RevokedAt time.Time
 
 	global int64 // the generation sessions are judged against: the latest the Read knows
 	mrec   bool
@@ -449,6 +452,7 @@ func (r *Reader) file(ctx context.Context, f *Facts, u *userRead) error {
 		return r.Named(err)
 	}
 	f.Stamp, f.Stamp.Global = stamp, global
+	f.RevokedAt = r.Layout.RevokedAt(u.user, u.revocation)
 	return nil
 }
 

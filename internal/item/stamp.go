@@ -3,6 +3,8 @@ package item
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -62,34 +64,64 @@ func (l *Layout) UserStamp(user, revocation map[string]types.AttributeValue) (St
 	return s, nil
 }
 
+// AttrRevokedAt is when RevokeAll last ended a user's sessions, in epoch
+// milliseconds: on the user item, or under MREC on the user's revocation
+// item. A session of an old store (Manager.Adopt) from before it is not
+// adopted; nothing else reads it.
+const AttrRevokedAt = "revokedAt"
+
 // ChangeVersion changes an existing user item's sessions version, adding
-// a random step to it (see versionStep). It fails on a user item without
-// a version, which StartVersion gives one.
-func (l *Layout) ChangeVersion() Writes {
+// a random step to it (see versionStep), and records the revocation's time
+// at. It fails on a user item without a version, which StartVersion gives
+// one.
+func (l *Layout) ChangeVersion(at time.Time) Writes {
 	return Writes{
-		Update:    "SET #ver = #ver + :step",
+		Update:    "SET #ver = #ver + :step, #rat = :rat",
 		Condition: "attribute_exists(#pk) AND attribute_exists(#ver)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute},
-		Values:    map[string]types.AttributeValue{":step": Num(versionStep())},
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute, "#rat": AttrRevokedAt},
+		Values:    map[string]types.AttributeValue{":step": Num(versionStep()), ":rat": Num(at.UnixMilli())},
 	}
+}
+
+// RevokedAt is when RevokeAll last ended the sessions of the user whose
+// user item and revocation item (MREC; nil for none) a login reads: zero
+// for never, or an attribute of another type.
+func (l *Layout) RevokedAt(user, revocation map[string]types.AttributeValue) time.Time {
+	from := user
+	if l.MREC {
+		from = revocation
+	}
+	if ms, ok, err := GetNum(from, AttrRevokedAt); ok && err == nil {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 // StartVersion gives an existing user item without a sessions version one
 // (NewVersion): what RevokeAll does to a user item the app wrote without,
 // which no login accepts, to end the sessions of release v0.1.0 that
 // copied none.
-func (l *Layout) StartVersion() Writes {
+func (l *Layout) StartVersion(at time.Time) Writes {
 	return Writes{
-		Update:    "SET #ver = :ver",
+		Update:    "SET #ver = :ver, #rat = :rat",
 		Condition: "attribute_exists(#pk) AND attribute_not_exists(#ver)",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute},
-		Values:    map[string]types.AttributeValue{":ver": Num(NewVersion())},
+		Names:     map[string]string{"#pk": l.PartitionKey, "#ver": l.VersionAttribute, "#rat": AttrRevokedAt},
+		Values:    map[string]types.AttributeValue{":ver": Num(NewVersion()), ":rat": Num(at.UnixMilli())},
 	}
 }
 
 // ChangeRevocation changes a user's revocation item's version (MREC),
-// creating the item if need be, by a random step (see versionStep).
-func (l *Layout) ChangeRevocation() Writes { return l.addGen(KindRevocation) }
+// creating the item if need be, by a random step (see versionStep), and
+// records the revocation's time at unless it is zero (a user item made
+// anew is no revocation of an old store's sessions).
+func (l *Layout) ChangeRevocation(at time.Time) Writes {
+	w := l.addGen(KindRevocation)
+	if !at.IsZero() {
+		w.Update = strings.Replace(w.Update, "SET ", "SET #rat = :rat, ", 1)
+		w.Names["#rat"], w.Values[":rat"] = AttrRevokedAt, Num(at.UnixMilli())
+	}
+	return w
+}
 
 // addGen adds a random step to the version of the library's item of kind
 // (the global item, a revocation item), which it creates if need be, and
