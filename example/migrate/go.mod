@@ -9,6 +9,7 @@ require (
 	github.com/ddbsession/ddbsession v0.1.0
 	github.com/ddbsession/ddbsession/scsstore v0.1.0
 	github.com/gomodule/redigo v1.9.3
+	github.com/gorilla/sessions v1.4.0
 )
 
 require (
@@ -29,6 +30,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/gorilla/securecookie v1.1.2 // indirect
 )
 
 // Build against this checkout's copies of the project's modules, so that

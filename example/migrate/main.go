@@ -20,6 +20,13 @@
 //	               or dynamodb-only (DynamoDB alone: -redis may be left out)
 //	-addr, -dev    where to listen; -dev for plain HTTP on localhost
 //
+// With -from-gorilla KEYHEX beside -table (and no -redis or -phase), it is
+// the app on ddbsession's own sessions that takes over from a version on
+// gorilla/sessions' CookieStore, keyed with that hash key (hex): a
+// browser with that version's cookie "session", whose value "user" names
+// a user the table knows, is signed in on its first request
+// (ddbsession.Manager.Adopt; docs/migrate.md, "Adopting other sessions").
+//
 // The DynamoDB client takes the usual AWS environment (AWS_REGION,
 // credentials, AWS_ENDPOINT_URL_DYNAMODB for anything but DynamoDB
 // itself), as the SDK does. From the repository's root, against dynalite
@@ -30,6 +37,8 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,8 +63,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cfg.checkPhase()
 	})
 	flags.BoolVar(&cfg.Dev, "dev", false, demo.DevUsage)
+	fromGorilla := flags.String("from-gorilla", "", "hash key (hex) of the gorilla/sessions CookieStore to take sessions over from, instead of -redis and -phase")
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if *fromGorilla != "" {
+		return serveAdopting(ctx, cfg, *fromGorilla, flags, stdout)
 	}
 	if cfg.Redis == "" && cfg.Phase != scsstore.PhaseDynamoDBOnly {
 		return fmt.Errorf("-phase %s reads the old store: -redis is required", cfg.Phase)
@@ -82,5 +95,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.Warn("the session cookie is Secure: serve this behind HTTPS, or pass -dev on localhost")
 	}
 	fmt.Fprintf(stdout, "serving on %s (phase %s)\n", url, cfg.Phase)
+	return srv.Serve(ctx)
+}
+
+// serveAdopting serves the app on ddbsession's sessions, taking over from
+// the gorilla/sessions version keyed with hashKeyHex, until ctx is done.
+func serveAdopting(ctx context.Context, cfg appConfig, hashKeyHex string, flags *demo.Flags, stdout io.Writer) error {
+	hashKey, err := hex.DecodeString(hashKeyHex)
+	if err != nil || len(hashKey) < 32 {
+		return errors.New("-from-gorilla: want the CookieStore's hash key in hex, 32 bytes or more")
+	}
+	if cfg.Redis != "" || cfg.Phase != scsstore.PhaseOld {
+		return errors.New("-from-gorilla takes the place of -redis and -phase: the app runs on ddbsession's own sessions")
+	}
+	if cfg.Client, err = demo.DynamoDB(ctx); err != nil {
+		return err
+	}
+	handler, err := newAdoptingApp(ctx, cfg, hashKey)
+	if err != nil {
+		return err
+	}
+	srv := &demo.Server{Addr: flags.Addr, Handler: handler}
+	url, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "serving on %s (from gorilla/sessions)\n", url)
 	return srv.Serve(ctx)
 }

@@ -170,6 +170,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"-phase", "both"}, `invalid value "both" for flag -phase: want old, dual, dynamodb-first or dynamodb-only`},
 		{[]string{"-phase", "dual"}, "-phase dual reads the old store: -redis is required"},
 		{[]string{}, "-phase old reads the old store: -redis is required"},
+		{[]string{"-from-gorilla", "not hex"}, "-from-gorilla: want the CookieStore's hash key in hex, 32 bytes or more"},
+		{[]string{"-from-gorilla", "00112233"}, "-from-gorilla: want the CookieStore's hash key in hex, 32 bytes or more"},
+		{[]string{"-from-gorilla", strings.Repeat("ab", 32), "-redis", "127.0.0.1:6379"}, "-from-gorilla takes the place of -redis and -phase: the app runs on ddbsession's own sessions"},
 	} {
 		err := run(context.Background(), c.args, io.Discard, io.Discard)
 		if err == nil || err.Error() != c.want {
