@@ -112,7 +112,7 @@ func dialRedis(ctx context.Context, t redisTarget) (*redisConn, error) {
 	for _, cmd := range setup {
 		if _, err := c.do(cmd...); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("Redis %s: %w", cmd[0], err)
+			return nil, fmt.Errorf("redis %s: %w", cmd[0], err)
 		}
 	}
 	return c, nil
@@ -147,13 +147,13 @@ func (c *redisConn) pipeline(cmds [][]string) ([]any, error) {
 		}
 	}
 	if err := c.w.Flush(); err != nil {
-		return nil, fmt.Errorf("Redis: %w", err)
+		return nil, fmt.Errorf("redis: %w", err)
 	}
 	replies := make([]any, len(cmds))
 	for i := range cmds {
 		v, err := c.read()
 		if err != nil {
-			return nil, fmt.Errorf("Redis: %w", err)
+			return nil, fmt.Errorf("redis: %w", err)
 		}
 		replies[i] = v
 	}
@@ -227,7 +227,7 @@ func (c *redisConn) scan(cursor, pattern string, count int) (string, []string, e
 	}
 	a, _ := v.([]any)
 	if len(a) != 2 {
-		return "", nil, errors.New("Redis: malformed SCAN reply")
+		return "", nil, errors.New("redis: malformed SCAN reply")
 	}
 	next, _ := a[0].([]byte)
 	list, _ := a[1].([]any)
@@ -235,7 +235,7 @@ func (c *redisConn) scan(cursor, pattern string, count int) (string, []string, e
 	for _, k := range list {
 		b, ok := k.([]byte)
 		if !ok {
-			return "", nil, errors.New("Redis: malformed SCAN reply")
+			return "", nil, errors.New("redis: malformed SCAN reply")
 		}
 		keys = append(keys, string(b))
 	}
