@@ -147,6 +147,14 @@ func withLoadUser(c *ddbsession.Config[User]) {
 	}
 }
 
+// writeData writes n bytes of JSON as the data of the session in ctx.
+func writeData(r *capacityRun, ctx context.Context, n int) {
+	r.t.Helper()
+	if err := r.e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return strings.Repeat("x", n-2), nil }); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // otherToken is c with its token replaced by one never issued.
 func otherToken(c *http.Cookie) *http.Cookie {
 	other := *c
@@ -366,6 +374,28 @@ func scenarios() []scenario {
 			})
 			r.e.clock.Advance(11 * time.Minute)
 			r.measure(func() { r.e.status(c) })
+		}},
+		scenario{byDefault, "UpdateData, 32 KB of data, kept apart", nil, func(r *capacityRun) {
+			c := r.e.login(r.e.putUser("alice"))
+			r.e.inRequest(c, func(ctx context.Context) {
+				r.measure(func() { writeData(r, ctx, 32<<10) })
+			})
+		}},
+		scenario{byDefault, "authenticated request, 32 KB of data kept apart, not read", nil, func(r *capacityRun) {
+			c := r.e.login(r.e.putUser("alice"))
+			r.e.inRequest(c, func(ctx context.Context) { writeData(r, ctx, 32<<10) })
+			r.measure(func() { r.e.status(c) })
+		}},
+		scenario{byDefault, "Data, 32 KB kept apart (in a request, beside its read)", nil, func(r *capacityRun) {
+			c := r.e.login(r.e.putUser("alice"))
+			r.e.inRequest(c, func(ctx context.Context) { writeData(r, ctx, 32<<10) })
+			r.e.inRequest(c, func(ctx context.Context) {
+				r.measure(func() {
+					if data, err := r.e.m.Data(ctx); err != nil || len(data) != 32<<10 {
+						r.t.Fatalf("Data: %d bytes, %v", len(data), err)
+					}
+				})
+			})
 		}},
 	)
 

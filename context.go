@@ -2,6 +2,7 @@ package ddbsession
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -26,6 +27,16 @@ type sessionState struct {
 	session Session
 	stored  item.Session // the session item as read; zero from NewContext
 	dataRev int64        // the data's revision: as read, then as UpdateData wrote it
+	apart   bool         // the data lives in its data item (Data reads it)
+	loaded  json.RawMessage
+}
+
+// setData records data as the session's, at revision rev, apart or not.
+func (st *sessionState) setData(data json.RawMessage, rev int64, apart bool) {
+	st.dataRev, st.apart, st.loaded, st.session.Data = rev, apart, nil, data
+	if apart {
+		st.loaded, st.session.Data = data, nil
+	}
 }
 
 // stored is the session item that RequireSession or LoadSession read in

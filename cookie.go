@@ -33,15 +33,13 @@ type Cookie struct {
 	// then travels in clear text. No environment variable switches it on.
 	InsecureDevMode bool
 
-	// HideUserKey keeps even the sealed user key out of the cookie, which
-	// lets a request read the session and the user in one BatchGetItem:
-	// each request then makes two reads in turn. LoadUser's users are
-	// never in the cookie, so New refuses it with LoadUser.
+	// HideUserKey keeps even the sealed user key out of the cookie: each
+	// request then reads the session and the user in turn. New refuses it
+	// with LoadUser, whose users are never in the cookie.
 	HideUserKey bool
 
 	// KeepSignedIn, if set, decides per login whether the cookie outlives
-	// the browser (true, as without it) or ends with it. A "keep me signed
-	// in" box:
+	// the browser (true, as unset) or ends with it, for a "keep me" box:
 	//
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool

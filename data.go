@@ -14,28 +14,28 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// This file writes the app's data of a session: a small value, as JSON, in
-// the session item, read with the session at no extra call.
+// This file writes and reads the app's data of a session: a value, as
+// JSON, in the session item, read with the session at no extra call, or,
+// over ddbitem.MaxData, in a data item of its own that Data reads (see
+// internal/item's data.go).
 
 // UpdateData changes the data of the session in ctx (as RequireSession or
 // LoadSession put it there): update gets the data as it stands (nil for
-// none) and returns the new value, which UpdateData encodes as JSON (a
-// json.RawMessage or []byte as it is; nil removes it). Requests read the
-// data with their session, in [Session.Data], at no extra call; a change
-// costs one conditional UpdateItem, and no change none.
+// none) and returns the new value, encoded as JSON (a json.RawMessage or
+// []byte as it is; nil removes it). Up to [ddbitem.MaxData] (2,048) bytes
+// live in the session item, read with it at no extra call ([Session.Data]),
+// up to 64 KiB in an item of their own ([Manager.Data]). A change costs one
+// conditional UpdateItem (and a PutItem for data kept apart), no change none.
 //
 // Racing writers never lose each other's changes: the loser reads the
 // session again and calls update again, so update must be a function of its
 // argument alone. Data is never written into a session that ended
-// meanwhile, which gets [ErrNoSession]. It is at most [ddbitem.MaxData]
-// bytes of JSON, which keeps the session item within one read unit.
+// meanwhile, which gets [ErrNoSession].
 //
 //	err := sessions.UpdateData(r.Context(), func(old json.RawMessage) (any, error) {
 //		var cart Cart
-//		if old != nil {
-//			if err := json.Unmarshal(old, &cart); err != nil {
-//				return nil, err
-//			}
+//		if old != nil && json.Unmarshal(old, &cart) != nil {
+//			return nil, errors.New("not a cart")
 //		}
 //		cart.Items = append(cart.Items, item)
 //		return cart, nil
@@ -54,7 +54,6 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 	if err := c.read.CheckLayout(ctx); err != nil {
 		return err
 	}
-	data, rev := st.session.Data, st.dataRev
 	if st.stored.SessionPK == "" {
 		// A context of NewContext: find the session item through its
 		// index item, and read the data there.
@@ -62,8 +61,13 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 		if err != nil {
 			return err
 		}
-		st.stored, data, rev = s, dataOf(s.Data), s.DataRev
+		st.stored, st.session.Data, st.dataRev, st.apart = s, dataOf(s.Data), s.DataRev, s.DataApart
 	}
+	data, err := c.data(ctx, st)
+	if err != nil {
+		return err
+	}
+	rev, apart := st.dataRev, st.apart
 	for attempt := 1; ; attempt++ {
 		v, err := update(data)
 		if err != nil {
@@ -77,12 +81,26 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 			return nil // unchanged: nothing to write
 		}
 		now, nextRev := c.now(), rand.Int64N(math.MaxInt64)+1
-		conflict, err := c.store.update(ctx, c.store.SessionKey(st.stored.SessionPK), c.store.SetData(string(next), rev, nextRev, now))
+		nextApart := len(next) > item.MaxData
+		inline := string(next)
+		if nextApart {
+			// The data item first: the session item names it only once
+			// it is there, and a writer that loses leaves it to its TTL.
+			inline = ""
+			until := st.stored.CreatedAt.Add(c.life.absolute)
+			if err := c.store.put(ctx, c.store.EncodeData(st.stored.SessionPK, nextRev, string(next), until)); err != nil {
+				return err
+			}
+		}
+		conflict, err := c.store.update(ctx, c.store.SessionKey(st.stored.SessionPK), c.store.SetData(inline, nextApart, rev, nextRev, now))
 		if err != nil {
 			return err
 		}
 		if !conflict {
-			st.session.Data, st.dataRev = next, nextRev
+			if apart {
+				c.store.deleteData(ctx, st.stored.SessionPK, rev)
+			}
+			st.setData(next, nextRev, nextApart)
 			return c.stillValid(ctx, st.stored)
 		}
 		// Another writer, or the session ended: read it again.
@@ -96,8 +114,11 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 		if s.DataRev == nextRev {
 			// Our write, applied, whose answer was lost and whose retry
 			// met its own result.
-			st.session.Data, st.dataRev = next, nextRev
+			st.setData(next, nextRev, nextApart)
 			return c.stillValid(ctx, st.stored)
+		}
+		if nextApart {
+			c.store.deleteData(ctx, st.stored.SessionPK, nextRev)
 		}
 		// Another writer won: after a pause, which spreads racing writers
 		// apart, try again with its data, until the call's deadline.
@@ -106,8 +127,64 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 			return fmt.Errorf("the session's data kept changing: %w", ctx.Err())
 		case <-time.After(backoff(attempt)):
 		}
-		data, rev = dataOf(s.Data), s.DataRev
+		st.session.Data, st.dataRev, st.apart, st.loaded = dataOf(s.Data), s.DataRev, s.DataApart, nil
+		if data, err = c.data(ctx, st); err != nil {
+			return err
+		}
+		rev, apart = st.dataRev, st.apart
 	}
+}
+
+// Data returns the data of the session in ctx: [Session.Data] at no call,
+// or data over [ddbitem.MaxData], kept apart, at one strongly consistent
+// GetItem, once per request.
+func (m *Manager[U]) Data(ctx context.Context) (json.RawMessage, error) {
+	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
+	if st == nil {
+		return nil, ErrNoSession
+	}
+	ctx, cancel := m.storeContext(ctx)
+	defer cancel()
+	data, err := m.data(ctx, &st.sessionState)
+	return data, wrap("read session data", err)
+}
+
+// data returns st's data: as read with its session, or from its data item.
+// A data item that is not there was replaced by a racing write, which a
+// read of the session item again finds; or, in MREC, has not arrived yet.
+func (c *core) data(ctx context.Context, st *sessionState) (json.RawMessage, error) {
+	switch {
+	case !st.apart:
+		return st.session.Data, nil
+	case st.loaded != nil:
+		return st.loaded, nil
+	}
+	for range 3 {
+		av, err := c.store.get(ctx, c.store.DataKey(st.stored.SessionPK, st.dataRev))
+		if err != nil {
+			return nil, err
+		}
+		if av != nil {
+			data, err := item.DecodeData(av)
+			if err != nil {
+				return nil, c.store.named(fmt.Errorf("a session's data item: %w", err))
+			}
+			st.loaded = json.RawMessage(data)
+			return st.loaded, nil
+		}
+		s, found, err := c.store.getSession(ctx, st.stored.SessionPK)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, ErrNoSession
+		}
+		st.session.Data, st.dataRev, st.apart = dataOf(s.Data), s.DataRev, s.DataApart
+		if !st.apart {
+			return st.session.Data, nil
+		}
+	}
+	return nil, c.store.named(errors.New("a session's data item is not there (in MREC, it may not have arrived yet: try again)"))
 }
 
 // backoff is the pause before a write's attempt'th retry: doubling from
@@ -159,8 +236,8 @@ func (c *core) sessionByID(ctx context.Context, s Session) (item.Session, error)
 	return found, nil
 }
 
-// encodeData is v as the data the session item holds: JSON, at most
-// item.MaxData bytes; nil for a nil v.
+// encodeData is v as the data the session holds: JSON, at most
+// item.MaxDataApart bytes; nil for a nil v.
 func encodeData(v any) (json.RawMessage, error) {
 	var raw []byte
 	switch v := v.(type) {
@@ -182,8 +259,8 @@ func encodeData(v any) (json.RawMessage, error) {
 	if !json.Valid(raw) {
 		return nil, errors.New("not JSON")
 	}
-	if len(raw) > item.MaxData {
-		return nil, fmt.Errorf("%d bytes of JSON, more than the %d that keep the session item within one read unit (4 KB)", len(raw), item.MaxData)
+	if len(raw) > item.MaxDataApart {
+		return nil, fmt.Errorf("%d bytes of JSON, more than the %d a session's data may hold", len(raw), item.MaxDataApart)
 	}
 	return raw, nil
 }

@@ -100,8 +100,8 @@
 // # Sessions and their data
 //
 // [Manager.List] and [Manager.Revoke] serve a "where you're signed in"
-// page; [Manager.UpdateData] keeps a small value of the app's own in the
-// session item. With [Config.BearerTokens], a CLI signs in with
+// page; [Manager.UpdateData] keeps a value of the app's own in the
+// session. With [Config.BearerTokens], a CLI signs in with
 // [Manager.LoginBearer]. [Manager.Adopt] moves browsers of another session
 // store over on their first request (docs/migrate.md).
 //

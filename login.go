@@ -262,6 +262,10 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	s, reauth := c.newSignedIn(r, in, &f, ended, now)
 	token := item.NewToken()
 	sessionPK := c.store.SessionPK(token)
+	from, err := c.handOnData(work, &s, sessionPK, ended)
+	if err != nil {
+		return signedIn{}, err
+	}
 	var evicted []item.Session
 	if c.limit.max > 0 {
 		if evicted, err = c.claim(ctx, work, in.user, &f, sessionPK, s, ended, now); err != nil {
@@ -276,6 +280,9 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	overtaken := c.overtaken(ctx, sessionPK, err)
 	if err != nil && !overtaken {
 		return signedIn{}, err
+	}
+	if from.SessionPK != "" {
+		c.store.deleteData(ctx, from.SessionPK, from.DataRev)
 	}
 	c.events.emit(ctx, Event{Kind: EventCreated, SessionID: s.ID, User: in.user})
 	if reauth {
@@ -389,7 +396,7 @@ func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []
 		// The user's own live session: a re-authentication, which hands
 		// on what the app keeps in it and the kind of its cookie.
 		if userOf(old) == in.user && !old.Pending && c.life.live(old, now) && c.judge(f, old) == "" {
-			s.Data, s.BrowserOnly, reauth = old.Data, old.BrowserOnly, true
+			s.Data, s.DataApart, s.DataRev, s.BrowserOnly, reauth = old.Data, old.DataApart, old.DataRev, old.BrowserOnly, true
 		}
 	}
 	if browser && c.binding.Enabled {
@@ -398,6 +405,34 @@ func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []
 		s.Challenge = challengeFor(now, registrationChallengeLifetime)
 	}
 	return s, reauth
+}
+
+// handOnData copies the data item of the session whose data kept apart a
+// re-authentication handed on to s (newSignedIn), to s's own, under
+// sessionPK, and returns that session, whose data item the login deletes
+// once s is in. Its session ended, the item is still there: only Logout,
+// UpdateData's next write and its TTL remove one. Data that is gone is no
+// data.
+func (c *core) handOnData(ctx context.Context, s *item.Session, sessionPK string, ended []item.Session) (item.Session, error) {
+	if !s.DataApart {
+		return item.Session{}, nil
+	}
+	for _, old := range ended {
+		if !old.DataApart || old.DataRev != s.DataRev {
+			continue
+		}
+		av, err := c.store.get(ctx, c.store.DataKey(old.SessionPK, old.DataRev))
+		if err != nil {
+			return item.Session{}, err
+		}
+		data, err := item.DecodeData(av)
+		if av == nil || err != nil {
+			break
+		}
+		return old, c.store.put(ctx, c.store.EncodeData(sessionPK, s.DataRev, data, s.CreatedAt.Add(c.life.absolute)))
+	}
+	s.DataApart, s.DataRev = false, 0
+	return item.Session{}, nil
 }
 
 // union is a then the methods of b that a lacks, in order.
@@ -429,7 +464,12 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 		return wrap("logout", err)
 	}
 	pendingErr := m.endPending(ctx, w, r)
-	_, err := m.endRequestSessions(ctx, r, endAll, EventEnded, m.stored(r))
+	ended, err := m.endRequestSessions(ctx, r, endAll, EventEnded, m.stored(r))
+	for _, s := range ended {
+		if s.DataApart {
+			m.store.deleteData(ctx, s.SessionPK, s.DataRev)
+		}
+	}
 	return wrap("logout", errors.Join(pendingErr, err))
 }
 

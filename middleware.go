@@ -126,7 +126,7 @@ func (c *core) authenticate(w http.ResponseWriter, r *http.Request, user any, st
 			c.cookies.set(w, cred.Token, s, now)
 		}
 	}
-	*st = sessionState{session: sessionOf(s), stored: s, dataRev: s.DataRev}
+	*st = sessionState{session: sessionOf(s), stored: s, dataRev: s.DataRev, apart: s.DataApart}
 	return bearer, nil
 }
 

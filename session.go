@@ -43,7 +43,7 @@ type Session struct {
 	AuthenticatedAt time.Time
 	Methods         []string
 	// Data is the app's value of the session, as JSON, read with the
-	// session and written by [Manager.UpdateData]; nil for none and in List.
+	// session; nil for none, in List, and when kept apart ([Manager.Data]).
 	Data json.RawMessage
 	// DeviceBound says that the session is bound to a key on its device
 	// ([DeviceBinding]): its cookie or token alone, copied, is not enough.

@@ -1,6 +1,7 @@
 package ddbsession_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -141,10 +143,10 @@ func TestSessionData(t *testing.T) {
 		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return full, nil }); err != nil {
 			t.Errorf("2048 bytes of data: %v", err)
 		}
-		over := json.RawMessage(`"` + strings.Repeat("x", 2047) + `"`)
+		over := json.RawMessage(`"` + strings.Repeat("x", 64<<10-1) + `"`)
 		err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return over, nil })
-		if want := "2049 bytes of JSON, more than the 2048 that keep the session item within one read unit (4 KB)"; err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("2049 bytes of data: %v, want it refused saying %q", err, want)
+		if want := "65537 bytes of JSON, more than the 65536 a session's data may hold"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("65537 bytes of data: %v, want it refused saying %q", err, want)
 		}
 		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return json.RawMessage("{"), nil }); err == nil {
 			t.Error("data that is not JSON was written")
@@ -163,6 +165,93 @@ func TestSessionData(t *testing.T) {
 	}
 	if err := e.m.UpdateData(context.Background(), increment); !errors.Is(err, ddbsession.ErrNoSession) {
 		t.Errorf("UpdateData outside a request: %v, want ErrNoSession", err)
+	}
+}
+
+// Data over ddbitem.MaxData lives in a data item of its own: 32 KB
+// round-trip through Data, a request that does not ask for it costs the
+// one BatchGetItem of any request, one that does one GetItem more, once; a
+// new write replaces the item, data that shrinks moves back into the
+// session item, a re-authentication hands it on, and Logout deletes it.
+func TestSessionDataApart(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	alice := e.putUser("alice")
+	c := e.login(alice)
+	big := func(fill string) json.RawMessage {
+		return json.RawMessage(`{"draft":"` + strings.Repeat(fill, 32<<10) + `"}`)
+	}
+	write := func(v json.RawMessage) {
+		t.Helper()
+		e.inRequest(c, func(ctx context.Context) {
+			if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return v, nil }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	read := func(c *http.Cookie) (data json.RawMessage) {
+		t.Helper()
+		e.inRequest(c, func(ctx context.Context) {
+			var err error
+			if data, err = e.m.Data(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := e.m.Data(ctx); !bytes.Equal(again, data) {
+				t.Errorf("Data read twice differs")
+			}
+		})
+		return data
+	}
+	dataItems := func() int {
+		n := 0
+		for _, av := range e.scanAll() {
+			if attrText(av["kind"]) == "S:session-data" {
+				n++
+			}
+		}
+		return n
+	}
+
+	p.Reset()
+	write(big("a"))
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "PutItem": 1, "UpdateItem": 1, "GetItem": 1}, p.Calls()); diff != "" {
+		t.Errorf("a write of 32 KB: calls (-want +got):\n%s", diff)
+	}
+	p.Reset()
+	if got := e.dataIn(c); got != "" {
+		t.Errorf("Session.Data of data kept apart = %d bytes, want none", len(got))
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1}, p.Calls()); diff != "" {
+		t.Errorf("a request that does not read the data: calls (-want +got):\n%s", diff)
+	}
+	p.Reset()
+	if got := read(c); !bytes.Equal(got, big("a")) {
+		t.Errorf("Data = %d bytes, want the 32 KB written", len(got))
+	}
+	if diff := cmp.Diff(map[string]int{"BatchGetItem": 1, "GetItem": 1}, p.Calls()); diff != "" {
+		t.Errorf("a request that reads the data: calls (-want +got):\n%s", diff)
+	}
+	write(big("b"))
+	if got := read(c); !bytes.Equal(got, big("b")) || dataItems() != 1 {
+		t.Errorf("after a second write: Data = %.20q…, %d data items; want the second, and one", got, dataItems())
+	}
+	c = e.login(alice, c) // a re-authentication
+	if got := read(c); !bytes.Equal(got, big("b")) || dataItems() != 1 {
+		t.Errorf("after re-authenticating: Data = %.20q…, %d data items; want it handed on, one", got, dataItems())
+	}
+	write(json.RawMessage(`{"n":1}`))
+	if got := e.dataIn(c); got != `{"n":1}` || dataItems() != 0 {
+		t.Errorf("small data again: Session.Data = %q, %d data items; want it in the session, none apart", got, dataItems())
+	}
+	write(big("c"))
+	w := newRecorder()
+	r := newRequest(c)
+	if err := e.m.Logout(w, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := dataItems(); n != 0 {
+		t.Errorf("after Logout: %d data items, want none", n)
 	}
 }
 

@@ -266,6 +266,15 @@ func (st *store) deleteSession(ctx context.Context, s item.Session) (item.Sessio
 	return deleted, found, nil
 }
 
+// deleteData deletes the data item of revision rev of the session under
+// sessionPK: one that its session no longer names. A failure is only
+// logged: no one reads it, and its TTL removes it.
+func (st *store) deleteData(ctx context.Context, sessionPK string, rev int64) {
+	if _, err := st.delete(ctx, st.DataKey(sessionPK, rev), false); err != nil {
+		st.logger.ErrorContext(ctx, "ddbsession: delete a session's data item", "err", err)
+	}
+}
+
 // voidSession puts a void (see item.EncodeVoid) over session s's item, or
 // where no item is, kept until until, and deletes its index item as
 // deleteSession does. It returns the session item as the void found it, or

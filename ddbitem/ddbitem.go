@@ -51,10 +51,12 @@ var (
 	ErrMalformed = item.ErrMalformed
 )
 
-// MaxData is the most JSON that a session's data, which
-// ddbsession.Manager.UpdateData writes, may hold: it keeps the largest
-// session item within the 4 KB of one read unit.
-const MaxData = item.MaxData
+// MaxData is the most JSON, in bytes, that a session item holds of its
+// session's data, which keeps it within the 4 KB of one read unit.
+// ddbsession.Manager.UpdateData keeps larger data, up to 64 KiB, in an item
+// of its own, which ddbsession.Manager.Data reads. The number is here, not
+// a name, so that go doc shows it; a test holds it to the format's.
+const MaxData = 2048
 
 // Resolve returns l with every unset field at its default, or an error
 // naming the first invalid field as "Layout.<Field>", for the caller to

@@ -16,6 +16,7 @@ import (
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbitem"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
+	"github.com/ddbsession/ddbsession/internal/item"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddbtest.Main(m)) }
@@ -202,5 +203,12 @@ func TestReaderHoldsStamps(t *testing.T) {
 			t.Fatal(err)
 		}
 		holds("a stamp of the user item before it was made anew", back, false)
+	}
+}
+
+// MaxData, spelt out for go doc, is the format's bound.
+func TestMaxDataIsTheFormats(t *testing.T) {
+	if ddbitem.MaxData != item.MaxData {
+		t.Errorf("ddbitem.MaxData = %d, the format's is %d", ddbitem.MaxData, item.MaxData)
 	}
 }

@@ -135,7 +135,7 @@ var reserved = map[string]bool{
 	AttrCreatedAt: true, AttrRefreshedAt: true, AttrUserAgent: true, AttrSessionPK: true,
 	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrAddress: true, AttrLastAddress: true, AttrGen: true, AttrGlobalGen: true,
 	AttrUserGen: true, AttrCredGen: true,
-	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true,
+	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true, AttrDataApart: true,
 	AttrSlots: true, AttrSlotsRev: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
 	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true, AttrDPoPKey: true,
@@ -274,6 +274,9 @@ type Session struct {
 	// and new with each write (0: never written). Session items only.
 	Data    string
 	DataRev int64
+	// DataApart says that the data lives in its data item (data.go),
+	// under DataRev, and not in Data.
+	DataApart bool
 	// DeviceBound marks a session bound to a device key (DBSC), stored as
 	// [FormatBound]. A bound session is valid only with its bound cookie.
 	DeviceBound bool
@@ -460,6 +463,9 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 	if s.DataRev != 0 {
 		av[AttrDataRev] = Num(s.DataRev)
 	}
+	if s.DataApart {
+		av[AttrDataApart] = Num(1)
+	}
 	if s.Binding.Key != "" {
 		av[AttrBoundKey] = Str(s.Binding.Key)
 	}
@@ -565,6 +571,7 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 		if _, present := av[AttrDataRev]; present {
 			s.DataRev = d.num(AttrDataRev)
 		}
+		_, s.DataApart = av[AttrDataApart]
 		d.dbsc(&s)
 		if s.DPoP {
 			s.DPoPKey = d.str(AttrDPoPKey, false)

@@ -134,16 +134,23 @@ const MaxData = 2048
 // and the other reads again. Revisions are random, not counted, so that a
 // writer whose answer was lost knows its own write by it: two writers may
 // write the same data, never the same revision.
-func (l *Layout) SetData(data string, rev, next int64, now time.Time) Writes {
+//
+// apart says that the data is in the data item of revision next
+// (EncodeData), and data is then "".
+func (l *Layout) SetData(data string, apart bool, rev, next int64, now time.Time) Writes {
 	w := Writes{
-		Update:    "SET #data = :data, #rev = :next",
+		Update:    "SET #data = :data, #rev = :next REMOVE #apart",
 		Condition: "attribute_exists(#pk) AND #kind = :kind AND #ttl > :now AND ",
-		Names:     map[string]string{"#pk": l.PartitionKey, "#kind": AttrKind, "#ttl": l.TTLAttribute, "#data": AttrAppData, "#rev": AttrDataRev},
+		Names:     map[string]string{"#pk": l.PartitionKey, "#kind": AttrKind, "#ttl": l.TTLAttribute, "#data": AttrAppData, "#rev": AttrDataRev, "#apart": AttrDataApart},
 		Values:    map[string]types.AttributeValue{":kind": Str(KindSession), ":next": Num(next), ":now": Num(now.Unix()), ":rev": Num(rev)},
 	}
-	if data == "" {
-		w.Update = "REMOVE #data SET #rev = :next"
-	} else {
+	switch {
+	case apart:
+		w.Update = "REMOVE #data SET #rev = :next, #apart = :one"
+		w.Values[":one"] = Num(1)
+	case data == "":
+		w.Update = "REMOVE #data, #apart SET #rev = :next"
+	default:
 		w.Values[":data"] = Str(data)
 	}
 	if rev == 0 {
