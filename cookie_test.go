@@ -664,20 +664,19 @@ func addCookieKey(t *testing.T, e *env) {
 	e.putItem(item.AddCookieKey(out.Item, item.NewCookieKey()))
 }
 
-// A table whose layout record holds no cookie keys, as v0.2.0 wrote it,
-// gets v0.2.0's cookies, the user key in the plain, which the instances
-// of v0.2.0 still running in a rolling deploy read (they refuse a sealed
-// one as malformed), until a key is added once every instance runs this
-// release: cookies are sealed from then on.
+// A table that exists without a layout record (v0.1.0's, or one made
+// elsewhere) gets a record without cookie keys, as v0.2.0 wrote it, and
+// such a table gets v0.2.0's cookies, the user key in the plain, which
+// the instances of earlier releases still running in a rolling deploy read
+// (they refuse a sealed one as malformed, and could not end its session at
+// Logout), until a key is added once every instance runs this release:
+// cookies are sealed from then on.
 func TestTableWithoutCookieKeys(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t) // CreateTable created it: its record has a key
 	alice := e.putUser("alice")
 	ctx := context.Background()
-	if _, err := e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &e.table, Key: item.Default.LayoutKey(),
-		UpdateExpression: ptr("REMOVE cookieKeys")}); err != nil {
-		t.Fatal(err)
-	}
+	e.deleteItem(item.Default.LayoutKey())
 	login := func() *http.Cookie {
 		m := primed(t, e.cfg)
 		w := newRecorder()
@@ -688,6 +687,10 @@ func TestTableWithoutCookieKeys(t *testing.T) {
 	}
 	if c := login(); c.Value != withUser(c, alice).Value {
 		t.Errorf("a table without keys: cookie %q, want v0.2.0's %q", c.Value, withUser(c, alice).Value)
+	}
+	out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: item.Default.LayoutKey(), ConsistentRead: ptr(true)})
+	if err != nil || out.Item == nil || out.Item["cookieKeys"] != nil {
+		t.Fatalf("the record a Manager wrote: %v, %v; want one without keys", out, err)
 	}
 	addCookieKey(t, e)
 	if c := login(); !strings.Contains(c.Value, "~") || strings.Contains(c.Value, ".") {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbsession/ddbsession/internal/item"
 	"github.com/ddbsession/ddbsession/internal/table"
 )
 
@@ -38,6 +39,13 @@ func (c *core) createTable(ctx context.Context) error {
 		}
 		if err == nil {
 			t, err = st.waitForTable(ctx)
+		}
+		if created && err == nil {
+			// A new table: no instance of a release before cookie keys
+			// runs on it, so its record has a key from the start. A
+			// table that exists gets its first key from an operator,
+			// once none runs (docs/item-format.md).
+			_, err = st.putNew(ctx, item.AddCookieKey(st.EncodeLayout(), item.NewCookieKey()))
 		}
 	}
 	if err != nil {

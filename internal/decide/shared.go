@@ -265,11 +265,13 @@ func (r *Reader) checkLayout(ctx context.Context, av map[string]types.AttributeV
 	return keys, r.Layout.CompareLayout(r.Table, recorded), nil
 }
 
-// recordLayout writes the Reader's layout as the table's record, with a
-// new cookie key, unless a record is there, and returns the record that
-// stands.
+// recordLayout writes the Reader's layout as the table's record, unless
+// one is there, and returns the record that stands. It has no cookie key:
+// a table without a record may be one of v0.1.0, whose instances, still
+// running in a rolling deploy, cannot read a sealed cookie (nor end its
+// session at Logout). CreateTable gives a table it creates a key.
 func (r *Reader) recordLayout(ctx context.Context) (map[string]types.AttributeValue, error) {
-	av := item.AddCookieKey(r.Layout.EncodeLayout(), item.NewCookieKey())
+	av := r.Layout.EncodeLayout()
 	_, err := r.Client.PutItem(ctx, putNew(r.Table, r.Layout.PartitionKey, av))
 	if isConditionFailed(err) {
 		return r.Get(ctx, r.Layout.LayoutKey()) // another was first
