@@ -37,18 +37,25 @@
 //
 //  1. AWS_ENDPOINT_URL_DYNAMODB, the SDK's own variable, if set: an engine
 //     you run yourself;
-//  2. where Node.js (20 or later) is on PATH, the pinned dynalite, an
+//  2. with DDBSESSIONTEST_ENGINE=moto, moto_server from PATH (pip install
+//     "moto[server]"), an engine with transactions (TransactWriteItems) and
+//     TTL, which dynalite lacks, started as dynalite is below;
+//  3. where Node.js (20 or later) is on PATH, the pinned dynalite, an
 //     open-source DynamoDB engine: installed with npm ci once per machine
 //     into the user's cache directory (a directory named after the pin, so
 //     a new pin installs anew; npm needs its registry that first time), and
 //     started on a free loopback port for the test binary's lifetime. It
 //     exits with the test binary however that ends, even killed;
-//  3. otherwise no test runs: Main prints what it tried, naming Node.js or
+//  4. otherwise no test runs: Main prints what it tried, naming Node.js or
 //     npm when they are missing, and how to give the tests an engine, and
 //     returns 1. Tests never skip for want of an engine.
 //
 // Where Main starts the engine, each test binary (each package, under go
 // test ./...) starts one of its own.
+//
+// An operation the engine lacks fails, through [Client]'s client, with an
+// UnknownOperationException whose message names the engine and the
+// operation, and says how to pick another engine.
 //
 // # Never AWS
 //

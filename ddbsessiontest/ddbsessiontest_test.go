@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbsessiontest"
@@ -134,5 +135,98 @@ func TestMainNamesThisPackage(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the run's output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// motoChildEnv marks the copy of this test binary that TestEngineMoto
+// starts, with DDBSESSIONTEST_ENGINE=moto and no endpoint of its own.
+const motoChildEnv = "DDBSESSIONTEST_MOTO_CHILD"
+
+// DDBSESSIONTEST_ENGINE=moto makes Main start moto_server from PATH, an
+// engine with transactions, where an app's code that uses them works.
+func TestEngineMoto(t *testing.T) {
+	ctx := context.Background()
+	if os.Getenv(motoChildEnv) != "" {
+		client := ddbsessiontest.Client(t)
+		table := ddbsessiontest.TableName(t, client)
+		if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            &table,
+			BillingMode:          types.BillingModePayPerRequest,
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.TransactWriteItems(ctx, transfer(table)); err != nil {
+			t.Fatalf("TransactWriteItems on moto: %v", err)
+		}
+		return
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEngineMoto$", "-test.count=1", "-test.v")
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "AWS_ENDPOINT_URL_DYNAMODB" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, motoChildEnv+"=1", "DDBSESSIONTEST_ENGINE=moto")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ddbsessiontest: moto listening on http://127.0.0.1:") || !strings.Contains(string(out), "--- PASS: TestEngineMoto") {
+		t.Errorf("the run with DDBSESSIONTEST_ENGINE=moto ended with %v, want moto started and the transaction through:\n%s", err, out)
+	}
+}
+
+// transfer is a transaction of two puts in table.
+func transfer(table string) *dynamodb.TransactWriteItemsInput {
+	put := func(pk string) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}}}}
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put("from"), put("to")}}
+}
+
+// An operation the test engine lacks fails, as a test sees it, saying
+// which engine lacks what and how to pick another, with the engine's
+// error code kept: here against an engine that lacks every operation, and
+// against the package's own, which lacks transactions if it is dynalite.
+func TestUnknownOperationSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lacking := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"__type":"com.amazon.coral.service#UnknownOperationException"}`))
+	}))
+	defer lacking.Close()
+	check := func(name string, err error, wants ...string) {
+		t.Helper()
+		var api smithy.APIError
+		if err == nil || !errors.As(err, &api) || api.ErrorCode() != "UnknownOperationException" {
+			t.Fatalf("%s: %v, want an UnknownOperationException", name, err)
+		}
+		for _, want := range append(wants, "TransactWriteItems", "Run the tests against moto, which does: DDBSESSIONTEST_ENGINE=moto go test ./...", "AWS_ENDPOINT_URL_DYNAMODB=") {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", name, err, want)
+			}
+		}
+	}
+
+	client := ddbsessiontest.Client(t)
+	_, err := dynamodb.New(client.Options(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(lacking.URL) }).
+		TransactWriteItems(ctx, transfer("any"))
+	check("an engine that lacks every operation", err, "ddbsessiontest: the test engine, ")
+
+	table := ddbsessiontest.TableName(t, client)
+	sessions, err := ddbsession.New(ddbsession.Config[Account]{Client: client, Table: table, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sessions.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.TransactWriteItems(ctx, transfer(table)); err != nil {
+		// Only an engine without transactions, as dynalite is.
+		check("the package's engine", err, "does not implement TransactWriteItems")
 	}
 }

@@ -60,6 +60,7 @@
 package ddbtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -75,6 +76,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 )
 
 const endpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
@@ -123,6 +125,8 @@ func (h Harness) Main(m *testing.M) int {
 			return 1
 		}
 		os.Setenv(endpointEnv, endpoint)
+	} else {
+		engine = "the engine at " + endpoint + " (" + endpointEnv + ")"
 	}
 	if err := CheckEndpoint(endpoint); err != nil {
 		fmt.Fprint(os.Stderr, h.instructions(err))
@@ -164,12 +168,20 @@ func SecondClient(t testing.TB) *dynamodb.Client {
 	return newClient(second.endpoint)
 }
 
-// startEngine starts the pinned dynalite with Node.js, and returns its
+// startEngine starts the engine that h's engine variable names: the
+// pinned dynalite with Node.js by default, or moto; and returns its
 // endpoint and a function that stops it, or says what it tried.
 func (h Harness) startEngine() (endpoint string, stop func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
 	defer cancel()
-	endpoint, stop, err = startDynalite(ctx, h.Name)
+	switch engine = cmp.Or(os.Getenv(h.engineEnv()), engineDynalite); engine {
+	case engineDynalite:
+		endpoint, stop, err = startDynalite(ctx, h.Name)
+	case engineMoto:
+		endpoint, stop, err = startMoto(ctx, h.Name)
+	default:
+		return "", func() {}, fmt.Errorf("%s=%q names no engine: %s or %s", h.engineEnv(), engine, engineDynalite, engineMoto)
+	}
 	if err != nil {
 		return "", stop, fmt.Errorf("%s is not set; %v", endpointEnv, err)
 	}
@@ -264,7 +276,11 @@ func (h Harness) Client(t testing.TB) *dynamodb.Client {
 	if err := CheckEndpoint(endpoint); err != nil {
 		t.Fatalf("%s: %v", h.Name, err)
 	}
-	return newClient(endpoint)
+	return dynamodb.New(newClient(endpoint).Options(), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Deserialize.Add(h.explainUnknownOperation(), middleware.Before)
+		})
+	})
 }
 
 // newClient builds a client for endpoint from explicit dummy credentials
