@@ -70,9 +70,8 @@ func (m *Manager[U]) Session(ctx context.Context) (Session, bool) {
 	return st.session, true
 }
 
-// NewContext returns ctx carrying s and u as the signed-in session and
-// user, as [Manager.RequireSession] puts them there: for an app's handler
-// unit tests, which then need no DynamoDB:
+// NewContext returns ctx carrying s and u as [Manager.RequireSession]
+// puts them there, for handler unit tests, which then need no DynamoDB:
 //
 //	r = r.WithContext(sessions.NewContext(r.Context(), ddbsession.Session{ID: "test"}, User{Name: "alice"}))
 //	handler.ServeHTTP(w, r)

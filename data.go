@@ -19,16 +19,14 @@ import (
 // over ddbitem.MaxData, in a data item of its own that Data reads (see
 // internal/item's data.go).
 
-// UpdateData changes the data of the session in ctx (as RequireSession or
-// LoadSession put it there): update gets the data as it stands (nil for
-// none) and returns the new value, encoded as JSON (a json.RawMessage or
-// []byte as it is; nil removes it). Up to [ddbitem.MaxData] (2,048) bytes
-// live in the session item, read with it at no extra call ([Session.Data]),
-// up to 64 KiB in an item of their own ([Manager.Data]). A change costs one
-// conditional UpdateItem (and a PutItem for data kept apart), no change none.
-//
-// Racing writers never lose each other's changes: the loser reads the
-// session again and calls update again, so update must be a function of its
+// UpdateData changes the data of the session in ctx: update gets the data
+// as it stands (nil for none) and returns the new value, encoded as JSON
+// (a json.RawMessage or []byte as it is; nil removes it). Up to
+// [ddbitem.MaxData] (2,048) bytes live in the session item, read with it
+// ([Session.Data]), up to 64 KiB in an item of their own ([Manager.Data]).
+// A change costs one conditional UpdateItem (and a PutItem for data kept
+// apart). Racing writers never lose each other's changes: the loser reads
+// the session and calls update again, so update must be a function of its
 // argument alone. Data is never written into a session that ended
 // meanwhile, which gets [ErrNoSession].
 //
@@ -135,9 +133,8 @@ func (c *core) updateData(ctx context.Context, st *sessionState, update func(jso
 	}
 }
 
-// Data returns the data of the session in ctx: [Session.Data] at no call,
-// or data over [ddbitem.MaxData], kept apart, at one strongly consistent
-// GetItem, once per request.
+// Data returns the data of the session in ctx: [Session.Data], or, over
+// [ddbitem.MaxData], one strongly consistent GetItem's, once per request.
 func (m *Manager[U]) Data(ctx context.Context) (json.RawMessage, error) {
 	st, _ := ctx.Value(ctxKey[U]{m}).(*requestState[U])
 	if st == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ddbsession/ddbsession/internal/decide"
 	"github.com/ddbsession/ddbsession/internal/item"
+	"github.com/ddbsession/ddbsession/internal/table"
 )
 
 // Manager keeps sessions for users of type U in one DynamoDB table and guards
@@ -55,6 +56,7 @@ type core struct {
 	// inFlight.
 	onItsWay time.Duration
 
+	ref                            table.Ref                // what Table returns
 	keepSignedIn                   func(*http.Request) bool // Cookie.KeepSignedIn, or nil
 	clearSiteData                  string                   // Logout's Clear-Site-Data header, or ""
 	unauthorized, storeUnavailable http.Handler
@@ -199,6 +201,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		logger:           cfg.Logger,
 	}}
 	m.cookies.keys = m.read.CookieKeys
+	m.ref = table.Ref{Client: cfg.Client, Name: cfg.Table, Layout: layout, AbsoluteLifetime: lim.AbsoluteLifetime}
 	m.limit.max, m.limit.refuse = lim.MaxSessions, lim.RefuseAtMaxSessions
 	m.onItsWay = lim.StoreTimeout + inFlight
 	m.read.Warn = func(ctx context.Context, err error) {
@@ -221,6 +224,10 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	}
 	return m, nil
 }
+
+// Table returns m's table as the sibling modules (ddbsessionoidc, scsstore)
+// take it, in place of copies of its Client, Table, Layout and limits.
+func (m *Manager[U]) Table() table.Ref { return m.ref }
 
 // onLambda reports whether the process runs on AWS Lambda, which freezes
 // it once a response is out: the runtime sets AWS_LAMBDA_FUNCTION_NAME.

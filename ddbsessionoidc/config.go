@@ -19,19 +19,22 @@ import (
 
 // Config configures a [Provider]: one OpenID provider, the app's client
 // registered there, and the Manager that its users sign in to. Sessions,
-// Client, Table, Issuer, ClientID, RedirectURL and User have no default and
-// must be set; every other field may be left zero for its default, which
-// [New] fills in when it validates the Config, once.
+// Issuer, ClientID, RedirectURL and User have no default and must be set;
+// every other field may be left zero for its default, which [New] fills in
+// when it validates the Config, once.
 type Config[U any] struct {
 	// Sessions is the app's Manager, which signs the users in
 	// ([ddbsession.Manager.Login]) and ends their sessions.
 	Sessions *ddbsession.Manager[U]
 
-	// Client, Table and Layout are the Manager's: the module keeps its
-	// items beside the sessions, in the same table. The Provider's first
-	// call that touches the table checks Layout against the layout that
-	// the table records (a BatchGetItem, once), and refuses a mismatch
-	// with an error that names each field with both values.
+	// Client, Table and Layout are the Manager's, which they default to
+	// (ddbsession.Manager.Table): the module keeps its items beside the
+	// sessions, in the same table. Set, Table and Layout must be the
+	// Manager's, or New fails naming the field; a Client set (one that
+	// counts calls, say) is used as it is. The Provider's first call that
+	// touches the table checks Layout against the layout that the table
+	// records (a BatchGetItem, once), and refuses a mismatch with an error
+	// that names each field with both values.
 	Client Client
 	Table  string
 	Layout ddbsession.Layout
@@ -94,10 +97,10 @@ type Config[U any] struct {
 	// "-fresh"; the same bounds as Method.
 	FreshMethod string
 
-	// SessionLifetime is the Manager's Limits.AbsoluteLifetime: how long
-	// the module keeps, for a back-channel logout, what a sign-in
-	// recorded. Default 30 days, the Manager's default. Shorter than the
-	// Manager's, a back-channel logout misses sessions older than it.
+	// SessionLifetime is the Manager's Limits.AbsoluteLifetime, which it
+	// defaults to: how long the module keeps, for a back-channel logout,
+	// what a sign-in recorded. Shorter than the Manager's, a back-channel
+	// logout misses sessions older than it.
 	SessionLifetime time.Duration
 
 	// AttemptLifetime bounds how long a sign-in may take at the provider,
@@ -243,13 +246,23 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 	fail := func(format string, args ...any) (ddbsession.Layout, error) {
 		return ddbsession.Layout{}, fmt.Errorf("ddbsessionoidc: Config."+format, args...)
 	}
-	switch {
-	case c.Sessions == nil:
+	if c.Sessions == nil {
 		return fail("Sessions is nil")
+	}
+	ref := c.Sessions.Table()
+	if c.Client == nil {
+		c.Client, _ = ref.Client.(Client)
+	}
+	switch {
 	case c.Client == nil:
-		return fail("Client is nil")
+		return fail("Client is nil, and the Manager's lacks a method of ddbsessionoidc.Client")
 	case c.Table == "":
-		return fail("Table is empty")
+		c.Table = ref.Name
+	case c.Table != ref.Name:
+		return fail("Table %q is not the Manager's %q: leave it unset", c.Table, ref.Name)
+	}
+	if c.Layout == (ddbsession.Layout{}) {
+		c.Layout = ddbsession.Layout(ref.Layout)
 	}
 	layout, err := ddbitem.Resolve(c.Layout)
 	if err != nil {
@@ -257,6 +270,9 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 	}
 	if layout.HashOnly {
 		return fail("Layout.HashOnly: a back-channel logout ends single sessions (Manager.Revoke), which needs a table with a sort key")
+	}
+	if layout != ddbsession.Layout(ref.Layout) {
+		return fail("Layout %+v is not the Manager's %+v: leave it unset", layout, ref.Layout)
 	}
 	setDefault(&c.Prefix, "OIDC#")
 	for _, core := range []string{layout.SessionPrefix, layout.UserSessionsPrefix} {
@@ -297,7 +313,7 @@ func (c *Config[U]) withDefaults() (ddbsession.Layout, error) {
 		return fail("FreshMethod %q: want 1 to 32 printable ASCII characters, not Method", c.FreshMethod)
 	}
 	if c.SessionLifetime == 0 {
-		c.SessionLifetime = 30 * 24 * time.Hour
+		c.SessionLifetime = ref.AbsoluteLifetime
 	}
 	if c.SessionLifetime < time.Minute {
 		return fail("SessionLifetime %v: want the Manager's Limits.AbsoluteLifetime", c.SessionLifetime)

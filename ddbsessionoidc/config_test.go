@@ -31,8 +31,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		want string
 	}{
 		{"no Manager", func(c *ddbsessionoidc.Config[user]) { c.Sessions = nil }, "Config.Sessions"},
-		{"no client", func(c *ddbsessionoidc.Config[user]) { c.Client = nil }, "Config.Client"},
-		{"no table", func(c *ddbsessionoidc.Config[user]) { c.Table = "" }, "Config.Table"},
+		{"another table than the Manager's", func(c *ddbsessionoidc.Config[user]) { c.Table = "other" }, `Config.Table "other" is not the Manager's`},
+		{"another layout than the Manager's", func(c *ddbsessionoidc.Config[user]) { c.Layout.TTLAttribute = "ttl" }, "Config.Layout {"},
 		{"hash-only", func(c *ddbsessionoidc.Config[user]) { c.Layout = ddbsession.Layout{HashOnly: true} }, "Config.Layout.HashOnly"},
 		{"the core's prefix", func(c *ddbsessionoidc.Config[user]) { c.Prefix = "SESSION#" }, "Config.Prefix"},
 		{"plain-HTTP issuer", func(c *ddbsessionoidc.Config[user]) { c.Issuer = "http://idp.example" }, "Config.Issuer"},
@@ -77,8 +77,13 @@ func TestProviderRefusesAnotherLayout(t *testing.T) {
 	logs := &strings.Builder{}
 	newProvider := func() *ddbsessionoidc.Provider[user] {
 		calls := ddbtest.NewProbe(e.client)
-		cfg := e.config(e.a.sessions, calls)
-		cfg.Layout.SessionPrefix = "S#"
+		// A Manager of another layout than the table's (New makes no
+		// call either), whose layout the Provider takes.
+		sessions, err := ddbsession.New(ddbsession.Config[user]{Client: calls, Table: e.table, Layout: ddbsession.Layout{SessionPrefix: "S#"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.config(sessions, calls)
 		cfg.SignInFailed = func(w http.ResponseWriter, r *http.Request, err error) {
 			mu.Lock()
 			failures = append(failures, err)
@@ -179,4 +184,27 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// A Config that names only its Manager takes the Manager's client, table,
+// layout and absolute lifetime (ddbsession.Manager.Table): a sign-in then
+// writes its record through the Manager's client, into its table.
+func TestConfigTakesTheManagers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config(e.a.sessions, nil)
+	cfg.Client, cfg.Table = nil, ""
+	p, err := ddbsessionoidc.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.a.calls.Take()
+	w := httptest.NewRecorder()
+	p.SignIn(w, httptest.NewRequest("GET", e.aURL+"/signin?next=/account", nil))
+	if w.Code != http.StatusSeeOther && w.Code != http.StatusFound {
+		t.Fatalf("SignIn: %d %q, want a redirect to the provider", w.Code, w.Body)
+	}
+	if calls := e.a.calls.Take(); len(calls) == 0 {
+		t.Error("SignIn made no call through the Manager's client")
+	}
 }

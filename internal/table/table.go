@@ -8,6 +8,7 @@ package table
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -159,4 +160,16 @@ func SchemaOf(elems []types.KeySchemaElement) KeySchema {
 		}
 	}
 	return k
+}
+
+// Ref is a Manager's table as the sibling modules take it
+// (Manager.Table): its client (a ddbsession.Client, which the siblings'
+// narrower Client interfaces take), the table's name, its layout with its
+// defaults filled in, and Limits.AbsoluteLifetime, so that they hold no
+// copies of the Manager's settings that could disagree with it.
+type Ref struct {
+	Client           any
+	Name             string
+	Layout           item.Layout
+	AbsoluteLifetime time.Duration
 }
