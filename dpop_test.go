@@ -182,13 +182,14 @@ func TestDPoPBoundToken(t *testing.T) {
 	if w := dpopGet(e.m, "DPoP", token, replayed); w.Code != 200 {
 		t.Fatalf("the proof to replay: %d", w.Code)
 	}
-	for _, tc := range []struct {
+	type refusal struct {
 		name    string
 		scheme  string
 		proofs  []string
 		want    string // the challenge's error
 		readsOK bool   // refused after the session read, not before
-	}{
+	}
+	refusals := []refusal{
 		{"plain Bearer", "Bearer", nil, "invalid_token", true},
 		{"plain Bearer with a proof", "Bearer", []string{client.proof("GET", dpopURL, token)}, "invalid_token", true},
 		{"no proof", "DPoP", nil, "invalid_dpop_proof", false},
@@ -208,23 +209,30 @@ func TestDPoPBoundToken(t *testing.T) {
 		{"alg HS256, keyed with the token", "DPoP", []string{hs256}, "invalid_dpop_proof", false},
 		{"a private key in jwk", "DPoP", []string{client.proof("GET", dpopURL, token, func(h, _ map[string]any) { h["jwk"] = client.key.PrivateJWK() })}, "invalid_dpop_proof", false},
 		{"typ jwt", "DPoP", []string{client.proof("GET", dpopURL, token, func(h, _ map[string]any) { h["typ"] = "jwt" })}, "invalid_dpop_proof", false},
-		{"a replayed proof, on the instance that saw it", "DPoP", []string{replayed}, "invalid_dpop_proof", true},
-	} {
-		p.Reset()
-		w := dpopGet(e.m, tc.scheme, token, tc.proofs...)
-		challenge := w.Header().Get("WWW-Authenticate")
-		if m := challengeError.FindStringSubmatch(challenge); w.Code != 401 || m == nil || m[1] != tc.want {
-			t.Errorf("%s: %d WWW-Authenticate %q, want 401 DPoP error=%q", tc.name, w.Code, challenge, tc.want)
+	}
+	// Each instance refuses each, and the one that saw a proof its copy.
+	for name, m := range map[string]*ddbsession.Manager[User]{"this instance": e.m, "another instance": other} {
+		cases := refusals
+		if m == e.m {
+			cases = append(cases, refusal{"a replayed proof, on the instance that saw it", "DPoP", []string{replayed}, "invalid_dpop_proof", true})
 		}
-		want := map[string]int{}
-		if tc.readsOK {
-			want["BatchGetItem"] = 1
-		}
-		if diff := cmp.Diff(want, p.Calls()); diff != "" {
-			t.Errorf("%s: calls (-want +got):\n%s", tc.name, diff)
-		}
-		if tc.want == "use_dpop_nonce" && w.Header().Get("DPoP-Nonce") == "" {
-			t.Errorf("%s: no DPoP-Nonce", tc.name)
+		for _, tc := range cases {
+			p.Reset()
+			w := dpopGet(m, tc.scheme, token, tc.proofs...)
+			challenge := w.Header().Get("WWW-Authenticate")
+			if m := challengeError.FindStringSubmatch(challenge); w.Code != 401 || m == nil || m[1] != tc.want {
+				t.Errorf("%s, %s: %d WWW-Authenticate %q, want 401 DPoP error=%q", name, tc.name, w.Code, challenge, tc.want)
+			}
+			want := map[string]int{}
+			if tc.readsOK {
+				want["BatchGetItem"] = 1
+			}
+			if diff := cmp.Diff(want, p.Calls()); diff != "" {
+				t.Errorf("%s, %s: calls (-want +got):\n%s", name, tc.name, diff)
+			}
+			if tc.want == "use_dpop_nonce" && w.Header().Get("DPoP-Nonce") == "" {
+				t.Errorf("%s, %s: no DPoP-Nonce", name, tc.name)
+			}
 		}
 	}
 
