@@ -334,6 +334,15 @@ func TestDPoPSessionLifecycle(t *testing.T) {
 	if w := client.get(e.m, token); w.Code != 200 {
 		t.Errorf("after the refresh: %d", w.Code)
 	}
+	// Past the expiry the login set: the refresh's write landed, and left
+	// the session bound.
+	e.clock.Advance(55 * time.Minute)
+	if w := client.get(e.m, token); w.Code != 200 {
+		t.Errorf("past the login's expiry: %d", w.Code)
+	}
+	if w := dpopGet(e.m, "Bearer", token); w.Code != 401 {
+		t.Errorf("plain Bearer past the login's expiry: %d", w.Code)
+	}
 	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
 		t.Fatal(err)
 	}
