@@ -1,8 +1,9 @@
 // Command dpopclient is a CLI of the example app's API whose session is
 // bound to a key of its own with DPoP (RFC 9449): a copy of its token,
 // without the key, is refused. It keeps the key in a file (made on first
-// use, mode 0600) and, beside it, the token and the last nonce the server
-// sent (key file + ".session").
+// use, mode 0600, by default in the user's configuration directory) and,
+// beside it, the token and the last nonce the server sent (key file +
+// ".session").
 //
 //	go run ./dpopclient -server http://127.0.0.1:8080 login alice <<<'correct horse'
 //	go run ./dpopclient -server http://127.0.0.1:8080 get /api/sessions
@@ -32,13 +33,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
 
 func main() {
 	server := flag.String("server", "http://127.0.0.1:8080", "the example app's URL")
-	keyFile := flag.String("key", "dpop-key.pem", "the client's private key, made on first use")
+	keyFile := flag.String("key", defaultKeyFile(), "the client's private key, made on first use")
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: dpopclient [flags] login USERNAME (the password on stdin) | get PATH")
 		flag.PrintDefaults()
@@ -50,6 +52,16 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(out)
+}
+
+// defaultKeyFile is dpop-key.pem in the user's configuration directory
+// (~/.config/ddbsession-example on Linux).
+func defaultKeyFile() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "dpop-key.pem"
+	}
+	return filepath.Join(dir, "ddbsession-example", "dpop-key.pem")
 }
 
 // run does one command and returns what to print.
@@ -100,6 +112,9 @@ func open(server, keyFile string) (*client, error) {
 func loadKey(path string) (*ecdsa.PrivateKey, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return nil, err
