@@ -343,6 +343,16 @@ func TestDPoPSessionLifecycle(t *testing.T) {
 	if w := dpopGet(e.m, "Bearer", token); w.Code != 401 {
 		t.Errorf("plain Bearer past the login's expiry: %d", w.Code)
 	}
+	// A step-up guard answers in the request's scheme.
+	guarded := e.m.RequireSession(e.m.RequireAuthentication(time.Minute)(whoami(e.m)))
+	r := httptest.NewRequest("GET", dpopURL, nil)
+	r.Header.Set("Authorization", "DPoP "+token)
+	r.Header.Set("DPoP", client.proof("GET", dpopURL, token))
+	w = httptest.NewRecorder()
+	guarded.ServeHTTP(w, r)
+	if got := w.Header().Get("WWW-Authenticate"); w.Code != 401 || !strings.HasPrefix(got, `DPoP error="insufficient_user_authentication"`) {
+		t.Errorf("a step-up guard: %d %q", w.Code, got)
+	}
 	if err := e.m.RevokeAll(context.Background(), alice); err != nil {
 		t.Fatal(err)
 	}

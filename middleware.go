@@ -230,7 +230,11 @@ func (m *Manager[U]) RequireAuthentication(within time.Duration, methods ...stri
 			}
 			m.events.emit(r.Context(), Event{Kind: EventStepUp, SessionID: s.ID, User: s.User})
 			if m.carriesBearer(r) {
-				w.Header().Set("WWW-Authenticate", challenge)
+				if _, isDPoP, _ := bearerToken(r); isDPoP {
+					w.Header().Set("WWW-Authenticate", "DPoP"+strings.TrimPrefix(challenge, "Bearer"))
+				} else {
+					w.Header().Set("WWW-Authenticate", challenge)
+				}
 			}
 			m.stepUp.ServeHTTP(w, r)
 		})
