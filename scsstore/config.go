@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/ddbitem"
+	"github.com/ddbsession/ddbsession/internal/table"
 )
 
 // Client is the part of the DynamoDB client that a [Store] uses.
@@ -27,9 +28,17 @@ type Client interface {
 }
 
 // Config configures a [Store]. Client and Table have no default and must be
-// set; every other field may be left zero for its default, which [New]
-// fills in when it validates the Config, once.
+// set, unless Sessions gives them; every other field may be left zero for
+// its default, which [New] fills in when it validates the Config, once.
 type Config struct {
+	// Sessions, set to ddbsession's Manager.Table() where the store shares
+	// the Manager's table, gives the Client, Table and Layout below their
+	// defaults: the Manager's. Set as well, Table and Layout must be the
+	// Manager's, or New fails naming the field.
+	//
+	//	store, err := scsstore.New(scsstore.Config{Sessions: sessions.Table()})
+	Sessions table.Ref
+
 	// Client talks to DynamoDB. Build it from the SDK's own configuration
 	// (config.LoadDefaultConfig), which also honours AWS_ENDPOINT_URL_DYNAMODB.
 	Client Client
@@ -99,6 +108,19 @@ type options struct {
 }
 
 func newStore(cfg Config, o options) (*Store, error) {
+	ref := cfg.Sessions
+	if ref.Name != "" {
+		if cfg.Client == nil {
+			cfg.Client, _ = ref.Client.(Client)
+		}
+		if cfg.Table != "" && cfg.Table != ref.Name {
+			return nil, fmt.Errorf("scsstore: Config.Table %q is not the Manager's %q (Config.Sessions): leave it unset", cfg.Table, ref.Name)
+		}
+		cfg.Table = ref.Name
+		if cfg.Layout == (ddbsession.Layout{}) {
+			cfg.Layout = ddbsession.Layout(ref.Layout)
+		}
+	}
 	if cfg.Client == nil {
 		return nil, errors.New("scsstore: Config.Client is nil")
 	}
@@ -108,6 +130,9 @@ func newStore(cfg Config, o options) (*Store, error) {
 	layout, err := ddbitem.Resolve(cfg.Layout)
 	if err != nil {
 		return nil, fmt.Errorf("scsstore: Config.%w", err) // Resolve names the field as "Layout.<Field>"
+	}
+	if ref.Name != "" && layout != ddbsession.Layout(ref.Layout) {
+		return nil, fmt.Errorf("scsstore: Config.Layout %+v is not the Manager's %+v (Config.Sessions): leave it unset", layout, ref.Layout)
 	}
 	setDefault(&cfg.Prefix, defaultPrefix)
 	if cfg.Prefix == layout.SessionPrefix || cfg.Prefix == layout.UserSessionsPrefix {

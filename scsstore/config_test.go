@@ -15,6 +15,10 @@ import (
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	client := &dynamodb.Client{}
+	core, err := ddbsession.New(ddbsession.Config[struct{}]{Client: client, Table: "app", Layout: ddbsession.Layout{TTLAttribute: "ttl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  scsstore.Config
@@ -23,6 +27,10 @@ func TestNewValidates(t *testing.T) {
 		{"defaults", scsstore.Config{Client: client, Table: "app"}, ""},
 		{"hash-only", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{HashOnly: true}}, ""},
 		{"no client", scsstore.Config{Table: "app"}, "Config.Client"},
+		{"the Manager's table", scsstore.Config{Sessions: core.Table()}, ""},
+		{"the Manager's, and its table and layout", scsstore.Config{Sessions: core.Table(), Table: "app", Layout: ddbsession.Layout{TTLAttribute: "ttl"}}, ""},
+		{"another table than the Manager's", scsstore.Config{Sessions: core.Table(), Table: "other"}, `Config.Table "other" is not the Manager's "app"`},
+		{"another layout than the Manager's", scsstore.Config{Sessions: core.Table(), Layout: ddbsession.Layout{TTLAttribute: "expiresAt"}}, "Config.Layout {"},
 		{"no table", scsstore.Config{Client: client}, "Config.Table"},
 		{"sort key and hash-only", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{SortKey: "sk", HashOnly: true}}, "Config.Layout.SortKey"},
 		{"same keys", scsstore.Config{Client: client, Table: "app", Layout: ddbsession.Layout{PartitionKey: "k", SortKey: "k"}}, "Config.Layout.PartitionKey"},

@@ -64,7 +64,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	store, err := scsstore.New(scsstore.Config{Client: client, Table: table})
+	store, err := scsstore.New(scsstore.Config{Sessions: core.Table()}) // the Manager's client, table and layout
 	if err != nil {
 		log.Fatal(err)
 	}
