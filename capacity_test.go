@@ -3,6 +3,7 @@ package ddbsession_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -234,6 +235,32 @@ func revokeScenario(section string, config func(*ddbsession.Config[User])) scena
 	}}
 }
 
+// historyScenario reads a page of n events of one user's history: n-1
+// logins and a RevokeAll.
+func historyScenario(section string, n int) scenario {
+	op := fmt.Sprintf("History, a page of %d events", n)
+	if n == 1 {
+		op = "History, a page of 1 event"
+	}
+	return scenario{section, op, nil, func(r *capacityRun) {
+		key := r.e.putUser("alice")
+		for range n - 1 {
+			r.e.login(key)
+		}
+		if err := r.e.m.RevokeAll(context.Background(), key); err != nil {
+			r.t.Fatal(err)
+		}
+		r.measure(func() {
+			if events, _, err := r.e.m.History(context.Background(), key, ""); err != nil || len(events) != n {
+				r.t.Fatalf("History: %d events, %v; want %d", len(events), err, n)
+			}
+		})
+	}}
+}
+
+// withoutHistory turns the history off.
+func withoutHistory(c *ddbsession.Config[User]) { c.Limits.HistoryRetention = -1 }
+
 // slotsWriteRow is the row of the slots item's write at MaxSessions' most.
 const slotsWriteRow = "Login's write of the slots item, 100 slots taken"
 
@@ -247,6 +274,7 @@ func scenarios() []scenario {
 		bound      = "Device binding"
 		expiry     = "Expiry index"
 		maxLimited = "MaxSessions 100"
+		noHistory  = "No history"
 	)
 	var all []scenario
 	all = append(all, common(byDefault, nil)...)
@@ -399,6 +427,21 @@ func scenarios() []scenario {
 		}},
 	)
 
+	all = append(all,
+		scenario{byDefault, "Login, a wrong password (counted in the history)", nil, func(r *capacityRun) {
+			key := r.e.putUser("alice")
+			wrong := errors.New("wrong password")
+			r.measure(func() {
+				if err := r.e.m.Login(newRecorder(), newRequest(), key, func(User) error { return wrong }); err != wrong {
+					r.t.Fatalf("Login: %v", err)
+				}
+			})
+		}},
+		historyScenario(byDefault, 1),
+		historyScenario(byDefault, 25),
+	)
+	all = append(all, common(noHistory, withoutHistory)...)
+	all = append(all, revokeScenario(noHistory, withoutHistory))
 	all = append(all, common(hidden, withHideUserKey)...)
 	for _, sc := range common(loaded, withLoadUser) {
 		if sc.op != "RevokeAll" { // the app changes the version where its loader reads it

@@ -45,6 +45,9 @@ func (c *core) endRequestSessions(ctx context.Context, r *http.Request, which ca
 		if found {
 			ended = append(ended, s)
 			c.events.emit(ctx, Event{Kind: kind, SessionID: s.ID, User: userOf(s)})
+			if kind == EventEnded && !s.Pending {
+				c.recordOrLog(ctx, kind, userOf(s), s)
+			}
 		}
 	}
 	return ended, errors.Join(errs...)

@@ -28,9 +28,12 @@ var ErrUserExists = errors.New("ddbsession: user already exists")
 // ended all the same, as every login ends them.
 var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
 
+// ErrBadPage is returned by [Manager.History] for a page it never returned.
+var ErrBadPage = errors.New("ddbsession: history: not a page History returned")
+
 // wrap is err as it leaves the package from operation op. The package's
 // sentinels (ErrNoSession and its rejections, ErrUserNotFound,
-// ErrUserExists, ErrTooManySessions) and the app's own errors, from a
+// ErrUserExists, ErrTooManySessions, ErrBadPage) and the app's own errors, from a
 // verify function, pass as they are, for callers to compare.
 func wrap(op string, err error) error {
 	var own *appError
@@ -39,7 +42,7 @@ func wrap(op string, err error) error {
 		return nil
 	case errors.As(err, &own):
 		return own.err
-	case err == ErrUserNotFound, err == ErrUserExists, err == ErrTooManySessions, err == ErrNoSession:
+	case err == ErrUserNotFound, err == ErrUserExists, err == ErrTooManySessions, err == ErrNoSession, err == ErrBadPage:
 		return err
 	}
 	if _, ok := err.(*rejection); ok {

@@ -25,6 +25,12 @@ type Event struct {
 	// refresh's write took (EventRefreshed).
 	Err     error
 	Elapsed time.Duration
+	// When, from where and how, in [Manager.History], and for a sign-in;
+	// Count is how many failed in the hour from Time (EventSignInFailed).
+	Time               time.Time
+	Address, UserAgent string
+	Methods            []string
+	Count              int
 }
 
 // EventKind is what happened. Its values are short lowercase names, fit
@@ -51,6 +57,7 @@ const (
 	EventEvicted              EventKind = "evicted"                 // Limits.MaxSessions ended the oldest session to make room (twice, rarely, when a login's answer was lost)
 	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Limits.MaxSessions sessions (RefuseAtMaxSessions)
 	EventAdopted              EventKind = "adopted"                 // Adopt made a session from another store's (after its EventCreated)
+	EventSignInFailed         EventKind = "sign-in-failed"          // a login's verify refused (History only)
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.

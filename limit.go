@@ -52,6 +52,11 @@ type Limits struct {
 	// check, a login), and each write of a refresh. Default 2s.
 	StoreTimeout time.Duration
 
+	// HistoryRetention is how long a user's security history
+	// ([Manager.History]) keeps an event: default 90 days, at least an
+	// hour; negative keeps no history. Off in a hash-only table.
+	HistoryRetention time.Duration
+
 	// RevokeEveryoneWithin bounds how long after [Manager.RevokeEveryone]
 	// this instance may accept a session made before it: a request re-reads
 	// the global generation with its session once this instance's copy is
@@ -135,6 +140,16 @@ func (l *Limits) withDefaults(layout item.Layout) error {
 	}
 	if l.StoreTimeout < 0 {
 		return fmt.Errorf("ddbsession: Config.Limits.StoreTimeout %v: must be positive", l.StoreTimeout)
+	}
+	switch {
+	case l.HistoryRetention == 0 && layout.HashOnly:
+		l.HistoryRetention = -1 // its items need a sort key
+	case l.HistoryRetention == 0:
+		l.HistoryRetention = 90 * 24 * time.Hour
+	case l.HistoryRetention > 0 && layout.HashOnly:
+		return errors.New("ddbsession: Config.Limits.HistoryRetention needs a table with a sort key, for the user's history items (Layout.HashOnly is set)")
+	case l.HistoryRetention > 0 && l.HistoryRetention < time.Hour:
+		return fmt.Errorf("ddbsession: Config.Limits.HistoryRetention %v: must be at least an hour, or negative for no history", l.HistoryRetention)
 	}
 	if l.RevokeEveryoneWithin == 0 {
 		l.RevokeEveryoneWithin = 10 * time.Second

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -252,6 +253,9 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	defer cancelWork()
 	now := c.now()
 	f, err := c.prove(work, in, c.limit.max > 0, now)
+	if errors.As(err, new(*appError)) {
+		c.recordFailed(work, in.user, r, now)
+	}
 	if err != nil {
 		return signedIn{}, err
 	}
@@ -276,7 +280,21 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		}
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
-	err = c.store.createSession(ctx, work, sessionPK, s, indexTTL, c.voidUntil(), func() error { return c.evict(ctx, work, evicted) })
+	// Beside the index item: the evictions, and the sign-in's record, so
+	// that no session is made without it.
+	kind := EventCreated
+	if reauth {
+		kind = EventReauthenticated
+	}
+	alongside := func() error {
+		var evictErr, recordErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { evictErr = c.evict(ctx, work, evicted) })
+		wg.Go(func() { recordErr = c.record(work, kind, in.user, s, now) })
+		wg.Wait()
+		return errors.Join(evictErr, recordErr)
+	}
+	err = c.store.createSession(ctx, work, sessionPK, s, indexTTL, c.voidUntil(), alongside)
 	overtaken := c.overtaken(ctx, sessionPK, err)
 	if err != nil && !overtaken {
 		return signedIn{}, err

@@ -55,6 +55,8 @@ type core struct {
 	// item must be to count as a login on its way: StoreTimeout and
 	// inFlight.
 	onItsWay time.Duration
+	// keepHistory is Limits.HistoryRetention: negative for no history.
+	keepHistory time.Duration
 
 	ref                            table.Ref                // what Table returns
 	keepSignedIn                   func(*http.Request) bool // Cookie.KeepSignedIn, or nil
@@ -204,6 +206,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	m.ref = table.Ref{Client: cfg.Client, Name: cfg.Table, Layout: layout, AbsoluteLifetime: lim.AbsoluteLifetime}
 	m.limit.max, m.limit.refuse = lim.MaxSessions, lim.RefuseAtMaxSessions
 	m.onItsWay = lim.StoreTimeout + inFlight
+	m.keepHistory = lim.HistoryRetention
 	m.read.Warn = func(ctx context.Context, err error) {
 		m.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
 	}

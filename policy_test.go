@@ -194,6 +194,11 @@ var policyFeatures = []struct {
 		if _, _, err := e.m.LoginBearer(newRequest(), dave, nil); err != nil {
 			t.Errorf("LoginBearer: %v", err)
 		}
+		// A refused verify counts a failed sign-in in the history.
+		wrong := errors.New("wrong password")
+		if err := e.m.Login(newRecorder(), newRequest(), dave, func(User) error { return wrong }); err != wrong {
+			t.Errorf("Login with a wrong password: %v", err)
+		}
 		if err := e.m.Login(newRecorder(), newRequest(), ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"}, nil); !errors.Is(err, ddbsession.ErrUserNotFound) {
 			t.Errorf("Login of no one: %v", err)
 		}
@@ -322,6 +327,15 @@ var policyFeatures = []struct {
 		}
 		if err := e.m.RevokeAll(context.Background(), ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"}); !errors.Is(err, ddbsession.ErrUserNotFound) {
 			t.Errorf("RevokeAll of no one: %v", err)
+		}
+	}},
+	{"history", func(p *policyRun) {
+		t := p.t
+		e, admin := p.env()
+		alice := admin.putUser("alice")
+		admin.login(alice)
+		if events, _, err := e.m.History(context.Background(), alice, ""); err != nil || len(events) != 1 {
+			t.Errorf("History: %v, %v; want the sign-in", events, err)
 		}
 	}},
 	{"revoke-everyone", func(p *policyRun) {

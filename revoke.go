@@ -153,6 +153,7 @@ func (c *core) revoke(ctx context.Context, user UserKey, id string) error {
 	}
 	if err == nil {
 		c.events.emit(ctx, Event{Kind: EventRevoked, SessionID: id, User: user})
+		c.recordOrLog(ctx, EventRevoked, user, s)
 	}
 	return err
 }
@@ -201,6 +202,7 @@ func (c *core) revokeAll(ctx context.Context, user UserKey) error {
 		}
 	}
 	c.events.emit(ctx, Event{Kind: EventRevokedAll, User: user})
+	c.recordOrLog(ctx, EventRevokedAll, user, item.Session{})
 	return nil
 }
 
@@ -254,7 +256,7 @@ func (m *Manager[U]) RevokeEveryone(ctx context.Context) error {
 	if err := m.read.CheckLayout(ctx); err != nil {
 		return wrap("revoke everyone", err)
 	}
-	if err := m.store.revokeEveryone(ctx); err != nil {
+	if err := m.store.revokeEveryone(ctx, m.now()); err != nil {
 		return wrap("revoke everyone", err)
 	}
 	if _, err := m.read.ReadAgain(ctx); err != nil {

@@ -209,6 +209,7 @@ func (c *core) evictOnce(ctx context.Context, evicted []item.Session) (failed []
 				return
 			}
 			c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: e.ID, User: userOf(e), Reason: ReasonSessionLimit})
+			c.recordOrLog(ctx, EventEvicted, userOf(e), e)
 		})
 	}
 	wg.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,12 @@ import (
 //	changeVersion   end a user's sessions: their user item's version
 //	changeRevocation end a user's sessions (MREC): their revocation item's version
 //	revokeEveryone  end every session: the global generation
+//
+// A user's security history (history.go):
+//
+//	putHistory      an event
+//	countFailed     a failed sign-in, in its hour's item
+//	queryHistory    a page of events, and the last RevokeEveryone's time
 //
 // The package uses no transactions (dynalite, a test engine, has no
 // TransactWriteItems): writes that touch two items are ordered so that a
@@ -396,13 +403,78 @@ func (st *store) changeRevocation(ctx context.Context, userPK, userSK string, at
 	return err
 }
 
-// revokeEveryone changes the global revocation generation.
-func (st *store) revokeEveryone(ctx context.Context) error {
-	taken, err := st.update(ctx, st.GlobalKey(), st.RevokeEveryone())
+// revokeEveryone changes the global revocation generation, at now.
+func (st *store) revokeEveryone(ctx context.Context, now time.Time) error {
+	taken, err := st.update(ctx, st.GlobalKey(), st.RevokeEveryone(now))
 	if taken {
 		err = fmt.Errorf("the global revocation item's key holds an item of another kind")
 	}
 	return err
+}
+
+// putHistory writes event e into user's history.
+func (st *store) putHistory(ctx context.Context, user UserKey, e item.HistoryEntry) error {
+	return st.put(ctx, st.EncodeHistory(user.PK, user.SK, e))
+}
+
+// countFailed counts failed sign-in e in user's history.
+func (st *store) countFailed(ctx context.Context, user UserKey, e item.HistoryEntry) error {
+	key, w := st.CountFailed(user.PK, user.SK, e)
+	taken, err := st.update(ctx, key, w)
+	if taken {
+		err = errors.New("a failed sign-in's history item's key holds an item of another kind")
+	}
+	return err
+}
+
+// queryHistory reads up to n of user's history items after cursor (""
+// for the newest), newest first, with one strongly consistent Query, and
+// beside it the time of the last RevokeEveryone; next is the cursor where
+// the Query stopped, "" at the end. Items past their TTL cost the read but
+// are not sent back, nor are items this release cannot read.
+func (st *store) queryHistory(ctx context.Context, user UserKey, cursor string, n int32, now time.Time) (page []item.HistoryEntry, next string, everyone time.Time, err error) {
+	var globalErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var av map[string]types.AttributeValue
+		if av, globalErr = st.get(ctx, st.GlobalKey()); globalErr == nil {
+			everyone = item.GlobalRevokedAt(av)
+		}
+	})
+	in := &dynamodb.QueryInput{
+		TableName:                &st.table,
+		ConsistentRead:           consistent,
+		Limit:                    &n,
+		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :prefix)"),
+		FilterExpression:         aws.String("#ttl > :now"),
+		ScanIndexForward:         aws.Bool(false),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#ttl": st.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":     item.Str(st.IndexPK(user.PK, user.SK)),
+			":prefix": item.Str(item.HistorySort),
+			":now":    item.Num(now.Unix()),
+		},
+	}
+	if cursor != "" {
+		in.ExclusiveStartKey = st.HistoryKey(user.PK, user.SK, cursor)
+	}
+	out, err := st.client.Query(ctx, in)
+	wg.Wait()
+	if err = errors.Join(st.named(err), globalErr); err != nil {
+		return nil, "", time.Time{}, err
+	}
+	for _, av := range out.Items {
+		e, err := st.DecodeHistory(av)
+		if err != nil {
+			st.logger.WarnContext(ctx, "ddbsession: ignoring a history item in an unknown format", "err", err)
+			continue
+		}
+		page = append(page, e)
+	}
+	if last, ok := out.LastEvaluatedKey[st.SortKey].(*types.AttributeValueMemberS); ok {
+		next = strings.TrimPrefix(last.Value, item.HistorySort)
+	}
+	return page, next, everyone, nil
 }
 
 // decodeSession decodes a session item read from the table; false for none,

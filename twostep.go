@@ -37,6 +37,9 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	defer cancel()
 	now := c.now()
 	f, err := c.prove(ctx, in, false, now)
+	if errors.As(err, new(*appError)) {
+		c.recordFailed(ctx, in.user, r, now)
+	}
 	if err != nil {
 		return err
 	}

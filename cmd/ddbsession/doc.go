@@ -2,10 +2,11 @@
 // script: it creates and checks the table, lists and ends a user's
 // sessions, ends every session at once, lists the sessions about to
 // expire, deletes expired items where TTL is off or lagging, counts live
-// sessions, and imports the sessions of scs on Redis. It works through the
-// library itself (Manager.CreateTable, List, Revoke, RevokeAll,
-// RevokeEveryone), the table definition the library checks tables
-// against, and its item format's one encoder and decoder.
+// sessions, prints a user's security history, and imports the sessions of
+// scs on Redis. It works through the library itself (Manager.CreateTable,
+// List, Revoke, RevokeAll, RevokeEveryone, History), the table definition
+// the library checks tables against, and its item format's one encoder and
+// decoder.
 //
 //	go install github.com/ddbsession/ddbsession/cmd/ddbsession@latest
 //
@@ -22,6 +23,7 @@
 //	ddbsession sessions revoke-all USER  end every session of one user
 //	ddbsession sessions revoke-everyone  end every session of every user (asks first)
 //	ddbsession sessions expiring         the sessions that expire in a window (expiry index)
+//	ddbsession history USER              a user's security history, newest first
 //	ddbsession sweep                     delete the library's expired items, paced
 //	ddbsession count                     live and revoked sessions, by a paced scan (asks first)
 //	ddbsession import -redis ADDR        copy scs's sessions from Redis, paced and resumable

@@ -101,6 +101,7 @@ var commands = []*command{
 	sessionsRevokeAllCommand,
 	sessionsRevokeEveryoneCommand,
 	sessionsExpiringCommand,
+	historyCommand,
 	sweepCommand,
 	countCommand,
 	importCommand,

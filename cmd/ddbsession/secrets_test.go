@@ -223,7 +223,7 @@ func noSecretInCLIOutput(t *testing.T, mrec bool, defaultLog *lockedBuffer) {
 	if engineHasTTL(t) {
 		checkCode = exitOK
 	}
-	var listed strings.Builder // what sessions list wrote
+	var listed, histories strings.Builder // what sessions list and history wrote
 	for form := range forms {
 		run(form, checkCode, "table", "check")
 		run(form, exitOK, "table", "create")
@@ -261,6 +261,17 @@ func noSecretInCLIOutput(t *testing.T, mrec bool, defaultLog *lockedBuffer) {
 		}
 		run(form, exitOK, "sessions", "list", alice.PK, "-sk", alice.SK)
 		run(form, exitOK, "count", "-yes")
+		// The histories, which the revocations above wrote into, with the
+		// sign-ins: the search runs over each event's device and address.
+		for _, u := range []ddbsession.UserKey{alice, bob, carol} {
+			stdout, stderr := run(form, exitOK, append([]string{"history"}, user(u)...)...)
+			histories.WriteString(stdout + stderr)
+		}
+	}
+	for _, want := range []string{"created", "revoked-all", "revoked", "revoked-everyone"} {
+		if !strings.Contains(histories.String(), want) {
+			t.Errorf("history never showed a %s event: the search ran over output without it\n%s", want, histories.String())
+		}
 	}
 	// Another instance of the app, which reads the global generation
 	// afresh: the first applies revoke-everyone only within

@@ -1,6 +1,8 @@
 package item
 
 import (
+	"time"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -18,6 +20,7 @@ import (
 //	v     N  1
 //	kind  S  "sessions-global"
 //	gen   N  the generation; an absent item is generation 0
+//	at    N  when the last RevokeEveryone wrote it, epoch milliseconds, for users' histories
 const (
 	KindGlobal = "sessions-global"
 	globalPK   = "GLOBAL"
@@ -47,5 +50,20 @@ func DecodeGlobal(av map[string]types.AttributeValue) (int64, error) {
 
 // RevokeEveryone changes the global generation by a random step (see
 // versionStep), creating the item if need be, and never writes over an
-// item of another kind.
-func (l *Layout) RevokeEveryone() Writes { return l.addGen(KindGlobal) }
+// item of another kind. It records now, which users' histories show.
+func (l *Layout) RevokeEveryone(now time.Time) Writes {
+	w := l.addGen(KindGlobal)
+	w.Update = "SET #v = :v, #kind = :kind, #at = :at ADD #gen :step"
+	w.Names["#at"] = AttrAt
+	w.Values[":at"] = Num(now.UnixMilli())
+	return w
+}
+
+// GlobalRevokedAt reads when the global item's last RevokeEveryone wrote
+// it: zero for none, or one that recorded no time.
+func GlobalRevokedAt(av map[string]types.AttributeValue) time.Time {
+	if ms, ok, err := GetNum(av, AttrAt); ok && err == nil {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
+}

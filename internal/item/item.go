@@ -136,7 +136,7 @@ var reserved = map[string]bool{
 	AttrExpiryBucket: true, AttrData: true, AttrBrowserOnly: true, AttrAddress: true, AttrLastAddress: true, AttrGen: true, AttrGlobalGen: true,
 	AttrUserGen: true, AttrCredGen: true,
 	AttrAuthAt: true, AttrMethods: true, AttrAppData: true, AttrDataRev: true, AttrDataApart: true,
-	AttrSlots: true, AttrSlotsRev: true,
+	AttrSlots: true, AttrSlotsRev: true, AttrEvent: true, AttrAt: true, AttrCount: true,
 	AttrBoundKey: true, AttrBoundCookie: true, AttrBoundExpires: true, AttrBoundPrev: true,
 	AttrBoundPrevExpires: true, AttrChallenge: true, AttrChallengeExpires: true, AttrDPoPKey: true,
 }

@@ -1,0 +1,115 @@
+package ddbsession
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file keeps each user's security history (Limits.HistoryRetention):
+// what signed them in, failed to, signed them out or ended their sessions,
+// written in the call that did it, and read back a page at a time.
+
+// historyPage is how many events a page of History holds at most.
+const historyPage = 25
+
+// History returns a page of user's security history, newest first: each
+// sign-in (EventCreated; EventReauthenticated for a step-up), failed
+// sign-ins (EventSignInFailed, counted by the hour), Logout (EventEnded),
+// Revoke, RevokeAll, a session limit's eviction, and the table's last
+// RevokeEveryone. page is "" for the newest, or the next of an earlier
+// page, which History returns, "" after the last. It reads one Query of
+// the user's own partition, and the global item beside it.
+func (m *Manager[U]) History(ctx context.Context, user UserKey, page string) ([]Event, string, error) {
+	events, next, err := m.history(ctx, user, page)
+	return events, next, wrap("history", err)
+}
+
+func (c *core) history(ctx context.Context, user UserKey, page string) ([]Event, string, error) {
+	if c.keepHistory <= 0 {
+		return nil, "", errors.New("the history is off (Limits.HistoryRetention is negative, or the table has no sort key)")
+	}
+	if err := c.users.checkKey(user, false); err != nil {
+		return nil, "", err
+	}
+	if page != "" && !item.ValidHistoryCursor(page) {
+		return nil, "", ErrBadPage
+	}
+	ctx, cancel := c.storeContext(ctx)
+	defer cancel()
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return nil, "", err
+	}
+	now := c.now()
+	entries, next, everyone, err := c.store.queryHistory(ctx, user, page, historyPage, now)
+	if err != nil {
+		return nil, "", err
+	}
+	events := make([]Event, 0, len(entries)+1)
+	for _, e := range entries {
+		events = append(events, Event{
+			Kind: EventKind(e.Event), SessionID: e.ID, User: user, Time: e.At,
+			Address: e.Address, UserAgent: e.UserAgent, Methods: e.Methods, Count: int(e.Count),
+		})
+	}
+	// RevokeEveryone is one write for every user, so no user's partition
+	// holds it: the global item's time goes in the page it falls in, if the
+	// user has history before it, which it ended, and it is still kept.
+	if !everyone.IsZero() && now.Sub(everyone) < c.keepHistory && (page == "" || everyone.Before(item.HistoryCursorTime(page))) {
+		for i, e := range events {
+			if e.Time.Before(everyone) {
+				events = append(events[:i], append([]Event{{Kind: EventRevokedEveryone, User: user, Time: everyone}}, events[i:]...)...)
+				break
+			}
+		}
+	}
+	return events, next, nil
+}
+
+// record writes an event of user's into their history, if it is kept, at
+// now: about session s, if it is not the zero Session, from its last
+// address and User-Agent, and with its methods if it signed in.
+func (c *core) record(ctx context.Context, kind EventKind, user UserKey, s item.Session, now time.Time) error {
+	if c.keepHistory <= 0 {
+		return nil
+	}
+	e := item.HistoryEntry{
+		Event: string(kind), At: time.UnixMilli(now.UnixMilli()), ID: s.ID,
+		Address: s.LastAddress, UserAgent: s.UserAgent,
+		Expires: time.Unix(now.Add(c.keepHistory).Unix(), 0),
+	}
+	if e.Address == "" {
+		e.Address = s.Address // an index item has the sign-in's alone
+	}
+	switch kind {
+	case EventCreated, EventReauthenticated:
+		e.Methods = s.Methods
+	}
+	return c.store.putHistory(ctx, user, e)
+}
+
+// recordOrLog records an event of an ending that happened whatever its
+// record does: a record that fails is logged, and the call goes on.
+func (c *core) recordOrLog(ctx context.Context, kind EventKind, user UserKey, s item.Session) {
+	if err := c.record(ctx, kind, user, s, c.now()); err != nil {
+		c.logger.ErrorContext(ctx, "ddbsession: write a history event", "kind", kind, "sid", s.ID, "err", err)
+	}
+}
+
+// recordFailed counts a failed sign-in of user, from request r, in the
+// history item of its hour; a failure to is logged.
+func (c *core) recordFailed(ctx context.Context, user UserKey, r *http.Request, now time.Time) {
+	if c.keepHistory <= 0 {
+		return
+	}
+	e := item.HistoryEntry{
+		Event: string(EventSignInFailed), At: now, Address: clientAddress(r), UserAgent: userAgent(r),
+		Expires: now.Add(c.keepHistory),
+	}
+	if err := c.store.countFailed(ctx, user, e); err != nil {
+		c.logger.ErrorContext(ctx, "ddbsession: count a failed sign-in in the history", "err", err)
+	}
+}
