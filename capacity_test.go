@@ -441,7 +441,17 @@ func scenarios() []scenario {
 		historyScenario(byDefault, 25),
 	)
 	all = append(all, common(noHistory, withoutHistory)...)
-	all = append(all, revokeScenario(noHistory, withoutHistory))
+	all = append(all, revokeScenario(noHistory, withoutHistory),
+		// mcpsession's initializes and mcphandle's opens, which keep no
+		// history.
+		scenario{noHistory, "LoginBearer", func(c *ddbsession.Config[User]) { c.BearerTokens = true; withoutHistory(c) }, func(r *capacityRun) {
+			key := r.e.putUser("alice")
+			r.measure(func() {
+				if _, _, err := r.e.m.LoginBearer(newRequest(), key, nil); err != nil {
+					r.t.Fatal(err)
+				}
+			})
+		}})
 	all = append(all, common(hidden, withHideUserKey)...)
 	for _, sc := range common(loaded, withLoadUser) {
 		if sc.op != "RevokeAll" { // the app changes the version where its loader reads it
@@ -937,9 +947,10 @@ var rateRows = map[string]rateRow{
 	"one user's logins": {"Default configuration/Login", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
 	// An MCP session's initialize is a LoginBearer of the server's user, its
 	// DELETE a Logout: one index write each, in the server's partition. A
-	// handle's Open is a LoginBearer of its caller, in the caller's.
-	"one MCP server's initializes and DELETEs together (mcpsession)": {"Default configuration/LoginBearer", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
-	"one caller's handle opens and closes together (mcphandle)":      {"Default configuration/LoginBearer", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
+	// handle's Open is a LoginBearer of its caller, in the caller's. Both
+	// keep no history.
+	"one MCP server's initializes and DELETEs together (mcpsession)": {"No history/LoginBearer", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
+	"one caller's handle opens and closes together (mcphandle)":      {"No history/LoginBearer", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
 	"one user's logins, MaxSessions 100 at the limit":                {"MaxSessions 100/Login at the limit (ends the oldest session)", `^S:USERSESSIONS#`, true, ddbtest.PartitionWriteUnits},
 	"the table's logins, all users together, at the default quota":   {"Default configuration/Login", "", true, tableQuota},
 	"the table's authenticated requests, at the default quota":       {"Default configuration/authenticated request", "", false, tableQuota},

@@ -14,9 +14,7 @@
 // at most once per [Limits.RefreshInterval]; the requests in between cost
 // no writes. Store failures fail closed.
 //
-// The guides (item format, operations, security and its test evidence,
-// multi-Region, device binding, step-up, integrations) are in
-// https://github.com/ddbsession/ddbsession/tree/main/docs.
+// Guides: https://github.com/ddbsession/ddbsession/tree/main/docs.
 //
 // # Usage
 //
@@ -100,10 +98,11 @@
 // # Sessions and their data
 //
 // [Manager.List] and [Manager.Revoke] serve a "where you're signed in"
-// page; [Manager.UpdateData] keeps a value of the app's own in the
-// session. With [Config.BearerTokens], a CLI signs in with
-// [Manager.LoginBearer]. [Manager.Adopt] moves browsers of another session
-// store over on their first request (docs/migrate.md).
+// page, [Manager.History] a user's security history; [Manager.UpdateData]
+// keeps a value of the app's own in the session. With
+// [Config.BearerTokens], a CLI signs in with [Manager.LoginBearer].
+// [Manager.Adopt] moves browsers of another session store over on their
+// first request (docs/migrate.md).
 //
 // # Events
 //
@@ -129,10 +128,9 @@
 //
 // # Multi-Region
 //
-// Global tables in multi-Region strong consistency (MRSC) need nothing set.
-// For eventual consistency (MREC), set [Layout.MREC]: a revoked session
-// then works in another Region for at most the replication lag
-// (docs/multi-region.md).
+// Global tables in strong consistency (MRSC) need nothing set; in eventual
+// consistency (MREC), set [Layout.MREC], and a revoked session works in
+// another Region for at most the replication lag (docs/multi-region.md).
 //
 // # Reading the code
 //
@@ -153,13 +151,13 @@
 //	internal/decide  every read that decides whether a session stands, and the one rule
 //	internal/item    the item format: one encoder, one decoder
 //
-// Beside the path: login.go, twostep.go and adopt.go sign users in and out, slots.go
-// keeps a user's sessions under Limits.MaxSessions, ends.go ends sessions,
-// revoke.go lists and revokes them, dbsc.go serves device binding, table.go
-// creates and checks the table, data.go writes a session's data. At the
-// bottom, the words they share: session.go, events.go, errors.go,
-// layout.go, limit.go, answers.go, headers.go, clock.go and panics.go.
-// Tests follow the files.
+// Beside the path: login.go, twostep.go and adopt.go sign users in and
+// out, slots.go keeps a user's sessions under Limits.MaxSessions, ends.go
+// ends sessions, revoke.go lists and revokes them, history.go keeps users'
+// security histories, dbsc.go serves device binding, table.go creates and
+// checks the table, data.go writes a session's data. At the bottom, the
+// words they share: session.go, events.go, errors.go, layout.go, limit.go,
+// answers.go, headers.go, clock.go and panics.go. Tests follow the files.
 //
 // # Engines
 //

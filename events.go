@@ -25,8 +25,7 @@ type Event struct {
 	// refresh's write took (EventRefreshed).
 	Err     error
 	Elapsed time.Duration
-	// When, from where and how, in [Manager.History], and for a sign-in;
-	// Count is how many failed in the hour from Time (EventSignInFailed).
+	// In History and at a sign-in; Count: EventSignInFailed's, in the hour.
 	Time               time.Time
 	Address, UserAgent string
 	Methods            []string

@@ -16,13 +16,8 @@ import (
 // historyPage is how many events a page of History holds at most.
 const historyPage = 25
 
-// History returns a page of user's security history, newest first: each
-// sign-in (EventCreated; EventReauthenticated for a step-up), failed
-// sign-ins (EventSignInFailed, counted by the hour), Logout (EventEnded),
-// Revoke, RevokeAll, a session limit's eviction, and the table's last
-// RevokeEveryone. page is "" for the newest, or the next of an earlier
-// page, which History returns, "" after the last. It reads one Query of
-// the user's own partition, and the global item beside it.
+// History returns a page of user's security history, newest first, and the
+// next ("" after the last); page "" is the first (docs/security.md#history).
 func (m *Manager[U]) History(ctx context.Context, user UserKey, page string) ([]Event, string, error) {
 	events, next, err := m.history(ctx, user, page)
 	return events, next, wrap("history", err)

@@ -52,9 +52,7 @@ type Limits struct {
 	// check, a login), and each write of a refresh. Default 2s.
 	StoreTimeout time.Duration
 
-	// HistoryRetention is how long a user's security history
-	// ([Manager.History]) keeps an event: default 90 days, at least an
-	// hour; negative keeps no history. Off in a hash-only table.
+	// HistoryRetention keeps [Manager.History]'s events: 90 days; -1: none.
 	HistoryRetention time.Duration
 
 	// RevokeEveryoneWithin bounds how long after [Manager.RevokeEveryone]

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -280,21 +279,16 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		}
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
-	// Beside the index item: the evictions, and the sign-in's record, so
-	// that no session is made without it.
+	// The sign-in's record goes first, so that no session is made without
+	// it; a login that fails after it leaves it.
 	kind := EventCreated
 	if reauth {
 		kind = EventReauthenticated
 	}
-	alongside := func() error {
-		var evictErr, recordErr error
-		var wg sync.WaitGroup
-		wg.Go(func() { evictErr = c.evict(ctx, work, evicted) })
-		wg.Go(func() { recordErr = c.record(work, kind, in.user, s, now) })
-		wg.Wait()
-		return errors.Join(evictErr, recordErr)
+	if err := c.record(work, kind, in.user, s, now); err != nil {
+		return signedIn{}, err
 	}
-	err = c.store.createSession(ctx, work, sessionPK, s, indexTTL, c.voidUntil(), alongside)
+	err = c.store.createSession(ctx, work, sessionPK, s, indexTTL, c.voidUntil(), func() error { return c.evict(ctx, work, evicted) })
 	overtaken := c.overtaken(ctx, sessionPK, err)
 	if err != nil && !overtaken {
 		return signedIn{}, err

@@ -296,8 +296,8 @@ func TestLoginUndoesIndexItemWhenSessionWriteFails(t *testing.T) {
 	// revocation generation is fresh. The undo puts a void over the
 	// session's key, lest the failed write have landed or be on its way,
 	// and deletes the index item. The sign-in's history event, written
-	// beside the index item, stays: the history may show a sign-in that
-	// did not complete, never hide one that did.
+	// first, stays: the history may show a sign-in that did not complete,
+	// never hide one that did.
 	if diff := cmp.Diff(map[string]int{"GetItem": 1, "PutItem": 4, "DeleteItem": 1}, p.Calls()); diff != "" {
 		t.Errorf("calls of the failed Login (-want +got):\n%s", diff)
 	}

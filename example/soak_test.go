@@ -147,8 +147,63 @@ func runSoak(s *ddbtest.SoakRun) string {
 		time.Sleep(soakRound) // the next round an app's minute later
 	})
 	sa.shutdown() // the refresh writes of the checks
-	return fmt.Sprintf("  requests by kind: count, latency (virtual), answers by status\n%s  events: %s\n  warnings and errors logged: %s\n  %s\n",
-		m.figures(), watch.eventFigures(), watch.logFigures(), checks.summary(m))
+	searched := searchHistories(s, cfg.Table)
+	return fmt.Sprintf("  requests by kind: count, latency (virtual), answers by status\n%s  events: %s\n  warnings and errors logged: %s\n  %s\n  history: %d items searched for the run's secrets\n",
+		m.figures(), watch.eventFigures(), watch.logFigures(), checks.summary(m), searched)
+}
+
+// searchHistories searches every security history item the run wrote in
+// table for the run's secrets (every credential, password and digest the
+// clients sent or were sent), as ddbtest.Soak searches the log, and
+// returns how many it searched: none is a failure, since the search would
+// then prove nothing.
+func searchHistories(s *ddbtest.SoakRun, table string) int {
+	t := s.T
+	var lines []string
+	pages := dynamodb.NewScanPaginator(s.EngineClient(), &dynamodb.ScanInput{
+		TableName:                 &table,
+		FilterExpression:          aws.String("#kind = :history"),
+		ExpressionAttributeNames:  map[string]string{"#kind": "kind"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":history": &types.AttributeValueMemberS{Value: "session-history"}},
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(context.Background())
+		if err != nil {
+			t.Fatalf("scan the history items: %v", err)
+		}
+		for _, it := range page.Items {
+			var attrs []string
+			for name, v := range it {
+				attrs = append(attrs, name+"="+attrString(v))
+			}
+			slices.Sort(attrs)
+			lines = append(lines, strings.Join(attrs, " "))
+		}
+	}
+	if len(lines) == 0 {
+		t.Error("the run wrote no history item to search")
+	}
+	for _, h := range s.Secrets.Find(strings.Join(lines, "\n")) {
+		t.Errorf("a history item holds %s: %s", h.What, h.Line)
+	}
+	return len(lines)
+}
+
+// attrString is an attribute's value as text, lists element by element.
+func attrString(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberL:
+		var parts []string
+		for _, e := range v.Value {
+			parts = append(parts, attrString(e))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // shutdown waits for the app's refresh writes, as its shutdown does.

@@ -39,7 +39,8 @@ type Config struct {
 	// long an unused handle lives, RefreshInterval how often, at most, its
 	// use moves its expiry forward (by default ddbsession's 24 hours and
 	// IdleTimeout/24). OnEvent, Logger and Now work as they do there. New
-	// turns BearerTokens on and sets StoreUnavailable; it refuses
+	// turns BearerTokens on, the security history off (a handle is no
+	// sign-in), and sets StoreUnavailable; it refuses
 	// Limits.MaxSessions, which would count the caller's other sessions,
 	// and end them to open handles.
 	Sessions ddbsession.Config[struct{}]
@@ -107,6 +108,9 @@ func New[T any](cfg Config) (*Manager[T], error) {
 		m.caller = DefaultCaller
 	}
 	cfg.Sessions.BearerTokens = true
+	// A handle is no sign-in of its caller's: it writes nothing into
+	// their security history.
+	cfg.Sessions.Limits.HistoryRetention = -1
 	cfg.Sessions.StoreUnavailable = http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(callKey{}).(*call); ok {
 			c.err = errUnavailable

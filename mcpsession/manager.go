@@ -27,7 +27,8 @@ type Config struct {
 	// this instance's copy (see Costs in the package documentation): an
 	// app's own LoadUser is refused. MCP sessions never use cookies, and
 	// their IDs never carry the server's key, so Cookie has no effect.
-	// Limits.MaxSessions is refused: every MCP session is the server
+	// New turns Limits.HistoryRetention off: an initialize is no user's
+	// sign-in. Limits.MaxSessions is refused: every MCP session is the server
 	// user's, so a limit would let any initialize, which needs no
 	// credential, end other clients' sessions (or, with
 	// RefuseAtMaxSessions, refuse every client).
@@ -118,6 +119,9 @@ func newManager(cfg Config, o options) (*Manager, error) {
 		m.logger = slog.Default()
 	}
 	cfg.Sessions.BearerTokens = true
+	// Every initialize, which needs no credential, would write an event
+	// into the server user's security history: none is kept.
+	cfg.Sessions.Limits.HistoryRetention = -1
 	if !o.readServerPerRequest {
 		cfg.Sessions.LoadUser = m.loadServer
 		cfg.Sessions.Cookie.HideUserKey = false // LoadUser's IDs never carry a key
