@@ -39,11 +39,9 @@ type DeviceBinding struct {
 	// missing. Default "__Host-bound".
 	CookieName string
 
-	// CookieLifetime is how long a bound cookie is valid: the most that a
-	// stolen copy of the cookies stays useful. Chromium refreshes it 2
-	// minutes ahead and signs at most 6 times in 9 minutes per site, so
-	// below about 5 minutes a busy page runs out of signatures. Default 10
-	// minutes; between 10 seconds and an hour.
+	// CookieLifetime is how long a bound cookie, and so a stolen copy of
+	// the cookies, is valid: default 10 minutes; 10 seconds to an hour
+	// (under 5 minutes, Chromium's signing limit starves busy pages).
 	CookieLifetime time.Duration
 
 	// RequireDPoP makes LoginBearer refuse a login without a DPoP proof.

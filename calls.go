@@ -15,10 +15,8 @@ import (
 	"github.com/ddbsession/ddbsession/internal/item"
 )
 
-// Client is the part of the DynamoDB client that a [Manager] uses for its
-// items. *dynamodb.Client satisfies it; tests may wrap it to count calls or
-// inject faults. [Manager.CreateTable] needs the table methods of
-// *dynamodb.Client besides.
+// Client is what a [Manager] calls of *dynamodb.Client, which tests may
+// wrap; [Manager.CreateTable] needs its table methods besides.
 type Client interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)

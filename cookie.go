@@ -44,11 +44,9 @@ type Cookie struct {
 	//	KeepSignedIn: func(r *http.Request) bool { return r.PostFormValue("remember") == "on" },
 	KeepSignedIn func(r *http.Request) bool
 
-	// ClearSiteData, if set, makes Logout's response ask the browser to
-	// clear what it names, in a Clear-Site-Data header (OWASP ASVS 5.0
-	// 14.3.1): "cache", "cookies", "storage", "executionContexts", or "*".
-	// Browsers apply "cookies" and "storage" to the whole registrable
-	// domain, so it is off by default.
+	// ClearSiteData, if set, is Logout's Clear-Site-Data header (OWASP ASVS
+	// 5.0 14.3.1): "cache", "cookies", "storage", "executionContexts", "*".
+	// Off by default: browsers clear the whole registrable domain.
 	ClearSiteData []string
 }
 

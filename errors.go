@@ -23,9 +23,8 @@ var ErrUserNotFound = errors.New("ddbsession: user not found")
 var ErrUserExists = errors.New("ddbsession: user already exists")
 
 // ErrTooManySessions is returned by a login of a user who has
-// [Limits.MaxSessions] sessions already, with [Limits.RefuseAtMaxSessions]
-// set. The login wrote no session; the sessions its request carried have
-// ended all the same, as every login ends them.
+// [Limits.MaxSessions] sessions already, with [Limits.RefuseAtMaxSessions]:
+// it wrote no session, and ended those its request carried, as logins do.
 var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
 
 // ErrBadPage is returned by [Manager.History] for a page it never returned.

@@ -18,11 +18,9 @@ type Event struct {
 	// SessionID is the session's public ID and User its user, where known.
 	SessionID string
 	User      UserKey
-	// Reason says why a request was rejected (EventRejected), or what
-	// ended a session (EventEvicted: ReasonSessionLimit).
+	// Reason: why a request was rejected, or a session evicted.
 	Reason Reason
-	// Err is the store's error (EventStoreFailed), and Elapsed how long a
-	// refresh's write took (EventRefreshed).
+	// Err is EventStoreFailed's, Elapsed EventRefreshed's write time.
 	Err     error
 	Elapsed time.Duration
 	// In History and at a sign-in; Count: EventSignInFailed's, in the hour.

@@ -100,9 +100,7 @@ type Config[U any] struct {
 	// Table is the name of the table that holds sessions.
 	Table string
 
-	// Layout is the table's shape: key names, prefixes, the TTL and
-	// version attributes, the optional expiry index, and whether it is a
-	// global table in multi-Region eventual consistency.
+	// Layout is the table's shape: keys, prefixes, attributes, replication.
 	Layout Layout
 
 	// LoadUser loads a user kept outside Table, with the user's sessions
@@ -116,8 +114,7 @@ type Config[U any] struct {
 	// Cookie is the session cookie: its name, and what it carries.
 	Cookie Cookie
 
-	// Limits bound how long sessions live, how many a user may hold, and
-	// how long the Manager waits for DynamoDB.
+	// Limits bound sessions' lives and numbers, and the waits for DynamoDB.
 	Limits Limits
 
 	// BearerTokens makes RequireSession and LoadSession also accept the
@@ -137,24 +134,20 @@ type Config[U any] struct {
 	// Unauthorized's. [Redirect] sends browsers to re-authenticate and back.
 	StepUp http.Handler
 
-	// StoreUnavailable answers a request whose session could not be checked
-	// because DynamoDB failed or timed out. The request is never let
-	// through. Default: 503.
+	// StoreUnavailable answers, never letting it through, a request whose
+	// session DynamoDB failed to check, or in time. Default: 503.
 	StoreUnavailable http.Handler
 
 	// DeviceBinding binds sessions to their device's key (DBSC, DPoP).
 	DeviceBinding DeviceBinding
 
-	// WriteBeforeResponse makes a request's refresh write finish before
-	// its handler runs, at the write's latency, for platforms that freeze
-	// the process once the response is out. It is on, whatever this says,
-	// on AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set); elsewhere a refresh
-	// writes after the response, and [Manager.Wait] waits for it.
+	// WriteBeforeResponse writes a due refresh before the handler, for
+	// platforms that freeze the process once the response is out; always on
+	// AWS Lambda. Else it follows the response, and [Manager.Wait] waits.
 	WriteBeforeResponse bool
 
-	// OnEvent, if set, is told what sessions do ([Event]), never with a
-	// token. It runs on the request's goroutine (or a refresh's), so it
-	// must not block; unset, it costs nothing.
+	// OnEvent, if set, is told what sessions do ([Event]), never a token,
+	// on the request's (or a refresh's) goroutine: it must not block.
 	OnEvent func(context.Context, Event)
 
 	// Logger receives store failures, never a token. Default slog.Default().
