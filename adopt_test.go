@@ -1,6 +1,7 @@
 package ddbsession_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +102,11 @@ func TestAdopt(t *testing.T) {
 	}
 	if got, want := log.take(), []string{"created #1", "created #2", "adopted #2"}; !cmp.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
+	}
+	// The user's history says the session was adopted, how and from where.
+	if h, _, err := e.m.History(context.Background(), alice, ""); err != nil || len(h) != 1 || h[0].Kind != ddbsession.EventAdopted ||
+		h[0].SessionID != s.ID || !slices.Equal(h[0].Methods, s.Methods) || h[0].Address != testAddr {
+		t.Errorf("alice's history: %+v, %v; want the adoption", h, err)
 	}
 
 	// After: a request with the session costs what any does, no write,

@@ -282,7 +282,10 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	// The sign-in's record goes first, so that no session is made without
 	// it; a login that fails after it leaves it.
 	kind := EventCreated
-	if reauth {
+	switch {
+	case in.adoptedAt != nil:
+		kind = EventAdopted
+	case reauth:
 		kind = EventReauthenticated
 	}
 	if err := c.record(work, kind, in.user, s, now); err != nil {
