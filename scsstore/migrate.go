@@ -11,13 +11,18 @@ import (
 
 // Phase is a step of a move from another scs store (the old store, such as
 // scs's redisstore) to a [Store], without signing anyone out. Deploy the
-// phases in this order, one rolling deploy each; each can be rolled back
-// to the one before it. docs/migrate.md says how long to stay in each and
-// what each costs.
+// app wrapped in a Migration in PhaseOld first (replacing the unwrapped
+// app), then each phase in this order, one rolling deploy each; each can
+// be rolled back to the one before it. docs/migrate.md says why, how long
+// to stay in each and what each costs.
 type Phase string
 
 const (
-	// PhaseOld uses the old store alone, as if it were not wrapped.
+	// PhaseOld finds and commits in the old store alone, as the unwrapped
+	// app does; with New set, its destroy buries the token in DynamoDB
+	// first, as the later phases' does, so that a PhaseDual instance
+	// beside it cannot revive a session it destroyed. Without New it is
+	// the old store alone, and gives no such guarantee.
 	PhaseOld Phase = "old"
 	// PhaseDual writes every commit to the old store, which stays the
 	// home of the sessions it holds; DynamoDB decides, and gets the
@@ -41,7 +46,11 @@ type MigrationConfig struct {
 	// CtxStore methods are used if it has them.
 	Old scs.Store
 
-	// New is the Store being moved to. Required but in PhaseOld. The old
+	// New is the Store being moved to. Required but in PhaseOld, where
+	// it should be set too (see PhaseOld); its Layout must not be MREC
+	// in PhaseDual and PhaseDynamoDBFirst, whose guarantees rest on
+	// strongly consistent reads and conditions that see every write
+	// (docs/migrate.md, "Global tables"). The old
 	// sessions' data is read with its Config.Codec, which must be the
 	// SessionManager's, to learn their absolute expiry.
 	New *Store
@@ -55,6 +64,14 @@ type MigrationConfig struct {
 	// of it that the old store may still hold can come back. Default 24
 	// hours, scs's default.
 	Lifetime time.Duration
+
+	// IdleTimeout is the SessionManager's IdleTimeout; 0 for none, as in
+	// scs. A session moved into DynamoDB expires at its absolute deadline
+	// or IdleTimeout after the move, whichever is first, as scs's commit
+	// of the moving request would have it: the old store's own idle expiry
+	// cannot be read through scs.Store. Without it, a session moved by a
+	// request that commits nothing would live idle to its deadline.
+	IdleTimeout time.Duration
 }
 
 // Migration is an scs.Store and scs.CtxStore that moves sessions from an
@@ -70,9 +87,10 @@ type MigrationConfig struct {
 //     tombstone, never for a token the old store does not know or whose
 //     expiry has passed by this instance's clock. The old store's copy is
 //     then deleted.
-//   - Destroy buries the token in DynamoDB first, whether or not it holds
-//     the session, then deletes it from the old store: a move that read
-//     the old store before the delete cannot write over the tombstone.
+//   - Destroy buries the token in DynamoDB first (in every phase where New
+//     is set, PhaseOld too), whether or not it holds the session, then
+//     deletes it from the old store: a move that read the old store before
+//     the delete cannot write over the tombstone.
 //   - A dual commit writes the old store, then reads DynamoDB: if the
 //     session lives there, the commit is written there too; if it ended
 //     there (destroyed, expired), the commit is taken back out of the old
@@ -82,9 +100,10 @@ type MigrationConfig struct {
 // A session that DynamoDB holds costs no lookup of the old store.
 type Migration struct {
 	old      scs.CtxStore
-	new      *Store
+	new      *Store // nil in PhaseOld alone
 	phase    Phase
 	lifetime time.Duration
+	idle     time.Duration
 }
 
 var _ scs.CtxStore = (*Migration)(nil)
@@ -104,13 +123,19 @@ func NewMigration(cfg MigrationConfig) (*Migration, error) {
 	if cfg.New == nil && cfg.Phase != PhaseOld {
 		return nil, fmt.Errorf("scsstore: MigrationConfig.New is nil in phase %q", cfg.Phase)
 	}
+	if cfg.New != nil && cfg.New.items.MREC && (cfg.Phase == PhaseDual || cfg.Phase == PhaseDynamoDBFirst) {
+		return nil, fmt.Errorf("scsstore: MigrationConfig.New has an MREC Layout in phase %q: a move or commit in one Region can settle over a tombstone written in another; migrate on a table in one Region or on MRSC (docs/migrate.md)", cfg.Phase)
+	}
 	if cfg.Lifetime == 0 {
 		cfg.Lifetime = 24 * time.Hour
 	}
 	if cfg.Lifetime < 0 {
 		return nil, fmt.Errorf("scsstore: MigrationConfig.Lifetime %v: must not be negative", cfg.Lifetime)
 	}
-	m := &Migration{new: cfg.New, phase: cfg.Phase, lifetime: cfg.Lifetime}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("scsstore: MigrationConfig.IdleTimeout %v: must not be negative", cfg.IdleTimeout)
+	}
+	m := &Migration{new: cfg.New, phase: cfg.Phase, lifetime: cfg.Lifetime, idle: cfg.IdleTimeout}
 	if cfg.Old != nil {
 		m.old = ctxStore(cfg.Old)
 	}
@@ -157,9 +182,10 @@ func (m *Migration) FindCtx(ctx context.Context, token string) ([]byte, bool, er
 	return b, true, nil
 }
 
-// findOld finds token in the old store and reads the absolute expiry its
-// data holds: a session the old store still has after that expiry by this
-// instance's clock, or whose data the Codec cannot read, is not found.
+// findOld finds token in the old store and reads the expiry it moves
+// with: the absolute deadline its data holds, or IdleTimeout from now if
+// that is first. A session the old store still has after its deadline by
+// this instance's clock, or whose data the Codec cannot read, is not found.
 func (m *Migration) findOld(ctx context.Context, token string) (b []byte, expires int64, found bool, err error) {
 	b, found, err = m.old.FindCtx(ctx, token)
 	if err != nil {
@@ -169,8 +195,12 @@ func (m *Migration) findOld(ctx context.Context, token string) (b []byte, expire
 		return nil, 0, false, nil
 	}
 	deadline, _, err := m.new.codec.Decode(b)
-	if err != nil || !m.new.now().Before(deadline) {
+	now := m.new.now()
+	if err != nil || !now.Before(deadline) {
 		return nil, 0, false, nil
+	}
+	if idle := now.Add(m.idle); m.idle > 0 && idle.Before(deadline) {
+		deadline = idle
 	}
 	return b, deadline.Unix(), true, nil
 }
@@ -215,11 +245,11 @@ func (m *Migration) CommitCtx(ctx context.Context, token string, b []byte, expir
 }
 
 // DeleteCtx destroys the session behind token: a tombstone in DynamoDB for
-// Lifetime (in PhaseDual and later), then, but in PhaseDynamoDBOnly, a
+// Lifetime (wherever New is set), then, but in PhaseDynamoDBOnly, a
 // delete in the old store. An error of either is returned; one of the old
 // store's leaves the session destroyed for every phase but PhaseOld.
 func (m *Migration) DeleteCtx(ctx context.Context, token string) error {
-	if m.phase == PhaseOld {
+	if m.new == nil {
 		return m.old.DeleteCtx(ctx, token)
 	}
 	if !validToken(token) {

@@ -56,13 +56,16 @@ func newMigration(t *testing.T) *migration {
 
 // store returns a store of one instance in phase, with a Store of its own
 // on the table through a probe; in PhaseDynamoDBOnly without the old
-// store, as once Redis is switched off.
-func (e *migration) store(phase scsstore.Phase) (*scsstore.Migration, *scsstore.Store, *ddbtest.Probe) {
+// store, as once Redis is switched off. edit changes its config.
+func (e *migration) store(phase scsstore.Phase, edit ...func(*scsstore.MigrationConfig)) (*scsstore.Migration, *scsstore.Store, *ddbtest.Probe) {
 	e.t.Helper()
 	store, probe := newStore(e.t, e.client, e.table, func(c *scsstore.Config) { c.Now = e.clock.Now })
 	cfg := scsstore.MigrationConfig{Old: e.redis, New: store, Phase: phase}
 	if phase == ddbOnly {
 		cfg.Old = nil
+	}
+	for _, f := range edit {
+		f(&cfg)
 	}
 	m, err := scsstore.NewMigration(cfg)
 	if err != nil {
@@ -75,7 +78,7 @@ func (e *migration) store(phase scsstore.Phase) (*scsstore.Migration, *scsstore.
 // that every request commits.
 func (e *migration) instance(phase scsstore.Phase) *instance {
 	e.t.Helper()
-	m, store, _ := e.store(phase)
+	m, store, _ := e.store(phase, func(c *scsstore.MigrationConfig) { c.IdleTimeout = time.Hour })
 	return newInstanceOn(e.t, m, store, time.Hour)
 }
 
@@ -305,63 +308,128 @@ func TestMigrationMoveRacingDestroy(t *testing.T) {
 }
 
 // A dual commit of a request that loaded the session before a destroy
-// began: after the whole destroy; with the destroy between the commit's
-// write to Redis and its read of the table; and with the commit between
-// the destroy's start and its tombstone. The session stays destroyed on
-// every phase, the old one (Redis alone) too.
+// began, on a dual instance or on an old one beside it (a logout there
+// racing a dual request): after the whole destroy; with the destroy
+// between the commit's write to Redis and its read of the table; and with
+// the commit between the destroy's start and its tombstone. The session
+// stays destroyed on every phase, the old one (Redis alone) too.
 func TestMigrationDualCommitRacingDestroy(t *testing.T) {
 	t.Parallel()
 	for _, race := range []string{"after the destroy", "destroy between write and read", "commit before the tombstone"} {
-		t.Run(race, func(t *testing.T) {
-			t.Parallel()
-			e := newMigration(t)
-			committer, _, p := e.store(dual)
-			destroyer, _, pd := e.store(dual)
-			oldOnly, _, _ := e.store(old)
-			token := e.oldSession("old")
-			b, found, err := committer.Find(token)
-			if !found || err != nil {
-				t.Fatalf("Find: %v, %v", found, err)
-			}
-			commit := func() {
-				if err := committer.Commit(token, b, time.Now().Add(time.Hour)); err != nil {
+		for _, phase := range []scsstore.Phase{dual, old} {
+			t.Run(race+"/destroyed on "+string(phase), func(t *testing.T) {
+				t.Parallel()
+				dualCommitRacingDestroy(t, race, phase)
+			})
+		}
+	}
+}
+
+// dualCommitRacingDestroy stages one race of TestMigrationDualCommitRacingDestroy.
+func dualCommitRacingDestroy(t *testing.T, race string, phase scsstore.Phase) {
+	e := newMigration(t)
+	committer, _, p := e.store(dual)
+	destroyer, _, pd := e.store(phase)
+	oldOnly, _, _ := e.store(old)
+	token := e.oldSession("old")
+	b, found, err := committer.Find(token)
+	if !found || err != nil {
+		t.Fatalf("Find: %v, %v", found, err)
+	}
+	commit := func() {
+		if err := committer.Commit(token, b, time.Now().Add(time.Hour)); err != nil {
+			t.Error(err)
+		}
+	}
+	switch race {
+	case "after the destroy":
+		if err := destroyer.Delete(token); err != nil {
+			t.Fatal(err)
+		}
+		commit()
+	case "destroy between write and read":
+		var once atomic.Bool
+		p.Before = func(_ context.Context, op string, _ any) {
+			if op == "GetItem" && once.CompareAndSwap(false, true) {
+				if !e.inRedis(token) {
+					t.Error("the commit has not written Redis before its read")
+				}
+				if err := destroyer.Delete(token); err != nil {
 					t.Error(err)
 				}
 			}
-			switch race {
-			case "after the destroy":
-				if err := destroyer.Delete(token); err != nil {
-					t.Fatal(err)
-				}
+		}
+		commit()
+	case "commit before the tombstone":
+		var once atomic.Bool
+		pd.Before = func(_ context.Context, op string, _ any) {
+			if op == "PutItem" && once.CompareAndSwap(false, true) {
 				commit()
-			case "destroy between write and read":
-				var once atomic.Bool
-				p.Before = func(_ context.Context, op string, _ any) {
-					if op == "GetItem" && once.CompareAndSwap(false, true) {
-						if !e.inRedis(token) {
-							t.Error("the commit has not written Redis before its read")
-						}
-						if err := destroyer.Delete(token); err != nil {
-							t.Error(err)
-						}
-					}
-				}
-				commit()
-			case "commit before the tombstone":
-				var once atomic.Bool
-				pd.Before = func(_ context.Context, op string, _ any) {
-					if op == "PutItem" && once.CompareAndSwap(false, true) {
-						commit()
-					}
-				}
-				if err := destroyer.Delete(token); err != nil {
-					t.Fatal(err)
-				}
 			}
-			for _, m := range []*scsstore.Migration{committer, destroyer, oldOnly} {
-				if _, found, err := m.Find(token); found || err != nil {
-					t.Errorf("Find after the destroy: found %v, %v", found, err)
-				}
+		}
+		if err := destroyer.Delete(token); err != nil {
+			t.Fatal(err)
+		}
+		if !once.Load() {
+			t.Fatal("the destroy wrote no tombstone")
+		}
+	}
+	for _, m := range []*scsstore.Migration{committer, destroyer, oldOnly} {
+		if _, found, err := m.Find(token); found || err != nil {
+			t.Errorf("Find after the destroy: found %v, %v", found, err)
+		}
+	}
+	if e.inRedis(token) {
+		t.Error("Redis holds the destroyed session")
+	}
+}
+
+// A session moved by a request that commits nothing (one that only loads
+// it, a WebSocket upgrade, a panic) keeps the idle expiry: it moves with
+// IdleTimeout from the move, or its absolute deadline if that is first,
+// or the deadline alone without an IdleTimeout, as scs commits it.
+func TestMigrationMoveKeepsIdleExpiry(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		idle     time.Duration
+		lifetime time.Duration // how far ahead the session's absolute deadline is
+		want     time.Duration // how long it lives idle after the move
+	}{
+		{"idle first", 10 * time.Minute, 24 * time.Hour, 10 * time.Minute},
+		{"deadline first", 2 * time.Hour, time.Hour, time.Hour},
+		{"no IdleTimeout", 0, 24 * time.Hour, 24 * time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newMigration(t)
+			first, _, _ := e.store(ddbFirst, func(cfg *scsstore.MigrationConfig) { cfg.IdleTimeout = c.idle })
+			token := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+			deadline := e.clock.Now().Add(c.lifetime)
+			b, err := scs.GobCodec{}.Encode(deadline, map[string]any{"msg": "idle"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expiry := deadline // scs: min(deadline, now+IdleTimeout)
+			if c.idle > 0 && c.idle < c.lifetime {
+				expiry = e.clock.Now().Add(c.idle)
+			}
+			if err := e.redis.Commit(token, b, expiry); err != nil {
+				t.Fatal(err)
+			}
+			if _, found, err := first.Find(token); !found || err != nil {
+				t.Fatalf("the first touch: found %v, %v", found, err)
+			}
+			if e.inRedis(token) {
+				t.Fatal("Redis still holds the moved session")
+			}
+			e.clock.Advance(c.want - time.Second)
+			if _, found, err := first.Find(token); !found || err != nil {
+				t.Errorf("%v idle after the move: found %v, %v; want it alive", c.want-time.Second, found, err)
+			}
+			e.clock.Advance(time.Second)
+			if _, found, err := first.Find(token); found || err != nil {
+				t.Errorf("%v idle after the move: found %v, %v; want it expired", c.want, found, err)
 			}
 		})
 	}
@@ -563,6 +631,21 @@ func TestMigrationFailures(t *testing.T) {
 				t.Errorf("%s: Redis asked %v while DynamoDB was down", phase, counter.calls)
 			}
 		}
+		// The old phase finds Redis's sessions without DynamoDB, but its
+		// destroy fails before Redis's delete: no session is left in Redis
+		// without its tombstone.
+		store, probe := newStore(t, e.client, e.table)
+		failOps(probe, errOutage, errOutage, errOutage)
+		m, err := scsstore.NewMigration(scsstore.MigrationConfig{Old: e.redis, New: store, Phase: old})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := m.Find(token); !found || err != nil {
+			t.Errorf("old: Find: found %v, %v; want the session, from Redis", found, err)
+		}
+		if err := m.Delete(token); !errors.Is(err, errOutage) {
+			t.Errorf("old: Delete: %v; want the outage", err)
+		}
 		agree(token, true)
 	})
 }
@@ -602,22 +685,27 @@ func TestMigrationCosts(t *testing.T) {
 		home       string // where the session is: "redis", "dynamodb", "" for nowhere
 		op         string // Find, Commit or Delete
 		table, old calls
+		noNew      bool // MigrationConfig.New nil
 	}{
-		{"old: a request", old, "redis", "Find", calls{}, calls{"Find": 1}},
-		{"old: its commit", old, "redis", "Commit", calls{}, calls{"Commit": 1}},
-		{"dual: a session in Redis", dual, "redis", "Find", calls{"GetItem": 1}, calls{"Find": 1}},
-		{"dual: its commit", dual, "redis", "Commit", calls{"GetItem": 1}, calls{"Commit": 1}},
-		{"dual: a session in DynamoDB", dual, "dynamodb", "Find", calls{"GetItem": 1}, calls{}},
-		{"dual: its commit", dual, "dynamodb", "Commit", calls{"GetItem": 1, "PutItem": 1}, calls{"Commit": 1}},
-		{"dual: a destroy", dual, "redis", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}},
-		{"dynamodb-first: the first touch, which moves it", ddbFirst, "redis", "Find", calls{"GetItem": 1, "PutItem": 1}, calls{"Find": 1, "Delete": 1}},
-		{"dynamodb-first: a session in DynamoDB", ddbFirst, "dynamodb", "Find", calls{"GetItem": 1}, calls{}},
-		{"dynamodb-first: its commit", ddbFirst, "dynamodb", "Commit", calls{"PutItem": 1}, calls{}},
-		{"dynamodb-first: an unknown token", ddbFirst, "", "Find", calls{"GetItem": 1}, calls{"Find": 1}},
-		{"dynamodb-first: a destroy", ddbFirst, "dynamodb", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}},
-		{"dynamodb-only: a request", ddbOnly, "dynamodb", "Find", calls{"GetItem": 1}, calls{}},
-		{"dynamodb-only: its commit", ddbOnly, "dynamodb", "Commit", calls{"PutItem": 1}, calls{}},
-		{"dynamodb-only: a destroy", ddbOnly, "dynamodb", "Delete", calls{"PutItem": 1}, calls{}},
+		{"old: a request", old, "redis", "Find", calls{}, calls{"Find": 1}, false},
+		{"old: its commit", old, "redis", "Commit", calls{}, calls{"Commit": 1}, false},
+		{"old: a destroy", old, "redis", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}, false},
+		{"old without New: a request", old, "redis", "Find", calls{}, calls{"Find": 1}, true},
+		{"old without New: its commit", old, "redis", "Commit", calls{}, calls{"Commit": 1}, true},
+		{"old without New: a destroy", old, "redis", "Delete", calls{}, calls{"Delete": 1}, true},
+		{"dual: a session in Redis", dual, "redis", "Find", calls{"GetItem": 1}, calls{"Find": 1}, false},
+		{"dual: its commit", dual, "redis", "Commit", calls{"GetItem": 1}, calls{"Commit": 1}, false},
+		{"dual: a session in DynamoDB", dual, "dynamodb", "Find", calls{"GetItem": 1}, calls{}, false},
+		{"dual: its commit", dual, "dynamodb", "Commit", calls{"GetItem": 1, "PutItem": 1}, calls{"Commit": 1}, false},
+		{"dual: a destroy", dual, "redis", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}, false},
+		{"dynamodb-first: the first touch, which moves it", ddbFirst, "redis", "Find", calls{"GetItem": 1, "PutItem": 1}, calls{"Find": 1, "Delete": 1}, false},
+		{"dynamodb-first: a session in DynamoDB", ddbFirst, "dynamodb", "Find", calls{"GetItem": 1}, calls{}, false},
+		{"dynamodb-first: its commit", ddbFirst, "dynamodb", "Commit", calls{"PutItem": 1}, calls{}, false},
+		{"dynamodb-first: an unknown token", ddbFirst, "", "Find", calls{"GetItem": 1}, calls{"Find": 1}, false},
+		{"dynamodb-first: a destroy", ddbFirst, "dynamodb", "Delete", calls{"PutItem": 1}, calls{"Delete": 1}, false},
+		{"dynamodb-only: a request", ddbOnly, "dynamodb", "Find", calls{"GetItem": 1}, calls{}, false},
+		{"dynamodb-only: its commit", ddbOnly, "dynamodb", "Commit", calls{"PutItem": 1}, calls{}, false},
+		{"dynamodb-only: a destroy", ddbOnly, "dynamodb", "Delete", calls{"PutItem": 1}, calls{}, false},
 	} {
 		t.Run(c.name+"/"+c.op, func(t *testing.T) {
 			t.Parallel()
@@ -641,6 +729,9 @@ func TestMigrationCosts(t *testing.T) {
 			cfg := scsstore.MigrationConfig{Old: counter, New: store, Phase: c.phase}
 			if c.phase == ddbOnly {
 				cfg.Old = nil
+			}
+			if c.noNew {
+				cfg.New = nil
 			}
 			m, err := scsstore.NewMigration(cfg)
 			if err != nil {
@@ -666,6 +757,9 @@ func TestMigrationCosts(t *testing.T) {
 			if !maps.Equal(counter.calls, c.old) {
 				t.Errorf("old store calls %v, want %v", counter.calls, c.old)
 			}
+			if c.op == "Delete" && e.inRedis(token) {
+				t.Error("Redis still holds the destroyed session")
+			}
 		})
 	}
 }
@@ -674,6 +768,8 @@ func TestNewMigrationRejects(t *testing.T) {
 	t.Parallel()
 	client, table := newTable(t, false)
 	store, _ := newStore(t, client, table)
+	mrec, _ := newStore(t, client, table, func(c *scsstore.Config) { c.Layout.MREC = true })
+	const mrecWhy = "a move or commit in one Region can settle over a tombstone written in another; migrate on a table in one Region or on MRSC (docs/migrate.md)"
 	for _, c := range []struct {
 		name string
 		cfg  scsstore.MigrationConfig
@@ -683,10 +779,23 @@ func TestNewMigrationRejects(t *testing.T) {
 		{"no old store", scsstore.MigrationConfig{New: store, Phase: dual}, `scsstore: MigrationConfig.Old is nil in phase "dual"`},
 		{"no new store", scsstore.MigrationConfig{Old: store, Phase: ddbOnly}, `scsstore: MigrationConfig.New is nil in phase "dynamodb-only"`},
 		{"negative lifetime", scsstore.MigrationConfig{Old: store, New: store, Phase: dual, Lifetime: -1}, "scsstore: MigrationConfig.Lifetime -1ns: must not be negative"},
+		{"negative idle timeout", scsstore.MigrationConfig{Old: store, New: store, Phase: dual, IdleTimeout: -1}, "scsstore: MigrationConfig.IdleTimeout -1ns: must not be negative"},
+		{"MREC in dual", scsstore.MigrationConfig{Old: store, New: mrec, Phase: dual}, `scsstore: MigrationConfig.New has an MREC Layout in phase "dual": ` + mrecWhy},
+		{"MREC in dynamodb-first", scsstore.MigrationConfig{Old: store, New: mrec, Phase: ddbFirst}, `scsstore: MigrationConfig.New has an MREC Layout in phase "dynamodb-first": ` + mrecWhy},
 	} {
 		if _, err := scsstore.NewMigration(c.cfg); err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+	// The phases that write the table alone, or Redis alone and only
+	// tombstones to the table, hold on MREC as they do in one Region.
+	for _, phase := range []scsstore.Phase{old, ddbOnly} {
+		if _, err := scsstore.NewMigration(scsstore.MigrationConfig{Old: store, New: mrec, Phase: phase}); err != nil {
+			t.Errorf("MREC in %s: %v", phase, err)
+		}
+	}
+	if _, err := scsstore.NewMigration(scsstore.MigrationConfig{Old: store, Phase: old}); err != nil {
+		t.Errorf("old without New: %v", err)
 	}
 }
 

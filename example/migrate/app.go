@@ -24,14 +24,17 @@ type appConfig struct {
 	Table string
 	Phase scsstore.Phase
 	Dev   bool
-	// Client keeps the new store, and makes its table; nil in the old
-	// phase, which never touches DynamoDB.
+	// Client keeps the new store, and makes its table. The old phase
+	// writes there only the tombstones of the sessions it destroys.
 	Client *dynamodb.Client
 }
 
-// lifetime is scs's Lifetime, and the Migration's: the longest a session
-// lives.
-const lifetime = 24 * time.Hour
+// lifetime and idleTimeout are scs's, and the Migration's: the longest a
+// session lives, and lives without a request.
+const (
+	lifetime    = 24 * time.Hour
+	idleTimeout = 2 * time.Hour
+)
 
 // Bounds of what the forms may hold.
 const (
@@ -52,7 +55,7 @@ func (c *appConfig) checkPhase() error {
 func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 	sessions := scs.New()
 	sessions.Lifetime = lifetime
-	sessions.IdleTimeout = 2 * time.Hour
+	sessions.IdleTimeout = idleTimeout
 	store, err := newStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -127,8 +130,10 @@ func newApp(ctx context.Context, cfg appConfig) (http.Handler, error) {
 	return sessions.LoadAndSave(mux), nil
 }
 
-// newStore returns the scs store of cfg.Phase: scs's redisstore alone in
-// the old phase, else a Migration from it to a scsstore.Store.
+// newStore returns the scs store of cfg.Phase: a Migration from scs's
+// redisstore to a scsstore.Store. Its old phase is the app as it was but
+// for the tombstone a destroy leaves in DynamoDB, which the dual phase
+// deployed after it needs (docs/migrate.md).
 func newStore(ctx context.Context, cfg appConfig) (scs.Store, error) {
 	var old scs.Store
 	if cfg.Redis != "" && cfg.Phase != scsstore.PhaseDynamoDBOnly {
@@ -141,9 +146,6 @@ func newStore(ctx context.Context, cfg appConfig) (scs.Store, error) {
 			},
 		}
 		old = redisstore.New(pool)
-	}
-	if cfg.Phase == scsstore.PhaseOld {
-		return old, nil // the old version: no DynamoDB at all
 	}
 	// The table is the core's: its Manager creates it, with TTL where the
 	// engine has it.
@@ -158,7 +160,9 @@ func newStore(ctx context.Context, cfg appConfig) (scs.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return scsstore.NewMigration(scsstore.MigrationConfig{Old: old, New: store, Phase: cfg.Phase, Lifetime: lifetime})
+	return scsstore.NewMigration(scsstore.MigrationConfig{
+		Old: old, New: store, Phase: cfg.Phase, Lifetime: lifetime, IdleTimeout: idleTimeout,
+	})
 }
 
 // validText reports whether s is 1 to max bytes of UTF-8 without control

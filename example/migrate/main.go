@@ -16,8 +16,9 @@
 //
 //	-redis ADDR    the old store: a Redis server, as scs's redisstore uses it
 //	-table NAME    the new store: a DynamoDB table, created if missing
-//	-phase P       old (Redis alone, the old version), dual, dynamodb-first
-//	               or dynamodb-only (DynamoDB alone: -redis may be left out)
+//	-phase P       old (Redis alone, the old version, but for the tombstone
+//	               a logout leaves in the table), dual, dynamodb-first or
+//	               dynamodb-only (DynamoDB alone: -redis may be left out)
 //	-addr, -dev    where to listen; -dev for plain HTTP on localhost
 //
 // With -from-gorilla KEYHEX beside -table (and no -redis or -phase), it is
@@ -73,13 +74,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Redis == "" && cfg.Phase != scsstore.PhaseDynamoDBOnly {
 		return fmt.Errorf("-phase %s reads the old store: -redis is required", cfg.Phase)
 	}
-	if cfg.Phase != scsstore.PhaseOld {
-		client, err := demo.DynamoDB(ctx)
-		if err != nil {
-			return err
-		}
-		cfg.Client = client
+	client, err := demo.DynamoDB(ctx)
+	if err != nil {
+		return err
 	}
+	cfg.Client = client
 	handler, err := newApp(ctx, cfg)
 	if err != nil {
 		return err
