@@ -42,6 +42,9 @@ var expected = map[string]perRequest{
 		// Checked apart: a tenth of the requests, give or take.
 		CookiesSentBetween: [2]float64{0.05, 0.15},
 	},
+	"ddbsession, one round trip, v0.2.0's cookie (user key in the plain)": {
+		Calls: map[string]float64{"BatchGetItem": 1}, RCU: 2,
+	},
 	"ddbsession, two reads (HideUserKey)": {
 		Calls: map[string]float64{"GetItem": 2}, RCU: 2,
 	},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 // test).
 var variants = []variant{
 	{name: "ddbsession, one round trip", role: roleOneRoundTrip, signIn: signInDDBSession(ddbsessionSetup{})},
+	{name: "ddbsession, one round trip, v0.2.0's cookie (user key in the plain)", role: rolePlainKey, signIn: signInDDBSession(ddbsessionSetup{plainKey: true})},
 	{name: "ddbsession, one round trip, refresh due on every request", role: roleRefreshDue, signIn: signInDDBSession(ddbsessionSetup{refreshEvery: 1})},
 	{name: "ddbsession, one round trip, refresh due on 1 in 10", role: roleRefreshMix, splitByCookie: true, signIn: signInDDBSession(ddbsessionSetup{refreshEvery: 10})},
 	{name: "ddbsession, two reads (HideUserKey)", role: roleTwoReads, signIn: signInDDBSession(ddbsessionSetup{hideUserKey: true})},
@@ -64,6 +66,7 @@ const (
 	roleTwoReads
 	roleFloorTwoGets
 	roleFloorBatch
+	rolePlainKey
 )
 
 // builder returns a target that makes its DynamoDB calls through c: the
@@ -165,6 +168,9 @@ func noWait(context.Context) error { return nil }
 
 type ddbsessionSetup struct {
 	hideUserKey bool
+	// plainKey sends the cookies as v0.2.0 issued them, the user key in
+	// the plain, beside which the default's sealed key is measured.
+	plainKey bool
 	// refreshEvery, if not zero, makes a session due for a refresh on
 	// every refreshEvery-th request it serves: see refreshClock.
 	refreshEvery int
@@ -190,6 +196,17 @@ func signInDDBSession(s ddbsessionSetup) func(ctx context.Context, e *env, n int
 		cookies, err := loginAll(ctx, e, cfg, n, beforeLogin)
 		if err != nil {
 			return nil, err
+		}
+		for i, c := range cookies {
+			if !s.plainKey {
+				break
+			}
+			token, pk, sk, err := userOfCookie(ctx, e, c)
+			if err != nil {
+				return nil, err
+			}
+			b64 := base64.RawURLEncoding.EncodeToString
+			cookies[i] = &http.Cookie{Name: c.Name, Value: token + "." + b64([]byte(pk)) + "." + b64([]byte(sk))}
 		}
 		return func(c ddbsession.Client) (*target, error) {
 			cfg := cfg
@@ -382,6 +399,25 @@ func userKey(pk, sk string) map[string]types.AttributeValue {
 	}
 }
 
+// userOfCookie returns the token of session cookie c and its user's key,
+// which the session item names: the cookie's is sealed.
+func userOfCookie(ctx context.Context, e *env, c *http.Cookie) (token, pk, sk string, err error) {
+	cred, ok := item.Default.ParseCredential(c.Value)
+	if !ok {
+		return "", "", "", errors.New("not a credential")
+	}
+	key := item.Default.SessionKey(item.Default.SessionPK(cred.Token))
+	out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item == nil {
+		return "", "", "", fmt.Errorf("its session: %v", err)
+	}
+	s, err := item.Default.Decode(out.Item, item.KindSession)
+	if err != nil {
+		return "", "", "", fmt.Errorf("its session: %w", err)
+	}
+	return cred.Token, s.UserPK, s.UserSK, nil
+}
+
 // signInFloor signs users in with ddbsession and then reads the same two
 // items a request needs with bare SDK calls, strongly consistent, and
 // nothing else: no cookie, no decoding, no HTTP handler. It is the least a
@@ -397,21 +433,11 @@ func signInFloor(batch bool) func(ctx context.Context, e *env, n int) (builder, 
 		}
 		items := make([]keys, n)
 		for i, c := range cookies {
-			// The cookie's user key is sealed: the session item names it.
-			cred, ok := item.Default.ParseCredential(c.Value)
-			if !ok {
-				return nil, fmt.Errorf("floor: cannot read cookie %d", i)
-			}
-			session := item.Default.SessionKey(item.Default.SessionPK(cred.Token))
-			out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: session, ConsistentRead: aws.Bool(true)})
-			if err != nil || out.Item == nil {
-				return nil, fmt.Errorf("floor: the session of cookie %d: %v", i, err)
-			}
-			s, err := item.Default.Decode(out.Item, item.KindSession)
+			token, pk, sk, err := userOfCookie(ctx, e, c)
 			if err != nil {
-				return nil, fmt.Errorf("floor: the session of cookie %d: %w", i, err)
+				return nil, fmt.Errorf("floor: cookie %d: %w", i, err)
 			}
-			items[i] = keys{session, userKey(s.UserPK, s.UserSK)}
+			items[i] = keys{item.Default.SessionKey(item.Default.SessionPK(token)), userKey(pk, sk)}
 		}
 		return func(c ddbsession.Client) (*target, error) {
 			serve := func(ctx context.Context, i int, _ *recorder) error {
