@@ -28,9 +28,7 @@
 // # Usage
 //
 //	sso, err := ddbsessionoidc.New(ctx, ddbsessionoidc.Config[User]{
-//		Sessions:     sessions, // the app's *ddbsession.Manager[User]
-//		Client:       client,   // and its DynamoDB client and table
-//		Table:        "app",
+//		Sessions:     sessions, // the app's *ddbsession.Manager[User], and its table
 //		Issuer:       "https://accounts.google.com",
 //		ClientID:     os.Getenv("OIDC_CLIENT_ID"),
 //		ClientSecret: os.Getenv("OIDC_CLIENT_SECRET"),
