@@ -36,11 +36,10 @@ func (m *Manager[U]) Adopt(oldCookie string, from func(*http.Request) (Adoption,
 			if err == nil && ok {
 				var u U
 				var out signedIn
-				out, err = m.signIn(r, signIn{user: a.User, out: &u, end: endAll, adoptedAt: &a.AuthenticatedAt,
+				out, err = m.signInBrowser(w, r, signIn{user: a.User, out: &u, end: endAll, adoptedAt: &a.AuthenticatedAt,
 					methods: append(slices.DeleteFunc(slices.Clone(a.Methods), func(s string) bool { return s == methodMigrated }), methodMigrated)})
 				switch {
 				case err == nil:
-					m.cookies.set(w, out.token, out.session, out.now)
 					r = withCookie(r, oldCookie, m.cookies.name, m.cookies.value(out.token, out.session))
 					m.events.emit(r.Context(), Event{Kind: EventAdopted, SessionID: out.session.ID, User: a.User})
 				case errors.Is(err, ErrUserNotFound):

@@ -98,7 +98,8 @@ func (c *core) createUser(ctx context.Context, v any) error {
 // hash fits, a queue for one does not.
 func (m *Manager[U]) Login(w http.ResponseWriter, r *http.Request, user UserKey, verify func(U) error, methods ...string) error {
 	var u U
-	return wrap("login", m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll, read: m.stored(r)}))
+	_, err := m.signInBrowser(w, r, signIn{user: user, out: &u, verify: verifier(&u, verify), methods: methods, end: endAll, read: m.stored(r)})
+	return wrap("login", err)
 }
 
 // verifier is verify bound to the user that the sign-in reads into u; nil
@@ -110,19 +111,19 @@ func verifier[U any](u *U, verify func(U) error) func() error {
 	return func() error { return verify(*u) }
 }
 
-// signInBrowser is Login's and CompleteLogin's: a session in a cookie,
-// offered for device binding if configured.
-func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, in signIn) error {
+// signInBrowser is Login's, CompleteLogin's and Adopt's: a session in a
+// cookie, offered for device binding if configured.
+func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, in signIn) (signedIn, error) {
 	out, err := c.signIn(r, in)
 	if err != nil {
-		return err
+		return out, err
 	}
 	c.cookies.set(w, out.token, out.session, out.now)
 	if c.binding.Enabled {
 		c.binding.offer(w, out.session)
 	}
 	c.warnIfDropped(r)
-	return nil
+	return out, nil
 }
 
 // warnIfDropped logs, once per Manager, that the Secure session cookie

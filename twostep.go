@@ -91,7 +91,7 @@ func (m *Manager[U]) completeLogin(w http.ResponseWriter, r *http.Request, verif
 			}
 			return proofErr
 		}
-		err = m.signInBrowser(w, r, in)
+		_, err = m.signInBrowser(w, r, in)
 		switch {
 		case err == nil:
 		case proofErr != nil && try < maxAttempts:
