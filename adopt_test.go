@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
@@ -72,7 +75,7 @@ func TestAdopt(t *testing.T) {
 	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.OnEvent = log.record })
 	alice := e.putUser("alice")
 	authAt := e.clock.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	adopt := e.m.Adopt(oldCookie, oldStore(authAt))
+	adopt := e.m.Adopt(http.Cookie{Name: oldCookie}, oldStore(authAt))
 	h := adopt(e.m.RequireSession(whoami(e.m)))
 
 	// What a Login writes, for comparison.
@@ -169,7 +172,7 @@ func TestAdoptRefuses(t *testing.T) {
 			{"no old cookie", failing, nil, http.StatusUnauthorized, false},
 		} {
 			p.Take()
-			w := adoptGet(e, e.m.Adopt(oldCookie, tc.from)(e.m.RequireSession(whoami(e.m))), tc.cookies...)
+			w := adoptGet(e, e.m.Adopt(http.Cookie{Name: oldCookie}, tc.from)(e.m.RequireSession(whoami(e.m))), tc.cookies...)
 			calls := p.Take()
 			if w.Code != tc.code || setCookie(w, cookieName) != nil || writes(calls) != 0 {
 				t.Errorf("MREC %v, %s: %d, cookies %v, calls %v; want %d, no session, no write", mrec, tc.name, w.Code, w.Header()["Set-Cookie"], calls, tc.code)
@@ -179,9 +182,157 @@ func TestAdoptRefuses(t *testing.T) {
 			}
 		}
 		// Signed in by the old store after the RevokeAll: adopted.
-		w := adoptGet(e, e.m.Adopt(oldCookie, oldStore(after))(e.m.RequireSession(whoami(e.m))), &http.Cookie{Name: oldCookie, Value: "alice"})
+		w := adoptGet(e, e.m.Adopt(http.Cookie{Name: oldCookie}, oldStore(after))(e.m.RequireSession(whoami(e.m))), &http.Cookie{Name: oldCookie, Value: "alice"})
 		if w.Code != http.StatusOK || setCookie(w, cookieName) == nil {
 			t.Errorf("MREC %v: a sign-in after the RevokeAll: %d, cookies %v; want adopted", mrec, w.Code, w.Header()["Set-Cookie"])
+		}
+	}
+}
+
+// Only a same-site navigation is adopted: a cross-site form (the old
+// store's cookie may lack SameSite) and a page's fetches pass through
+// untouched and signed out, writing nothing, so that a burst of a page's
+// requests before its first answer makes one session, which evicts none
+// of the user's others.
+func TestAdoptOnlyNavigations(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 2 })
+	alice := e.putUser("alice")
+	phone := e.login(alice)
+	acted := 0
+	h := e.m.Adopt(http.Cookie{Name: oldCookie}, oldStore(e.clock.Now()))(e.m.RequireSession(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { acted++ })))
+	send := func(method, site, mode string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "https://example.test/note", strings.NewReader("text=pwned"))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if site != "" {
+			r.Header.Set("Sec-Fetch-Site", site)
+			r.Header.Set("Sec-Fetch-Mode", mode)
+		}
+		r.AddCookie(&http.Cookie{Name: oldCookie, Value: "alice"})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		e.settle()
+		return w
+	}
+	p.Take()
+	for _, tc := range []struct{ method, site, mode string }{
+		{"POST", "cross-site", "navigate"}, // a form on another site
+		{"POST", "", ""},                   // one of a browser that does not say
+		{"POST", "same-origin", "navigate"},
+		{"GET", "cross-site", "navigate"},
+		{"GET", "same-origin", "cors"}, // the page's fetch
+		{"GET", "same-origin", "no-cors"},
+	} {
+		if w := send(tc.method, tc.site, tc.mode); w.Code != http.StatusUnauthorized || setCookie(w, cookieName) != nil || setCookie(w, oldCookie) != nil {
+			t.Errorf("%+v: %d, cookies %v; want 401 and no cookie set or cleared", tc, w.Code, w.Header()["Set-Cookie"])
+		}
+	}
+	if calls := p.Take(); acted != 0 || len(calls) != 0 {
+		t.Errorf("requests that are not navigations reached the handler %d times, with calls %v", acted, calls)
+	}
+
+	// A burst: the page, then its script and its API call, all sent
+	// before the page's answer.
+	made := 0
+	for _, mode := range []string{"navigate", "no-cors", "cors"} {
+		if setCookie(send("GET", "same-origin", mode), cookieName) != nil {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Errorf("the page's burst made %d sessions, want 1", made)
+	}
+	if code := e.status(phone); code != http.StatusOK {
+		t.Errorf("the user's phone session after the adoption: %d, want 200", code)
+	}
+}
+
+// The old cookie is cleared where it was set, and with Secure on an HTTPS
+// site or for a prefixed name, without which a browser ignores the
+// clearing and the old cookie adopts again after a logout.
+func TestAdoptClearsOldCookie(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.putUser("alice")
+	from := func(*http.Request) (ddbsession.Adoption, bool, error) {
+		return ddbsession.Adoption{User: ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}}, true, nil
+	}
+	old := http.Cookie{Name: "__Secure-old", Path: "/app", Domain: "example.test"}
+	w := adoptGet(e, e.m.Adopt(old, from)(e.m.RequireSession(whoami(e.m))), &http.Cookie{Name: old.Name, Value: "alice"})
+	c := setCookie(w, old.Name)
+	if c == nil || c.MaxAge >= 0 || !c.Secure || c.Path != "/app" || c.Domain != "example.test" {
+		t.Errorf("the clearing of %s: %q; want Max-Age=0, Secure, Path=/app, Domain=example.test", old.Name, w.Header()["Set-Cookie"])
+	}
+}
+
+// A session adopted without the old sign-in's time counts as proven at the
+// Unix epoch: no freshness check of the app's own passes it.
+func TestAdoptedSessionNotFresh(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.putUser("alice")
+	from := func(*http.Request) (ddbsession.Adoption, bool, error) {
+		return ddbsession.Adoption{User: ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}, Methods: []string{"password", "otp"}}, true, nil
+	}
+	w := adoptGet(e, e.m.Adopt(http.Cookie{Name: oldCookie}, from)(e.m.RequireSession(whoami(e.m))), &http.Cookie{Name: oldCookie, Value: "alice"})
+	c := setCookie(w, cookieName)
+	if c == nil {
+		t.Fatalf("not adopted: %d", w.Code)
+	}
+	s := e.sessionFor(c)
+	if fresh := e.clock.Now().Sub(s.AuthenticatedAt) < 10*time.Minute && slices.Contains(s.Methods, "otp"); fresh || !s.AuthenticatedAt.Equal(time.UnixMilli(0)) {
+		t.Errorf("the adopted session: AuthenticatedAt %v, methods %v; want the epoch, not fresh", s.AuthenticatedAt, s.Methods)
+	}
+}
+
+// RevokeEveryone, and an app's credential change that sets revokedAt as
+// docs/item-format.md asks, end an old store's sessions as RevokeAll does:
+// one signed in before either (or at an unknown time) is not adopted.
+func TestAdoptAfterRevokeEveryoneAndCredentialChange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice, bob := e.putUser("alice"), e.putUser("bob")
+	before := e.clock.Now()
+	e.clock.Advance(time.Minute)
+	if err := e.m.RevokeEveryone(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	between := e.clock.Now()
+	e.clock.Advance(time.Minute)
+	if _, err := e.client.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+		TableName:                 &e.table,
+		Key:                       userItemKey(bob),
+		UpdateExpression:          aws.String("SET passwordHash = :p, revokedAt = :at ADD credentialVersion :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": attrS("new-hash"), ":at": attrN(e.clock.Now().UnixMilli()), ":one": attrN(1)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	after := e.clock.Now()
+	for _, tc := range []struct {
+		name    string
+		user    ddbsession.UserKey
+		authAt  time.Time
+		adopted bool
+	}{
+		{"before RevokeEveryone", alice, before, false},
+		{"time unknown, after a RevokeEveryone", alice, time.Time{}, false},
+		{"after RevokeEveryone", alice, between, true},
+		{"before the credential change", bob, between, false},
+		{"after the credential change", bob, after, true},
+	} {
+		from := func(*http.Request) (ddbsession.Adoption, bool, error) {
+			return ddbsession.Adoption{User: tc.user, AuthenticatedAt: tc.authAt}, true, nil
+		}
+		w := adoptGet(e, e.m.Adopt(http.Cookie{Name: oldCookie}, from)(e.m.RequireSession(whoami(e.m))), &http.Cookie{Name: oldCookie, Value: "x"})
+		c := setCookie(w, cookieName)
+		if (c != nil) != tc.adopted || (w.Code == http.StatusOK) != tc.adopted {
+			t.Errorf("%s: %d, cookies %v; want adopted %v", tc.name, w.Code, w.Header()["Set-Cookie"], tc.adopted)
+		}
+		if c != nil && e.status(c) != http.StatusOK {
+			t.Errorf("%s: the adopted session is refused on the next request", tc.name)
 		}
 	}
 }

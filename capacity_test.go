@@ -321,7 +321,7 @@ func scenarios() []scenario {
 		}},
 		scenario{byDefault, "request adopted from an old store's cookie (Adopt, then RequireSession)", nil, func(r *capacityRun) {
 			r.e.putUser("alice")
-			h := r.e.m.Adopt(oldCookie, oldStore(time.Time{}))(r.e.m.RequireSession(whoami(r.e.m)))
+			h := r.e.m.Adopt(http.Cookie{Name: oldCookie}, oldStore(time.Time{}))(r.e.m.RequireSession(whoami(r.e.m)))
 			r.measure(func() {
 				if w := r.e.get(h, &http.Cookie{Name: oldCookie, Value: "alice"}); w.Code != http.StatusOK {
 					r.t.Fatalf("adopting request: %d", w.Code)

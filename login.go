@@ -333,9 +333,13 @@ func (c *core) prove(ctx context.Context, in signIn, withSlots bool, now time.Ti
 	if err := c.versioned(ctx, in.user, &f); err != nil {
 		return f, err
 	}
-	if in.adoptedAt != nil && !f.RevokedAt.IsZero() && !in.adoptedAt.After(f.RevokedAt) {
-		// A RevokeAll since the old store's sign-in (ever, if unknown)
-		// ended its sessions too.
+	last := f.RevokedAt
+	if f.EveryoneAt.After(last) {
+		last = f.EveryoneAt
+	}
+	if in.adoptedAt != nil && !last.IsZero() && !in.adoptedAt.After(last) {
+		// A RevokeAll or RevokeEveryone since the old store's sign-in
+		// (ever, if unknown) ended its sessions too.
 		return f, rejected(ReasonRevoked)
 	}
 	if in.pending != nil && c.judge(&f, *in.pending) != "" {
@@ -404,8 +408,10 @@ func (c *core) newSignedIn(r *http.Request, in signIn, f *decide.Facts, ended []
 		}
 	}
 	s.DPoP, s.DPoPKey = in.dpopKey != "", in.dpopKey
-	if in.adoptedAt != nil && !in.adoptedAt.IsZero() && in.adoptedAt.Before(s.AuthAt) {
-		s.AuthAt = *in.adoptedAt
+	if in.adoptedAt != nil {
+		// No credential was shown here: the old store's sign-in, or for
+		// an unknown one the epoch, which no freshness check passes.
+		s.AuthAt = time.UnixMilli(min(max(in.adoptedAt.UnixMilli(), 0), s.AuthAt.UnixMilli()))
 	}
 	reauth := false
 	for _, old := range ended {

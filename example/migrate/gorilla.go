@@ -54,7 +54,7 @@ func newAdoptingApp(ctx context.Context, cfg appConfig, hashKey []byte) (http.Ha
 		return nil, err
 	}
 	old := sessions.NewCookieStore(hashKey)
-	adopt := m.Adopt(gorillaCookie, func(r *http.Request) (ddbsession.Adoption, bool, error) {
+	adopt := m.Adopt(http.Cookie{Name: gorillaCookie, Path: "/"}, func(r *http.Request) (ddbsession.Adoption, bool, error) {
 		s, err := old.Get(r, gorillaCookie)
 		name, _ := s.Values[gorillaUser].(string)
 		if err != nil || !validText(name, maxName) {

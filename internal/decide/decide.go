@@ -98,6 +98,10 @@ type Facts struct {
 	// RevokedAt is when RevokeAll last ended the user's sessions; zero
 	// for never (item.AttrRevokedAt).
 	RevokedAt time.Time
+	// EveryoneAt is when RevokeEveryone last ended every session, as this
+	// instance's copy of the global item knew it after the Read; zero for
+	// never.
+	EveryoneAt time.Time
 
 	global int64 // the generation sessions are judged against: the latest the Read knows
 	mrec   bool
@@ -308,6 +312,7 @@ func (r *Reader) Read(ctx context.Context, q Query) (Facts, error) {
 	if t.lead != nil {
 		f.global = gen
 	}
+	f.EveryoneAt = r.shared.everyoneAt()
 	all := f.sessions()
 	for i := range all {
 		if e := &all[i]; e.found && r.shared.mayBeNewer(e.s.Stamp.Global) {

@@ -29,8 +29,9 @@ type shared struct {
 
 	mu     sync.Mutex
 	gen    int64
-	began  int64   // mono when the read behind gen began; 0: never read
-	flight *flight // the read under way, nil for none
+	at     time.Time // when gen's RevokeEveryone wrote it (item.GlobalRevokedAt)
+	began  int64     // mono when the read behind gen began; 0: never read
+	flight *flight   // the read under way, nil for none
 	// beyond is the highest generation of a session that a read begun
 	// after the session was seen did not find (see mayBeNewer).
 	beyond int64
@@ -84,13 +85,13 @@ func (s *shared) take(force bool) (ticket, error) {
 	return t, nil
 }
 
-// land ends flight f: with err nil, the copy takes gen, read in the flight,
-// and layoutErr and keys, what the flight found of the layout record (nil
+// land ends flight f: with err nil, the copy takes gen and at, read in the
+// flight, and layoutErr and keys, what the flight found of the layout record (nil
 // when it did not look).
-func (s *shared) land(f *flight, gen int64, checked bool, keys *item.CookieKeys, layoutErr, err error) {
+func (s *shared) land(f *flight, gen int64, at time.Time, checked bool, keys *item.CookieKeys, layoutErr, err error) {
 	s.mu.Lock()
 	if err == nil {
-		s.gen, s.began = gen, f.began
+		s.gen, s.at, s.began = gen, at, f.began
 		if checked {
 			s.layoutOK, s.layoutErr = layoutErr == nil, layoutErr
 			s.keys, s.rekey = keys, false
@@ -101,6 +102,13 @@ func (s *shared) land(f *flight, gen int64, checked bool, keys *item.CookieKeys,
 	s.flight = nil
 	s.mu.Unlock()
 	close(f.done)
+}
+
+// everyoneAt returns when the copy's RevokeEveryone was: zero for none.
+func (s *shared) everyoneAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at
 }
 
 // underWay returns the read of the shared items under way, nil for none.
@@ -165,10 +173,13 @@ func (r *Reader) lead(ctx context.Context, t ticket, items map[string]map[string
 		return t.gen, err
 	}
 	var gen int64
+	var at time.Time
 	var layoutErr error
 	var keys *item.CookieKeys
 	if err == nil {
-		gen, err = item.DecodeGlobal(items[r.id(r.Layout.GlobalKey())])
+		global := items[r.id(r.Layout.GlobalKey())]
+		at = item.GlobalRevokedAt(global)
+		gen, err = item.DecodeGlobal(global)
 		if err != nil {
 			err = fmt.Errorf("the global revocation item: %w", err)
 		}
@@ -176,7 +187,7 @@ func (r *Reader) lead(ctx context.Context, t ticket, items map[string]map[string
 	if err == nil && t.layoutCheck {
 		keys, layoutErr, err = r.checkLayout(ctx, items[r.id(r.Layout.LayoutKey())])
 	}
-	r.shared.land(t.lead, gen, t.layoutCheck, keys, layoutErr, err)
+	r.shared.land(t.lead, gen, at, t.layoutCheck, keys, layoutErr, err)
 	if err == nil {
 		err = layoutErr
 	}
