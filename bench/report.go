@@ -198,10 +198,12 @@ func (res *result) checks() []string {
 			lines = append(lines, fmt.Sprintf("%v per call, p50 of %q over %q: %s.",
 				delay, one.name, twoReads.name, compare(delay, one, allRequests, twoReads, allRequests, 0.6)))
 		}
-		// The sealed user key against v0.2.0's plain one (issue 40).
+		// The sealed user key against v0.2.0's plain one (issue 40): the
+		// same round trip, and a microsecond of AES-GCM, which no target
+		// here can tell from the engine's noise.
 		if plain := res.find(rolePlainKey); one != nil && plain != nil {
-			lines = append(lines, fmt.Sprintf("%v per call, p50 of %q over %q: %s.",
-				delay, one.name, plain.name, compare(delay, one, allRequests, plain, allRequests, 1.05)))
+			lines = append(lines, fmt.Sprintf("%v per call, no target: p50 of %q over %q: %s.",
+				delay, one.name, plain.name, ratios(delay, one, allRequests, plain, allRequests)))
 		}
 		// What one round trip can reach on this engine, for reading the
 		// two above: the bare SDK's BatchGetItem, and nothing else; the
