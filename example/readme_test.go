@@ -23,9 +23,10 @@ import (
 // engine), and the README's command runs the program, which headless
 // Chromium clicks through page by page, and which stops on SIGINT with its
 // port freed. It lives in this module, which has the browser driver, so
-// that the core's module needs none.
+// that the core's module needs none. It runs before the parallel tests,
+// not beside them: its builds of a module from scratch would starve the
+// other browser tests, whose steps wait on the browser's events.
 func TestREADMEUsageRuns(t *testing.T) {
-	t.Parallel()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
