@@ -54,7 +54,7 @@ const (
 	EventEvicted              EventKind = "evicted"                 // Limits.MaxSessions ended the oldest session to make room (twice, rarely, when a login's answer was lost)
 	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Limits.MaxSessions sessions (RefuseAtMaxSessions)
 	EventAdopted              EventKind = "adopted"                 // Adopt made a session from another store's (after its EventCreated)
-	EventSignInFailed         EventKind = "sign-in-failed"          // a login's verify refused (History only)
+	EventSignInFailed         EventKind = "sign-in-failed"          // a login's verify refused (History counts them by the hour)
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.

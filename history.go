@@ -94,15 +94,16 @@ func (c *core) recordOrLog(ctx context.Context, kind EventKind, user UserKey, s 
 	}
 }
 
-// recordFailed counts a failed sign-in of user, from request r, in the
-// history item of its hour; a failure to is logged.
+// recordFailed reports a failed sign-in of user, from request r, and
+// counts it in the history item of its hour; a failure to is logged.
 func (c *core) recordFailed(ctx context.Context, user UserKey, r *http.Request, now time.Time) {
-	if c.keepHistory <= 0 {
-		return
-	}
 	e := item.HistoryEntry{
 		Event: string(EventSignInFailed), At: now, Address: clientAddress(r), UserAgent: userAgent(r),
 		Expires: now.Add(c.keepHistory),
+	}
+	c.events.emit(ctx, Event{Kind: EventSignInFailed, User: user, Time: now, Address: e.Address, UserAgent: e.UserAgent})
+	if c.keepHistory <= 0 {
+		return
 	}
 	if err := c.store.countFailed(ctx, user, e); err != nil {
 		c.logger.ErrorContext(ctx, "ddbsession: count a failed sign-in in the history", "err", err)

@@ -68,10 +68,11 @@ func TestBackChannelLogoutEndsTheProviderSession(t *testing.T) {
 	}
 	// The cost, as docs/oidc.md gives it: the jti's PutItem, the provider
 	// session's UpdateItem, and per session Revoke's GetItem and two
-	// DeleteItems, and the record's DeleteItem; and, this being the first
-	// call of instance b's Provider and of its Manager, which has read
-	// nothing yet, their checks of the layout record, one each.
-	want := map[string]int{"BatchGetItem": 2, "PutItem": 1, "UpdateItem": 1, "GetItem": 1, "DeleteItem": 3}
+	// DeleteItems and its history event's PutItem, and the record's
+	// DeleteItem; and, this being the first call of instance b's Provider
+	// and of its Manager, which has read nothing yet, their checks of the
+	// layout record, one each.
+	want := map[string]int{"BatchGetItem": 2, "PutItem": 2, "UpdateItem": 1, "GetItem": 1, "DeleteItem": 3}
 	if diff := cmp.Diff(want, e.b.calls.Take()); diff != "" {
 		t.Errorf("calls of a back-channel logout of one session (-want +got):\n%s", diff)
 	}
@@ -100,11 +101,11 @@ func TestBackChannelLogoutEndsTheSubjectsSessions(t *testing.T) {
 		t.Errorf("answer (-want +got):\n%s", diff)
 	}
 	// The cost, as docs/oidc.md gives it: the jti's PutItem, the subject's
-	// UpdateItem and the one that drops the ended links, and four calls
-	// per session, for two; and, this being the first call of instance
-	// b's Provider and of its Manager, their checks of the layout record,
-	// one each.
-	want := map[string]int{"BatchGetItem": 2, "PutItem": 1, "UpdateItem": 2, "GetItem": 2, "DeleteItem": 6}
+	// UpdateItem and the one that drops the ended links, and five calls
+	// per session (a Revoke's history event among them), for two; and,
+	// this being the first call of instance b's Provider and of its
+	// Manager, their checks of the layout record, one each.
+	want := map[string]int{"BatchGetItem": 2, "PutItem": 3, "UpdateItem": 2, "GetItem": 2, "DeleteItem": 6}
 	if diff := cmp.Diff(want, e.b.calls.Take()); diff != "" {
 		t.Errorf("calls of a back-channel logout of two sessions (-want +got):\n%s", diff)
 	}

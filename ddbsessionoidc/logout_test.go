@@ -56,10 +56,10 @@ func TestLogoutEndsTheProvidersSession(t *testing.T) {
 		}
 	}
 	// The cost, as docs/oidc.md gives it: the request's own read, the
-	// record's GetItem, the Manager's Logout (two DeleteItems) and the
-	// record's DeleteItem; then, from the provider, the back-channel
-	// logout at instance b.
-	want := map[string]int{"BatchGetItem": 1, "GetItem": 1, "DeleteItem": 3}
+	// record's GetItem, the Manager's Logout (two DeleteItems and its
+	// history event) and the record's DeleteItem; then, from the provider,
+	// the back-channel logout at instance b.
+	want := map[string]int{"BatchGetItem": 1, "GetItem": 1, "DeleteItem": 3, "PutItem": 1}
 	if diff := cmp.Diff(want, e.a.calls.Take()); diff != "" {
 		t.Errorf("calls of the logout (-want +got):\n%s", diff)
 	}

@@ -36,13 +36,14 @@ func TestSignInThroughTheProvider(t *testing.T) {
 		t.Fatalf("the callback ended with %s at %s: %s", resp.Status, resp.Request.URL, text)
 	}
 	// The cost of a callback, as docs/oidc.md gives it: the attempt's
-	// delete; Login (the user's read, the session and its index item);
+	// delete; Login (the user's read, its history event, the session and
+	// its index item);
 	// the read of the new session; the links and the record; and the
 	// account page's read. The User mapping's CreateUser is the test app's
 	// own PutItem; being the first call of the instance's Manager, it
 	// checks the layout record first, in a BatchGetItem with the global
 	// item, so that Login reads the user alone, in a GetItem.
-	want := map[string]int{"DeleteItem": 1, "BatchGetItem": 3, "GetItem": 1, "PutItem": 4, "UpdateItem": 2}
+	want := map[string]int{"DeleteItem": 1, "BatchGetItem": 3, "GetItem": 1, "PutItem": 5, "UpdateItem": 2}
 	if diff := cmp.Diff(want, e.a.calls.Take()); diff != "" {
 		t.Errorf("calls of the callback and the account page (-want +got):\n%s", diff)
 	}

@@ -61,6 +61,7 @@
 //	ddbsession.bound_cookie.refreshed      counter    {cookie}      bound-refreshed (DBSC)
 //	ddbsession.login.pending               counter    {login}       pending (BeginLogin)
 //	ddbsession.login.second_factor.failed  counter    {attempt}     second-factor-failed (CompleteLogin)
+//	ddbsession.login.failed                counter    {attempt}     sign-in-failed (a verify refused)
 //	ddbsession.login.refused               counter    {login}       refused-at-max-sessions (Config.Limits.RefuseAtMaxSessions)
 //	ddbsession.request.step_up             counter    {request}     step-up (RequireAuthentication)
 //	ddbsession.request.rejected            counter    {request}     rejected (ddbsession.rejection.reason: a ddbsession.Reason)

@@ -38,6 +38,7 @@ type instruments struct {
 	revoked                        metric.Int64Counter // by ddbsession.revocation.scope
 	boundRefreshed                 metric.Int64Counter
 	pending, secondFactorFailed    metric.Int64Counter
+	signInFailed                   metric.Int64Counter
 	refused                        metric.Int64Counter
 	stepUp                         metric.Int64Counter
 	rejected                       metric.Int64Counter // by ddbsession.rejection.reason
@@ -78,6 +79,8 @@ func newInstruments(meter metric.Meter) (instruments, error) {
 			"Two-step logins whose first factor passed (BeginLogin), left pending for the second."),
 		secondFactorFailed: counter("ddbsession.login.second_factor.failed", "{attempt}",
 			"Tries at a pending login's second factor that CompleteLogin's verify refused."),
+		signInFailed: counter("ddbsession.login.failed", "{attempt}",
+			"Logins whose verify refused the user's proof: a wrong password or second factor."),
 		refused: counter("ddbsession.login.refused", "{login}",
 			"Logins refused because their user had Config.Limits.MaxSessions sessions (Limits.RefuseAtMaxSessions)."),
 		stepUp: counter("ddbsession.request.step_up", "{request}",
@@ -129,6 +132,8 @@ func (ins *instruments) record(ctx context.Context, e ddbsession.Event) {
 		ins.pending.Add(ctx, 1)
 	case ddbsession.EventSecondFactorFailed:
 		ins.secondFactorFailed.Add(ctx, 1)
+	case ddbsession.EventSignInFailed:
+		ins.signInFailed.Add(ctx, 1)
 	case ddbsession.EventStepUp:
 		ins.stepUp.Add(ctx, 1)
 	case ddbsession.EventEvicted:

@@ -60,6 +60,7 @@ func TestSessionLife(t *testing.T) {
   DynamoDB.BatchGetItem
   DynamoDB.PutItem
   DynamoDB.PutItem
+  DynamoDB.PutItem
 GET /account
   ddbsession.check ddbsession.check.outcome=accepted
     DynamoDB.BatchGetItem
@@ -73,6 +74,7 @@ POST /logout
   DynamoDB.GetItem
   DynamoDB.DeleteItem
   DynamoDB.DeleteItem
+  DynamoDB.PutItem
 GET /account
   ddbsession.check ddbsession.check.outcome=rejected ddbsession.rejection.reason=unknown
     DynamoDB.BatchGetItem
@@ -219,6 +221,7 @@ func TestLoginCounters(t *testing.T) {
 		"ddbsession.session.rotated":                                       1, // the session the re-authentication replaced
 		"ddbsession.login.pending":                                         1,
 		"ddbsession.login.second_factor.failed":                            2,
+		"ddbsession.login.failed":                                          2, // the same two: each a failed sign-in
 		"ddbsession.request.step_up":                                       1,
 	}
 	if diff := cmp.Diff(want, e.metricValues()); diff != "" {

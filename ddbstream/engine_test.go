@@ -197,12 +197,13 @@ func TestHandlerDecodesManagerItems(t *testing.T) {
 			for i, item := range out.Items {
 				records = append(records, ttlRemove(t, item, fmt.Sprint(100+i)))
 			}
-			// user, session, index, and the layout record that CreateTable
-			// wrote (docs/item-format.md#the-layout-record), which the
-			// handler must pass over as another kind, as it does the user
-			wantItems := 4
+			// user, session, index, the sign-in's history event, and the
+			// layout record that CreateTable wrote
+			// (docs/item-format.md#the-layout-record), which the handler
+			// must pass over as other kinds, as it does the user
+			wantItems := 5
 			if cfg.Layout.HashOnly {
-				wantItems = 3 // no index item
+				wantItems = 3 // no index item, no history
 			}
 			if len(records) != wantItems {
 				t.Fatalf("table holds %d items, want %d: %v", len(records), wantItems, out.Items)

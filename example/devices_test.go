@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,5 +100,47 @@ func TestSessionsListShowsAddresses(t *testing.T) {
 				t.Errorf("the sessions list lacks\n\t%s</td>\nbody:\n%s", want, page.body)
 			}
 		})
+	}
+}
+
+// The account page shows the user's security history, newest first: the
+// sign-up's sign-in, a wrong password counted, another browser's sign-in
+// and its sign-out, with devices and addresses.
+func TestAccountPageShowsHistory(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, unlimited)
+	b := ta.browser(chromeOnLinux)
+	b.signup("alice", "correct horse")
+	other := ta.browser("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Safari/605.1.15")
+	if res := other.post("/login", url.Values{"username": {"alice"}, "password": {"wrong horse"}}); res.code == http.StatusSeeOther {
+		t.Fatal("a wrong password signed in")
+	}
+	other.login("alice", "correct horse")
+	other.mustPost(http.StatusSeeOther, "/logout", nil)
+
+	page := b.get("/").body
+	start := strings.Index(page, `<table id="history"`)
+	if start < 0 {
+		t.Fatalf("the account page has no history:\n%s", page)
+	}
+	history := page[start : start+strings.Index(page[start:], "</table>")]
+	var order []int
+	for _, want := range []string{
+		`<td class="agent">Signed out</td>`,
+		`<td class="agent">Signed in<span class="hint"> with password</span></td>`,
+		`title="` + chromeOnLinux + `">Chrome 156 on Linux</td>`, // the sign-up's sign-in
+		`<td class="agent">1 failed sign-in</td>`,                // counted at its hour's start
+	} {
+		i := strings.Index(history, want)
+		if i < 0 {
+			t.Errorf("the history lacks\n\t%s\nin:\n%s", want, history)
+		}
+		order = append(order, i)
+	}
+	if !slices.IsSorted(order) {
+		t.Errorf("the history is not newest first (%v):\n%s", order, history)
+	}
+	if !strings.Contains(history, `data-label="Where">127.0.0.1</td>`) {
+		t.Errorf("the history shows no address:\n%s", history)
 	}
 }

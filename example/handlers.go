@@ -26,7 +26,13 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 			a.storeError(w, r, "list sessions", err)
 			return
 		}
-		data.User, data.Sessions = &u, list
+		// The security history's newest page: the account's last events.
+		history, _, err := a.sessions.History(r.Context(), s.User, "")
+		if err != nil {
+			a.storeError(w, r, "read the history", err)
+			return
+		}
+		data.User, data.Sessions, data.History = &u, list, history
 	}
 	data.SSO = a.ssoName()
 	a.render(w, http.StatusOK, indexTemplate, data)

@@ -246,11 +246,12 @@ func TestOIDCSignIn(t *testing.T) {
 		t.Fatalf("the sign-in ended with %d at %s: %s", page.code, at, page.body)
 	}
 	// The sign-in's DynamoDB calls, as docs/oidc.md counts them:
-	// ddbsessionoidc's SignIn (1) and Callback (8), the app's CreateUser
-	// (1), and the account page (its session's read and List); and, the
-	// Provider's first call, its check of the table's layout record (1).
-	if got := ta.api.Total() - before; got != 1+8+1+2+1 {
-		t.Errorf("a first sign-in and the account page made %d DynamoDB calls, want 13", got)
+	// ddbsessionoidc's SignIn (1) and Callback (9), the app's CreateUser
+	// (1), and the account page (its session's read, List, and History's
+	// Query and GetItem); and, the Provider's first call, its check of the
+	// table's layout record (1).
+	if got := ta.api.Total() - before; got != 1+9+1+4+1 {
+		t.Errorf("a first sign-in and the account page made %d DynamoDB calls, want 16", got)
 	}
 	if want := "Signed in as <strong>test-user2@zitadel.ch (" + testProviderName + ")</strong>"; !strings.Contains(page.body, want) {
 		t.Errorf("the account page does not say %q: %s", want, page.body)
@@ -373,9 +374,10 @@ func TestOIDCLogout(t *testing.T) {
 	before := ta.api.Total()
 	res := b.post("/logout", nil)
 	// LoadSession's read, and ddbsessionoidc's Logout: the record's
-	// GetItem, the Manager's 2 DeleteItem, the record's DeleteItem.
-	if got := ta.api.Total() - before; got != 1+4 {
-		t.Errorf("the logout made %d DynamoDB calls, want 5", got)
+	// GetItem, the Manager's 2 DeleteItem and history event, the record's
+	// DeleteItem.
+	if got := ta.api.Total() - before; got != 1+5 {
+		t.Errorf("the logout made %d DynamoDB calls, want 6", got)
 	}
 	loc, err := url.Parse(res.header.Get("Location"))
 	if err != nil || res.code != http.StatusSeeOther || !strings.HasPrefix(loc.String(), p.server.URL+"/") || loc.Query().Get("id_token_hint") == "" {

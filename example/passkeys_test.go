@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -140,9 +141,9 @@ func TestPasskeys(t *testing.T) {
 	if o.PublicKey.UserVerification != "required" || len(o.PublicKey.AllowCredentials) != 0 {
 		t.Errorf("sign-in options: user verification %q, %d allowed credentials; want required, and none (discoverable)", o.PublicKey.UserVerification, len(o.PublicKey.AllowCredentials))
 	}
-	// DeleteItem, the handle's GetItem, Login's read and two writes, the
-	// counter's UpdateItem.
-	calls("sign-in finish", 6, func() { b.mustJSON("/passkeys/login/finish", key.get(t, o)) })
+	// DeleteItem, the handle's GetItem, Login's read and three writes (its
+	// history event too), the counter's UpdateItem.
+	calls("sign-in finish", 7, func() { b.mustJSON("/passkeys/login/finish", key.get(t, o)) })
 	if list := b.sessions(); len(list) != 2 || !slices.Equal(sessionOf(list, "browser-B").Methods, []string{methodPasskey}) {
 		t.Errorf("after a passkey sign-in, sessions %+v: want browser-B's with methods [passkey]", list)
 	}
@@ -175,9 +176,9 @@ func TestPasskeys(t *testing.T) {
 		t.Errorf("step-up options allow %+v, want the user's one passkey", o.PublicKey.AllowCredentials)
 	}
 	// The check, DeleteItem, Login's read, its writes (the old session's
-	// two items deleted, the new one's two written), the counter's
-	// UpdateItem.
-	calls("step-up finish", 8, func() {
+	// two items deleted, the new one's two written, its history event),
+	// the counter's UpdateItem.
+	calls("step-up finish", 9, func() {
 		res = b.mustJSON("/reauth/passkey/finish?next="+url.QueryEscape("/passkeys/remove?id="+id), key.get(t, o))
 	})
 	if !strings.Contains(res.body, `"next":"/passkeys/remove?id=`+id+`"`) {
@@ -190,9 +191,10 @@ func TestPasskeys(t *testing.T) {
 		t.Errorf("methods after a passkey step-up: %v, want [passkey]", got)
 	}
 	// The check, the UpdateItem that removes it with a new credential
-	// version, and Logout's two DeleteItems of browser-B's session.
+	// version, and Logout's two DeleteItems of browser-B's session and its
+	// history event.
 	remover := b.token()
-	calls("remove", 4, func() {
+	calls("remove", 5, func() {
 		res = b.post("/passkeys/remove", url.Values{"id": {id}})
 	})
 	if res.code != http.StatusSeeOther || res.header.Get("Location") != "/login?next=%2Faccount" || b.token() != "" {
@@ -368,6 +370,11 @@ func TestPasskeyRefusals(t *testing.T) {
 					t.Fatalf("the ceremony's item was not in the table before the finish")
 				}
 				delete(before, k)
+			}
+			// A refusal that reached the login's verify counts a failed
+			// sign-in in the user's history; nothing else is written.
+			for _, items := range []map[string]map[string]any{before, after} {
+				maps.DeleteFunc(items, func(k string, _ map[string]any) bool { return strings.HasSuffix(k, "#failed") })
 			}
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Errorf("the refused request wrote (-before +after):\n%s", diff)

@@ -41,6 +41,7 @@ func parsePage(content string) *template.Template {
 type indexData struct {
 	User          *User
 	Sessions      []ddbsession.Session
+	History       []ddbsession.Event // the newest page of the user's security history
 	Next          string
 	LoginRequired bool
 	Failed        *failedForm
@@ -87,6 +88,28 @@ func (d indexData) Form(name string) failedForm {
 // session, which the page then explains.
 func (d indexData) AnyDeviceBound() bool {
 	return slices.ContainsFunc(d.Sessions, func(s ddbsession.Session) bool { return s.DeviceBound })
+}
+
+// historyWords are the history's words for what happened.
+var historyWords = map[ddbsession.EventKind]string{
+	ddbsession.EventCreated:         "Signed in",
+	ddbsession.EventReauthenticated: "Confirmed it was you",
+	ddbsession.EventAdopted:         "Moved over from the old sign-in",
+	ddbsession.EventSignInFailed:    "Failed sign-ins",
+	ddbsession.EventEnded:           "Signed out",
+	ddbsession.EventRevoked:         "A session was signed out",
+	ddbsession.EventRevokedAll:      "Signed out everywhere",
+	ddbsession.EventEvicted:         "A session ended: too many sessions",
+	ddbsession.EventRevokedEveryone: "Everyone was signed out",
+}
+
+// What is how the history says what happened: "Signed in", or "3 failed
+// sign-ins" for an hour's count.
+func (d indexData) What(e ddbsession.Event) string {
+	if e.Kind == ddbsession.EventSignInFailed {
+		return plural(e.Count, "failed sign-in")
+	}
+	return cmp.Or(historyWords[e.Kind], string(e.Kind))
 }
 
 // methodWords are the sessions list's words for the methods a session's
