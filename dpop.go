@@ -42,6 +42,11 @@ const (
 	// full cache refuses proofs, with StoreUnavailable, rather than forget
 	// one that a copy might replay.
 	maxProofsSeen = 1 << 18
+	// maxLoginProofsSeen bounds the login proofs' cache, apart from the
+	// requests': a login's proof is remembered before its credential is
+	// checked, so anyone can fill it, and a full one must refuse only
+	// logins with a proof, never a signed-in client's requests.
+	maxLoginProofsSeen = 1 << 16
 )
 
 // dpopAlgs is the algs parameter of a DPoP challenge: what Verify checks.
@@ -105,10 +110,11 @@ func headerSafe(r rune) rune {
 
 // dpop checks DPoP proofs for a Manager.
 type dpop struct {
-	keys    [][]byte // DeviceBinding.DPoPNonceKeys: the first makes nonces, each checks them
-	require bool     // DeviceBinding.RequireDPoP
-	https   bool     // the htu's scheme: https, unless Cookie.InsecureDevMode
-	seen    proofCache
+	keys    [][]byte   // DeviceBinding.DPoPNonceKeys: the first makes nonces, each checks them
+	require bool       // DeviceBinding.RequireDPoP
+	https   bool       // the htu's scheme: https, unless Cookie.InsecureDevMode
+	seen    proofCache // requests' proofs
+	logins  proofCache // logins' proofs
 }
 
 func newDPoP(d DeviceBinding, https bool) *dpop {
@@ -117,7 +123,8 @@ func newDPoP(d DeviceBinding, https bool) *dpop {
 		keys = [][]byte{make([]byte, minNonceKey)}
 		rand.Read(keys[0]) // this instance's alone: see DeviceBinding.DPoPNonceKeys
 	}
-	return &dpop{keys: keys, require: d.RequireDPoP, https: https, seen: proofCache{seen: map[[16]byte]int64{}}}
+	return &dpop{keys: keys, require: d.RequireDPoP, https: https, seen: proofCache{max: maxProofsSeen, seen: map[[16]byte]int64{}},
+		logins: proofCache{max: maxLoginProofsSeen, seen: map[[16]byte]int64{}}}
 }
 
 // dpopProof is what a checked proof leaves for the session's check.
@@ -138,7 +145,10 @@ func (d *dpop) login(r *http.Request, now time.Time) (string, error) {
 	}
 	p, err := d.check(r, "", now)
 	if err == nil {
-		err = d.seen.first(p, now)
+		err = d.logins.first(p, now)
+	}
+	if errors.Is(err, errProofCacheFull) {
+		return "", err
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidDPoPProof, err)
@@ -335,6 +345,7 @@ func unreserved(c byte) bool {
 // proofCache remembers the proofs this instance accepted until no copy of
 // them could be accepted any more (see dpopProof.until).
 type proofCache struct {
+	max   int // how many proofs it holds at most
 	mu    sync.Mutex
 	seen  map[[16]byte]int64
 	swept int64 // when the last sweep ran, epoch seconds
@@ -348,7 +359,7 @@ func (c *proofCache) first(p *dpopProof, now time.Time) error {
 	if until, ok := c.seen[p.id]; ok && until >= now.Unix() {
 		return badProof("the proof was used before")
 	}
-	if len(c.seen) >= maxProofsSeen && c.swept < now.Unix() {
+	if len(c.seen) >= c.max && c.swept < now.Unix() {
 		c.swept = now.Unix()
 		for id, until := range c.seen {
 			if until < now.Unix() {
@@ -356,7 +367,7 @@ func (c *proofCache) first(p *dpopProof, now time.Time) error {
 			}
 		}
 	}
-	if len(c.seen) >= maxProofsSeen {
+	if len(c.seen) >= c.max {
 		return errProofCacheFull
 	}
 	c.seen[p.id] = p.until

@@ -495,3 +495,44 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A login's proof is remembered before its credential is checked, so
+// anyone can send them: they fill a cache of their own, and a full one
+// refuses only logins with a proof, never a signed-in client's requests.
+func TestDPoPLoginProofsCannotFillTheRequestsCache(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withDPoP)
+	alice := e.putUser("alice")
+	client := newDPoPClient(e.clock)
+	token := client.login(t, e.m, alice)
+	if w := client.get(e.m, token); w.Code != http.StatusOK {
+		t.Fatalf("alice's first request: %d", w.Code)
+	}
+	const loginURL = "https://example.test/api/login"
+	failedLogin := func() error {
+		mallory := newDPoPClient(e.clock) // a fresh key, no account
+		r := httptest.NewRequest("POST", loginURL, nil)
+		r.Header.Set("DPoP", mallory.proof("POST", loginURL, "", func(_, c map[string]any) {
+			c["iat"] = e.clock.Now().Add(time.Minute).Unix() // the longest-lived entry
+		}))
+		_, _, err := e.m.LoginBearer(r, ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"}, nil)
+		return err
+	}
+	requests, _ := ddbsession.DPoPCacheLens(e.m)
+	if err := failedLogin(); !errors.Is(err, ddbsession.ErrUserNotFound) {
+		t.Fatalf("a login of no user: %v, want ErrUserNotFound", err)
+	}
+	if after, logins := ddbsession.DPoPCacheLens(e.m); after != requests || logins == 0 {
+		t.Errorf("a failed login's proof: the requests' cache went from %d to %d, the logins' holds %d; want it in the logins'", requests, after, logins)
+	}
+
+	// The logins' cache full, as a flood of such logins leaves it.
+	ddbsession.FillDPoPLoginCache(e.m, e.clock.Now().Add(3*time.Minute))
+	if err := failedLogin(); err == nil || errors.Is(err, ddbsession.ErrInvalidDPoPProof) || errors.Is(err, ddbsession.ErrUserNotFound) {
+		t.Errorf("a login with a proof once the logins' cache is full: %v, want refused, and not as the client's fault", err)
+	}
+	e.clock.Advance(time.Second)
+	if w := client.get(e.m, token); w.Code != http.StatusOK {
+		t.Errorf("alice's request with the logins' cache full: %d, want 200", w.Code)
+	}
+}
