@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 
@@ -253,6 +254,59 @@ func TestSessionDataApart(t *testing.T) {
 	if n := dataItems(); n != 0 {
 		t.Errorf("after Logout: %d data items, want none", n)
 	}
+}
+
+// A v0.2.0 instance's UpdateData (its "SET #data = :data, #rev = :next",
+// which leaves dataApart) of a session whose data was kept apart: dataApart
+// no longer names the revision, and this release reads and writes the data
+// that write left inline, during and after a rolling deploy.
+func TestDataApartAfterAnOlderReleasesWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	c := e.login(alice)
+	big := json.RawMessage(`{"draft":"` + strings.Repeat("a", 32<<10) + `"}`)
+	e.inRequest(c, func(ctx context.Context) {
+		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return big, nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	ctx := context.Background()
+	key := sessionItemKey(c.Value)
+	got, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &e.table, Key: key, ConsistentRead: ptr(true)})
+	if err != nil || got.Item["dataApart"] == nil {
+		t.Fatalf("the session item: %v %v, want one with dataApart", got, err)
+	}
+	_, err = e.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &e.table,
+		Key:                      key,
+		UpdateExpression:         ptr("SET #data = :data, #rev = :next"),
+		ConditionExpression:      ptr("attribute_exists(#pk) AND #kind = :kind AND #ttl > :now AND #rev = :rev"),
+		ExpressionAttributeNames: map[string]string{"#pk": "pk", "#kind": "kind", "#ttl": "expiresAt", "#data": "appData", "#rev": "dataRev"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":kind": attrS("session"), ":next": attrN(42), ":now": attrN(e.clock.Now().Unix()),
+			":rev": got.Item["dataRev"], ":data": attrS(`{"n":1}`),
+		},
+	})
+	if err != nil {
+		t.Fatalf("v0.2.0's write: %v", err)
+	}
+
+	e.inRequest(c, func(ctx context.Context) {
+		data, err := e.m.Data(ctx)
+		if err != nil || string(data) != `{"n":1}` {
+			t.Errorf("Data after a v0.2.0 instance's write = %.40q, %v; want its {\"n\":1}", data, err)
+		}
+		if err := e.m.UpdateData(ctx, func(json.RawMessage) (any, error) { return json.RawMessage(`{"n":2}`), nil }); err != nil {
+			t.Errorf("UpdateData after a v0.2.0 instance's write: %v", err)
+		}
+	})
+	e.inRequest(c, func(ctx context.Context) {
+		if data, err := e.m.Data(ctx); err != nil || string(data) != `{"n":2}` {
+			t.Errorf("Data after this release's next write = %.40q, %v; want {\"n\":2}", data, err)
+		}
+	})
 }
 
 // Two requests of one session, on two instances, change its data at once:

@@ -10,8 +10,8 @@ import (
 // A session's data over MaxData bytes lives apart from the session item, in
 // a data item of its own, which only a request that asks for the data
 // reads: a request that does not costs what it costs without. The session
-// item then has no AttrAppData, and AttrDataApart is 1; its AttrDataRev
-// names the data item, one per revision, so that two racing writers never
+// item then has no AttrAppData, and AttrDataApart equals its AttrDataRev,
+// which names the data item, one per revision, so that two racing writers never
 // write the same item, and the one whose revision the session item took is
 // the data:
 //

@@ -464,7 +464,7 @@ func (l *Layout) encodeCommon(av map[string]types.AttributeValue, kind string, s
 		av[AttrDataRev] = Num(s.DataRev)
 	}
 	if s.DataApart {
-		av[AttrDataApart] = Num(1)
+		av[AttrDataApart] = Num(s.DataRev)
 	}
 	if s.Binding.Key != "" {
 		av[AttrBoundKey] = Str(s.Binding.Key)
@@ -571,7 +571,12 @@ func (l *Layout) Decode(av map[string]types.AttributeValue, kind string) (Sessio
 		if _, present := av[AttrDataRev]; present {
 			s.DataRev = d.num(AttrDataRev)
 		}
-		_, s.DataApart = av[AttrDataApart]
+		// Apart only if dataApart names the current revision: a write of
+		// an older release, which does not know dataApart, moves dataRev
+		// and leaves it, and its data is the inline one.
+		if _, present := av[AttrDataApart]; present {
+			s.DataApart = d.num(AttrDataApart) == s.DataRev
+		}
 		d.dbsc(&s)
 		if s.DPoP {
 			s.DPoPKey = d.str(AttrDPoPKey, false)

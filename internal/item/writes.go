@@ -146,8 +146,7 @@ func (l *Layout) SetData(data string, apart bool, rev, next int64, now time.Time
 	}
 	switch {
 	case apart:
-		w.Update = "REMOVE #data SET #rev = :next, #apart = :one"
-		w.Values[":one"] = Num(1)
+		w.Update = "REMOVE #data SET #rev = :next, #apart = :next"
 	case data == "":
 		w.Update = "REMOVE #data, #apart SET #rev = :next"
 	default:
