@@ -94,6 +94,9 @@ type cookies struct {
 	// keys returns the table's cookie keys, which seal the user's key:
 	// nil until a read of the table's layout record has found them.
 	keys func() *item.CookieKeys
+	// warnPlain warns, once, that a cookie carries the user's key in the
+	// plain: the table's layout record has no cookie key.
+	warnPlain func()
 	// pending is the name of the cookie of a two-step login that waits for
 	// its second step: the session cookie's, and pendingSuffix. A cookie of
 	// its own, so that a signed-in browser that re-authenticates with two
@@ -196,7 +199,12 @@ func (c *cookies) tokens(r *http.Request, withCookies bool) []string {
 // value is what a client presents for session s: the token, and the
 // user's key, sealed, where cookies carry it.
 func (c *cookies) value(token string, s item.Session) string {
-	return c.layout.Credential(token, s.UserPK, s.UserSK, c.withUser, c.keys())
+	keys := c.keys()
+	v := c.layout.Credential(token, s.UserPK, s.UserSK, c.withUser, keys)
+	if keys != nil && !keys.Any() && v != token {
+		c.warnPlain()
+	}
+	return v
 }
 
 // set sends the cookie of session s with a Max-Age that ends at its

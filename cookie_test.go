@@ -697,3 +697,42 @@ func TestTableWithoutCookieKeys(t *testing.T) {
 		t.Errorf("a key added: cookie %q, want it sealed", c.Value)
 	}
 }
+
+// A table made elsewhere (the AWS CLI, CloudFormation, Terraform, as
+// docs/operations.md shows) has no layout record; the first Manager writes
+// one without a cookie key, and its cookies carry the user's key in the
+// plain: the Manager says so once, naming the table and where the command
+// that adds a key is. A table that CreateTable made, with a key, gets no
+// such warning.
+func TestTableMadeElsewhereWarnsOfPlainCookies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	alice := e.putUser("alice")
+	const warning = "no cookie key"
+	e.login(alice)
+	if strings.Contains(e.logs.String(), warning) {
+		t.Errorf("a table CreateTable made warns of plain cookies:\n%s", e.logs)
+	}
+
+	e.deleteItem(item.Default.LayoutKey()) // as if made by Terraform: no record
+	m := primed(t, e.cfg)
+	for range 2 {
+		w := newRecorder()
+		if err := m.Login(w, newRequest(), alice, nil); err != nil {
+			t.Fatal(err)
+		}
+		c := sessionCookie(t, w.Result(), cookieName)
+		if !strings.Contains(c.Value, base64.RawURLEncoding.EncodeToString([]byte(alice.PK))) {
+			t.Fatalf("cookie %q does not name %s in the plain; the test expected it to", c.Value, alice.PK)
+		}
+	}
+	logs := e.logs.String()
+	if got := strings.Count(logs, warning); got != 1 {
+		t.Errorf("%d warnings of plain cookies after two logins, want 1:\n%s", got, logs)
+	}
+	for _, want := range []string{"level=WARN", "table=" + e.table, "docs/item-format.md#tokens-and-the-cookie"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the warning lacks %q:\n%s", want, logs)
+		}
+	}
+}

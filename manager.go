@@ -196,6 +196,9 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 		logger:           cfg.Logger,
 	}}
 	m.cookies.keys = m.read.CookieKeys
+	m.cookies.warnPlain = sync.OnceFunc(func() {
+		m.logger.Warn("ddbsession: the table has no cookie key, so session cookies carry the user's key in the plain; once every instance runs this release, add one (docs/item-format.md#tokens-and-the-cookie)", "table", cfg.Table)
+	})
 	m.ref = table.Ref{Client: cfg.Client, Name: cfg.Table, Layout: layout, AbsoluteLifetime: lim.AbsoluteLifetime}
 	m.limit.max, m.limit.refuse = lim.MaxSessions, lim.RefuseAtMaxSessions
 	m.onItsWay = lim.StoreTimeout + inFlight
