@@ -35,8 +35,7 @@ type DeviceBinding struct {
 	RegistrationPath string
 	RefreshPath      string
 
-	// CookieName names the bound cookie. The "__Host-" prefix is added if
-	// missing. Default "__Host-bound".
+	// CookieName names the bound cookie ("__Host-" added): "__Host-bound".
 	CookieName string
 
 	// CookieLifetime is how long a bound cookie, and so a stolen copy of

@@ -439,6 +439,10 @@ func scenarios() []scenario {
 		}},
 		historyScenario(byDefault, 1),
 		historyScenario(byDefault, 25),
+		scenario{byDefault, "Login from a new device (Cookie.RememberDevices)", func(c *ddbsession.Config[User]) { c.Cookie.RememberDevices = true }, func(r *capacityRun) {
+			key := r.e.putUser("alice")
+			r.measure(func() { r.e.login(key) })
+		}},
 	)
 	all = append(all, common(noHistory, withoutHistory)...)
 	all = append(all, revokeScenario(noHistory, withoutHistory),

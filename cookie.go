@@ -28,9 +28,8 @@ type Cookie struct {
 	// alone), and [Redirect] keeps the prefix.
 	Path string
 
-	// InsecureDevMode drops the Secure attribute and the prefix so that the
-	// cookie works on plain-HTTP localhost. Never in production: the cookie
-	// then travels in clear text. No environment variable switches it on.
+	// InsecureDevMode drops Secure and the prefix, for plain-HTTP localhost.
+	// Never in production (clear text); no environment variable sets it.
 	InsecureDevMode bool
 
 	// HideUserKey keeps even the sealed user key out of the cookie: each
@@ -48,6 +47,10 @@ type Cookie struct {
 	// 5.0 14.3.1): "cache", "cookies", "storage", "executionContexts", "*".
 	// Off by default: browsers clear the whole registrable domain.
 	ClearSiteData []string
+
+	// RememberDevices sends a device cookie (no session's secret) for
+	// [EventNewDevice] and [Manager.KnownDevice] (docs/security.md).
+	RememberDevices bool
 }
 
 // withDefaults fills in and checks the cookie's settings; custom says that
@@ -102,6 +105,9 @@ type cookies struct {
 	// its own, so that a signed-in browser that re-authenticates with two
 	// factors stays signed in meanwhile.
 	pending string
+	// device is the device cookie's name (devices.go), "" without
+	// Cookie.RememberDevices.
+	device string
 }
 
 // pendingSuffix follows the session cookie's name in the pending cookie's.

@@ -18,8 +18,7 @@ var ErrNoSession = errors.New("ddbsession: no valid session")
 // then), and by [Manager.RevokeAll] for a user item that is not in the table.
 var ErrUserNotFound = errors.New("ddbsession: user not found")
 
-// ErrUserExists is returned by [Manager.CreateUser] for a key that already
-// holds an item.
+// ErrUserExists is returned by [Manager.CreateUser] for a key already taken.
 var ErrUserExists = errors.New("ddbsession: user already exists")
 
 // ErrTooManySessions is returned by a login of a user who has

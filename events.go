@@ -55,6 +55,7 @@ const (
 	EventRefusedAtMaxSessions EventKind = "refused-at-max-sessions" // Login refused: the user has Limits.MaxSessions sessions (RefuseAtMaxSessions)
 	EventAdopted              EventKind = "adopted"                 // Adopt made a session from another store's (after its EventCreated)
 	EventSignInFailed         EventKind = "sign-in-failed"          // a login's verify refused (History counts them by the hour)
+	EventNewDevice            EventKind = "new-device"              // a Login from a browser new to the user (Cookie.RememberDevices), after EventCreated
 )
 
 // events tells the app's OnEvent, if it has one, and logs store failures.

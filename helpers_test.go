@@ -578,12 +578,13 @@ func userItemKey(key ddbsession.UserKey) map[string]types.AttributeValue {
 }
 
 // scanAll returns every item in the env's table but its layout record,
-// which CreateTable wrote when the env began, and the users' histories,
-// which history_test.go reads (historyItems).
+// which CreateTable wrote when the env began, and the users' histories
+// and devices, which history_test.go and devices_test.go read.
 func (e *env) scanAll() []map[string]types.AttributeValue {
 	e.t.Helper()
 	return slices.DeleteFunc(e.scanWithHistory(), func(av map[string]types.AttributeValue) bool {
-		return attrText(av["kind"]) == "S:session-history"
+		k := attrText(av["kind"])
+		return k == "S:session-history" || k == "S:session-device"
 	})
 }
 

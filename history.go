@@ -80,7 +80,7 @@ func (c *core) record(ctx context.Context, kind EventKind, user UserKey, s item.
 		e.Address = s.Address // an index item has the sign-in's alone
 	}
 	switch kind {
-	case EventCreated, EventReauthenticated, EventAdopted:
+	case EventCreated, EventReauthenticated, EventAdopted, EventNewDevice:
 		e.Methods = s.Methods
 	}
 	return c.store.putHistory(ctx, user, e)

@@ -20,8 +20,7 @@ type Layout struct {
 	SessionPrefix      string
 	UserSessionsPrefix string
 
-	// TTLAttribute names the Number attribute, in epoch seconds, on which
-	// the table's TTL is enabled. Default "expiresAt".
+	// TTLAttribute names the TTL's Number attribute (epoch seconds): "expiresAt".
 	TTLAttribute string
 
 	// VersionAttribute ("sessionsVersion") and CredentialAttribute

@@ -48,8 +48,7 @@ type Limits struct {
 	MaxSessions         int
 	RefuseAtMaxSessions bool
 
-	// StoreTimeout bounds the DynamoDB work of one call (a request's
-	// check, a login), and each write of a refresh. Default 2s.
+	// StoreTimeout bounds one call's DynamoDB work, and each refresh write: 2s.
 	StoreTimeout time.Duration
 
 	// HistoryRetention keeps [Manager.History]'s events: 90 days; -1: none.

@@ -119,6 +119,9 @@ func (c *core) signInBrowser(w http.ResponseWriter, r *http.Request, in signIn) 
 		return out, err
 	}
 	c.cookies.set(w, out.token, out.session, out.now)
+	if out.device != "" {
+		c.cookies.setDevice(w, out.device)
+	}
 	if c.binding.Enabled {
 		c.binding.offer(w, out.session)
 	}
@@ -236,6 +239,7 @@ type signedIn struct {
 	token   string
 	session item.Session
 	now     time.Time
+	device  string // the device cookie's ID, with Cookie.RememberDevices
 }
 
 // signIn reads the user into in.out and has in.verify, if not nil, check
@@ -280,12 +284,24 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		}
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
+	var device string
+	fromNew := false
+	if c.cookies.device != "" && in.end == endAll {
+		device = c.cookies.deviceOf(r)
+		if fromNew, err = c.store.seeDevice(work, in.user, item.Digest(device), now, now.Add(deviceLifetime)); err != nil {
+			return signedIn{}, err
+		}
+		// The old store's browser is no new device: recorded, not reported.
+		fromNew = fromNew && in.adoptedAt == nil
+	}
 	// The sign-in's record goes first, so that no session is made without
 	// it; a login that fails after it leaves it.
 	kind := EventCreated
 	switch {
 	case in.adoptedAt != nil:
 		kind = EventAdopted
+	case fromNew: // in the history, the sign-in's record
+		kind = EventNewDevice
 	case reauth:
 		kind = EventReauthenticated
 	}
@@ -304,10 +320,14 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	if reauth {
 		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
 	}
+	if fromNew {
+		c.events.emit(ctx, Event{Kind: EventNewDevice, SessionID: s.ID, User: in.user, Time: s.CreatedAt,
+			Address: s.Address, UserAgent: s.UserAgent, Methods: s.Methods})
+	}
 	if overtaken {
 		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: s.ID, User: in.user, Reason: ReasonSessionLimit})
 	}
-	return signedIn{token: token, session: s, now: now}, nil
+	return signedIn{token: token, session: s, now: now, device: device}, nil
 }
 
 // prove reads the user of in into in.out, with everything that stamps a

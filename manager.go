@@ -103,12 +103,11 @@ type Config[U any] struct {
 	// Layout is the table's shape: keys, prefixes, attributes, replication.
 	Layout Layout
 
-	// LoadUser loads a user kept outside Table, with the user's sessions
-	// version, read with the credential in one strongly consistent read: a
-	// non-zero number that the app changes whenever the user is made anew,
-	// changes their credential, or is logged out everywhere. It returns
-	// [ErrUserNotFound] for a user that does not exist; any other error
-	// fails the request closed. The default reads the user item in Table.
+	// LoadUser loads a user kept outside Table, with their sessions version
+	// in the same strongly consistent read: non-zero, changed whenever the
+	// user is made anew, changes credential or is logged out everywhere.
+	// [ErrUserNotFound] says no such user; another error fails closed.
+	// Default: the user item in Table.
 	LoadUser func(ctx context.Context, key UserKey) (user U, version int64, err error)
 
 	// Cookie is the session cookie: its name, and what it carries.
@@ -117,15 +116,13 @@ type Config[U any] struct {
 	// Limits bound sessions' lives and numbers, and the waits for DynamoDB.
 	Limits Limits
 
-	// BearerTokens makes RequireSession and LoadSession also accept the
-	// "Authorization: Bearer" credentials of [Manager.LoginBearer], for
-	// clients without cookies. A request with both is refused with 400.
+	// BearerTokens makes the middleware accept [Manager.LoginBearer]'s
+	// bearer tokens too; a request with a cookie and a token gets 400.
 	BearerTokens bool
 
-	// Unauthorized answers a request without a valid session, once the
-	// cookie is cleared and a bearer request told WWW-Authenticate: Bearer
-	// error="invalid_token". Default: 401, in JSON to a program's call.
-	// [Redirect] sends browsers to a login page and back.
+	// Unauthorized answers a request without a valid session, its cookie
+	// cleared (a bearer one told error="invalid_token"). Default: 401, JSON
+	// to a program; [Redirect] sends browsers to log in and back.
 	Unauthorized http.Handler
 
 	// StepUp answers a request that [Manager.RequireAuthentication] found
@@ -178,6 +175,7 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 			secure:   !cfg.Cookie.InsecureDevMode,
 			withUser: cfg.LoadUser == nil && !cfg.Cookie.HideUserKey,
 			pending:  cfg.Cookie.Name + pendingSuffix,
+			device:   deviceCookie(cfg.Cookie),
 			bearer:   cfg.BearerTokens,
 			layout:   &st.Layout,
 		},
@@ -203,6 +201,9 @@ func New[U any](cfg Config[U]) (*Manager[U], error) {
 	m.limit.max, m.limit.refuse = lim.MaxSessions, lim.RefuseAtMaxSessions
 	m.onItsWay = lim.StoreTimeout + inFlight
 	m.keepHistory = lim.HistoryRetention
+	if m.cookies.device != "" && m.keepHistory <= 0 {
+		return nil, errors.New("ddbsession: Config.Cookie.RememberDevices needs the history, which is off (Limits.HistoryRetention is negative, or the table has no sort key)")
+	}
 	m.read.Warn = func(ctx context.Context, err error) {
 		m.logger.WarnContext(ctx, "ddbsession: ignoring a session item in an unknown format", "err", err)
 	}

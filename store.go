@@ -49,6 +49,7 @@ import (
 //	putHistory      an event
 //	countFailed     a failed sign-in, in its hour's item
 //	queryHistory    a page of events, and the last RevokeEveryone's time
+//	seeDevice       a device a user signs in from, and whether it is new
 //
 // The package uses no transactions (dynalite, a test engine, has no
 // TransactWriteItems): writes that touch two items are ordered so that a
@@ -425,6 +426,37 @@ func (st *store) countFailed(ctx context.Context, user UserKey, e item.HistoryEn
 		err = errors.New("a failed sign-in's history item's key holds an item of another kind")
 	}
 	return err
+}
+
+// seeDevice reports whether user has no live record of the device whose
+// ID has digest, and if so records it, until expires: one strongly
+// consistent read, and for a new device a write. Of racing first sign-ins
+// from one device, one finds it new.
+func (st *store) seeDevice(ctx context.Context, user UserKey, digest string, now, expires time.Time) (bool, error) {
+	known, err := st.knowsDevice(ctx, user, digest, now)
+	if err != nil || known {
+		return false, err
+	}
+	taken, err := st.putNew(ctx, st.EncodeDevice(user.PK, user.SK, digest, now, expires))
+	if err == nil && taken {
+		// An expired item that TTL has not deleted yet, or a racing
+		// sign-in's: write over the one, not the other.
+		if known, err = st.knowsDevice(ctx, user, digest, now); err == nil && !known {
+			err = st.put(ctx, st.EncodeDevice(user.PK, user.SK, digest, now, expires))
+		}
+	}
+	return err == nil && !known, err
+}
+
+// knowsDevice reports whether user has a live record of the device whose
+// ID has digest, with one strongly consistent read.
+func (st *store) knowsDevice(ctx context.Context, user UserKey, digest string, now time.Time) (bool, error) {
+	av, err := st.get(ctx, st.DeviceKey(user.PK, user.SK, digest))
+	if err != nil || av == nil {
+		return false, err
+	}
+	expires, err := st.DeviceExpires(av)
+	return err == nil && expires.After(now), nil
 }
 
 // queryHistory reads up to n of user's history items after cursor (""

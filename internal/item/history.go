@@ -161,3 +161,46 @@ func (l *Layout) DecodeHistory(av map[string]types.AttributeValue) (HistoryEntry
 	}
 	return e, nil
 }
+
+// A device a user signed in from (Cookie.RememberDevices), by the digest
+// of the random ID its device cookie holds, which is no secret of any
+// session: one item in the user's index partition, beside their history,
+// kept by TTL for as long as the cookie from the first sign-in.
+//
+//	pk    S  the user's index partition (Layout.IndexPK)
+//	sk    S  DEV#<base64url(sha256(device ID))>
+//	v     N  1
+//	kind  S  "session-device"
+//	at    N  the first sign-in from it, epoch milliseconds
+//	<TTL> N  epoch seconds
+const (
+	KindDevice = "session-device"
+	deviceSort = "DEV#"
+)
+
+// DeviceKey addresses the item of a user's device whose ID has digest.
+func (l *Layout) DeviceKey(userPK, userSK, digest string) map[string]types.AttributeValue {
+	return l.Key(l.IndexPK(userPK, userSK), deviceSort+digest)
+}
+
+// EncodeDevice encodes the item of a user's device whose ID has digest,
+// first seen at, kept until expires.
+func (l *Layout) EncodeDevice(userPK, userSK, digest string, at, expires time.Time) map[string]types.AttributeValue {
+	av := l.DeviceKey(userPK, userSK, digest)
+	av[AttrVersion] = Num(StateFormat)
+	av[AttrKind] = Str(KindDevice)
+	av[AttrAt] = Num(at.UnixMilli())
+	av[l.TTLAttribute] = Num(expires.Unix())
+	return av
+}
+
+// DeviceExpires reads a device item's expiry; an error for an item of
+// another kind or form.
+func (l *Layout) DeviceExpires(av map[string]types.AttributeValue) (time.Time, error) {
+	if err := checkKind(av, KindDevice); err != nil {
+		return time.Time{}, err
+	}
+	d := decoder{av: av}
+	expires := time.Unix(d.num(l.TTLAttribute), 0)
+	return expires, d.err
+}

@@ -1,0 +1,66 @@
+package ddbsession
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/ddbsession/ddbsession/internal/item"
+)
+
+// This file recognises the browsers a user signs in from, with
+// Cookie.RememberDevices, for EventNewDevice: a long-lived device cookie
+// holds a random ID of the browser, no secret of any session, and the
+// user's index partition an item per device, keyed by the ID's digest.
+
+// deviceSuffix follows the session cookie's name in the device cookie's.
+const deviceSuffix = "-device"
+
+// deviceLifetime is how long the device cookie lives after each sign-in,
+// and a device's item after the first: the most browsers keep a cookie.
+// A device is new again once its item expires (a write in 400 days).
+const deviceLifetime = 400 * 24 * time.Hour
+
+// deviceCookie is the device cookie's name under cfg, "" for none.
+func deviceCookie(cfg Cookie) string {
+	if !cfg.RememberDevices {
+		return ""
+	}
+	return cfg.Name + deviceSuffix
+}
+
+// deviceOf returns the device ID of r's device cookie, or a new one for a
+// browser without a well-formed one.
+func (c *cookies) deviceOf(r *http.Request) string {
+	if ck, err := r.Cookie(c.device); err == nil && item.ValidToken(ck.Value) {
+		return ck.Value
+	}
+	return item.NewToken()
+}
+
+// setDevice sends the device cookie, for another deviceLifetime.
+func (c *cookies) setDevice(w http.ResponseWriter, id string) {
+	writeCookie(w, c.device, id, c.path, int(deviceLifetime/time.Second), c.secure)
+}
+
+// KnownDevice reports whether user signed in from r's browser before.
+func (m *Manager[U]) KnownDevice(r *http.Request, user UserKey) (bool, error) {
+	known, err := m.knownDevice(r, user)
+	return known, wrap("known device", err)
+}
+
+func (c *core) knownDevice(r *http.Request, user UserKey) (bool, error) {
+	if c.cookies.device == "" {
+		return false, errors.New("no device cookie: Config.Cookie.RememberDevices is off")
+	}
+	if err := c.users.checkKey(user, true); err != nil {
+		return false, err
+	}
+	ck, err := r.Cookie(c.cookies.device)
+	if err != nil || !item.ValidToken(ck.Value) {
+		return false, nil
+	}
+	ctx, cancel := c.storeContext(r.Context())
+	defer cancel()
+	return c.store.knowsDevice(ctx, user, item.Digest(ck.Value), c.now())
+}

@@ -1,0 +1,196 @@
+package ddbsession_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ddbsession/ddbsession"
+)
+
+// deviceCookieName is the device cookie's name: the session cookie's and
+// "-device".
+const deviceCookieName = cookieName + "-device"
+
+// withDevices turns Cookie.RememberDevices on, and records the events.
+func withDevices(log *eventLog) func(*ddbsession.Config[User]) {
+	return func(c *ddbsession.Config[User]) {
+		c.Cookie.RememberDevices = true
+		c.OnEvent = log.record
+	}
+}
+
+// newDevices takes the EventNewDevice events from log.
+func newDevices(log *eventLog) []ddbsession.Event {
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	var out []ddbsession.Event
+	for _, ev := range log.events {
+		if ev.Kind == ddbsession.EventNewDevice {
+			out = append(out, ev)
+		}
+	}
+	log.events = nil
+	return out
+}
+
+// A login from a browser the user has not signed in from raises
+// EventNewDevice once, with what the app needs to tell the user; a second
+// login from it does not, another browser does, and so does another
+// user's first from it. The device cookie holds a random ID, no session's
+// secret, and the table only the ID's digest.
+func TestNewDevice(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	e := newEnv(t, withDevices(log))
+	alice, bob := e.putUser("alice"), e.putUser("bob")
+	login := func(user ddbsession.UserKey, agent string, device *http.Cookie) (session, dev *http.Cookie) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "https://example.test/login", nil)
+		r.Header.Set("User-Agent", agent)
+		if device != nil {
+			r.AddCookie(device)
+		}
+		if err := e.m.Login(w, r, user, nil, "password"); err != nil {
+			t.Fatalf("Login: %v", err)
+		}
+		e.clock.Advance(time.Second) // the history's order
+		session, dev = sessionCookie(t, w.Result(), cookieName), sessionCookie(t, w.Result(), deviceCookieName)
+		if dev == nil || dev.MaxAge < 399*24*3600 || !dev.Secure || !dev.HttpOnly {
+			t.Fatalf("the device cookie: %+v, want a long-lived Secure HttpOnly one", dev)
+		}
+		return session, dev
+	}
+
+	first, laptop := login(alice, "Firefox/140", nil)
+	got := newDevices(log)
+	if len(got) != 1 || got[0].User != alice || got[0].SessionID != e.sessionFor(first).ID || got[0].UserAgent != "Firefox/140" ||
+		got[0].Address != testAddr || !slices.Equal(got[0].Methods, []string{"password"}) || got[0].Time.IsZero() {
+		t.Fatalf("the first login: new-device events %+v, want one with the session, User-Agent, address, methods and time", got)
+	}
+	second, again := login(alice, "Firefox/140", laptop)
+	if got := newDevices(log); len(got) != 0 || again.Value != laptop.Value {
+		t.Errorf("a second login from the laptop: new-device events %+v, device cookie %q (was %q)", got, again.Value, laptop.Value)
+	}
+	login(bob, "Firefox/140", laptop) // bob's first from it
+	if got := newDevices(log); len(got) != 1 || got[0].User != bob {
+		t.Errorf("bob's first login from the laptop: %+v, want one new-device event of bob's", got)
+	}
+	_, phone := login(alice, "Safari/18", nil)
+	if got := newDevices(log); len(got) != 1 || got[0].UserAgent != "Safari/18" || phone.Value == laptop.Value {
+		t.Errorf("alice's login from a phone: %+v, want one new-device event, and a device of its own", got)
+	}
+	// A cookie that is no device ID this Manager made is a new device.
+	login(alice, "Firefox/140", &http.Cookie{Name: deviceCookieName, Value: "not-an-id"})
+	if got := newDevices(log); len(got) != 1 {
+		t.Errorf("a made-up device cookie: %+v, want a new device", got)
+	}
+
+	// KnownDevice, which an app asks before the login.
+	known := func(user ddbsession.UserKey, device *http.Cookie) bool {
+		r := httptest.NewRequest("POST", "https://example.test/login", nil)
+		if device != nil {
+			r.AddCookie(device)
+		}
+		ok, err := e.m.KnownDevice(r, user)
+		if err != nil {
+			t.Fatalf("KnownDevice: %v", err)
+		}
+		return ok
+	}
+	if !known(alice, laptop) || !known(bob, laptop) || !known(alice, phone) || known(alice, nil) || known(e.putUser("carol"), laptop) {
+		t.Error("KnownDevice: want alice's and bob's laptop and alice's phone known, no cookie and carol's first unknown")
+	}
+
+	// The history holds new-device for the sign-ins from a new device.
+	events, _ := e.historyOf(alice)
+	var kinds []ddbsession.EventKind
+	for _, ev := range events {
+		kinds = append(kinds, ev.Kind)
+	}
+	if want := []ddbsession.EventKind{ddbsession.EventNewDevice, ddbsession.EventNewDevice, ddbsession.EventCreated, ddbsession.EventNewDevice}; !slices.Equal(kinds, want) {
+		t.Errorf("alice's history: %v, want %v", kinds, want)
+	}
+	// No item holds a device ID; no device cookie holds a session's token.
+	devices := 0
+	for _, it := range e.scanWithHistory() {
+		text := itemText(it)
+		devices += strings.Count(text, "session-device")
+		for _, c := range []*http.Cookie{laptop, phone} {
+			if strings.Contains(text, c.Value) {
+				t.Errorf("an item holds a device ID: %s", text)
+			}
+		}
+	}
+	if devices != 4 { // alice's laptop, phone and made-up one; bob's laptop
+		t.Errorf("%d device items, want 4", devices)
+	}
+	for _, s := range []*http.Cookie{first, second} {
+		for _, d := range []*http.Cookie{laptop, phone} {
+			if strings.Contains(s.Value, d.Value) || strings.Contains(d.Value, s.Value) {
+				t.Errorf("the device cookie %q and the session cookie %q share their secret", d.Value, s.Value)
+			}
+		}
+	}
+}
+
+// Of racing first logins from one device, one raises EventNewDevice.
+func TestNewDeviceRacingLogins(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	e := newEnv(t, withDevices(log))
+	alice := e.putUser("alice")
+	device := &http.Cookie{Name: deviceCookieName, Value: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"} // well-formed, unknown
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			r := httptest.NewRequest("POST", "https://example.test/login", nil)
+			r.AddCookie(device)
+			if err := e.m.Login(httptest.NewRecorder(), r, alice, nil); err != nil {
+				t.Errorf("Login: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := newDevices(log); len(got) != 1 {
+		t.Errorf("%d new-device events of 4 racing first logins from one device, want 1", len(got))
+	}
+}
+
+// Off, as by default, a login sends no device cookie and writes no device
+// item; KnownDevice says it is off, and New refuses devices without the
+// history that keeps them.
+func TestNewDeviceOff(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.OnEvent = log.record })
+	alice := e.putUser("alice")
+	w := httptest.NewRecorder()
+	if err := e.m.Login(w, httptest.NewRequest("POST", "https://example.test/login", nil), alice, nil); err != nil {
+		t.Fatalf("Login: %v", err)
+	}
+	if c := sessionCookie(t, w.Result(), deviceCookieName); c != nil {
+		t.Errorf("a device cookie without RememberDevices: %+v", c)
+	}
+	if got := newDevices(log); len(got) != 0 {
+		t.Errorf("new-device events without RememberDevices: %+v", got)
+	}
+	for _, it := range e.scanWithHistory() {
+		if text := itemText(it); strings.Contains(text, "session-device") {
+			t.Errorf("a device item without RememberDevices: %s", text)
+		}
+	}
+	if _, err := e.m.KnownDevice(httptest.NewRequest("GET", "/", nil), alice); err == nil {
+		t.Error("KnownDevice without RememberDevices: no error")
+	}
+	cfg := e.cfg
+	cfg.Cookie.RememberDevices, cfg.Limits.HistoryRetention = true, -1
+	if _, err := ddbsession.New(cfg); err == nil || !strings.Contains(err.Error(), "RememberDevices") {
+		t.Errorf("New with RememberDevices and no history: %v, want an error naming it", err)
+	}
+}
