@@ -113,6 +113,15 @@ type cookies struct {
 // pendingSuffix follows the session cookie's name in the pending cookie's.
 const pendingSuffix = "-pending"
 
+// deviceCookie is the device cookie's name under cfg: the session cookie's
+// and "-device"; "" without RememberDevices.
+func deviceCookie(cfg Cookie) string {
+	if !cfg.RememberDevices {
+		return ""
+	}
+	return cfg.Name + "-device"
+}
+
 // The cookie name prefixes that make browsers enforce a cookie's
 // attributes: Secure for both, and host-only on Path=/ for hostPrefix.
 const hostPrefix, securePrefix = "__Host-", "__Secure-"

@@ -13,21 +13,10 @@ import (
 // holds a random ID of the browser, no secret of any session, and the
 // user's index partition an item per device, keyed by the ID's digest.
 
-// deviceSuffix follows the session cookie's name in the device cookie's.
-const deviceSuffix = "-device"
-
 // deviceLifetime is how long the device cookie lives after each sign-in,
 // and a device's item after the first: the most browsers keep a cookie.
 // A device is new again once its item expires (a write in 400 days).
 const deviceLifetime = 400 * 24 * time.Hour
-
-// deviceCookie is the device cookie's name under cfg, "" for none.
-func deviceCookie(cfg Cookie) string {
-	if !cfg.RememberDevices {
-		return ""
-	}
-	return cfg.Name + deviceSuffix
-}
 
 // deviceOf returns the device ID of r's device cookie, or a new one for a
 // browser without a well-formed one.

@@ -153,9 +153,9 @@
 //
 // Beside the path: login.go, twostep.go and adopt.go sign users in and
 // out, slots.go keeps a user's sessions under Limits.MaxSessions, ends.go
-// ends sessions, revoke.go lists and revokes them, history.go keeps users'
-// security histories, dbsc.go serves device binding, table.go creates and
-// checks the table, data.go writes a session's data. At the bottom, the
+// ends sessions, revoke.go lists and revokes them, history.go and devices.go
+// keep users' histories and devices, dbsc.go serves device binding, table.go
+// creates and checks the table, data.go a session's data. At the bottom, the
 // words they share: session.go, events.go, errors.go, layout.go, limit.go,
 // answers.go, headers.go, clock.go and panics.go. Tests follow the files.
 //
