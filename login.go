@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -513,26 +512,4 @@ func (m *Manager[U]) Logout(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return wrap("logout", errors.Join(pendingErr, err))
-}
-
-// userAgent returns the request's User-Agent as stored, which the client
-// controls: valid UTF-8 without control or format characters (bidi
-// overrides, zero-width characters), so that a stolen session cannot
-// disguise itself in the device list, and at most item.MaxUserAgent bytes.
-func userAgent(r *http.Request) string {
-	s := strings.ToValidUTF8(r.UserAgent(), "\uFFFD")
-	s = strings.Map(func(r rune) rune {
-		if unicode.In(r, unicode.Cc, unicode.Cf) {
-			return -1
-		}
-		return r
-	}, s)
-	n := item.MaxUserAgent
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n-- // do not split a UTF-8 sequence
-	}
-	return s[:n]
 }
