@@ -52,6 +52,7 @@
 //	ddbsession.session.created             counter    {session}     created
 //	ddbsession.session.reauthenticated     counter    {session}     reauthenticated
 //	ddbsession.session.adopted             counter    {session}     adopted (Adopt: another store's session moved over)
+//	ddbsession.session.new_device          counter    {session}     new-device (Cookie.RememberDevices)
 //	ddbsession.session.rotated             counter    {session}     rotated
 //	ddbsession.session.ended               counter    {session}     ended (Logout)
 //	ddbsession.session.revoked             counter    {revocation}  revoked, revoked-all, revoked-everyone

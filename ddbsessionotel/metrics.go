@@ -34,7 +34,7 @@ var durationBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 
 type instruments struct {
 	created, rotated, ended, bound metric.Int64Counter
 	reauthenticated, evicted       metric.Int64Counter
-	adopted                        metric.Int64Counter
+	adopted, newDevice             metric.Int64Counter
 	revoked                        metric.Int64Counter // by ddbsession.revocation.scope
 	boundRefreshed                 metric.Int64Counter
 	pending, secondFactorFailed    metric.Int64Counter
@@ -63,6 +63,8 @@ func newInstruments(meter metric.Meter) (instruments, error) {
 			"Sessions created by a login on a request that carried the same user's live session, which it rotated; each is a created session too."),
 		adopted: counter("ddbsession.session.adopted", "{session}",
 			"Sessions that Adopt made from another session store's cookie, on its first request; each is a created session too."),
+		newDevice: counter("ddbsession.session.new_device", "{session}",
+			"Sessions signed in from a device their user had not used (Cookie.RememberDevices); each is a created session too."),
 		rotated: counter("ddbsession.session.rotated", "{session}",
 			"Sessions that a login ended because its request carried them."),
 		ended: counter("ddbsession.session.ended", "{session}",
@@ -128,6 +130,8 @@ func (ins *instruments) record(ctx context.Context, e ddbsession.Event) {
 		ins.reauthenticated.Add(ctx, 1)
 	case ddbsession.EventAdopted:
 		ins.adopted.Add(ctx, 1)
+	case ddbsession.EventNewDevice:
+		ins.newDevice.Add(ctx, 1)
 	case ddbsession.EventPending:
 		ins.pending.Add(ctx, 1)
 	case ddbsession.EventSecondFactorFailed:
