@@ -140,6 +140,22 @@ func (cl *calls) delete(ctx context.Context, key map[string]types.AttributeValue
 	return out.Attributes, nil
 }
 
+// deleteIf deletes the item under key if w's condition holds; refused
+// reports that it did not.
+func (cl *calls) deleteIf(ctx context.Context, key map[string]types.AttributeValue, w item.Writes) (refused bool, err error) {
+	err = retryConflicts(ctx, func() error {
+		_, err := cl.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName:                 &cl.table,
+			Key:                       key,
+			ConditionExpression:       &w.Condition,
+			ExpressionAttributeNames:  w.Names,
+			ExpressionAttributeValues: w.Values,
+		})
+		return err
+	})
+	return cl.failed(err)
+}
+
 // retryConflicts makes a write and, while it fails because another Region
 // is writing the same item (ReplicatedWriteConflictException, which only a
 // global table in multi-Region strong consistency answers, and which the

@@ -72,6 +72,10 @@ func (c *Cookie) withDefaults(custom bool) error {
 		if !slices.Contains([]string{"cache", "cookies", "storage", "executionContexts", "*"}, d) {
 			return fmt.Errorf("ddbsession: Config.Cookie.ClearSiteData %q: not a Clear-Site-Data directive (cache, cookies, storage, executionContexts, *)", d)
 		}
+		if c.RememberDevices && (d == "cookies" || d == "*") {
+			// Every login would then be from a new device.
+			return fmt.Errorf("ddbsession: Config.Cookie.ClearSiteData %q erases the device cookie of RememberDevices at each logout: leave it out (Logout clears the session's own cookies)", d)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package ddbsession_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -9,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 // deviceCookieName is the device cookie's name: the session cookie's and
@@ -192,5 +197,100 @@ func TestNewDeviceOff(t *testing.T) {
 	cfg.Cookie.RememberDevices, cfg.Limits.HistoryRetention = true, -1
 	if _, err := ddbsession.New(cfg); err == nil || !strings.Contains(err.Error(), "RememberDevices") {
 		t.Errorf("New with RememberDevices and no history: %v, want an error naming it", err)
+	}
+	// Clear-Site-Data's "cookies" would erase the device cookie at each
+	// logout, and every login would be from a new device.
+	for _, clear := range []string{"cookies", "*"} {
+		cfg := e.cfg
+		cfg.Cookie.RememberDevices, cfg.Cookie.ClearSiteData = true, []string{"storage", clear}
+		if _, err := ddbsession.New(cfg); err == nil || !strings.Contains(err.Error(), "erases the device cookie") {
+			t.Errorf("New with RememberDevices and Clear-Site-Data %q: %v, want an error saying why", clear, err)
+		}
+	}
+}
+
+// A device whose record expired (400 days on) is new again, before TTL
+// deletes the record: of racing logins from it, paused together where
+// each has read the expired record and is about to write its own, one
+// raises EventNewDevice.
+func TestNewDeviceAgainOnceItsRecordExpired(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	var p *ddbtest.Probe
+	e := newEnv(t, withDevices(log), withProbe(&p))
+	alice := e.putUser("alice")
+	device := &http.Cookie{Name: deviceCookieName, Value: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	login := func() {
+		r := httptest.NewRequest("POST", "https://example.test/login", nil)
+		r.AddCookie(device)
+		if err := e.m.Login(httptest.NewRecorder(), r, alice, nil); err != nil {
+			t.Errorf("Login: %v", err)
+		}
+	}
+	login()
+	if got := newDevices(log); len(got) != 1 {
+		t.Fatalf("the first login: %d new-device events, want 1", len(got))
+	}
+	e.clock.Advance(401 * 24 * time.Hour) // the record is past its TTL, and still there
+	if known, err := e.m.KnownDevice(httptest.NewRequest("GET", "/", nil), alice); err != nil || known {
+		t.Fatalf("KnownDevice without the cookie: %v, %v", known, err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(device)
+	if known, err := e.m.KnownDevice(r, alice); err != nil || known {
+		t.Fatalf("KnownDevice of an expired record: %v, %v, want false", known, err)
+	}
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	p.Before = func(_ context.Context, op string, in any) {
+		if op == "PutItem" && attrText(in.(*dynamodb.PutItemInput).Item["kind"]) == "S:session-device" {
+			arrived <- struct{}{}
+			<-release
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(login)
+	wg.Go(login)
+	<-arrived
+	<-arrived // both read the expired record
+	close(release)
+	wg.Wait()
+	if got := newDevices(log); len(got) != 1 {
+		t.Errorf("%d new-device events of 2 racing logins from a device whose record expired, want 1", len(got))
+	}
+}
+
+// A login that records a new device and then fails (here, its session's
+// write) forgets the device again: the next login from it is the one
+// that reports it.
+func TestNewDeviceForgottenWhenTheLoginFails(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	var p *ddbtest.Probe
+	e := newEnv(t, withDevices(log), withProbe(&p))
+	alice := e.putUser("alice")
+	device := &http.Cookie{Name: deviceCookieName, Value: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	login := func() error {
+		r := httptest.NewRequest("POST", "https://example.test/login", nil)
+		r.AddCookie(device)
+		return e.m.Login(httptest.NewRecorder(), r, alice, nil)
+	}
+	p.Fail = func(_ context.Context, op string, in any) error {
+		if op == "PutItem" && attrText(in.(*dynamodb.PutItemInput).Item["kind"]) == "S:"+kindSession {
+			return errors.New("session write failed")
+		}
+		return nil
+	}
+	if err := login(); err == nil {
+		t.Fatal("a login whose session's write failed succeeded")
+	}
+	p.Fail = nil
+	if got := newDevices(log); len(got) != 0 {
+		t.Errorf("the failed login reported a new device: %+v", got)
+	}
+	if err := login(); err != nil {
+		t.Fatalf("Login: %v", err)
+	}
+	if got := newDevices(log); len(got) != 1 {
+		t.Errorf("the login after a failed one: %d new-device events, want 1", len(got))
 	}
 }

@@ -26,6 +26,10 @@ var ErrUserExists = errors.New("ddbsession: user already exists")
 // it wrote no session, and ended those its request carried, as logins do.
 var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
 
+// ErrSecondStep, in the error of a login's verify, is a right credential
+// whose sign-in needs another step: no failed sign-in is counted.
+var ErrSecondStep = errors.New("ddbsession: another step is needed to sign in")
+
 // ErrBadPage is returned by [Manager.History] for a page it never returned.
 var ErrBadPage = errors.New("ddbsession: history: not a page History returned")
 

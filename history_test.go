@@ -3,6 +3,7 @@ package ddbsession_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -302,5 +303,37 @@ func TestLoginFailsWithoutItsHistoryEvent(t *testing.T) {
 	}
 	if len(e.itemsOf(kindSession, "")) != 0 || len(w.Header().Values("Set-Cookie")) != 0 {
 		t.Errorf("a login without its history event left a session: %v", itemsText(e.scanAll()))
+	}
+}
+
+// A verify that says another step is needed (ErrSecondStep: a right
+// password, a one-time code to come) counts no failed sign-in and records
+// no device; a wrong password does count.
+func TestSecondStepIsNoFailedSignIn(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	e := newEnv(t, withDevices(log))
+	alice := e.putUser("alice")
+	device := &http.Cookie{Name: deviceCookieName, Value: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	login := func(verify func(User) error) error {
+		r := httptest.NewRequest("POST", "https://example.test/login", nil)
+		r.AddCookie(device)
+		return e.m.Login(httptest.NewRecorder(), r, alice, verify)
+	}
+	errCode := fmt.Errorf("a one-time code is needed: %w", ddbsession.ErrSecondStep)
+	if err := login(func(User) error { return errCode }); err != errCode {
+		t.Fatalf("Login: %v, want verify's error as it was", err)
+	}
+	if events, _ := e.historyOf(alice); len(events) != 0 {
+		t.Errorf("history after a first step: %+v, want none", events)
+	}
+	if got := newDevices(log); len(got) != 0 {
+		t.Errorf("a first step reported a new device: %+v", got)
+	}
+	if err := login(func(User) error { return errWrongPassword }); err != errWrongPassword {
+		t.Fatalf("Login: %v, want the wrong password's error", err)
+	}
+	if events, _ := e.historyOf(alice); len(events) != 1 || events[0].Kind != ddbsession.EventSignInFailed || events[0].Count != 1 {
+		t.Errorf("history after a wrong password: %+v, want one failed sign-in", events)
 	}
 }

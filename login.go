@@ -256,7 +256,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	defer cancelWork()
 	now := c.now()
 	f, err := c.prove(work, in, c.limit.max > 0, now)
-	if errors.As(err, new(*appError)) {
+	if errors.As(err, new(*appError)) && !errors.Is(err, ErrSecondStep) {
 		c.recordFailed(work, in.user, r, now)
 	}
 	if err != nil {
@@ -284,11 +284,20 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
 	var device string
-	fromNew := false
+	fromNew, made := false, false
 	if c.cookies.device != "" && in.end == endAll {
 		device = c.cookies.deviceOf(r)
 		if fromNew, err = c.store.seeDevice(work, in.user, item.Digest(device), now, now.Add(deviceLifetime)); err != nil {
 			return signedIn{}, err
+		}
+		if fromNew {
+			// A sign-in that fails from here on leaves the device new,
+			// for the next one from it to report.
+			defer func() {
+				if !made {
+					c.store.forgetDevice(ctx, in.user, item.Digest(device), now)
+				}
+			}()
 		}
 		// The old store's browser is no new device: recorded, not reported.
 		fromNew = fromNew && in.adoptedAt == nil
@@ -326,6 +335,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	if overtaken {
 		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: s.ID, User: in.user, Reason: ReasonSessionLimit})
 	}
+	made = true
 	return signedIn{token: token, session: s, now: now, device: device}, nil
 }
 

@@ -429,23 +429,25 @@ func (st *store) countFailed(ctx context.Context, user UserKey, e item.HistoryEn
 }
 
 // seeDevice reports whether user has no live record of the device whose
-// ID has digest, and if so records it, until expires: one strongly
-// consistent read, and for a new device a write. Of racing first sign-ins
-// from one device, one finds it new.
+// ID has digest, and if so records it, first seen at now, until expires:
+// one strongly consistent read, and for a new device one conditional
+// write, which of racing first sign-ins from one device one makes.
 func (st *store) seeDevice(ctx context.Context, user UserKey, digest string, now, expires time.Time) (bool, error) {
 	known, err := st.knowsDevice(ctx, user, digest, now)
 	if err != nil || known {
 		return false, err
 	}
-	taken, err := st.putNew(ctx, st.EncodeDevice(user.PK, user.SK, digest, now, expires))
-	if err == nil && taken {
-		// An expired item that TTL has not deleted yet, or a racing
-		// sign-in's: write over the one, not the other.
-		if known, err = st.knowsDevice(ctx, user, digest, now); err == nil && !known {
-			err = st.put(ctx, st.EncodeDevice(user.PK, user.SK, digest, now, expires))
-		}
+	_, raced, err := st.putOver(ctx, st.EncodeDevice(user.PK, user.SK, digest, now, expires), st.DeviceOver(now))
+	return err == nil && !raced, err
+}
+
+// forgetDevice deletes the record seeDevice made at now, unless a later
+// sign-in wrote over it, so that the device is new again; a failure is
+// logged, and the device stays known.
+func (st *store) forgetDevice(ctx context.Context, user UserKey, digest string, now time.Time) {
+	if _, err := st.deleteIf(ctx, st.DeviceKey(user.PK, user.SK, digest), st.DeviceWrittenAt(now)); err != nil {
+		st.logger.ErrorContext(ctx, "ddbsession: forget the new device of a failed sign-in", "err", err)
 	}
-	return err == nil && !known, err
 }
 
 // knowsDevice reports whether user has a live record of the device whose

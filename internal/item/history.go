@@ -194,6 +194,27 @@ func (l *Layout) EncodeDevice(userPK, userSK, digest string, at, expires time.Ti
 	return av
 }
 
+// DeviceOver is the condition of a device item's write: the key is free,
+// or holds a device item that expired by now (TTL deletes it late), so
+// that of racing first sign-ins from one device one writes.
+func (l *Layout) DeviceOver(now time.Time) Writes {
+	return Writes{
+		Condition: "attribute_not_exists(#pk) OR (#kind = :device AND #ttl <= :now)",
+		Names:     map[string]string{"#pk": l.PartitionKey, "#kind": AttrKind, "#ttl": l.TTLAttribute},
+		Values:    map[string]types.AttributeValue{":device": Str(KindDevice), ":now": Num(now.Unix())},
+	}
+}
+
+// DeviceWrittenAt is the condition of deleting the device item written
+// at: none a later sign-in wrote.
+func (l *Layout) DeviceWrittenAt(at time.Time) Writes {
+	return Writes{
+		Condition: "#kind = :device AND #at = :at",
+		Names:     map[string]string{"#kind": AttrKind, "#at": AttrAt},
+		Values:    map[string]types.AttributeValue{":device": Str(KindDevice), ":at": Num(at.UnixMilli())},
+	}
+}
+
 // DeviceExpires reads a device item's expiry; an error for an item of
 // another kind or form.
 func (l *Layout) DeviceExpires(av map[string]types.AttributeValue) (time.Time, error) {
