@@ -85,6 +85,9 @@ type appConfig struct {
 	// OIDC is single sign-on through an OpenID Connect provider (oidc.go);
 	// zero: off.
 	OIDC oidcConfig
+	// NewDeviceCode makes a password sign-in from a device new to the
+	// account need a second factor, as Clerk does (devices.go).
+	NewDeviceCode bool
 }
 
 // defaultReauth is appConfig.Reauth's default, and -reauth's.
@@ -104,14 +107,15 @@ type app struct {
 	hasher   *hasher
 	passkeys *webauthn.WebAuthn // the relying party of passkeys.go
 	// storeTimeout bounds the app's own DynamoDB work in a request.
-	storeTimeout time.Duration
-	reauthWithin time.Duration    // appConfig.Reauth
-	now          func() time.Time // appConfig.Now: one-time codes' clock
-	limits       *limits
-	sso          *sso                     // single sign-on; nil when off
-	place        func(addr string) string // appConfig.Place, or nil
-	trusted      []netip.Prefix           // appConfig.TrustedProxies
-	log          *slog.Logger
+	storeTimeout  time.Duration
+	reauthWithin  time.Duration    // appConfig.Reauth
+	now           func() time.Time // appConfig.Now: one-time codes' clock
+	limits        *limits
+	sso           *sso                     // single sign-on; nil when off
+	place         func(addr string) string // appConfig.Place, or nil
+	trusted       []netip.Prefix           // appConfig.TrustedProxies
+	newDeviceCode bool                     // appConfig.NewDeviceCode
+	log           *slog.Logger
 	// dummyHash is verified against when a login names an unknown user, so
 	// that it costs as much as a wrong password for a real one.
 	dummyHash passwordHash
@@ -174,16 +178,17 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 	// The app is made first, so that the session guard's page answers are
 	// its own; the rest is filled in below.
 	a := &app{
-		tel:          tel,
-		users:        users{client: cfg.Client, table: cfg.Table},
-		log:          log,
-		dev:          cfg.Dev,
-		storeTimeout: cfg.StoreTimeout,
-		reauthWithin: cfg.Reauth,
-		now:          cfg.Now,
-		passkeys:     passkeys,
-		place:        cfg.Place,
-		trusted:      cfg.TrustedProxies,
+		tel:           tel,
+		users:         users{client: cfg.Client, table: cfg.Table},
+		log:           log,
+		dev:           cfg.Dev,
+		storeTimeout:  cfg.StoreTimeout,
+		reauthWithin:  cfg.Reauth,
+		now:           cfg.Now,
+		passkeys:      passkeys,
+		place:         cfg.Place,
+		trusted:       cfg.TrustedProxies,
+		newDeviceCode: cfg.NewDeviceCode,
 	}
 	sessions, err := ddbsession.New(ddbsession.Config[User]{
 		Client: cfg.Client,
@@ -194,6 +199,10 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 			// Logging out (and out everywhere) also asks the browser to
 			// drop what it kept of the site (see logoutClears).
 			ClearSiteData: logoutClears,
+			// A long-lived device cookie recognises the browsers each
+			// user signs in from: the history and the account page say
+			// when one is new (devices.go).
+			RememberDevices: true,
 		},
 		Limits: ddbsession.Limits{
 			IdleTimeout:      cfg.IdleTimeout,
@@ -269,14 +278,16 @@ func newApp(ctx context.Context, cfg appConfig) (*app, error) {
 }
 
 // logoutClears is what a logout's Clear-Site-Data header asks the browser
-// to clear (ddbsession's Config.Cookie.ClearSiteData): every cookie and
-// all storage of the site, the pending login's and the bound cookie too.
-// Browsers apply it to the whole registrable domain, which is this app's
-// alone when it has a host of its own; run beside other apps on one
-// domain, it would sign their users out too. The cache is left out: every
-// response is no-store (securityHeaders), so it holds nothing of the app's,
-// and clearing it can hold a logout's page in Chromium for seconds.
-var logoutClears = []string{"cookies", "storage"}
+// to clear (ddbsession's Config.Cookie.ClearSiteData): all storage of the
+// site. Browsers apply it to the whole registrable domain, which is this
+// app's alone when it has a host of its own. Cookies are left out: the
+// device cookie must outlive a logout to recognise the browser at the next
+// sign-in, and Logout clears the session's own cookies (the session's, the
+// pending login's, the bound one); the app's others, a passkey ceremony's
+// and single sign-on's, live minutes. So is the cache: every response is
+// no-store (securityHeaders), so it holds nothing of the app's, and
+// clearing it can hold a logout's page in Chromium for seconds.
+var logoutClears = []string{"storage"}
 
 // keepSignedIn is ddbsession's Config.Cookie.KeepSignedIn: the "keep me signed in"
 // box of the log-in and sign-up forms decides whether the cookie outlives

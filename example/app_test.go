@@ -255,7 +255,7 @@ func TestLogout(t *testing.T) {
 		t.Errorf("logout did not clear the cookie: Set-Cookie %q", res.header.Get("Set-Cookie"))
 	}
 	// The browser is asked to drop the rest of what it kept of the site.
-	if got, want := res.header.Get("Clear-Site-Data"), `"cookies", "storage"`; got != want {
+	if got, want := res.header.Get("Clear-Site-Data"), `"storage"`; got != want {
 		t.Errorf("logout's Clear-Site-Data: %q, want %q", got, want)
 	}
 	if b.token() != "" || b.meStatus() != http.StatusUnauthorized {
@@ -319,10 +319,10 @@ func TestSessionsAndRevoke(t *testing.T) {
 	if diff := cmp.Diff([]sessionJSON{{UserAgent: "browser-A", Current: true, Methods: passwordOnly}}, a.sessions(), cmpopts.IgnoreFields(sessionJSON{}, "ID", "CreatedAt", "ExpiresAt", "Address", "LastAddress")); diff != "" {
 		t.Errorf("alice's sessions after the revoke (-want +got):\n%s", diff)
 	}
-	// The sessions list, not the history below it, which keeps browser-B's
-	// sign-in.
+	// The sessions list, not the new-device notice or the history, which
+	// keep browser-B's sign-in.
 	page := a.get("/")
-	listed, _, _ := strings.Cut(page.body, `<section id="history-section">`)
+	listed := section(t, page.body, `<table id="sessions"`, "</table>")
 	if !strings.Contains(listed, "browser-A") || strings.Contains(listed, "browser-B") {
 		t.Errorf("GET / should list browser-A only; body:\n%s", page.body)
 	}
@@ -414,7 +414,7 @@ func TestLogoutEverywhere(t *testing.T) {
 	bob.signup("bob", "bob's password")
 
 	res := a.mustPost(http.StatusSeeOther, "/logout-everywhere", nil)
-	if got, want := res.header.Get("Clear-Site-Data"), `"cookies", "storage"`; got != want {
+	if got, want := res.header.Get("Clear-Site-Data"), `"storage"`; got != want {
 		t.Errorf("logging out everywhere: Clear-Site-Data %q, want %q", got, want)
 	}
 	if code := a.meStatus(); code != http.StatusUnauthorized {

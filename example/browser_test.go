@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,10 @@ func TestBrowser(t *testing.T) {
 	if rows := value(t, first, "count sessions", chromedp.Evaluate[int](`document.querySelectorAll("#sessions tr").length - 1`)); rows != 2 {
 		t.Errorf("the first context lists %d sessions, want 2", rows)
 	}
+	// It notes the second's sign-in, from a device new to the account.
+	if got := value(t, first, "read the new-device notice", chromedp.Text("#new-devices li")); !strings.HasPrefix(got, "Chrome") {
+		t.Errorf("the new-device notice says %q, want the second context's Chromium", got)
+	}
 	checkWidths(t, first, "signed-in") // docs/signed-in.png is its 1280 px picture
 	do(t, first, "change the password with a wrong current one",
 		chromedp.SendKeys("#password-form input[name=current]", "not the password"),
@@ -112,6 +117,25 @@ func TestBrowser(t *testing.T) {
 
 	// 5. Log out everywhere from the first context.
 	do(t, first, "log out everywhere", chromedp.Click("#logout-everywhere"), chromedp.WaitVisible("#signup-form"))
+
+	// The logout's Clear-Site-Data left the device cookie, so this
+	// browser's next sign-in is from a device the account knows.
+	stored, err = chromedp.Call(first, network.GetCookies, network.GetCookiesParams{URLs: []string{ta.srv.URL}})
+	if err != nil {
+		t.Fatalf("read the browser's cookie store: %v", err)
+	}
+	if !slices.ContainsFunc(stored.Cookies, func(c *network.Cookie) bool { return c.Name == cookieName+"-device" }) {
+		t.Errorf("after logging out, the browser has no device cookie")
+	}
+	do(t, first, "log in again",
+		chromedp.SendKeys("#login-form input[name=username]", "alice"),
+		chromedp.SendKeys("#login-form input[name=password]", "correct horse battery"),
+		chromedp.Click("#login-form button"),
+		chromedp.WaitVisible("#history"),
+	)
+	if got := value(t, first, "read the newest event", chromedp.Text("#history tbody tr td.agent")); got != "Signed in with password" {
+		t.Errorf("the sign-in after a logout is in the history as %q, want a plain sign-in", got)
+	}
 
 	// 6. The second context is signed out on its next load.
 	do(t, second, "reload the second context", chromedp.Reload(), chromedp.WaitVisible("#login-form"))

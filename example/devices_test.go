@@ -1,15 +1,24 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ddbsession/ddbsession"
+	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
 
 const chromeOnLinux = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36"
+
+// safariOnMac is a desktop Safari's User-Agent.
+const safariOnMac = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Safari/605.1.15"
 
 func TestDeviceName(t *testing.T) {
 	t.Parallel()
@@ -104,43 +113,120 @@ func TestSessionsListShowsAddresses(t *testing.T) {
 }
 
 // The account page shows the user's security history, newest first: the
-// sign-up's sign-in, a wrong password counted, another browser's sign-in
-// and its sign-out, with devices and addresses.
+// sign-up's sign-in, from a new device; a wrong password, counted; another
+// browser's first sign-in, from a new device, and its sign-out; its second,
+// whose device cookie outlived the logout, a plain sign-in. Each browser's
+// page notes the other's new device, not its own session's, for a week.
 func TestAccountPageShowsHistory(t *testing.T) {
 	t.Parallel()
-	ta := newTestApp(t, unlimited)
+	clock := ddbtest.NewClock(time.Now())
+	ta := newTestApp(t, unlimited, func(c *appConfig) { c.Now, c.IdleTimeout = clock.Now, 2*newDeviceNotice })
 	b := ta.browser(chromeOnLinux)
 	b.signup("alice", "correct horse")
-	other := ta.browser("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 Safari/605.1.15")
+	other := ta.browser(safariOnMac)
 	if res := other.post("/login", url.Values{"username": {"alice"}, "password": {"wrong horse"}}); res.code == http.StatusSeeOther {
 		t.Fatal("a wrong password signed in")
 	}
-	other.login("alice", "correct horse")
-	other.mustPost(http.StatusSeeOther, "/logout", nil)
+	notice := func(b *browser, want, not string) {
+		t.Helper()
+		notice := section(t, b.get("/").body, `<section id="new-devices"`, "</section>")
+		if !strings.Contains(notice, "<li>"+want+" from 127.0.0.1, ") || strings.Contains(notice, not) || strings.Count(notice, "<li>") != 1 {
+			t.Errorf("the new-device notice: want %s alone, got:\n%s", want, notice)
+		}
+	}
+	for _, step := range []func(){
+		func() { other.login("alice", "correct horse") },
+		// The notice, on each browser: the other's first sign-in, not its own.
+		func() { notice(other, "Chrome 156 on Linux", "Safari") },
+		func() { notice(b, "Safari 18 on macOS", "Chrome") },
+		func() { other.mustPost(http.StatusSeeOther, "/logout", nil) },
+		func() { other.login("alice", "correct horse") },
+	} {
+		clock.Advance(time.Second) // the history's order
+		step()
+	}
 
 	page := b.get("/").body
-	start := strings.Index(page, `<table id="history"`)
-	if start < 0 {
-		t.Fatalf("the account page has no history:\n%s", page)
-	}
-	history := page[start : start+strings.Index(page[start:], "</table>")]
+	history := section(t, page, `<table id="history"`, "</table>")
 	var order []int
 	for _, want := range []string{
-		`<td class="agent">Signed out</td>`,
 		`<td class="agent">Signed in<span class="hint"> with password</span></td>`,
+		`title="` + safariOnMac + `">Safari 18 on macOS</td>`, // the second sign-in, from a known device
+		`<td class="agent">Signed out</td>`,
+		`<td class="agent">Signed in from a new device<span class="hint"> with password</span></td>`,
+		`title="` + safariOnMac + `">Safari 18 on macOS</td>`,
+		`<td class="agent">Signed in from a new device<span class="hint"> with password</span></td>`,
 		`title="` + chromeOnLinux + `">Chrome 156 on Linux</td>`, // the sign-up's sign-in
 		`<td class="agent">1 failed sign-in</td>`,                // counted at its hour's start
 	} {
-		i := strings.Index(history, want)
-		if i < 0 {
-			t.Errorf("the history lacks\n\t%s\nin:\n%s", want, history)
+		from := 0
+		if len(order) > 0 {
+			from = order[len(order)-1] + 1
 		}
-		order = append(order, i)
-	}
-	if !slices.IsSorted(order) {
-		t.Errorf("the history is not newest first (%v):\n%s", order, history)
+		i := strings.Index(history[from:], want)
+		if i < 0 {
+			t.Fatalf("the history lacks, after the rows before it,\n\t%s\nin:\n%s", want, history)
+		}
+		order = append(order, from+i)
 	}
 	if !strings.Contains(history, `data-label="Where">127.0.0.1</td>`) {
 		t.Errorf("the history shows no address:\n%s", history)
+	}
+	// A week on, the notice is gone; the history keeps the events.
+	clock.Advance(newDeviceNotice)
+	if page := b.get("/").body; strings.Contains(page, `id="new-devices"`) || !strings.Contains(page, "Signed in from a new device") {
+		t.Errorf("a week on: want no notice and the history's events:\n%s", page)
+	}
+}
+
+// section is the part of page from start to the first end after it.
+func section(t *testing.T, page, start, end string) string {
+	t.Helper()
+	i := strings.Index(page, start)
+	if i < 0 {
+		t.Fatalf("the page has no %s:\n%s", start, page)
+	}
+	return page[i : i+strings.Index(page[i:], end)]
+}
+
+// With -new-device-code, a password alone signs in only on a device the
+// account has used: from a new browser, an account without one-time codes
+// is refused (403, counted as a failed sign-in in its history, which is how
+// its user hears of it), and one with codes types its code, as always; a
+// program, which has no device cookie, needs the code. Sign-up and the
+// browsers the account knows are not asked.
+func TestNewDeviceCode(t *testing.T) {
+	t.Parallel()
+	clock := ddbtest.NewClock(time.Now())
+	ta := newTestApp(t, unlimited, func(c *appConfig) { c.Now, c.NewDeviceCode = clock.Now, true })
+	home := ta.browser(chromeOnLinux)
+	home.signup("alice", "correct horse") // no code: the account is new
+	home.mustPost(http.StatusSeeOther, "/logout", nil)
+	home.login("alice", "correct horse") // a device alice used
+
+	away := ta.browser(safariOnMac)
+	res := away.post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}})
+	if res.code != http.StatusForbidden || !strings.Contains(res.body, "This device is new to your account") || away.meStatus() == http.StatusOK {
+		t.Fatalf("a password alone from a new browser: %d, want 403 and the reason, not signed in\n%s", res.code, res.body)
+	}
+	history, _, err := ta.app.sessions.History(context.Background(), userKey("alice"), "")
+	i := slices.IndexFunc(history, func(e ddbsession.Event) bool { return e.Kind == ddbsession.EventSignInFailed })
+	if err != nil || i < 0 || history[i].Count != 1 || history[i].UserAgent != safariOnMac {
+		t.Errorf("alice's history after the refusal: %+v, %v; want a failed sign-in from the new browser", history, err)
+	}
+	if res := ta.apiClient("cli/1.0").request("POST", "/api/login", `{"username": "alice", "password": "correct horse"}`); res.code != http.StatusForbidden || !isAPIError(res.body) {
+		t.Errorf("POST /api/login with a password alone: %d %s, want 403", res.code, res.body)
+	}
+
+	// With one-time codes, the new browser signs in with the code.
+	secret := home.enrolTOTP(clock.Now())
+	clock.Advance(30 * time.Second)
+	if res := away.loginTwoSteps("alice", "correct horse", codeAt(t, secret, clock.Now())); res.code != http.StatusSeeOther || away.meStatus() != http.StatusOK {
+		t.Errorf("password and code from the new browser: %d, want signed in\n%s", res.code, res.body)
+	}
+	clock.Advance(30 * time.Second)
+	body, _ := json.Marshal(loginRequest{Username: "alice", Password: "correct horse", Code: codeAt(t, secret, clock.Now())})
+	if res := ta.apiClient("cli/1.0").request("POST", "/api/login", string(body)); res.code != http.StatusOK {
+		t.Errorf("POST /api/login with password and code: %d %s, want 200", res.code, res.body)
 	}
 }

@@ -18,9 +18,10 @@ import (
 // index is the only page: forms to sign up or log in for visitors, and the
 // account with its sessions for a signed-in user.
 func (a *app) index(w http.ResponseWriter, r *http.Request) {
-	data := indexData{place: a.place}
+	data := indexData{place: a.place, now: a.now()}
 	if u, ok := a.sessions.User(r.Context()); ok {
 		s, _ := a.sessions.Session(r.Context())
+		data.current = s.ID
 		list, err := a.sessions.List(r.Context(), s.User)
 		if err != nil {
 			a.storeError(w, r, "list sessions", err)
@@ -128,14 +129,20 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	}
 	twoStep := false
 	signedIn := a.passwordLogin(w, r, username, password, "", loginCheck, answer, func(user ddbsession.UserKey, verify func(User) error) error {
+		newDevice, err := a.secondFactorFor(r, user, true)
+		if err != nil {
+			return err
+		}
 		var checked passwordHash
-		err := a.sessions.Login(w, r, user, func(u User) error {
-			if err := verify(u); err != nil {
+		err = a.sessions.Login(w, r, user, func(u User) error {
+			switch err := verify(u); {
+			case err != nil:
 				return err
-			}
-			if u.TOTPEnrolled() {
+			case u.TOTPEnrolled():
 				checked = u.PasswordHash
 				return errCodeNeeded // Login writes nothing
+			case newDevice:
+				return errNewDevice
 			}
 			return nil
 		}, methodPassword)
@@ -206,8 +213,20 @@ func (a *app) apiLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	var token tokenJSON
 	signedIn := a.passwordLogin(w, r, username, req.Password, code, loginCheck, jsonError, func(user ddbsession.UserKey, verify func(User) error) error {
-		var err error
-		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, a.passwordAndCode(r, user, verify, code), methodsFor(code)...)
+		newDevice, err := a.secondFactorFor(r, user, false)
+		if err != nil {
+			return err
+		}
+		check := a.passwordAndCode(r, user, verify, code)
+		token.Token, token.ExpiresAt, err = a.sessions.LoginBearer(r, user, func(u User) error {
+			if err := check(u); err != nil {
+				return err
+			}
+			if newDevice && !u.TOTPEnrolled() {
+				return errNewDevice
+			}
+			return nil
+		}, methodsFor(code)...)
 		return err
 	})
 	if signedIn {
@@ -329,6 +348,8 @@ func (a *app) passwordLogin(w http.ResponseWriter, r *http.Request, username, pa
 	case errors.Is(err, errCodeNeeded) || errors.Is(err, errNoTOTP):
 		code, msg, _ := codeMessage(err)
 		answer(w, code, msg)
+	case errors.Is(err, errNewDevice):
+		answer(w, http.StatusForbidden, newDeviceMessage)
 	case errors.Is(err, errPasswordChanged):
 		answer(w, http.StatusConflict, "The account was changed by another request meanwhile. Try again.")
 	case errors.Is(err, errUnreadableHash):

@@ -203,6 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	flags.DurationVar(&cfg.RefreshInterval, "refresh", 0, "how often a request may extend a session (default idle/24)")
 	flags.DurationVar(&cfg.AbsoluteLifetime, "absolute", 0, "longest a session can live (default 720h)")
 	flags.DurationVar(&cfg.Reauth, "reauth", defaultReauth, "how recent an authentication the sensitive actions need (logging out everywhere, revoking a session, setting up or removing one-time codes); older, they ask for the password (and code) again")
+	flags.BoolVar(&cfg.NewDeviceCode, "new-device-code", false, "a password sign-in from a device new to the account needs a second factor, as Clerk does: an account with one-time codes types its code (as always), one without signs in on a new device with a passkey only, and a program (POST /api/login) needs a code")
 	flags.IntVar(&cfg.MaxSessions, "max-sessions", 0, "most sessions a user may have at once, at most 100: a login beyond it ends the user's oldest session (default 0: no limit)")
 	flags.BoolVar(&opts.debug, "debug", false, "log at debug level, with every session event (created, refreshed, ended, rejected...)")
 	flags.Func("trusted-proxies", "comma-separated address `ranges` of the reverse proxies in front of the app (10.0.0.0/8,192.168.0.0/16): X-Forwarded-For is read only on their connections; without it the header is ignored and failed logins are limited by the connection's address", func(list string) error {

@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,10 +39,15 @@ func TestRun(t *testing.T) {
 	if res.StatusCode != http.StatusOK { // after following the 303 to /
 		t.Fatalf("sign-up: %d", res.StatusCode)
 	}
-	// Dev mode: a plain-HTTP cookie without the __Host- prefix.
+	// Dev mode: plain-HTTP cookies without the __Host- prefix, the
+	// session's and the device's.
 	u, _ := url.Parse(base)
-	if cookies := jar.Cookies(u); len(cookies) != 1 || cookies[0].Name != "session" {
-		t.Errorf("cookies after sign-up in dev mode: %v, want one named session", cookies)
+	var names []string
+	for _, c := range jar.Cookies(u) {
+		names = append(names, c.Name)
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"session", "session-device"}) {
+		t.Errorf("cookies after sign-up in dev mode: %v, want session and session-device", names)
 	}
 	res, err = c.Get(base + "api/me")
 	if err != nil {

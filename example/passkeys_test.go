@@ -142,8 +142,9 @@ func TestPasskeys(t *testing.T) {
 		t.Errorf("sign-in options: user verification %q, %d allowed credentials; want required, and none (discoverable)", o.PublicKey.UserVerification, len(o.PublicKey.AllowCredentials))
 	}
 	// DeleteItem, the handle's GetItem, Login's read and three writes (its
-	// history event too), the counter's UpdateItem.
-	calls("sign-in finish", 7, func() { b.mustJSON("/passkeys/login/finish", key.get(t, o)) })
+	// history event too), the device's read and write (browser-B is new to
+	// the account), the counter's UpdateItem.
+	calls("sign-in finish", 9, func() { b.mustJSON("/passkeys/login/finish", key.get(t, o)) })
 	if list := b.sessions(); len(list) != 2 || !slices.Equal(sessionOf(list, "browser-B").Methods, []string{methodPasskey}) {
 		t.Errorf("after a passkey sign-in, sessions %+v: want browser-B's with methods [passkey]", list)
 	}
@@ -177,8 +178,8 @@ func TestPasskeys(t *testing.T) {
 	}
 	// The check, DeleteItem, Login's read, its writes (the old session's
 	// two items deleted, the new one's two written, its history event),
-	// the counter's UpdateItem.
-	calls("step-up finish", 9, func() {
+	// the device's read (known), the counter's UpdateItem.
+	calls("step-up finish", 10, func() {
 		res = b.mustJSON("/reauth/passkey/finish?next="+url.QueryEscape("/passkeys/remove?id="+id), key.get(t, o))
 	})
 	if !strings.Contains(res.body, `"next":"/passkeys/remove?id=`+id+`"`) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ddbsession/ddbsession"
 )
@@ -50,6 +51,23 @@ type indexData struct {
 	SSO string
 	// place is appConfig.Place, or nil.
 	place func(addr string) string
+	// current is this browser's session's ID, and now the page's time: the
+	// new-device notice leaves out this browser's own, and old ones.
+	current string
+	now     time.Time
+}
+
+// NewDevices are the sign-ins from devices new to the account, on the
+// history's newest page, of the last newDeviceNotice but this browser's:
+// the notice at the top of the account page, which asks "was this you?".
+func (d indexData) NewDevices() []ddbsession.Event {
+	var out []ddbsession.Event
+	for _, e := range d.History {
+		if e.Kind == ddbsession.EventNewDevice && e.SessionID != d.current && d.now.Sub(e.Time) < newDeviceNotice {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Where is how the sessions list shows an address: the address, and the
@@ -95,6 +113,7 @@ var historyWords = map[ddbsession.EventKind]string{
 	ddbsession.EventCreated:         "Signed in",
 	ddbsession.EventReauthenticated: "Confirmed it was you",
 	ddbsession.EventAdopted:         "Moved over from the old sign-in",
+	ddbsession.EventNewDevice:       "Signed in from a new device",
 	ddbsession.EventSignInFailed:    "Failed sign-ins",
 	ddbsession.EventEnded:           "Signed out",
 	ddbsession.EventRevoked:         "A session was signed out",

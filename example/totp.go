@@ -69,8 +69,8 @@ var (
 	// whose secret was changed meanwhile).
 	errCodeTaken = errors.New("one-time code used already")
 	// errCodeNeeded is a right password of a user whose logins need a
-	// code too, which the request did not send.
-	errCodeNeeded = errors.New("one-time code needed")
+	// code too, which the request did not send: no failed sign-in.
+	errCodeNeeded = fmt.Errorf("one-time code needed: %w", ddbsession.ErrSecondStep)
 	// errNoTOTP is a code sent for a user who has none.
 	errNoTOTP = errors.New("the user has no one-time codes")
 	// errTOTPChanged is a set-up that another request changed meanwhile.
