@@ -443,6 +443,19 @@ func scenarios() []scenario {
 			key := r.e.putUser("alice")
 			r.measure(func() { r.e.login(key) })
 		}},
+		scenario{byDefault, "Login from a known device (Cookie.RememberDevices)", func(c *ddbsession.Config[User]) { c.Cookie.RememberDevices = true }, func(r *capacityRun) {
+			key := r.e.putUser("alice")
+			w := newRecorder()
+			if err := r.e.m.Login(w, newRequest(), key, nil); err != nil {
+				r.t.Fatal(err)
+			}
+			device := sessionCookie(r.t, w.Result(), deviceCookieName)
+			r.measure(func() {
+				if err := r.e.m.Login(newRecorder(), newRequest(device), key, nil); err != nil {
+					r.t.Fatal(err)
+				}
+			})
+		}},
 	)
 	all = append(all, common(noHistory, withoutHistory)...)
 	all = append(all, revokeScenario(noHistory, withoutHistory),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/ddbsession/ddbsession/internal/item"
@@ -39,10 +40,18 @@ func (c *core) history(ctx context.Context, user UserKey, page string) ([]Event,
 		return nil, "", err
 	}
 	now := c.now()
-	entries, next, everyone, err := c.store.queryHistory(ctx, user, page, historyPage, now)
-	if err != nil {
+	// The last RevokeEveryone's time comes from this instance's copy of
+	// the global item, read anew beside the Query only if stale: every
+	// instance shares that item, which a read per History would make hot.
+	var refreshErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, refreshErr = c.read.Refresh(ctx, false) })
+	entries, next, err := c.store.queryHistory(ctx, user, page, historyPage, now)
+	wg.Wait()
+	if err = errors.Join(err, refreshErr); err != nil {
 		return nil, "", err
 	}
+	everyone := c.read.EveryoneAt()
 	events := make([]Event, 0, len(entries)+1)
 	for _, e := range entries {
 		events = append(events, Event{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -56,6 +57,10 @@ func TestHistoryEachEventNewestFirstInPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.MaxSessions = 2 })
 	m := e.members(func(c *ddbsession.Config[Member]) { c.Limits.MaxSessions = 2 })
+	// e.m reads the history, as another instance: its copy of the global
+	// item ages on mono.
+	var mono ddbtest.Mono
+	ddbsession.SetMonotonicClock(e.m, mono.Now)
 	const password, guess = "alice's long password", "a wrong guess of hers"
 	alice := e.createMember(m, "alice", password)
 	bob := e.createMember(m, "bob", password)
@@ -108,6 +113,10 @@ func TestHistoryEachEventNewestFirstInPages(t *testing.T) {
 		login(from("198.51.100.4"), password, "password")
 	}
 
+	// The RevokeEveryone shows once the reader's copy of the global item
+	// is read anew: within RevokeEveryoneWithin.
+	e.historyOf(alice)
+	mono.Advance(10 * time.Second)
 	events, pages := e.historyOf(alice)
 	for i, n := range pages {
 		// 25 of the user's items, and the RevokeEveryone in the page it
@@ -335,5 +344,48 @@ func TestSecondStepIsNoFailedSignIn(t *testing.T) {
 	}
 	if events, _ := e.historyOf(alice); len(events) != 1 || events[0].Kind != ddbsession.EventSignInFailed || events[0].Count != 1 {
 		t.Errorf("history after a wrong password: %+v, want one failed sign-in", events)
+	}
+}
+
+// History reads no item that every instance shares per page: the last
+// RevokeEveryone's time comes from the instance's copy of the global item,
+// read anew only once it is older than RevokeEveryoneWithin.
+func TestHistoryReadsNoSharedItemPerPage(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	var mono ddbtest.Mono
+	ddbsession.SetMonotonicClock(e.m, mono.Now)
+	alice := e.putUser("alice")
+	e.login(alice)
+	e.historyOf(alice)
+	p.Take()
+	for range 10 {
+		e.historyOf(alice)
+	}
+	if got := p.Take(); !maps.Equal(got, map[string]int{"Query": 10}) {
+		t.Errorf("10 pages of history made %v, want 10 Queries and nothing else", got)
+	}
+	mono.Advance(10 * time.Second) // the copy is stale: the next page reads it anew
+	e.historyOf(alice)
+	if got := p.Take(); got["Query"] != 1 || got["BatchGetItem"]+got["GetItem"] != 1 {
+		t.Errorf("a page with a stale copy made %v, want a Query and a read of the shared items", got)
+	}
+}
+
+// Where TTL runs late or not at all, a page does not come back empty while
+// older events are left: the Query goes on past expired ones.
+func TestHistorySkipsExpiredEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *ddbsession.Config[User]) { c.Limits.HistoryRetention = time.Hour })
+	alice := e.putUser("alice")
+	for range 100 {
+		e.login(alice)
+		e.clock.Advance(time.Second)
+	}
+	e.clock.Advance(2 * time.Hour) // every event expired, none deleted
+	e.login(alice)
+	if events, pages := e.historyOf(alice); len(events) != 1 || len(pages) > 2 {
+		t.Errorf("%d events in pages %v, want the one live event, and at most an empty last page", len(events), pages)
 	}
 }

@@ -462,19 +462,13 @@ func (st *store) knowsDevice(ctx context.Context, user UserKey, digest string, n
 }
 
 // queryHistory reads up to n of user's history items after cursor (""
-// for the newest), newest first, with one strongly consistent Query, and
-// beside it the time of the last RevokeEveryone; next is the cursor where
-// the Query stopped, "" at the end. Items past their TTL cost the read but
-// are not sent back, nor are items this release cannot read.
-func (st *store) queryHistory(ctx context.Context, user UserKey, cursor string, n int32, now time.Time) (page []item.HistoryEntry, next string, everyone time.Time, err error) {
-	var globalErr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var av map[string]types.AttributeValue
-		if av, globalErr = st.get(ctx, st.GlobalKey()); globalErr == nil {
-			everyone = item.GlobalRevokedAt(av)
-		}
-	})
+// for the newest), newest first, with a strongly consistent Query; next is
+// the cursor where it stopped, "" at the end. Items past their TTL cost
+// the read but are not sent back, nor are items this release cannot read.
+// A Query that found none but expired items goes on, up to
+// emptyQueries in all, so that a table where TTL runs late or not at all
+// (sweep's) does not hand out empty pages.
+func (st *store) queryHistory(ctx context.Context, user UserKey, cursor string, n int32, now time.Time) (page []item.HistoryEntry, next string, err error) {
 	in := &dynamodb.QueryInput{
 		TableName:                &st.table,
 		ConsistentRead:           consistent,
@@ -489,27 +483,37 @@ func (st *store) queryHistory(ctx context.Context, user UserKey, cursor string, 
 			":now":    item.Num(now.Unix()),
 		},
 	}
-	if cursor != "" {
-		in.ExclusiveStartKey = st.HistoryKey(user.PK, user.SK, cursor)
-	}
-	out, err := st.client.Query(ctx, in)
-	wg.Wait()
-	if err = errors.Join(st.named(err), globalErr); err != nil {
-		return nil, "", time.Time{}, err
-	}
-	for _, av := range out.Items {
-		e, err := st.DecodeHistory(av)
-		if err != nil {
-			st.logger.WarnContext(ctx, "ddbsession: ignoring a history item in an unknown format", "err", err)
-			continue
+	next = cursor
+	for range emptyQueries {
+		if next != "" {
+			in.ExclusiveStartKey = st.HistoryKey(user.PK, user.SK, next)
 		}
-		page = append(page, e)
+		out, err := st.client.Query(ctx, in)
+		if err != nil {
+			return nil, "", st.named(err)
+		}
+		for _, av := range out.Items {
+			e, err := st.DecodeHistory(av)
+			if err != nil {
+				st.logger.WarnContext(ctx, "ddbsession: ignoring a history item in an unknown format", "err", err)
+				continue
+			}
+			page = append(page, e)
+		}
+		next = ""
+		if last, ok := out.LastEvaluatedKey[st.SortKey].(*types.AttributeValueMemberS); ok {
+			next = strings.TrimPrefix(last.Value, item.HistorySort)
+		}
+		if len(page) > 0 || next == "" {
+			break
+		}
 	}
-	if last, ok := out.LastEvaluatedKey[st.SortKey].(*types.AttributeValueMemberS); ok {
-		next = strings.TrimPrefix(last.Value, item.HistorySort)
-	}
-	return page, next, everyone, nil
+	return page, next, nil
 }
+
+// emptyQueries is how many Queries a page of the history makes at most
+// while it finds no live event.
+const emptyQueries = 4
 
 // decodeSession decodes a session item read from the table; false for none,
 // a void, or one in a format this release cannot read, which is logged.

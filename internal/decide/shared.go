@@ -329,6 +329,10 @@ func (r *Reader) CheckLayout(ctx context.Context) error {
 	return err
 }
 
+// EveryoneAt returns when RevokeEveryone last ended every session, as the
+// copy knows it: zero for never, or before a read.
+func (r *Reader) EveryoneAt() time.Time { return r.shared.everyoneAt() }
+
 // CookieKeys returns the cookie keys of the table's layout record, as the
 // last read of it found them: nil before one has (CheckLayout reads it).
 func (r *Reader) CookieKeys() *item.CookieKeys {
