@@ -294,3 +294,56 @@ func TestNewDeviceForgottenWhenTheLoginFails(t *testing.T) {
 		t.Errorf("the login after a failed one: %d new-device events, want 1", len(got))
 	}
 }
+
+// A user made anew under a deleted user's key inherits nothing of the
+// former user: not their history, which TTL keeps for months, nor their
+// devices; and the new user's own events show, even one written by an
+// instance whose clock is behind the one that made the user.
+func TestUserMadeAnewInheritsNoHistoryOrDevice(t *testing.T) {
+	t.Parallel()
+	log := &eventLog{}
+	e := newEnv(t, withDevices(log))
+	alice := e.putUser("alice")
+	w := httptest.NewRecorder()
+	if err := e.m.Login(w, httptest.NewRequest("POST", "https://example.test/login", nil), alice, nil, "password"); err != nil {
+		t.Fatal(err)
+	}
+	device := sessionCookie(t, w.Result(), deviceCookieName)
+	if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "https://example.test/login", nil), alice, func(User) error { return errWrongPassword }); err == nil {
+		t.Fatal("a refused Login succeeded")
+	}
+	if events, _ := e.historyOf(alice); len(events) != 2 {
+		t.Fatalf("the former user's history: %+v, want a sign-in and a failed one", events)
+	}
+	e.clock.Advance(time.Hour)
+	e.deleteItem(userItemKey(alice)) // the account closed, its name freed
+	if err := e.m.CreateUser(context.Background(), User{PK: alice.PK, SK: alice.SK, Name: "another person"}); err != nil {
+		t.Fatal(err)
+	}
+	if events, _ := e.historyOf(alice); len(events) != 0 {
+		t.Errorf("the new user's history holds the former user's events: %+v", events)
+	}
+	r := httptest.NewRequest("POST", "https://example.test/login", nil)
+	r.AddCookie(device)
+	if known, err := e.m.KnownDevice(r, alice); err != nil || known {
+		t.Errorf("KnownDevice of the former user's browser: %v, %v; want false", known, err)
+	}
+	// An instance whose clock is 30 seconds behind signs the new user in
+	// from that browser: a new device to them, in their history.
+	slow := e.cfg
+	slow.Now = func() time.Time { return e.clock.Now().Add(-30 * time.Second) }
+	m, err := ddbsession.New(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newDevices(log)
+	if err := m.Login(httptest.NewRecorder(), r, alice, nil, "password"); err != nil {
+		t.Fatal(err)
+	}
+	if got := newDevices(log); len(got) != 1 {
+		t.Errorf("the new user's first login from the former user's browser: %d new-device events, want 1", len(got))
+	}
+	if events, _ := e.historyOf(alice); len(events) != 1 || events[0].Kind != ddbsession.EventNewDevice {
+		t.Errorf("the new user's history: %+v, want their sign-in alone", events)
+	}
+}

@@ -60,6 +60,15 @@ func (c *core) createUser(ctx context.Context, v any) error {
 		return err
 	}
 	created, err := c.store.createUser(ctx, av)
+	if err == nil && created && c.keepHistory > 0 {
+		// A new user inherits no history or device of a former user of
+		// the key: older than this, less the clocks' disagreement, so that
+		// none of the new user's, written on a clock behind, is lost.
+		now := c.now()
+		if err := c.store.forgetFormerUser(ctx, key, now.Add(-clockMargin), c.keepHistory); err != nil {
+			c.logger.ErrorContext(ctx, "ddbsession: forget a former user's history and devices", "err", err)
+		}
+	}
 	if err == nil && created && c.store.MREC {
 		// A revocation item outlives a user item deleted before this one,
 		// with a version that sessions of release v0.1.0, which have no

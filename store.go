@@ -376,6 +376,50 @@ func (st *store) createUser(ctx context.Context, av map[string]types.AttributeVa
 	return !taken && err == nil, err
 }
 
+// forgetFormerUser has the user made at now under user's key inherit
+// nothing that a former user of the key left in its index partition, which
+// TTL keeps for months: it deletes the device items first seen before
+// cutoff, and if there is history, starts the history at cutoff
+// (item.HistoryStart), with a TTL of keep. One Query, which finds nothing
+// for a key never used.
+func (st *store) forgetFormerUser(ctx context.Context, user UserKey, cutoff time.Time, keep time.Duration) error {
+	in := &dynamodb.QueryInput{
+		TableName:                &st.table,
+		ConsistentRead:           consistent,
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		FilterExpression:         aws.String("#kind IN (:history, :device)"),
+		ProjectionExpression:     aws.String("#pk, #sk, #kind"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#kind": item.AttrKind},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": item.Str(st.IndexPK(user.PK, user.SK)), ":history": item.Str(item.KindHistory), ":device": item.Str(item.KindDevice),
+		},
+	}
+	history := false
+	for {
+		out, err := st.client.Query(ctx, in)
+		if err != nil {
+			return st.named(err)
+		}
+		for _, av := range out.Items {
+			if attrS(av, item.AttrKind) == item.KindHistory {
+				history = true
+				continue
+			}
+			key := st.Key(attrS(av, st.PartitionKey), attrS(av, st.SortKey))
+			if _, err := st.deleteIf(ctx, key, st.DeviceSeenBefore(cutoff)); err != nil {
+				return err
+			}
+		}
+		if in.ExclusiveStartKey = out.LastEvaluatedKey; len(in.ExclusiveStartKey) == 0 {
+			break
+		}
+	}
+	if !history {
+		return nil
+	}
+	return st.putHistory(ctx, user, item.HistoryEntry{Event: item.HistoryStart, At: cutoff, Expires: cutoff.Add(keep)})
+}
+
 // changeVersion changes a user item's sessions version, which ends every
 // session made before: by a random step (one write), or, for a user item
 // the app wrote without one, to a first version. It reports false if the
@@ -492,17 +536,20 @@ func (st *store) queryHistory(ctx context.Context, user UserKey, cursor string, 
 		if err != nil {
 			return nil, "", st.named(err)
 		}
+		next = ""
+		if last, ok := out.LastEvaluatedKey[st.SortKey].(*types.AttributeValueMemberS); ok {
+			next = strings.TrimPrefix(last.Value, item.HistorySort)
+		}
 		for _, av := range out.Items {
 			e, err := st.DecodeHistory(av)
 			if err != nil {
 				st.logger.WarnContext(ctx, "ddbsession: ignoring a history item in an unknown format", "err", err)
 				continue
 			}
+			if e.Event == item.HistoryStart { // a former user's history is older
+				return page, "", nil
+			}
 			page = append(page, e)
-		}
-		next = ""
-		if last, ok := out.LastEvaluatedKey[st.SortKey].(*types.AttributeValueMemberS); ok {
-			next = strings.TrimPrefix(last.Value, item.HistorySort)
 		}
 		if len(page) > 0 || next == "" {
 			break

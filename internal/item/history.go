@@ -43,6 +43,11 @@ const (
 	failedSuffix = "failed"
 )
 
+// HistoryStart is the event of the item that starts a user's history:
+// CreateUser writes it where a former user of the same key left history,
+// and History reads nothing older, so that a new user inherits none.
+const HistoryStart = "history-start"
+
 // HistoryEntry is one item of a user's history, decoded.
 type HistoryEntry struct {
 	Event     string
@@ -212,6 +217,16 @@ func (l *Layout) DeviceWrittenAt(at time.Time) Writes {
 		Condition: "#kind = :device AND #at = :at",
 		Names:     map[string]string{"#kind": AttrKind, "#at": AttrAt},
 		Values:    map[string]types.AttributeValue{":device": Str(KindDevice), ":at": Num(at.UnixMilli())},
+	}
+}
+
+// DeviceSeenBefore is the condition of deleting a device item first seen
+// before t: a former user's, not one of a user made anew since.
+func (l *Layout) DeviceSeenBefore(t time.Time) Writes {
+	return Writes{
+		Condition: "#kind = :device AND #at < :t",
+		Names:     map[string]string{"#kind": AttrKind, "#at": AttrAt},
+		Values:    map[string]types.AttributeValue{":device": Str(KindDevice), ":t": Num(t.UnixMilli())},
 	}
 }
 
