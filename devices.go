@@ -51,5 +51,15 @@ func (c *core) knownDevice(r *http.Request, user UserKey) (bool, error) {
 	}
 	ctx, cancel := c.storeContext(r.Context())
 	defer cancel()
-	return c.store.knowsDevice(ctx, user, item.Digest(ck.Value), c.now())
+	if err := c.read.CheckLayout(ctx); err != nil {
+		return false, err
+	}
+	return c.store.knowsDevice(ctx, user, deviceDigest(user, ck.Value), c.now())
+}
+
+// deviceDigest is what keys user's item of the device whose ID is id: a
+// digest of both, so that the items of one browser's users share no key
+// that would tie their accounts together for a reader of the table.
+func deviceDigest(user UserKey, id string) string {
+	return item.Digest(user.PK + "\x00" + user.SK + "\x00" + id)
 }

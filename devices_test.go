@@ -123,8 +123,12 @@ func TestNewDevice(t *testing.T) {
 	}
 	// No item holds a device ID; no device cookie holds a session's token.
 	devices := 0
+	keys := map[string]bool{} // the device items' sort keys
 	for _, it := range e.scanWithHistory() {
 		text := itemText(it)
+		if strings.Contains(text, "session-device") {
+			keys[attrText(it["sk"])] = true
+		}
 		devices += strings.Count(text, "session-device")
 		for _, c := range []*http.Cookie{laptop, phone} {
 			if strings.Contains(text, c.Value) {
@@ -134,6 +138,11 @@ func TestNewDevice(t *testing.T) {
 	}
 	if devices != 4 { // alice's laptop, phone and made-up one; bob's laptop
 		t.Errorf("%d device items, want 4", devices)
+	}
+	// Alice's laptop and bob's share no key that would tie their accounts
+	// together for a reader of the table.
+	if len(keys) != devices {
+		t.Errorf("%d device items under %d sort keys: one browser's users share a key", devices, len(keys))
 	}
 	for _, s := range []*http.Cookie{first, second} {
 		for _, d := range []*http.Cookie{laptop, phone} {

@@ -296,7 +296,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	fromNew, made := false, false
 	if c.cookies.device != "" && in.end == endAll {
 		device = c.cookies.deviceOf(r)
-		if fromNew, err = c.store.seeDevice(work, in.user, item.Digest(device), now, now.Add(deviceLifetime)); err != nil {
+		if fromNew, err = c.store.seeDevice(work, in.user, deviceDigest(in.user, device), now, now.Add(deviceLifetime)); err != nil {
 			return signedIn{}, err
 		}
 		if fromNew {
@@ -304,7 +304,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 			// for the next one from it to report.
 			defer func() {
 				if !made {
-					c.store.forgetDevice(ctx, in.user, item.Digest(device), now)
+					c.store.forgetDevice(ctx, in.user, deviceDigest(in.user, device), now)
 				}
 			}()
 		}

@@ -173,7 +173,7 @@ func (l *Layout) DecodeHistory(av map[string]types.AttributeValue) (HistoryEntry
 // kept by TTL for as long as the cookie from the first sign-in.
 //
 //	pk    S  the user's index partition (Layout.IndexPK)
-//	sk    S  DEV#<base64url(sha256(device ID))>
+//	sk    S  DEV#<base64url(sha256(user PK, NUL, user SK, NUL, device ID))>
 //	v     N  1
 //	kind  S  "session-device"
 //	at    N  the first sign-in from it, epoch milliseconds
