@@ -356,3 +356,21 @@ func TestUserMadeAnewInheritsNoHistoryOrDevice(t *testing.T) {
 		t.Errorf("the new user's history: %+v, want their sign-in alone", events)
 	}
 }
+
+// A CreateUser whose clearing of a former user's items fails makes no
+// user: it undoes its write, so that the app's retry does it all, rather
+// than find the name taken.
+func TestCreateUserUndoneWhenItCannotClear(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	e := newEnv(t, withProbe(&p))
+	alice := ddbsession.UserKey{PK: "USER#alice", SK: "PROFILE"}
+	failOn(p, "Query", errors.New("query failed"))
+	if err := e.m.CreateUser(context.Background(), User{PK: alice.PK, SK: alice.SK, Name: "alice"}); err == nil {
+		t.Fatal("CreateUser succeeded though it could not clear a former user's items")
+	}
+	p.Fail = nil
+	if err := e.m.CreateUser(context.Background(), User{PK: alice.PK, SK: alice.SK, Name: "alice"}); err != nil {
+		t.Errorf("CreateUser again: %v, want the user made", err)
+	}
+}

@@ -59,27 +59,41 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	if err := c.read.CheckLayout(ctx); err != nil {
 		return err
 	}
-	created, err := c.store.createUser(ctx, av)
-	if err == nil && created && c.keepHistory > 0 {
-		// A new user inherits no history or device of a former user of
-		// the key: older than this, less the clocks' disagreement, so that
-		// none of the new user's, written on a clock behind, is lost.
-		now := c.now()
-		if err := c.store.forgetFormerUser(ctx, key, now.Add(-clockMargin), c.keepHistory); err != nil {
-			c.logger.ErrorContext(ctx, "ddbsession: forget a former user's history and devices", "err", err)
+	work, cancelWork := c.workContext(ctx)
+	defer cancelWork()
+	created, err := c.store.createUser(work, av)
+	if err == nil && created {
+		if err = c.forgetFormerUser(work, key); err != nil {
+			// Undone, so that the app's retry does it all, rather than
+			// find the user made and half cleared.
+			c.store.undoUser(ctx, av)
 		}
-	}
-	if err == nil && created && c.store.MREC {
-		// A revocation item outlives a user item deleted before this one,
-		// with a version that sessions of release v0.1.0, which have no
-		// stamp of the user item's own version, copied: change it.
-		err = c.store.changeRevocation(ctx, key.PK, key.SK, time.Time{})
 	}
 	switch {
 	case err != nil:
 		return err
 	case !created:
 		return ErrUserExists
+	}
+	return nil
+}
+
+// forgetFormerUser has the user just made under key inherit nothing of a
+// former user of the key (see store.forgetFormerUser; a revocation item,
+// under MREC).
+func (c *core) forgetFormerUser(ctx context.Context, key UserKey) error {
+	if c.keepHistory > 0 {
+		// Older than now, less the clocks' disagreement, so that none of
+		// the new user's, written on a clock behind, is lost.
+		if err := c.store.forgetFormerUser(ctx, key, c.now().Add(-clockMargin), c.keepHistory); err != nil {
+			return err
+		}
+	}
+	if c.store.MREC {
+		// A revocation item outlives a user item deleted before this one,
+		// with a version that sessions of release v0.1.0, which have no
+		// stamp of the user item's own version, copied: change it.
+		return c.store.changeRevocation(ctx, key.PK, key.SK, time.Time{})
 	}
 	return nil
 }

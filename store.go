@@ -376,6 +376,15 @@ func (st *store) createUser(ctx context.Context, av map[string]types.AttributeVa
 	return !taken && err == nil, err
 }
 
+// undoUser deletes the user item av that createUser wrote, unless it was
+// changed since; a failure is logged.
+func (st *store) undoUser(ctx context.Context, av map[string]types.AttributeValue) {
+	w := item.Writes{Condition: "#v = :v", Names: map[string]string{"#v": st.VersionAttribute}, Values: map[string]types.AttributeValue{":v": av[st.VersionAttribute]}}
+	if _, err := st.deleteIf(ctx, st.Key(attrS(av, st.PartitionKey), attrS(av, st.SortKey)), w); err != nil {
+		st.logger.ErrorContext(ctx, "ddbsession: undo a user item whose creation failed", "err", err)
+	}
+}
+
 // forgetFormerUser has the user made at now under user's key inherit
 // nothing that a former user of the key left in its index partition, which
 // TTL keeps for months: it deletes the device items first seen before
