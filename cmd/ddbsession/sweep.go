@@ -28,10 +28,12 @@ var sweepCommand = &command{
 their TTL attribute is -grace in the past: session items of every format
 the library reads (two-step logins waiting for their second factor
 included), per-user index items, end records (MREC), the records of a
-two-step login's tries, a session limit's voids, and scsstore's scs
-sessions and tombstones. It works in the layout the table records. For a table whose TTL is off or lagging (TTL
-deletes up to 48 hours late), and for global tables in multi-Region strong
-consistency (MRSC), which have no TTL at all.
+two-step login's tries, a session limit's voids, the users' security
+history (events, and each hour's failed sign-ins) and remembered devices,
+and scsstore's scs sessions and tombstones. It works in the layout the
+table records. For a table whose TTL is off or lagging (TTL deletes up to
+48 hours late), and for global tables in multi-Region strong consistency
+(MRSC), which have no TTL at all.
 
 It scans the table, reads each item with the library's own format, and
 deletes an expired one with a DeleteItem whose condition says it is still
@@ -55,8 +57,9 @@ the same at any pace; the pace keeps room for the app's own traffic.
 Progress: a bar on a terminal, a line every 10 s otherwise, none with -json.
 Output: a summary. With -json: {"table", "dryRun", "expiredBefore",
 "scanned", "expired", "deleted", "kept", "deletedByKind": {"session",
-"session-index", "session-ended", "session-try", "scs-session",
-"scs-destroyed"}, "readUnits", "writeUnits", "elapsedSeconds"}.
+"session-index", "session-ended", "session-try", "session-void",
+"session-history", "session-device", "scs-session", "scs-destroyed"},
+"readUnits", "writeUnits", "elapsedSeconds"}.
 
 Example:
   ddbsession sweep -table app -max-wcu 50
@@ -73,7 +76,7 @@ Example:
 }
 
 // Kinds that the sweep deletes, by the kind attribute's value.
-var sweptKinds = []string{item.KindSession, item.KindIndex, item.KindEnded, item.KindTry, item.KindVoid, item.KindSCS, item.KindSCSDestroyed}
+var sweptKinds = []string{item.KindSession, item.KindIndex, item.KindEnded, item.KindTry, item.KindVoid, item.KindHistory, item.KindDevice, item.KindSCS, item.KindSCSDestroyed}
 
 // sweepReport is the sweep's summary.
 type sweepReport struct {
@@ -209,8 +212,8 @@ type sweepable struct {
 // deletes, under the key that its kind has: a session item under the
 // session prefix, an index item under its user's index partition and ID,
 // an end record or a try's record beside its session, a void under a
-// session's key, an scs item or
-// tombstone under the scs prefix.
+// session's key, a history or device item under a user's index partition,
+// an scs item or tombstone under the scs prefix.
 func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.AttributeValue) (sweepable, bool) {
 	pk, _ := av[l.PartitionKey].(*types.AttributeValueMemberS)
 	kind, _ := av[item.AttrKind].(*types.AttributeValueMemberS)
@@ -262,6 +265,21 @@ func recognise(l *item.Layout, scs *item.SCSLayout, av map[string]types.Attribut
 			return sweepable{}, false
 		}
 		expires = ttl
+	case item.KindHistory:
+		// An event, or an hour's failed sign-ins: its sort key is its
+		// cursor's, and its TTL the retention after the last write.
+		e, err := l.DecodeHistory(av)
+		if err != nil || !strings.HasPrefix(pk.Value, l.UserSessionsPrefix) {
+			return sweepable{}, false
+		}
+		key, expires = l.Key(pk.Value, item.HistorySort+e.Cursor), e.Expires.Unix()
+	case item.KindDevice:
+		ttl, err := l.DeviceExpires(av)
+		sk, _ := av[l.SortKey].(*types.AttributeValueMemberS)
+		if err != nil || sk == nil || !strings.HasPrefix(pk.Value, l.UserSessionsPrefix) || !strings.HasPrefix(sk.Value, item.DeviceSort) {
+			return sweepable{}, false
+		}
+		key, expires = l.Key(pk.Value, sk.Value), ttl.Unix()
 	case item.KindSCS:
 		s, err := scs.Decode(av)
 		if err != nil || !strings.HasPrefix(pk.Value, scs.Prefix) {
@@ -393,9 +411,10 @@ func printSweep(e *env, r sweepReport) {
 	writeFields(e.stdout,
 		"scanned", thousands(r.Scanned),
 		"expired", thousands(r.Expired),
-		"deleted", fmt.Sprintf("%s (sessions %s, index items %s, end records %s, login tries %s, voids %s, scs sessions %s, scs tombstones %s)", thousands(r.Deleted),
+		"deleted", fmt.Sprintf("%s (sessions %s, index items %s, end records %s, login tries %s, voids %s, history items %s, devices %s, scs sessions %s, scs tombstones %s)", thousands(r.Deleted),
 			thousands(r.DeletedByKind[item.KindSession]), thousands(r.DeletedByKind[item.KindIndex]),
 			thousands(r.DeletedByKind[item.KindEnded]), thousands(r.DeletedByKind[item.KindTry]), thousands(r.DeletedByKind[item.KindVoid]),
+			thousands(r.DeletedByKind[item.KindHistory]), thousands(r.DeletedByKind[item.KindDevice]),
 			thousands(r.DeletedByKind[item.KindSCS]), thousands(r.DeletedByKind[item.KindSCSDestroyed])),
 		"kept", thousands(r.Kept)+" (changed since the scan read them)",
 		"read units", units(r.ReadUnits),

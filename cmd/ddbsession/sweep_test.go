@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -152,7 +153,7 @@ func TestSweepDeletesOnlyExpiredLibraryItems(t *testing.T) {
 	want := sweepReport{
 		Table: f.table, ExpiredBefore: time.Unix(now.Add(-5*time.Minute).Unix()+1, 0).UTC(),
 		Scanned: int64(len(before)), Expired: 8, Deleted: 8,
-		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindEnded: 1, item.KindTry: 0, item.KindVoid: 1, item.KindSCS: 1, item.KindSCSDestroyed: 1},
+		DeletedByKind: map[string]int64{item.KindSession: 2, item.KindIndex: 2, item.KindEnded: 1, item.KindTry: 0, item.KindVoid: 1, item.KindHistory: 0, item.KindDevice: 0, item.KindSCS: 1, item.KindSCSDestroyed: 1},
 		WriteUnits:    8,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(sweepReport{}, "ReadUnits")); diff != "" {
@@ -396,7 +397,7 @@ func TestSweepDeletesExpiredPendingLogins(t *testing.T) {
 		wantCode(t, code, exitOK, stdout, stderr)
 		var got sweepReport
 		decode(t, stdout, &got)
-		byKind := map[string]int64{item.KindSession: tc.sessions, item.KindIndex: 0, item.KindEnded: 0, item.KindTry: tc.tries, item.KindVoid: 0, item.KindSCS: 0, item.KindSCSDestroyed: 0}
+		byKind := map[string]int64{item.KindSession: tc.sessions, item.KindIndex: 0, item.KindEnded: 0, item.KindTry: tc.tries, item.KindVoid: 0, item.KindHistory: 0, item.KindDevice: 0, item.KindSCS: 0, item.KindSCSDestroyed: 0}
 		deleted := tc.sessions + tc.tries
 		if got.Expired != deleted || got.Deleted != deleted || got.Kept != 0 || !maps.Equal(got.DeletedByKind, byKind) {
 			t.Errorf("sweep %v on: %+v; want %d pending session items and %d tries' records deleted", tc.after, got, tc.sessions, tc.tries)
@@ -431,7 +432,7 @@ func TestSweepProgress(t *testing.T) {
 	}
 	// 14: the user item, 6 session and 6 index items, and the layout
 	// record.
-	for _, want := range []string{"scanned      14", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, voids 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
+	for _, want := range []string{"scanned      14", "deleted      12 (sessions 6, index items 6, end records 0, login tries 0, voids 0, history items 0, devices 0, scs sessions 0, scs tombstones 0)", "write units  12", "elapsed      5.5s"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the summary does not say %q:\n%s", want, stdout)
 		}
@@ -544,5 +545,99 @@ func TestSweepTakesTheRecordedLayout(t *testing.T) {
 	decode(t, stdout, &got)
 	if got.Deleted != 2 || f.item(l.SessionKey(pk)) != nil {
 		t.Errorf("sweep without layout flags on a table of another layout: %+v; want its session and index item deleted", got)
+	}
+}
+
+// A user's security history and remembered devices expire with TTL too,
+// which an MRSC table has not: the sweep deletes the expired events, the
+// expired hour's count of failed sign-ins and the expired device records
+// that the library wrote, and keeps the live ones, those expired within
+// -grace, and items of those kinds that are not the library's.
+func TestSweepDeletesExpiredHistoryAndDevices(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	appClock := ddbtest.NewClock(now.Add(-72 * time.Hour))
+	f := newFixture(t, func(c *ddbsession.Config[testUser]) {
+		c.Now = appClock.Now
+		c.Limits.HistoryRetention = 24 * time.Hour
+		c.Cookie.RememberDevices = true
+	})
+	f.clock = newSleeper(now)
+	alice, bob := f.user("alice"), f.user("bob")
+	wrongPassword := func(user ddbsession.UserKey) {
+		t.Helper()
+		r := httptest.NewRequest("POST", "https://app.test/login", nil)
+		err := f.app.Login(httptest.NewRecorder(), r, user, func(testUser) error { return errors.New("wrong password") })
+		if err == nil || err.Error() != "wrong password" {
+			t.Fatalf("a wrong password's Login: %v", err)
+		}
+	}
+	historyKeys := func() []string {
+		t.Helper()
+		var keys []string
+		for _, k := range f.keys() {
+			if _, sk, _ := strings.Cut(k, "|"); strings.HasPrefix(sk, item.HistorySort) {
+				keys = append(keys, k)
+			}
+		}
+		return keys
+	}
+	// Three days ago, with a day's retention: alice's failed sign-in, in
+	// its hour's item, and her RevokeAll's event.
+	wrongPassword(alice)
+	if err := f.app.RevokeAll(context.Background(), alice); err != nil {
+		t.Fatal(err)
+	}
+	swept := historyKeys()
+	if len(swept) != 2 {
+		t.Fatalf("alice's history: %v; want her failed sign-ins' hour and her RevokeAll", swept)
+	}
+	// A device whose record outlived its 400 days, and one that did
+	// within -grace.
+	oldDevice := layout.EncodeDevice(alice.PK, alice.SK, item.Digest(item.NewToken()), now.Add(-401*24*time.Hour), now.Add(-24*time.Hour))
+	f.put(oldDevice)
+	swept = append(swept, keyString(oldDevice))
+	f.put(layout.EncodeDevice(alice.PK, alice.SK, item.Digest(item.NewToken()), now.Add(-400*24*time.Hour), now.Add(-time.Minute)))
+	// Now: bob's sign-in from a new device (its event, its device record,
+	// its session) and his failed one, all live.
+	appClock.Set(now)
+	f.login(bob, firefox)
+	wrongPassword(bob)
+	// Expired, of those kinds, but not the library's: under the app's
+	// key, of a later format version, or under another kind's key.
+	past := now.Add(-24 * time.Hour)
+	foreign := layout.EncodeHistory(alice.PK, alice.SK, item.HistoryEntry{Event: "created", At: past, Expires: past})
+	foreign["pk"] = item.Str("ORDER#1")
+	f.put(foreign)
+	future := layout.EncodeHistory(alice.PK, alice.SK, item.HistoryEntry{Event: "created", At: past, Expires: past})
+	future[item.AttrVersion] = item.Num(item.StateFormat + 1)
+	f.put(future)
+	misplacedDevice := layout.EncodeDevice(alice.PK, alice.SK, item.Digest(item.NewToken()), past, past)
+	misplacedDevice["sk"] = item.Str(item.HistorySort + "device")
+	f.put(misplacedDevice)
+
+	before := f.keys()
+	code, stdout, stderr := f.run("sweep", "-json", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	var got sweepReport
+	decode(t, stdout, &got)
+	byKind := map[string]int64{item.KindSession: 0, item.KindIndex: 0, item.KindEnded: 0, item.KindTry: 0, item.KindVoid: 0,
+		item.KindHistory: 2, item.KindDevice: 1, item.KindSCS: 0, item.KindSCSDestroyed: 0}
+	if diff := cmp.Diff(byKind, got.DeletedByKind); diff != "" || got.Expired != 3 || got.Deleted != 3 || got.Kept != 0 {
+		t.Errorf("sweep: %+v; want alice's 2 history items and 1 device deleted (-want +got by kind):\n%s", got, diff)
+	}
+	wantLeft := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(swept, k) })
+	if diff := cmp.Diff(wantLeft, f.keys()); diff != "" {
+		t.Errorf("items left (-want +got):\n%s", diff)
+	}
+	events, _, err := f.app.History(context.Background(), bob, "")
+	if err != nil || len(events) != 2 {
+		t.Errorf("bob's history after the sweep: %v, %v; want his sign-in and his failed one", events, err)
+	}
+
+	code, stdout, stderr = f.run("sweep", "-max-wcu", "0", "-max-rcu", "0")
+	wantCode(t, code, exitOK, stdout, stderr)
+	if !strings.Contains(stdout, "deleted      0 (sessions 0, index items 0, end records 0, login tries 0, voids 0, history items 0, devices 0,") {
+		t.Errorf("a second sweep:\n%s", stdout)
 	}
 }

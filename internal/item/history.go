@@ -180,12 +180,12 @@ func (l *Layout) DecodeHistory(av map[string]types.AttributeValue) (HistoryEntry
 //	<TTL> N  epoch seconds
 const (
 	KindDevice = "session-device"
-	deviceSort = "DEV#"
+	DeviceSort = "DEV#"
 )
 
 // DeviceKey addresses the item of a user's device whose ID has digest.
 func (l *Layout) DeviceKey(userPK, userSK, digest string) map[string]types.AttributeValue {
-	return l.Key(l.IndexPK(userPK, userSK), deviceSort+digest)
+	return l.Key(l.IndexPK(userPK, userSK), DeviceSort+digest)
 }
 
 // EncodeDevice encodes the item of a user's device whose ID has digest,
