@@ -18,10 +18,11 @@ var historyCommand = &command{
 	args:    []string{"USER"},
 	summary: "a user's security history, newest first",
 	help: `Prints the user's security history, newest first, as Manager.History
-reads it, every page: sign-ins (created; reauthenticated for a step-up),
-failed sign-ins (sign-in-failed, counted by the hour, at the hour's start),
-sign-outs (ended), revoked, revoked-all, evicted (a session limit) and the
-table's last revoked-everyone. Events expire after the apps'
+reads it, every page: sign-ins (created; reauthenticated for a step-up;
+new-device from a browser new to the user, Cookie.RememberDevices; adopted
+from another store), failed sign-ins (sign-in-failed, counted by the hour,
+at the hour's start), sign-outs (ended), revoked, revoked-all, evicted (a
+session limit) and the table's last revoked-everyone. Events expire after the apps'
 Limits.HistoryRetention (90 days by default). It needs a table with a sort
 key.
 
