@@ -437,6 +437,14 @@ func scenarios() []scenario {
 				}
 			})
 		}},
+		scenario{byDefault, "Login, a name that is no user's (a wrong password's write, refused)", nil, func(r *capacityRun) {
+			r.measure(func() {
+				err := r.e.m.Login(newRecorder(), newRequest(), ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"}, func(User) error { return errors.New("wrong password") })
+				if !errors.Is(err, ddbsession.ErrUserNotFound) {
+					r.t.Fatalf("Login: %v", err)
+				}
+			})
+		}},
 		historyScenario(byDefault, 1),
 		historyScenario(byDefault, 25),
 		scenario{byDefault, "Login from a new device (Cookie.RememberDevices)", func(c *ddbsession.Config[User]) { c.Cookie.RememberDevices = true }, func(r *capacityRun) {

@@ -106,15 +106,34 @@ func (c *core) recordOrLog(ctx context.Context, kind EventKind, user UserKey, s 
 // recordFailed reports a failed sign-in of user, from request r, and
 // counts it in the history item of its hour; a failure to is logged.
 func (c *core) recordFailed(ctx context.Context, user UserKey, r *http.Request, now time.Time) {
-	e := item.HistoryEntry{
-		Event: string(EventSignInFailed), At: now, Address: clientAddress(r), UserAgent: userAgent(r),
-		Expires: now.Add(c.keepHistory),
-	}
+	e := c.failedEntry(r, now)
 	c.events.emit(ctx, Event{Kind: EventSignInFailed, User: user, Time: now, Address: e.Address, UserAgent: e.UserAgent})
 	if c.keepHistory <= 0 {
 		return
 	}
 	if err := c.store.countFailed(ctx, user, e); err != nil {
 		c.logger.ErrorContext(ctx, "ddbsession: count a failed sign-in in the history", "err", err)
+	}
+}
+
+// recordUnknown is recordFailed's write for a sign-in with a verify whose
+// user does not exist, refused: it writes and reports nothing, but costs
+// the round trip that a wrong password of a user who exists does, so that
+// the response time does not tell who has an account. (Without a verify,
+// nothing is counted for a user who exists either.)
+func (c *core) recordUnknown(ctx context.Context, user UserKey, r *http.Request, now time.Time) {
+	if c.keepHistory <= 0 {
+		return
+	}
+	if err := c.store.countNone(ctx, user, c.failedEntry(r, now)); err != nil {
+		c.logger.ErrorContext(ctx, "ddbsession: an unknown user's refused history write", "err", err)
+	}
+}
+
+// failedEntry is the history entry of a failed sign-in from r at now.
+func (c *core) failedEntry(r *http.Request, now time.Time) item.HistoryEntry {
+	return item.HistoryEntry{
+		Event: string(EventSignInFailed), At: now, Address: clientAddress(r), UserAgent: userAgent(r),
+		Expires: now.Add(c.keepHistory),
 	}
 }

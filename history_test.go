@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
@@ -387,5 +388,69 @@ func TestHistorySkipsExpiredEvents(t *testing.T) {
 	e.login(alice)
 	if events, pages := e.historyOf(alice); len(events) != 1 || len(pages) > 2 {
 		t.Errorf("%d events in pages %v, want the one live event, and at most an empty last page", len(events), pages)
+	}
+}
+
+// A wrong password for a user who exists and a login of a name that is no
+// user's make the same DynamoDB calls, so that the response time does not
+// tell who has an account: the unknown name's is the failed sign-in's
+// write, refused, which leaves no item, and reports no event and no
+// error. With the history off, neither writes. BeginLogin alike.
+func TestUnknownUserCostsAFailedSignIn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		updates   int
+	}{
+		{"history on", 0, 1},
+		{"history off", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var p *ddbtest.Probe
+			log := &eventLog{}
+			e := newEnv(t, withProbe(&p), func(c *ddbsession.Config[User]) {
+				c.OnEvent, c.Limits.HistoryRetention = log.record, tc.retention
+			})
+			alice := e.putUser("alice")
+			nobody := ddbsession.UserKey{PK: "USER#nobody", SK: "PROFILE"}
+			wrong := func(User) error { return errWrongPassword }
+			for _, sign := range []struct {
+				name string
+				in   func(ddbsession.UserKey) error
+			}{
+				{"Login", func(u ddbsession.UserKey) error { return e.m.Login(newRecorder(), newRequest(), u, wrong) }},
+				{"BeginLogin", func(u ddbsession.UserKey) error { return e.m.BeginLogin(newRecorder(), newRequest(), u, wrong) }},
+			} {
+				if err := sign.in(alice); !errors.Is(err, errWrongPassword) { // the instance's first reads
+					t.Fatalf("%s, a wrong password: %v", sign.name, err)
+				}
+				p.Take()
+				if err := sign.in(alice); !errors.Is(err, errWrongPassword) {
+					t.Fatalf("%s, a wrong password: %v", sign.name, err)
+				}
+				existing := p.Take()
+				log.take()
+				if err := sign.in(nobody); !errors.Is(err, ddbsession.ErrUserNotFound) {
+					t.Fatalf("%s, a name that is no user's: %v", sign.name, err)
+				}
+				unknown := p.Take()
+				if diff := cmp.Diff(existing, unknown); diff != "" || existing["UpdateItem"] != tc.updates {
+					t.Errorf("%s: calls (-a wrong password +an unknown user):\n%s\nwant %d UpdateItem each", sign.name, diff, tc.updates)
+				}
+				if got := log.take(); len(got) != 0 {
+					t.Errorf("%s of an unknown user reported %v", sign.name, got)
+				}
+			}
+			for _, av := range e.scanWithHistory() {
+				if strings.Contains(attrText(av["pk"]), "nobody") {
+					t.Errorf("an unknown user's login left %s", itemsText([]map[string]types.AttributeValue{av}))
+				}
+			}
+			if strings.Contains(e.logs.String(), "level=ERROR") {
+				t.Errorf("logged:\n%s", e.logs)
+			}
+		})
 	}
 }

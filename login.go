@@ -279,8 +279,11 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	defer cancelWork()
 	now := c.now()
 	f, err := c.prove(work, in, c.limit.max > 0, now)
-	if errors.As(err, new(*appError)) && !errors.Is(err, ErrSecondStep) {
+	switch {
+	case errors.As(err, new(*appError)) && !errors.Is(err, ErrSecondStep):
 		c.recordFailed(work, in.user, r, now)
+	case errors.Is(err, ErrUserNotFound) && in.verify != nil:
+		c.recordUnknown(work, in.user, r, now)
 	}
 	if err != nil {
 		return signedIn{}, err

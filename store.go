@@ -48,6 +48,7 @@ import (
 //
 //	putHistory      an event
 //	countFailed     a failed sign-in, in its hour's item
+//	countNone       countFailed's write, refused: an unknown user's
 //	queryHistory    a page of events, and the last RevokeEveryone's time
 //	seeDevice       a device a user signs in from, and whether it is new
 //
@@ -477,6 +478,18 @@ func (st *store) countFailed(ctx context.Context, user UserKey, e item.HistoryEn
 	taken, err := st.update(ctx, key, w)
 	if taken {
 		err = errors.New("a failed sign-in's history item's key holds an item of another kind")
+	}
+	return err
+}
+
+// countNone makes countFailed's write on a condition that never holds:
+// it writes nothing, at the cost of a write (a refused one is billed too).
+func (st *store) countNone(ctx context.Context, user UserKey, e item.HistoryEntry) error {
+	key, w := st.CountFailed(user.PK, user.SK, e)
+	w.Condition = "attribute_exists(#kind) AND attribute_not_exists(#kind)"
+	refused, err := st.update(ctx, key, w)
+	if err == nil && !refused {
+		err = errors.New("a write on a condition that never holds was made")
 	}
 	return err
 }

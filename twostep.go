@@ -37,8 +37,11 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	defer cancel()
 	now := c.now()
 	f, err := c.prove(ctx, in, false, now)
-	if errors.As(err, new(*appError)) {
+	switch {
+	case errors.As(err, new(*appError)):
 		c.recordFailed(ctx, in.user, r, now)
+	case errors.Is(err, ErrUserNotFound) && in.verify != nil:
+		c.recordUnknown(ctx, in.user, r, now)
 	}
 	if err != nil {
 		return err
