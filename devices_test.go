@@ -305,26 +305,41 @@ func TestNewDeviceForgottenWhenTheLoginFails(t *testing.T) {
 }
 
 // A user made anew under a deleted user's key inherits nothing of the
-// former user: not their history, which TTL keeps for months, nor their
-// devices; and the new user's own events show, even one written by an
-// instance whose clock is behind the one that made the user.
+// former user: not their history, which TTL keeps for months, older than
+// the hour or in it, nor their devices; and the new user's own events
+// show, a failed sign-in counted in that hour's item among them, and an
+// event written by an instance whose clock is behind the one that made
+// the user.
 func TestUserMadeAnewInheritsNoHistoryOrDevice(t *testing.T) {
 	t.Parallel()
 	log := &eventLog{}
 	e := newEnv(t, withDevices(log))
 	alice := e.putUser("alice")
-	w := httptest.NewRecorder()
-	if err := e.m.Login(w, httptest.NewRequest("POST", "https://example.test/login", nil), alice, nil, "password"); err != nil {
+	login := func(m *ddbsession.Manager[User], r *http.Request, verify func(User) error) (*http.Cookie, error) {
+		w := httptest.NewRecorder()
+		err := m.Login(w, r, alice, verify, "password")
+		return sessionCookie(t, w.Result(), deviceCookieName), err
+	}
+	newLogin := func() *http.Request { return httptest.NewRequest("POST", "https://example.test/login", nil) }
+	wrong := func(User) error { return errWrongPassword }
+	// The former user: a sign-in two days before, one at 12:00 and a
+	// failed one at 12:40, in the hour the new user is made, at 12:50.
+	if _, err := login(e.m, newLogin(), nil); err != nil {
 		t.Fatal(err)
 	}
-	device := sessionCookie(t, w.Result(), deviceCookieName)
-	if err := e.m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "https://example.test/login", nil), alice, func(User) error { return errWrongPassword }); err == nil {
+	e.clock.Advance(48 * time.Hour)
+	device, err := login(e.m, newLogin(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(40 * time.Minute)
+	if _, err := login(e.m, newLogin(), wrong); err == nil {
 		t.Fatal("a refused Login succeeded")
 	}
-	if events, _ := e.historyOf(alice); len(events) != 2 {
-		t.Fatalf("the former user's history: %+v, want a sign-in and a failed one", events)
+	if events, _ := e.historyOf(alice); len(events) != 3 {
+		t.Fatalf("the former user's history: %+v, want two sign-ins and a failed one", events)
 	}
-	e.clock.Advance(time.Hour)
+	e.clock.Advance(10 * time.Minute)
 	e.deleteItem(userItemKey(alice)) // the account closed, its name freed
 	if err := e.m.CreateUser(context.Background(), User{PK: alice.PK, SK: alice.SK, Name: "another person"}); err != nil {
 		t.Fatal(err)
@@ -332,13 +347,14 @@ func TestUserMadeAnewInheritsNoHistoryOrDevice(t *testing.T) {
 	if events, _ := e.historyOf(alice); len(events) != 0 {
 		t.Errorf("the new user's history holds the former user's events: %+v", events)
 	}
-	r := httptest.NewRequest("POST", "https://example.test/login", nil)
+	r := newLogin()
 	r.AddCookie(device)
 	if known, err := e.m.KnownDevice(r, alice); err != nil || known {
 		t.Errorf("KnownDevice of the former user's browser: %v, %v; want false", known, err)
 	}
 	// An instance whose clock is 30 seconds behind signs the new user in
-	// from that browser: a new device to them, in their history.
+	// from that browser: a new device to them, in their history; then a
+	// wrong password, counted from the hour's start, before the user was.
 	slow := e.cfg
 	slow.Now = func() time.Time { return e.clock.Now().Add(-30 * time.Second) }
 	m, err := ddbsession.New(slow)
@@ -346,14 +362,18 @@ func TestUserMadeAnewInheritsNoHistoryOrDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	newDevices(log)
-	if err := m.Login(httptest.NewRecorder(), r, alice, nil, "password"); err != nil {
+	if _, err := login(m, r, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := newDevices(log); len(got) != 1 {
 		t.Errorf("the new user's first login from the former user's browser: %d new-device events, want 1", len(got))
 	}
-	if events, _ := e.historyOf(alice); len(events) != 1 || events[0].Kind != ddbsession.EventNewDevice {
-		t.Errorf("the new user's history: %+v, want their sign-in alone", events)
+	if _, err := login(e.m, newLogin(), wrong); err == nil {
+		t.Fatal("a refused Login succeeded")
+	}
+	events, _ := e.historyOf(alice)
+	if len(events) != 2 || events[0].Kind != ddbsession.EventNewDevice || events[1].Kind != ddbsession.EventSignInFailed || events[1].Count != 1 {
+		t.Errorf("the new user's history: %+v, want their sign-in and their one failed sign-in", events)
 	}
 }
 

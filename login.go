@@ -83,9 +83,7 @@ func (c *core) createUser(ctx context.Context, v any) error {
 // under MREC).
 func (c *core) forgetFormerUser(ctx context.Context, key UserKey) error {
 	if c.keepHistory > 0 {
-		// Older than now, less the clocks' disagreement, so that none of
-		// the new user's, written on a clock behind, is lost.
-		if err := c.store.forgetFormerUser(ctx, key, c.now().Add(-clockMargin), c.keepHistory); err != nil {
+		if err := c.store.forgetFormerUser(ctx, key, c.now(), c.keepHistory); err != nil {
 			return err
 		}
 	}

@@ -388,35 +388,41 @@ func (st *store) undoUser(ctx context.Context, av map[string]types.AttributeValu
 
 // forgetFormerUser has the user made at now under user's key inherit
 // nothing that a former user of the key left in its index partition, which
-// TTL keeps for months: it deletes the device items first seen before
-// cutoff, and if there is history, starts the history at cutoff
-// (item.HistoryStart), with a TTL of keep. One Query, which finds nothing
-// for a key never used.
-func (st *store) forgetFormerUser(ctx context.Context, user UserKey, cutoff time.Time, keep time.Duration) error {
+// TTL keeps for months. Their devices are deleted. Their history ends where
+// the new user's starts: an item (item.HistoryStart) past which History
+// reads nothing, at the start of the hour of now less clockMargin, since
+// failed sign-ins are counted from their hour's start and an instance's
+// clock may be behind; their events after it are deleted. One Query,
+// which finds nothing for a key never used.
+func (st *store) forgetFormerUser(ctx context.Context, user UserKey, now time.Time, keep time.Duration) error {
+	start := now.Add(-clockMargin).Truncate(time.Hour).Add(-time.Millisecond)
 	in := &dynamodb.QueryInput{
 		TableName:                &st.table,
 		ConsistentRead:           consistent,
 		KeyConditionExpression:   aws.String("#pk = :pk"),
 		FilterExpression:         aws.String("#kind IN (:history, :device)"),
-		ProjectionExpression:     aws.String("#pk, #sk, #kind"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#kind": item.AttrKind},
+		ProjectionExpression:     aws.String("#pk, #sk, #kind, #at"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#kind": item.AttrKind, "#at": item.AttrAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pk": item.Str(st.IndexPK(user.PK, user.SK)), ":history": item.Str(item.KindHistory), ":device": item.Str(item.KindDevice),
 		},
 	}
-	history := false
+	older := false
 	for {
 		out, err := st.client.Query(ctx, in)
 		if err != nil {
 			return st.named(err)
 		}
 		for _, av := range out.Items {
-			if attrS(av, item.AttrKind) == item.KindHistory {
-				history = true
-				continue
-			}
 			key := st.Key(attrS(av, st.PartitionKey), attrS(av, st.SortKey))
-			if _, err := st.deleteIf(ctx, key, st.DeviceSeenBefore(cutoff)); err != nil {
+			if attrS(av, item.AttrKind) == item.KindDevice {
+				_, err = st.deleteIf(ctx, key, st.DeviceSeenBefore(now))
+			} else if at, _, _ := item.GetNum(av, item.AttrAt); at <= start.UnixMilli() {
+				older = true
+			} else {
+				_, err = st.delete(ctx, key, false)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -424,10 +430,12 @@ func (st *store) forgetFormerUser(ctx context.Context, user UserKey, cutoff time
 			break
 		}
 	}
-	if !history {
+	if !older {
 		return nil
 	}
-	return st.putHistory(ctx, user, item.HistoryEntry{Event: item.HistoryStart, At: cutoff, Expires: cutoff.Add(keep)})
+	// Kept past every older event: a failed sign-ins' item is kept from
+	// its hour's end.
+	return st.putHistory(ctx, user, item.HistoryEntry{Event: item.HistoryStart, At: start, Expires: start.Add(keep + time.Hour)})
 }
 
 // changeVersion changes a user item's sessions version, which ends every

@@ -40,10 +40,11 @@ func TestSignInThroughTheProvider(t *testing.T) {
 	// its index item);
 	// the read of the new session; the links and the record; and the
 	// account page's read. The User mapping's CreateUser is the test app's
-	// own PutItem; being the first call of the instance's Manager, it
-	// checks the layout record first, in a BatchGetItem with the global
+	// own PutItem, and, for a user it made, a Query for a former user's
+	// history and devices; being the first call of the instance's Manager,
+	// it checks the layout record first, in a BatchGetItem with the global
 	// item, so that Login reads the user alone, in a GetItem.
-	want := map[string]int{"DeleteItem": 1, "BatchGetItem": 3, "GetItem": 1, "PutItem": 5, "UpdateItem": 2}
+	want := map[string]int{"DeleteItem": 1, "BatchGetItem": 3, "GetItem": 1, "PutItem": 5, "Query": 1, "UpdateItem": 2}
 	if diff := cmp.Diff(want, e.a.calls.Take()); diff != "" {
 		t.Errorf("calls of the callback and the account page (-want +got):\n%s", diff)
 	}
