@@ -57,6 +57,15 @@ func (c *core) knownDevice(r *http.Request, user UserKey) (bool, error) {
 	return c.store.knowsDevice(ctx, user, deviceDigest(user, ck.Value), c.now())
 }
 
+// DeviceOf names r's browser for user as [Event.Device] does; "" for none.
+func (m *Manager[U]) DeviceOf(r *http.Request, user UserKey) string {
+	ck, err := r.Cookie(m.cookies.device)
+	if m.cookies.device == "" || err != nil || !item.ValidToken(ck.Value) {
+		return ""
+	}
+	return deviceDigest(user, ck.Value)
+}
+
 // deviceDigest is what keys user's item of the device whose ID is id: a
 // digest of both, so that the items of one browser's users share no key
 // that would tie their accounts together for a reader of the table.

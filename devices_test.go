@@ -3,6 +3,7 @@ package ddbsession_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -74,7 +75,7 @@ func TestNewDevice(t *testing.T) {
 
 	first, laptop := login(alice, "Firefox/140", nil)
 	got := newDevices(log)
-	if len(got) != 1 || got[0].User != alice || got[0].SessionID != e.sessionFor(first).ID || got[0].UserAgent != "Firefox/140" ||
+	if len(got) != 1 || got[0].User != alice || got[0].SessionID != e.sessionFor(first).ID || got[0].UserAgent != "Firefox/140" || got[0].Device == "" ||
 		got[0].Address != testAddr || !slices.Equal(got[0].Methods, []string{"password"}) || got[0].Time.IsZero() {
 		t.Fatalf("the first login: new-device events %+v, want one with the session, User-Agent, address, methods and time", got)
 	}
@@ -94,6 +95,23 @@ func TestNewDevice(t *testing.T) {
 	login(alice, "Firefox/140", &http.Cookie{Name: deviceCookieName, Value: "not-an-id"})
 	if got := newDevices(log); len(got) != 1 {
 		t.Errorf("a made-up device cookie: %+v, want a new device", got)
+	}
+
+	// DeviceOf names a browser per user, as the new-device event and the
+	// history do: an app tells this browser's sign-ins from others'.
+	deviceOf := func(user ddbsession.UserKey, device *http.Cookie) string {
+		r := httptest.NewRequest("GET", "/", nil)
+		if device != nil {
+			r.AddCookie(device)
+		}
+		return e.m.DeviceOf(r, user)
+	}
+	if laptopOf := deviceOf(alice, laptop); laptopOf == "" || laptopOf == deviceOf(bob, laptop) || laptopOf == deviceOf(alice, phone) || deviceOf(alice, nil) != "" {
+		t.Errorf("DeviceOf: alice's laptop %q, bob's %q, alice's phone %q, no cookie %q; want distinct names, none without a cookie",
+			laptopOf, deviceOf(bob, laptop), deviceOf(alice, phone), deviceOf(alice, nil))
+	}
+	if history, _ := e.historyOf(alice); len(history) == 0 || history[len(history)-1].Device != deviceOf(alice, laptop) {
+		t.Errorf("alice's first sign-in in the history: %+v, want the laptop's name", history)
 	}
 
 	// KnownDevice, which an app asks before the login.
@@ -392,5 +410,69 @@ func TestCreateUserUndoneWhenItCannotClear(t *testing.T) {
 	p.Fail = nil
 	if err := e.m.CreateUser(context.Background(), User{PK: alice.PK, SK: alice.SK, Name: "alice"}); err != nil {
 		t.Errorf("CreateUser again: %v, want the user made", err)
+	}
+}
+
+// CreateUser clears a former user's items whatever the caller does, and
+// only theirs: a client that hangs up midway leaves no user half made; a
+// shorter retention since, or a page made up to start before the new
+// user, shows none of the former's; a login of the new user that races
+// the clearing keeps its event.
+func TestUserMadeAnewWhateverHappens(t *testing.T) {
+	t.Parallel()
+	var p *ddbtest.Probe
+	log := &eventLog{}
+	e := newEnv(t, withDevices(log), withProbe(&p), func(c *ddbsession.Config[User]) { c.Limits.HistoryRetention = 365 * 24 * time.Hour })
+	alice := e.putUser("alice")
+	signIn := func(m *ddbsession.Manager[User]) {
+		t.Helper()
+		if err := m.Login(httptest.NewRecorder(), httptest.NewRequest("POST", "https://example.test/login", nil), alice, nil, "password"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signIn(e.m)
+	e.clock.Advance(48 * time.Hour)
+	e.deleteItem(userItemKey(alice))
+
+	// The client hangs up as the clearing begins.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	p.Before = func(_ context.Context, op string, _ any) {
+		if op == "Query" {
+			once.Do(cancel)
+		}
+	}
+	// A Manager with a shorter retention, and a login of the new user
+	// racing the clearing, paused where it has written the user item.
+	short := e.cfg
+	short.Limits.HistoryRetention = 90 * 24 * time.Hour
+	m, err := ddbsession.New(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var race sync.Once
+	p.After = func(_ context.Context, op string, in, _ any, err error) error {
+		if pin, ok := in.(*dynamodb.PutItemInput); ok && op == "PutItem" && err == nil && attrText(pin.Item["name"]) == "S:another person" {
+			race.Do(func() { signIn(e.m) })
+		}
+		return err
+	}
+	made := e.clock.Now()
+	if err := m.CreateUser(ctx, User{PK: alice.PK, SK: alice.SK, Name: "another person"}); err != nil {
+		t.Fatalf("CreateUser of a client that hung up: %v", err)
+	}
+	p.Before, p.After = nil, nil
+	events, _ := e.historyOf(alice)
+	if len(events) != 1 || events[0].Kind != ddbsession.EventNewDevice {
+		t.Errorf("the new user's history: %+v, want their racing sign-in alone", events)
+	}
+	e.clock.Advance(100 * 24 * time.Hour) // past the shorter retention
+	page := fmt.Sprintf("%012x#ffffffff", e.clock.Now().Add(-24*time.Hour).UnixMilli())
+	for _, page := range []string{"", page} {
+		events, _, err := m.History(context.Background(), alice, page)
+		if err != nil || slices.ContainsFunc(events, func(ev ddbsession.Event) bool { return ev.Time.Before(made) }) {
+			t.Errorf("History(%q), 100 days on: %+v, %v; want none of the former user's", page, events, err)
+		}
 	}
 }

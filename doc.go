@@ -106,17 +106,15 @@
 //
 // # Events
 //
-// [Config.OnEvent] is told what sessions do, never with a token: an [Event]
-// of each [EventKind]. The module ddbsessionotel records them as
-// OpenTelemetry metrics and traces each request's session check.
+// [Config.OnEvent] gets an [Event] of each [EventKind], never a token; the
+// module ddbsessionotel makes them metrics and traces session checks.
 //
 // # Device-bound sessions
 //
 // With [Config.DeviceBinding], a copied cookie stops working within minutes
 // where browsers implement Device Bound Session Credentials (DBSC), and a
 // token copied without its key never works where bearer clients send DPoP
-// proofs (RFC 9449). See docs/device-binding.md and docs/dpop.md in
-// https://github.com/ddbsession/ddbsession/tree/main/docs.
+// proofs (RFC 9449): docs/device-binding.md and docs/dpop.md.
 //
 // # Step-up
 //
@@ -151,18 +149,17 @@
 //	internal/decide  every read that decides whether a session stands, and the one rule
 //	internal/item    the item format: one encoder, one decoder
 //
-// Beside the path: login.go, twostep.go and adopt.go sign users in and
-// out, slots.go keeps a user's sessions under Limits.MaxSessions, ends.go
-// ends sessions, revoke.go lists and revokes them, history.go and devices.go
-// keep users' histories and devices, dbsc.go serves device binding, table.go
-// creates and checks the table, data.go a session's data. At the bottom, the
-// words they share: session.go, events.go, errors.go, layout.go, limit.go,
-// answers.go, headers.go, clock.go and panics.go. Tests follow the files.
+// Beside the path: login.go, twostep.go and adopt.go sign users in and out,
+// slots.go keeps Limits.MaxSessions, ends.go and revoke.go end sessions,
+// history.go and devices.go keep users' histories and devices, dbsc.go
+// serves device binding, table.go the table, data.go a session's data. At
+// the bottom, the words they share: session.go, events.go, errors.go,
+// layout.go, limit.go, answers.go, headers.go, clock.go and panics.go.
 //
 // # Engines
 //
 // AWS_ENDPOINT_URL_DYNAMODB points the client at a local engine such as
-// dynalite; for an app's tests, see package ddbsessiontest. The package uses
-// no transactions: writes that touch two items are ordered so that a
-// failure in between leaves nothing live that should not be.
+// dynalite (for an app's tests, package ddbsessiontest). No transactions:
+// writes to two items are ordered so that a failure between them leaves
+// nothing live that should not be.
 package ddbsession

@@ -26,8 +26,7 @@ var ErrUserExists = errors.New("ddbsession: user already exists")
 // it wrote no session, and ended those its request carried, as logins do.
 var ErrTooManySessions = errors.New("ddbsession: the user has as many sessions as Limits.MaxSessions allows")
 
-// ErrSecondStep, in the error of a login's verify, is a right credential
-// whose sign-in needs another step: no failed sign-in is counted.
+// ErrSecondStep, wrapped by a verify's error, counts no failed sign-in.
 var ErrSecondStep = errors.New("ddbsession: another step is needed to sign in")
 
 // ErrBadPage is returned by [Manager.History] for a page it never returned.

@@ -23,11 +23,12 @@ type Event struct {
 	// Err is EventStoreFailed's, Elapsed EventRefreshed's write time.
 	Err     error
 	Elapsed time.Duration
-	// In History and at a sign-in; Count: EventSignInFailed's, in the hour.
-	Time               time.Time
-	Address, UserAgent string
-	Methods            []string
-	Count              int
+	// In History and at a sign-in; Count: EventSignInFailed's, in the hour;
+	// Device: EventNewDevice's, as [Manager.DeviceOf] names the browser.
+	Time                       time.Time
+	Address, UserAgent, Device string
+	Methods                    []string
+	Count                      int
 }
 
 // EventKind is what happened. Its values are short lowercase names, fit

@@ -56,7 +56,7 @@ func (c *core) history(ctx context.Context, user UserKey, page string) ([]Event,
 	for _, e := range entries {
 		events = append(events, Event{
 			Kind: EventKind(e.Event), SessionID: e.ID, User: user, Time: e.At,
-			Address: e.Address, UserAgent: e.UserAgent, Methods: e.Methods, Count: int(e.Count),
+			Address: e.Address, UserAgent: e.UserAgent, Device: e.Device, Methods: e.Methods, Count: int(e.Count),
 		})
 	}
 	// RevokeEveryone is one write for every user, so no user's partition
@@ -75,14 +75,15 @@ func (c *core) history(ctx context.Context, user UserKey, page string) ([]Event,
 
 // record writes an event of user's into their history, if it is kept, at
 // now: about session s, if it is not the zero Session, from its last
-// address and User-Agent, and with its methods if it signed in.
-func (c *core) record(ctx context.Context, kind EventKind, user UserKey, s item.Session, now time.Time) error {
+// address and User-Agent, with its methods if it signed in, and from
+// device (deviceDigest), for a new device's.
+func (c *core) record(ctx context.Context, kind EventKind, user UserKey, s item.Session, device string, now time.Time) error {
 	if c.keepHistory <= 0 {
 		return nil
 	}
 	e := item.HistoryEntry{
 		Event: string(kind), At: time.UnixMilli(now.UnixMilli()), ID: s.ID,
-		Address: s.LastAddress, UserAgent: s.UserAgent,
+		Address: s.LastAddress, UserAgent: s.UserAgent, Device: device,
 		Expires: time.Unix(now.Add(c.keepHistory).Unix(), 0),
 	}
 	if e.Address == "" {
@@ -98,8 +99,20 @@ func (c *core) record(ctx context.Context, kind EventKind, user UserKey, s item.
 // recordOrLog records an event of an ending that happened whatever its
 // record does: a record that fails is logged, and the call goes on.
 func (c *core) recordOrLog(ctx context.Context, kind EventKind, user UserKey, s item.Session) {
-	if err := c.record(ctx, kind, user, s, c.now()); err != nil {
+	if err := c.record(ctx, kind, user, s, "", c.now()); err != nil {
 		c.logger.ErrorContext(ctx, "ddbsession: write a history event", "kind", kind, "sid", s.ID, "err", err)
+	}
+}
+
+// recordRefusal records what a sign-in's proof refused with err: a verify
+// that refused, a failed sign-in, unless it wraps ErrSecondStep; a user
+// who does not exist, recordUnknown's refused write.
+func (c *core) recordRefusal(ctx context.Context, in signIn, r *http.Request, now time.Time, err error) {
+	switch {
+	case errors.As(err, new(*appError)) && !errors.Is(err, ErrSecondStep):
+		c.recordFailed(ctx, in.user, r, now)
+	case errors.Is(err, ErrUserNotFound) && in.verify != nil:
+		c.recordUnknown(ctx, in.user, r, now)
 	}
 }
 

@@ -54,7 +54,9 @@ func (c *core) createUser(ctx context.Context, v any) error {
 	if err := c.users.checkKey(key, true); err != nil {
 		return err
 	}
-	ctx, cancel := c.storeContext(ctx)
+	// Not cut short by the client: a user made and not yet cleared of a
+	// former user's items must be undone.
+	ctx, cancel := c.storeContext(context.WithoutCancel(ctx))
 	defer cancel()
 	if err := c.read.CheckLayout(ctx); err != nil {
 		return err
@@ -83,7 +85,7 @@ func (c *core) createUser(ctx context.Context, v any) error {
 // under MREC).
 func (c *core) forgetFormerUser(ctx context.Context, key UserKey) error {
 	if c.keepHistory > 0 {
-		if err := c.store.forgetFormerUser(ctx, key, c.now(), c.keepHistory); err != nil {
+		if err := c.store.forgetFormerUser(ctx, key, c.now()); err != nil {
 			return err
 		}
 	}
@@ -277,13 +279,8 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	defer cancelWork()
 	now := c.now()
 	f, err := c.prove(work, in, c.limit.max > 0, now)
-	switch {
-	case errors.As(err, new(*appError)) && !errors.Is(err, ErrSecondStep):
-		c.recordFailed(work, in.user, r, now)
-	case errors.Is(err, ErrUserNotFound) && in.verify != nil:
-		c.recordUnknown(work, in.user, r, now)
-	}
 	if err != nil {
+		c.recordRefusal(work, in, r, now, err)
 		return signedIn{}, err
 	}
 	ended, err := c.endRequestSessions(work, r, in.end, EventRotated, in.read)
@@ -307,11 +304,15 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 		}
 	}
 	indexTTL := s.CreatedAt.Add(c.life.absolute)
-	var device string
-	fromNew, made := false, false
+	// device is the browser's device ID, newDevice its digest if it is
+	// new to the user.
+	var device, newDevice string
+	made := false
 	if c.cookies.device != "" && in.end == endAll {
 		device = c.cookies.deviceOf(r)
-		if fromNew, err = c.store.seeDevice(work, in.user, deviceDigest(in.user, device), now, now.Add(deviceLifetime)); err != nil {
+		digest := deviceDigest(in.user, device)
+		fromNew, err := c.store.seeDevice(work, in.user, digest, now, now.Add(deviceLifetime))
+		if err != nil {
 			return signedIn{}, err
 		}
 		if fromNew {
@@ -319,12 +320,14 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 			// for the next one from it to report.
 			defer func() {
 				if !made {
-					c.store.forgetDevice(ctx, in.user, deviceDigest(in.user, device), now)
+					c.store.forgetDevice(ctx, in.user, digest, now)
 				}
 			}()
 		}
 		// The old store's browser is no new device: recorded, not reported.
-		fromNew = fromNew && in.adoptedAt == nil
+		if fromNew && in.adoptedAt == nil {
+			newDevice = digest
+		}
 	}
 	// The sign-in's record goes first, so that no session is made without
 	// it; a login that fails after it leaves it.
@@ -332,12 +335,12 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	switch {
 	case in.adoptedAt != nil:
 		kind = EventAdopted
-	case fromNew: // in the history, the sign-in's record
+	case newDevice != "": // in the history, the sign-in's record
 		kind = EventNewDevice
 	case reauth:
 		kind = EventReauthenticated
 	}
-	if err := c.record(work, kind, in.user, s, now); err != nil {
+	if err := c.record(work, kind, in.user, s, newDevice, now); err != nil {
 		return signedIn{}, err
 	}
 	err = c.store.createSession(ctx, work, sessionPK, s, indexTTL, c.voidUntil(), func() error { return c.evict(ctx, work, evicted) })
@@ -352,9 +355,9 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	if reauth {
 		c.events.emit(ctx, Event{Kind: EventReauthenticated, SessionID: s.ID, User: in.user})
 	}
-	if fromNew {
+	if newDevice != "" {
 		c.events.emit(ctx, Event{Kind: EventNewDevice, SessionID: s.ID, User: in.user, Time: s.CreatedAt,
-			Address: s.Address, UserAgent: s.UserAgent, Methods: s.Methods})
+			Address: s.Address, UserAgent: s.UserAgent, Device: newDevice, Methods: s.Methods})
 	}
 	if overtaken {
 		c.events.emit(ctx, Event{Kind: EventEvicted, SessionID: s.ID, User: in.user, Reason: ReasonSessionLimit})

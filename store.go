@@ -388,26 +388,21 @@ func (st *store) undoUser(ctx context.Context, av map[string]types.AttributeValu
 
 // forgetFormerUser has the user made at now under user's key inherit
 // nothing that a former user of the key left in its index partition, which
-// TTL keeps for months. Their devices are deleted. Their history ends where
-// the new user's starts: an item (item.HistoryStart) past which History
-// reads nothing, at the start of the hour of now less clockMargin, since
-// failed sign-ins are counted from their hour's start and an instance's
-// clock may be behind; their events after it are deleted. One Query,
-// which finds nothing for a key never used.
-func (st *store) forgetFormerUser(ctx context.Context, user UserKey, now time.Time, keep time.Duration) error {
-	start := now.Add(-clockMargin).Truncate(time.Hour).Add(-time.Millisecond)
+// TTL keeps for months: it deletes their history and device items, written
+// before now (a login of the new user's may race this). One Query, which
+// finds nothing for a key never used, and a DeleteItem each.
+func (st *store) forgetFormerUser(ctx context.Context, user UserKey, now time.Time) error {
 	in := &dynamodb.QueryInput{
 		TableName:                &st.table,
 		ConsistentRead:           consistent,
 		KeyConditionExpression:   aws.String("#pk = :pk"),
 		FilterExpression:         aws.String("#kind IN (:history, :device)"),
-		ProjectionExpression:     aws.String("#pk, #sk, #kind, #at"),
-		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#kind": item.AttrKind, "#at": item.AttrAt},
+		ProjectionExpression:     aws.String("#pk, #sk, #kind"),
+		ExpressionAttributeNames: map[string]string{"#pk": st.PartitionKey, "#sk": st.SortKey, "#kind": item.AttrKind},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pk": item.Str(st.IndexPK(user.PK, user.SK)), ":history": item.Str(item.KindHistory), ":device": item.Str(item.KindDevice),
 		},
 	}
-	older := false
 	for {
 		out, err := st.client.Query(ctx, in)
 		if err != nil {
@@ -415,27 +410,14 @@ func (st *store) forgetFormerUser(ctx context.Context, user UserKey, now time.Ti
 		}
 		for _, av := range out.Items {
 			key := st.Key(attrS(av, st.PartitionKey), attrS(av, st.SortKey))
-			if attrS(av, item.AttrKind) == item.KindDevice {
-				_, err = st.deleteIf(ctx, key, st.DeviceSeenBefore(now))
-			} else if at, _, _ := item.GetNum(av, item.AttrAt); at <= start.UnixMilli() {
-				older = true
-			} else {
-				_, err = st.delete(ctx, key, false)
-			}
-			if err != nil {
+			if _, err := st.deleteIf(ctx, key, st.WrittenBefore(attrS(av, item.AttrKind), now)); err != nil {
 				return err
 			}
 		}
 		if in.ExclusiveStartKey = out.LastEvaluatedKey; len(in.ExclusiveStartKey) == 0 {
-			break
+			return nil
 		}
 	}
-	if !older {
-		return nil
-	}
-	// Kept past every older event: a failed sign-ins' item is kept from
-	// its hour's end.
-	return st.putHistory(ctx, user, item.HistoryEntry{Event: item.HistoryStart, At: start, Expires: start.Add(keep + time.Hour)})
 }
 
 // changeVersion changes a user item's sessions version, which ends every
@@ -575,9 +557,6 @@ func (st *store) queryHistory(ctx context.Context, user UserKey, cursor string, 
 			if err != nil {
 				st.logger.WarnContext(ctx, "ddbsession: ignoring a history item in an unknown format", "err", err)
 				continue
-			}
-			if e.Event == item.HistoryStart { // a former user's history is older
-				return page, "", nil
 			}
 			page = append(page, e)
 		}

@@ -37,13 +37,8 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	defer cancel()
 	now := c.now()
 	f, err := c.prove(ctx, in, false, now)
-	switch {
-	case errors.As(err, new(*appError)):
-		c.recordFailed(ctx, in.user, r, now)
-	case errors.Is(err, ErrUserNotFound) && in.verify != nil:
-		c.recordUnknown(ctx, in.user, r, now)
-	}
 	if err != nil {
+		c.recordRefusal(ctx, in, r, now, err)
 		return err
 	}
 	if err := c.endPending(ctx, w, r); err != nil {

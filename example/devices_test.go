@@ -141,6 +141,8 @@ func TestAccountPageShowsHistory(t *testing.T) {
 		func() { notice(b, "Safari 18 on macOS", "Chrome") },
 		func() { other.mustPost(http.StatusSeeOther, "/logout", nil) },
 		func() { other.login("alice", "correct horse") },
+		// Signed out and in again, it still knows its own sign-in.
+		func() { notice(other, "Chrome 156 on Linux", "Safari") },
 	} {
 		clock.Advance(time.Second) // the history's order
 		step()

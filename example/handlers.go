@@ -21,7 +21,7 @@ func (a *app) index(w http.ResponseWriter, r *http.Request) {
 	data := indexData{place: a.place, now: a.now()}
 	if u, ok := a.sessions.User(r.Context()); ok {
 		s, _ := a.sessions.Session(r.Context())
-		data.current = s.ID
+		data.device = a.sessions.DeviceOf(r, s.User)
 		list, err := a.sessions.List(r.Context(), s.User)
 		if err != nil {
 			a.storeError(w, r, "list sessions", err)

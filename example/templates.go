@@ -51,10 +51,11 @@ type indexData struct {
 	SSO string
 	// place is appConfig.Place, or nil.
 	place func(addr string) string
-	// current is this browser's session's ID, and now the page's time: the
-	// new-device notice leaves out this browser's own, and old ones.
-	current string
-	now     time.Time
+	// device is this browser's name for the user (DeviceOf), and now the
+	// page's time: the new-device notice leaves out this browser's own,
+	// and old ones.
+	device string
+	now    time.Time
 }
 
 // NewDevices are the sign-ins from devices new to the account, on the
@@ -63,7 +64,7 @@ type indexData struct {
 func (d indexData) NewDevices() []ddbsession.Event {
 	var out []ddbsession.Event
 	for _, e := range d.History {
-		if e.Kind == ddbsession.EventNewDevice && e.SessionID != d.current && d.now.Sub(e.Time) < newDeviceNotice {
+		if e.Kind == ddbsession.EventNewDevice && e.Device != d.device && d.now.Sub(e.Time) < newDeviceNotice {
 			out = append(out, e)
 		}
 	}

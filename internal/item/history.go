@@ -30,6 +30,8 @@ import (
 //	addr       S  the client's IP address, where the request had one
 //	userAgent  S  the client's User-Agent, where the request had one
 //	count      N  failed sign-ins in the hour
+//	device     S  a new device's sort key in the user's partition, without
+//	              its DEV# (a digest of the user's key and its ID)
 //	<TTL>      N  epoch seconds
 //
 // No item holds a token, a digest of one, or anything the user proved
@@ -40,13 +42,9 @@ const (
 	AttrEvent    = "event"
 	AttrAt       = "at"
 	AttrCount    = "count"
+	AttrDevice   = "device"
 	failedSuffix = "failed"
 )
-
-// HistoryStart is the event of the item that starts a user's history:
-// CreateUser writes it where a former user of the same key left history,
-// and History reads nothing older, so that a new user inherits none.
-const HistoryStart = "history-start"
 
 // HistoryEntry is one item of a user's history, decoded.
 type HistoryEntry struct {
@@ -56,6 +54,7 @@ type HistoryEntry struct {
 	Methods   []string
 	Address   string
 	UserAgent string
+	Device    string // a new device's, as DeviceKey takes it
 	Count     int64
 	Expires   time.Time // whole seconds, as stored for TTL
 	// Cursor is the entry's place in the history: its sort key without
@@ -108,6 +107,9 @@ func (l *Layout) EncodeHistory(userPK, userSK string, e HistoryEntry) map[string
 	if e.Address != "" {
 		av[AttrAddress] = Str(e.Address)
 	}
+	if e.Device != "" {
+		av[AttrDevice] = Str(e.Device)
+	}
 	if e.UserAgent != "" {
 		av[AttrUserAgent] = Str(e.UserAgent)
 	}
@@ -152,6 +154,7 @@ func (l *Layout) DecodeHistory(av map[string]types.AttributeValue) (HistoryEntry
 		Methods:   d.strs(AttrMethods),
 		Address:   d.str(AttrAddress, false),
 		UserAgent: d.str(AttrUserAgent, false),
+		Device:    d.str(AttrDevice, false),
 		Expires:   time.Unix(d.num(l.TTLAttribute), 0),
 	}
 	if _, present := av[AttrCount]; present {
@@ -220,13 +223,14 @@ func (l *Layout) DeviceWrittenAt(at time.Time) Writes {
 	}
 }
 
-// DeviceSeenBefore is the condition of deleting a device item first seen
-// before t: a former user's, not one of a user made anew since.
-func (l *Layout) DeviceSeenBefore(t time.Time) Writes {
+// WrittenBefore is the condition of deleting a history or device item
+// (kind) written before t: a former user's, not one of a user made anew
+// since.
+func (l *Layout) WrittenBefore(kind string, t time.Time) Writes {
 	return Writes{
-		Condition: "#kind = :device AND #at < :t",
+		Condition: "#kind = :kind AND #at < :t",
 		Names:     map[string]string{"#kind": AttrKind, "#at": AttrAt},
-		Values:    map[string]types.AttributeValue{":device": Str(KindDevice), ":t": Num(t.UnixMilli())},
+		Values:    map[string]types.AttributeValue{":kind": Str(kind), ":t": Num(t.UnixMilli())},
 	}
 }
 
