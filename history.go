@@ -104,15 +104,16 @@ func (c *core) recordOrLog(ctx context.Context, kind EventKind, user UserKey, s 
 	}
 }
 
-// recordRefusal records what a sign-in's proof refused with err: a verify
-// that refused, a failed sign-in, unless it wraps ErrSecondStep; a user
-// who does not exist, recordUnknown's refused write.
-func (c *core) recordRefusal(ctx context.Context, in signIn, r *http.Request, now time.Time, err error) {
+// recordRefusal records what the proof of a sign-in of user from r refused
+// with err: a verify that refused, a failed sign-in, unless it wraps
+// ErrSecondStep; a user who does not exist, for a sign-in with a verify,
+// recordUnknown's refused write.
+func (c *core) recordRefusal(ctx context.Context, user UserKey, verified bool, r *http.Request, now time.Time, err error) {
 	switch {
 	case errors.As(err, new(*appError)) && !errors.Is(err, ErrSecondStep):
-		c.recordFailed(ctx, in.user, r, now)
-	case errors.Is(err, ErrUserNotFound) && in.verify != nil:
-		c.recordUnknown(ctx, in.user, r, now)
+		c.recordFailed(ctx, user, r, now)
+	case errors.Is(err, ErrUserNotFound) && verified:
+		c.recordUnknown(ctx, user, r, now)
 	}
 }
 

@@ -280,7 +280,7 @@ func (c *core) signIn(r *http.Request, in signIn) (signedIn, error) {
 	now := c.now()
 	f, err := c.prove(work, in, c.limit.max > 0, now)
 	if err != nil {
-		c.recordRefusal(work, in, r, now, err)
+		c.recordRefusal(work, in.user, in.verify != nil, r, now, err)
 		return signedIn{}, err
 	}
 	ended, err := c.endRequestSessions(work, r, in.end, EventRotated, in.read)

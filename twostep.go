@@ -38,7 +38,7 @@ func (c *core) beginLogin(w http.ResponseWriter, r *http.Request, in signIn) err
 	now := c.now()
 	f, err := c.prove(ctx, in, false, now)
 	if err != nil {
-		c.recordRefusal(ctx, in, r, now, err)
+		c.recordRefusal(ctx, in.user, in.verify != nil, r, now, err)
 		return err
 	}
 	if err := c.endPending(ctx, w, r); err != nil {
