@@ -377,8 +377,9 @@ func (st *store) createUser(ctx context.Context, av map[string]types.AttributeVa
 	return !taken && err == nil, err
 }
 
-// undoUser deletes the user item av that createUser wrote, unless it was
-// changed since; a failure is logged.
+// undoUser deletes the user item av that createUser wrote, unless its
+// sessions version changed since (a RevokeAll; no other CreateUser could
+// give it that random one); a failure is logged.
 func (st *store) undoUser(ctx context.Context, av map[string]types.AttributeValue) {
 	w := item.Writes{Condition: "#v = :v", Names: map[string]string{"#v": st.VersionAttribute}, Values: map[string]types.AttributeValue{":v": av[st.VersionAttribute]}}
 	if _, err := st.deleteIf(ctx, st.Key(attrS(av, st.PartitionKey), attrS(av, st.SortKey)), w); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/ddbsession/ddbsession"
 	"github.com/ddbsession/ddbsession/internal/ddbtest"
 )
@@ -218,6 +220,14 @@ func TestNewDeviceCode(t *testing.T) {
 	}
 	if res := ta.apiClient("cli/1.0").request("POST", "/api/login", `{"username": "alice", "password": "correct horse"}`); res.code != http.StatusForbidden || !isAPIError(res.body) {
 		t.Errorf("POST /api/login with a password alone: %d %s, want 403", res.code, res.body)
+	}
+
+	// A store that fails the device's read fails the sign-in closed.
+	ta.faults.failNext("GetItem", func(in any) bool {
+		return strings.HasPrefix(attrString(in.(*dynamodb.GetItemInput).Key["sk"]), "DEV#")
+	})
+	if res := home.post("/login", url.Values{"username": {"alice"}, "password": {"correct horse"}}); res.code != http.StatusServiceUnavailable {
+		t.Errorf("a login whose device read failed: %d, want 503\n%s", res.code, res.body)
 	}
 
 	// With one-time codes, the new browser signs in with the code.
