@@ -40,6 +40,8 @@ import (
 // Users and the table:
 //
 //	createUser      a new user item, with its first sessions version
+//	undoUser        a user item createUser made, when what follows failed
+//	forgetFormerUser the history and devices a former user of the key left
 //	changeVersion   end a user's sessions: their user item's version
 //	changeRevocation end a user's sessions (MREC): their revocation item's version
 //	revokeEveryone  end every session: the global generation
@@ -49,8 +51,10 @@ import (
 //	putHistory      an event
 //	countFailed     a failed sign-in, in its hour's item
 //	countNone       countFailed's write, refused: an unknown user's
-//	queryHistory    a page of events, and the last RevokeEveryone's time
+//	queryHistory    a page of events
 //	seeDevice       a device a user signs in from, and whether it is new
+//	forgetDevice    the record of a new device whose sign-in failed
+//	knowsDevice     whether a user signed in from a device
 //
 // The package uses no transactions (dynalite, a test engine, has no
 // TransactWriteItems): writes that touch two items are ordered so that a
